@@ -1,0 +1,204 @@
+"""Data readers: SentEval-layout STS12–16, STS-B, SICK; sentence corpora.
+
+The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR``; it may point at
+the ``sts/`` folder or at its parent (which also holds ``train/``). Without either, a
+``../shared/data`` or ``./data`` beside the working directory is used if present.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import DataError
+
+ENV_VAR = "PROMPTSEARCH_DATA_DIR"
+STS_YEARS = {"sts12": "STS12-en-test", "sts13": "STS13-en-test", "sts14": "STS14-en-test",
+             "sts15": "STS15-en-test", "sts16": "STS16-en-test"}
+TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]
+TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
+              "stsb": "STS-B", "sickr": "SICK-R", "stsb-dev": "STS-B dev", "stsb-train": "STS-B train",
+              "sickr-dev": "SICK-R dev"}
+TASK_GROUPS = {"sts-all": TASKS}
+
+
+@dataclass
+class STSData:
+    """Pairs of one task, grouped by subset (one subset for STS-B and SICK)."""
+
+    name: str
+    subsets: dict[str, tuple[list[str], list[str], list[float]]] = field(default_factory=dict)
+
+    @property
+    def n_pairs(self) -> int:
+        return sum(len(v[2]) for v in self.subsets.values())
+
+    def sentences(self) -> list[str]:
+        out: list[str] = []
+        for a, b, _ in self.subsets.values():
+            out += a + b
+        return out
+
+
+def _candidates() -> list[Path]:
+    here = Path.cwd()
+    return [here / "../shared/data", here / "data", here / "../data"]
+
+
+def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """(sts folder, train folder) from the flag, the env var or the defaults.
+
+    The given folder may be the ``sts/`` folder itself or its parent holding ``sts/`` and
+    ``train/``; ``train/`` is looked for beside ``sts/``.
+    """
+    given = data_dir or os.environ.get(ENV_VAR)
+    if given:
+        p = Path(given).expanduser()
+        src = "--data-dir" if data_dir else ENV_VAR
+        if not p.is_dir():
+            raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. ../shared/data/sts)")
+        if (p / "sts").is_dir():
+            return p / "sts", p / "train"
+        if (p / "STSBenchmark").is_dir() or any((p / d).is_dir() for d in STS_YEARS.values()):
+            return p, p.parent / "train"
+        raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the SentEval-layout STS data")
+    for c in _candidates():
+        if (c / "sts" / "STSBenchmark").is_dir():
+            return (c / "sts").resolve(), (c / "train").resolve()
+    raise DataError(f"no data directory: pass --data-dir or set {ENV_VAR} (e.g. ../shared/data/sts)")
+
+
+def sts_dir(data_dir=None) -> Path:
+    return data_dirs(data_dir)[0]
+
+
+def train_dir(data_dir=None) -> Path:
+    return data_dirs(data_dir)[1]
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\r\n") for line in f]
+    except FileNotFoundError:
+        raise DataError(f"missing data file {path}; check --data-dir") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def _tokens(s: str) -> str:
+    return " ".join(s.split())
+
+
+def read_sts_year(task: str, data_dir=None) -> STSData:
+    """STS12–16: ``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``; unscored pairs skipped."""
+    folder = sts_dir(data_dir) / STS_YEARS[task]
+    if not folder.is_dir():
+        raise DataError(f"missing {folder}; check --data-dir")
+    data = STSData(task)
+    for inp in sorted(folder.glob("STS.input.*.txt")):
+        subset = inp.name[len("STS.input.") : -len(".txt")]
+        gs = folder / f"STS.gs.{subset}.txt"
+        lines, golds = _read_lines(inp), _read_lines(gs)
+        if len(lines) != len(golds):
+            raise DataError(f"{inp} has {len(lines)} lines but {gs.name} has {len(golds)}; the files must align line by line")
+        a, b, y = [], [], []
+        for i, (line, g) in enumerate(zip(lines, golds), 1):
+            if not g.strip():
+                continue  # unscored pair (STS15/16), as SentEval does
+            parts = line.split("\t")
+            if len(parts) < 2:
+                raise DataError(f"{inp}:{i}: expected 'sentence1<TAB>sentence2', found {len(parts)} field(s)")
+            try:
+                score = float(g)
+            except ValueError:
+                raise DataError(f"{gs}:{i}: gold score {g!r} is not a number") from None
+            a.append(_tokens(parts[0]))
+            b.append(_tokens(parts[1]))
+            y.append(score)
+        data.subsets[subset] = (a, b, y)
+    if not data.subsets:
+        raise DataError(f"{folder} holds no STS.input.*.txt files; check --data-dir")
+    return data
+
+
+def read_stsb(split: str = "test", data_dir=None) -> STSData:
+    path = sts_dir(data_dir) / "STSBenchmark" / f"sts-{split}.csv"
+    a, b, y = [], [], []
+    for i, line in enumerate(_read_lines(path), 1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) < 7:
+            raise DataError(f"{path}:{i}: expected 7 tab-separated fields, found {len(parts)}")
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise DataError(f"{path}:{i}: score {parts[4]!r} is not a number") from None
+        a.append(_tokens(parts[5]))
+        b.append(_tokens(parts[6]))
+        y.append(score)
+    return STSData("stsb" if split == "test" else f"stsb-{split}", {split: (a, b, y)})
+
+
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+
+def read_sick(split: str = "test", data_dir=None) -> STSData:
+    path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
+    a, b, y = [], [], []
+    for i, line in enumerate(_read_lines(path), 1):
+        line = line.strip()
+        if i == 1 or not line:
+            continue  # header
+        parts = line.split("\t")
+        if len(parts) < 4:
+            raise DataError(f"{path}:{i}: expected pair_ID, sentence_A, sentence_B, relatedness_score")
+        try:
+            score = float(parts[3])
+        except ValueError:
+            raise DataError(f"{path}:{i}: relatedness {parts[3]!r} is not a number") from None
+        a.append(_tokens(parts[1]))
+        b.append(_tokens(parts[2]))
+        y.append(score)
+    return STSData("sickr" if split == "test" else f"sickr-{split}", {split: (a, b, y)})
+
+
+def expand_tasks(spec: str | list[str]) -> list[str]:
+    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,sickr"`` → both; unknown names → DataError."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for n in (x.strip().lower() for x in names if x.strip()):
+        group = TASK_GROUPS.get(n, [n])
+        for t in group:
+            if t not in TASK_NAMES:
+                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}")
+            if t not in out:
+                out.append(t)
+    if not out:
+        raise DataError("no task given; use e.g. --tasks stsb-dev or --tasks sts-all")
+    return out
+
+
+def load_task(task: str, data_dir=None) -> STSData:
+    if task in STS_YEARS:
+        return read_sts_year(task, data_dir)
+    if task.startswith("stsb"):
+        return read_stsb(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    if task.startswith("sickr"):
+        return read_sick(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    raise DataError(f"unknown task {task!r}")
+
+
+def default_corpus_path(data_dir=None) -> Path:
+    return train_dir(data_dir) / "wiki1m_sample.txt"
+
+
+def load_corpus(path: str | os.PathLike | None = None, data_dir=None, limit: int | None = None) -> list[str]:
+    """One sentence a line (blank lines skipped); default: the Wikipedia sample in ``train/``."""
+    p = Path(path) if path else default_corpus_path(data_dir)
+    lines = [s for s in (_tokens(x) for x in _read_lines(p)) if s]
+    if not lines:
+        raise DataError(f"{p} holds no sentences; give a file with one sentence a line")
+    return lines[:limit] if limit else lines

@@ -1,0 +1,52 @@
+"""Ditto (Chen et al. 2023): grid-search the attention head whose diagonal best weights
+first-last hidden states, scored by STS-B dev Spearman."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .data import load_task
+from .encoder import PromptEncoder
+from .evaluate import score_task
+from .pooling import FIRST_LAYER, Batch
+
+
+def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None) -> list[tuple[int, int, float]]:
+    """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
+    data = load_task(task, data_dir)
+    sentences = list(dict.fromkeys(data.sentences()))
+    L, H = encoder.model.num_layers, encoder.model.num_heads
+
+    def all_heads(b: Batch, _ctx) -> torch.Tensor:
+        w = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in b.attentions], 1).float()  # (B, L, H, T)
+        w = w * b.attention_mask[:, None, None, :].float()
+        fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2  # (B, T, D)
+        pooled = torch.einsum("blht,btd->blhd", w, fl) / w.sum(-1, keepdim=True).clamp(min=1e-9)
+        return pooled.reshape(len(w), -1)
+
+    flat = encoder.forward_pooled(sentences, {"all": all_heads}, hidden_states=True, attentions=True,
+                                  show_progress_bar=show_progress_bar)["all"]
+    per_head = flat.reshape(len(sentences), L, H, -1)
+    index = {s: i for i, s in enumerate(sentences)}
+    scores = []
+    for layer in range(L):
+        for head in range(H):
+            v = per_head[:, layer, head]
+            res = score_task(data, lambda ss, v=v: v[[index[s] for s in ss]])
+            scores.append((layer, head, res["spearman"]))
+    return sorted(scores, key=lambda x: -x[2])
+
+
+def format_heads(scores: list[tuple[int, int, float]], top: int = 10) -> str:
+    lines = ["head   STS-B dev"] + [f"{l}-{h:<4} {s:8.2f}" for l, h, s in scores[:top]]
+    grid = {}
+    for l, h, s in scores:
+        grid[(l, h)] = s
+    L = max(l for l, _, _ in scores) + 1
+    H = max(h for _, h, _ in scores) + 1
+    lines += ["", "layer\\head " + " ".join(f"{h:>6}" for h in range(H))]
+    lines += [f"{l:>10} " + " ".join(f"{grid[(l, h)]:6.1f}" for h in range(H)) for l in range(L)]
+    return "\n".join(lines)
+
+

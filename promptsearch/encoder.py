@@ -1,0 +1,375 @@
+"""PromptEncoder: sentences → vectors, with a template ([MASK] state) or a pooling baseline.
+
+The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch,
+one progress bar, return a numpy array in input order. Inference runs under
+``torch.inference_mode`` and, where the hardware has fast bf16 (AMX/AVX512-BF16 CPUs,
+recent GPUs), under bf16 autocast.
+
+Template denoising (PromptBERT §4.3): the template alone is fed with the position
+ids of the tokens after [X] shifted by the sentence's token length; its [MASK] state
+is the template bias, subtracted from the sentence's [MASK] state. The bias depends
+only on (template, sentence length), so it is cached per pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .errors import PromptSearchError, TemplateError
+from .models import DEFAULT_MODEL, LoadedModel, load_model
+from .pooling import Batch, get_pooling, parse_head, biased_token_ids
+from .template import RenderedTemplate, Template
+
+SENTENCE_ENDINGS = ".?\"'"
+
+
+def add_final_period(sentence: str) -> str:
+    """The reference evaluation's convention: a sentence not ending in . ? " ' gets a '.'."""
+    s = sentence.strip()
+    if s and s[-1] not in SENTENCE_ENDINGS:
+        s += "."
+    return s
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    return _cpu_has_fast_bf16()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_has_fast_bf16() -> bool:
+    """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo (Linux); elsewhere assume no."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+@dataclass
+class PromptStates:
+    """[MASK] states of a template for a list of sentences: raw and the template bias."""
+
+    raw: np.ndarray
+    bias: np.ndarray
+
+    @property
+    def denoised(self) -> np.ndarray:
+        return self.raw - self.bias
+
+
+class PromptEncoder:
+    """Turn a (masked) language model into a sentence encoder with a prompt template.
+
+    >>> enc = PromptEncoder.from_pretrained("default")
+    >>> enc.encode(["a man plays a guitar ."], template='This sentence : "[X]" means [MASK] .').shape
+    (1, 384)
+    """
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        batch_size: int = 64,
+        bf16: bool | None = None,
+        add_period: bool = True,
+        max_length: int | None = None,
+        show_progress_bar: bool | None = None,
+        corpus: Sequence[str] | None = None,
+        ditto_head: str | tuple[int, int] | None = None,
+    ):
+        self.model = model
+        self.batch_size = batch_size
+        self.device = next(model.encoder.parameters()).device
+        self.bf16 = bf16_supported(self.device) if bf16 is None else bool(bf16)
+        self.add_period = add_period
+        self.max_length = min(max_length or model.max_positions, model.max_positions)
+        self.show_progress_bar = show_progress_bar
+        self._corpus = corpus
+        self.ditto_head = ditto_head
+        self._rendered: dict[str, RenderedTemplate] = {}
+        self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
+        self._biased_mask: torch.Tensor | None = None
+        lead, trail = self._specials()
+        self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str = DEFAULT_MODEL, device: str | None = None, **kwargs) -> "PromptEncoder":
+        return cls(load_model(name_or_path, device=device), **kwargs)
+
+    # ---- small accessors -------------------------------------------------------------------
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        return self.model.encoder
+
+    @property
+    def word_embeddings(self) -> torch.Tensor:
+        return self.model.word_embeddings.detach()
+
+    def _specials(self):
+        from .template import special_tokens_around
+
+        return special_tokens_around(self.tokenizer)
+
+    def rendered(self, template: str | Template) -> RenderedTemplate:
+        t = Template.parse(template)
+        r = self._rendered.get(t.text)
+        if r is None:
+            r = self._rendered[t.text] = t.render(self.tokenizer)
+        return r
+
+    def autocast(self):
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _progress(self, total: int, desc: str, show: bool | None):
+        if show is None:
+            show = self.show_progress_bar
+        if show is None:
+            show = sys.stderr.isatty() and total > 4
+        return tqdm(total=total, desc=desc, disable=not show, leave=False, unit="batch")
+
+    # ---- public API --------------------------------------------------------------------------
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        template: str | Template | None = None,
+        denoise: bool = False,
+        pooling: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        head: str | tuple[int, int] | None = None,
+        normalize_embeddings: bool = False,
+    ) -> np.ndarray:
+        """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
+
+        With ``template`` the vector is the last hidden state at [MASK] (minus the template
+        bias when ``denoise``). Without it, ``pooling`` picks a baseline (default ``mean``):
+        ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``, ``ditto``.
+        """
+        single = isinstance(sentences, str)
+        sents = [sentences] if single else list(sentences)
+        if template is not None:
+            if pooling not in (None, "mask"):
+                raise PromptSearchError(f"pooling {pooling!r} does not take a template; drop --template or --pooling")
+            st = self.prompt_states(sents, template, denoise=denoise, batch_size=batch_size, show_progress_bar=show_progress_bar)
+            out = st.denoised if denoise else st.raw
+        else:
+            if denoise:
+                raise PromptSearchError("--denoise needs a --template (it subtracts the template's own [MASK] state)")
+            out = self.pool(sents, pooling or "mean", batch_size=batch_size, show_progress_bar=show_progress_bar, head=head)
+        if normalize_embeddings:
+            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out[0] if single else out
+
+    # ---- template ([MASK]) representation -----------------------------------------------------
+    def prepare(self, sentences: Iterable[str]) -> list[str]:
+        return [add_final_period(s) if self.add_period else " ".join(s.split()) for s in sentences]
+
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X], truncated so the template fits."""
+        r = self.rendered(template)
+        room = self.max_length - r.n_template_tokens
+        if room < 1:
+            raise TemplateError(
+                f"template {Template.parse(template).text!r} takes {r.n_template_tokens} tokens, "
+                f"leaving no room for a sentence within {self.max_length}"
+            )
+        texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
+        if not texts:
+            return []
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [list(x[:room]) for x in ids]
+
+    def prompt_states(
+        self,
+        sentences: Sequence[str],
+        template: str | Template,
+        denoise: bool = True,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> PromptStates:
+        """[MASK] states for the sentences and, if ``denoise``, each one's template bias."""
+        template = Template.parse(template)
+        r = self.rendered(template)
+        uniq, inverse = _unique(self.prepare(sentences))
+        sent_ids = self.sentence_ids(uniq, template)
+        seqs, positions = zip(*(r.ids(ids) for ids in sent_ids)) if sent_ids else ((), ())
+        states = self._gather_mask_states(list(seqs), list(positions), batch_size, show_progress_bar)
+        raw = states[inverse]
+        hidden = raw.shape[1]
+        if denoise:
+            lengths = np.array([len(x) for x in sent_ids], dtype=np.int64)
+            bias_u = self.template_bias(template, lengths.tolist()).numpy()
+            bias = bias_u[inverse]
+        else:
+            bias = np.zeros((len(sentences), hidden), dtype=np.float32)
+        return PromptStates(raw=raw, bias=bias)
+
+    @torch.inference_mode()
+    def _gather_mask_states(self, seqs, positions, batch_size, show) -> np.ndarray:
+        hidden = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") else self.model.config.dim
+        out = np.zeros((len(seqs), hidden), dtype=np.float32)
+        order = np.argsort([-len(s) for s in seqs], kind="stable")
+        bs = batch_size or self.batch_size
+        pad = self.tokenizer.pad_token_id or 0
+        with self._progress((len(seqs) + bs - 1) // bs, "encode", show) as bar:
+            for start in range(0, len(seqs), bs):
+                idx = order[start : start + bs]
+                ids, att = _pad([seqs[i] for i in idx], pad, self.device)
+                with self.autocast():
+                    h = self.encoder(input_ids=ids, attention_mask=att).last_hidden_state
+                pos = torch.as_tensor([positions[i] for i in idx], device=self.device)
+                out[idx] = h[torch.arange(len(idx), device=self.device), pos].float().cpu().numpy()
+                bar.update(1)
+        return out
+
+    def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
+        """(ids, position ids, [MASK] index) of the template alone, as if a sentence of
+        ``length`` tokens sat in [X]: positions after [X] are shifted by ``length``."""
+        r = self.rendered(template)
+        ids = list(r.before) + list(r.after)
+        off = self.model.position_offset
+        pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
+        mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
+        return ids, pos, mask
+
+    @torch.inference_mode()
+    def template_bias(self, template: str | Template, lengths: Sequence[int]) -> torch.Tensor:
+        """The template's [MASK] state for each sentence length (cached per template+length)."""
+        t = Template.parse(template)
+        todo = sorted({int(n) for n in lengths if (t.text, int(n)) not in self._bias_cache})
+        bs = max(self.batch_size, 1)
+        for start in range(0, len(todo), bs):
+            chunk = todo[start : start + bs]
+            rows = [self.template_only_inputs(t, n) for n in chunk]
+            ids = torch.as_tensor([r[0] for r in rows], device=self.device)
+            pos = torch.as_tensor([r[1] for r in rows], device=self.device)
+            with self.autocast():
+                h = self.encoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos).last_hidden_state
+            vec = h[:, rows[0][2]].float().cpu()
+            for n, v in zip(chunk, vec):
+                self._bias_cache[(t.text, n)] = v
+        if not lengths:
+            hidden = self.word_embeddings.shape[1]
+            return torch.zeros((0, hidden))
+        return torch.stack([self._bias_cache[(t.text, int(n))] for n in lengths])
+
+    # ---- pooling baselines -------------------------------------------------------------------
+    def biased_token_mask(self) -> torch.Tensor:
+        """Boolean mask over the vocabulary of tokens static-debiased drops (Appendix A.1)."""
+        if self._biased_mask is None:
+            corpus = self._corpus
+            if corpus is None:
+                from .data import load_corpus
+
+                corpus = load_corpus()
+            ids = biased_token_ids(self.tokenizer, list(corpus))
+            mask = torch.zeros(self.word_embeddings.shape[0], dtype=torch.bool)
+            mask[[i for i in ids if i < mask.numel()]] = True
+            self._biased_mask = mask.to(self.device)
+        return self._biased_mask
+
+    @property
+    def ditto_head_tuple(self) -> tuple[int, int]:
+        return parse_head(self.ditto_head, self.model.num_layers, self.model.num_heads)
+
+    def pool(self, sentences, pooling: str = "mean", batch_size=None, show_progress_bar=None, head=None) -> np.ndarray:
+        p = get_pooling(pooling)
+        if p.name == "ditto":
+            if head is not None:
+                self.ditto_head = head
+            _ = self.ditto_head_tuple  # validate before the forward passes
+        if p.name == "static-debiased":
+            self.biased_token_mask()
+        outs = self.forward_pooled(sentences, {p.name: p.fn}, hidden_states=p.hidden_states, attentions=p.attentions,
+                                   forward=p.forward, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        return outs[p.name]
+
+    @torch.inference_mode()
+    def forward_pooled(self, sentences, fns: dict, *, hidden_states=False, attentions=False, forward=True,
+                       batch_size=None, show_progress_bar=None) -> dict[str, np.ndarray]:
+        """Run plain ``[CLS] s [SEP]`` batches once and apply several pooling functions."""
+        uniq, inverse = _unique([" ".join(s.split()) for s in sentences])
+        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True, max_length=self.max_length)["input_ids"] if uniq else []
+        order = np.argsort([-len(s) for s in enc], kind="stable")
+        bs = batch_size or self.batch_size
+        pad = self.tokenizer.pad_token_id or 0
+        results: dict[str, list] = {k: [None] * len(uniq) for k in fns}
+        special = torch.as_tensor(sorted(self._special_ids), device=self.device)
+        with self._attn_impl("eager" if attentions else None), self._progress((len(enc) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+            for start in range(0, len(enc), bs):
+                idx = order[start : start + bs]
+                ids, att = _pad([enc[i] for i in idx], pad, self.device)
+                token_mask = att.bool() & ~torch.isin(ids, special)
+                b = Batch(input_ids=ids, attention_mask=att, token_mask=token_mask)
+                if forward:
+                    with self.autocast():
+                        o = self.encoder(input_ids=ids, attention_mask=att, output_hidden_states=hidden_states,
+                                         output_attentions=attentions)
+                    b.last_hidden = o.last_hidden_state.float()
+                    b.hidden_states = tuple(h.float() for h in o.hidden_states) if hidden_states else None
+                    b.attentions = tuple(a.float() for a in o.attentions) if attentions else None
+                for name, fn in fns.items():
+                    v = fn(b, self).float().cpu().numpy()
+                    for j, i in enumerate(idx):
+                        results[name][i] = v[j]
+                bar.update(1)
+        out = {}
+        for name, rows in results.items():
+            arr = np.stack(rows) if rows else np.zeros((0, self.word_embeddings.shape[1]), np.float32)
+            out[name] = arr[inverse] if len(uniq) else arr
+        return out
+
+    @contextlib.contextmanager
+    def _attn_impl(self, impl: str | None):
+        """Attention maps need the eager implementation; switch to it for the duration."""
+        if impl is None or not hasattr(self.encoder, "set_attn_implementation"):
+            yield
+            return
+        before = getattr(self.encoder.config, "_attn_implementation", None)
+        if before == impl:
+            yield
+            return
+        self.encoder.set_attn_implementation(impl)
+        try:
+            yield
+        finally:
+            if before:
+                self.encoder.set_attn_implementation(before)
+
+
+def _unique(items: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    index: dict[str, int] = {}
+    inverse = np.fromiter((index.setdefault(s, len(index)) for s in items), dtype=np.int64, count=len(items))
+    return list(index), inverse
+
+
+def _pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        att[i, : len(s)] = 1
+    return ids.to(device), att.to(device)

