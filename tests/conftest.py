@@ -1,0 +1,128 @@
+"""Shared fixtures: tiny randomly initialised BERT / RoBERTa / DistilBERT MLMs with real
+tokenizers, saved to disk so the tests go through the same loading path as a real model.
+No downloads: vocabularies are built from the STS-B dev sentences in the shared data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("PROMPTSEARCH_DATA_DIR", REPO.parent / "shared" / "data" / "sts"))
+os.environ.setdefault("PROMPTSEARCH_DATA_DIR", str(DATA))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+PAPER_T = 'This sentence : "[X]" means [MASK] .'
+ROBERTA_T = "This sentence : '[X]' means [MASK] ."
+
+
+def _sentences(n=400) -> list[str]:
+    out = []
+    with open(DATA / "STSBenchmark" / "sts-dev.csv", encoding="utf-8") as f:
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            out += [p[5], p[6]]
+            if len(out) >= n:
+                break
+    return out
+
+
+def _tiny_config_kwargs():
+    return dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                max_position_embeddings=64, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-bert")
+    words = sorted({w for s in _sentences() for w in s.lower().split()})
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    extra = ["this", "sentence", "means", ":", '"', "'", ".", "of", "##s", "##ing", "##ed"]
+    vocab = list(dict.fromkeys(specials + extra + words))[:1500]
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = BertTokenizer(vocab=str(d / "vocab.txt"))
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), pad_token_id=0, **_tiny_config_kwargs()))
+    model.save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_encoder_only_dir(tmp_path_factory, tiny_bert_dir) -> Path:
+    """A checkpoint with no MLM head (like the default MiniLM)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    d = tmp_path_factory.mktemp("tiny-bert-nohead")
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(d)
+    torch.manual_seed(1)
+    vocab = len((tiny_bert_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
+    BertModel(BertConfig(vocab_size=vocab, pad_token_id=0, **_tiny_config_kwargs())).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-roberta")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(_sentences() + ["This sentence : 'x' means y ."] * 5, vocab_size=600,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(d))
+    tok = RobertaTokenizer(vocab=str(d / "vocab.json"), merges=str(d / "merges.txt"))
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                        **{**_tiny_config_kwargs(), "max_position_embeddings": 66})
+    RobertaForMaskedLM(cfg).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert_dir(tmp_path_factory, tiny_bert_dir) -> Path:
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertForMaskedLM
+
+    d = tmp_path_factory.mktemp("tiny-distilbert")
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tok), dim=32, n_layers=2, n_heads=4, hidden_dim=37,
+                                           max_position_embeddings=64, pad_token_id=0)).save_pretrained(d)
+    return d
+
+
+def make_encoder(path, **kw):
+    from promptsearch import PromptEncoder
+
+    kw.setdefault("bf16", False)
+    kw.setdefault("show_progress_bar", False)
+    return PromptEncoder.from_pretrained(str(path), device="cpu", **kw)
+
+
+@pytest.fixture(scope="session")
+def bert_enc(tiny_bert_dir):
+    return make_encoder(tiny_bert_dir)
+
+
+@pytest.fixture(scope="session")
+def roberta_enc(tiny_roberta_dir):
+    return make_encoder(tiny_roberta_dir)
+
+
+@pytest.fixture(scope="session")
+def default_enc():
+    """The real bundled MiniLM (float32 unless a test asks otherwise)."""
+    return make_encoder("default")
+
+
+@pytest.fixture(scope="session")
+def sentences():
+    return _sentences()

@@ -1,0 +1,69 @@
+"""The command line: results on the tiny model, one-line errors for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from promptsearch.cli import main
+from conftest import PAPER_T
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_eval_json_on_tiny_model(tiny_bert_dir, capsys):
+    code, out, err = run(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--denoise",
+                          "--tasks", "sts16,stsb-dev", "--json", "-q", "--no-bf16"], capsys)
+    assert code == 0
+    res = json.loads(out)
+    assert set(res) == {"sts16", "stsb-dev", "avg"}
+    assert res["avg"] == pytest.approx((res["sts16"] + res["stsb-dev"]) / 2, abs=1e-3)
+
+
+def test_eval_table_and_ditto_search(tiny_bert_dir, capsys):
+    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "first-last", "--tasks", "sts13", "-q"], capsys)
+    assert code == 0 and "STS13" in out and "first-last" in out
+    code, out, _ = run(["ditto-search", "--model", str(tiny_bert_dir), "-q", "--json"], capsys)
+    heads = json.loads(out)
+    assert code == 0 and len(heads) == 2 * 4
+    assert heads == sorted(heads, key=lambda h: -h["spearman"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "--template", "no placeholder [MASK] ."], "has 0 [X] placeholders"),
+    (["eval", "--template", "[X] means ."], "has 0 [MASK] tokens"),
+    (["eval", "--template", "[X] [MASK] or [MASK]"], "has 2 [MASK] tokens"),
+    (["eval", "--pooling", "max"], "unknown pooling 'max'"),
+    (["eval", "--pooling", "mean", "--data-dir", "/no/such/dir"], "does not exist"),
+    (["eval", "--pooling", "mean", "--tasks", "sts99"], "unknown task"),
+    (["eval", "--pooling", "ditto"], "needs --head"),
+    (["eval", "--template", PAPER_T, "--pooling", "mean"], "either --template or --pooling"),
+    (["eval", "--model", "/no/such/model", "--pooling", "mean"], "does not exist"),
+])
+def test_bad_input_is_one_line_no_traceback(argv, message, capsys):
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_unreadable_row_via_console_script(tmp_path):
+    (tmp_path / "STSBenchmark").mkdir()
+    (tmp_path / "STSBenchmark" / "sts-dev.csv").write_text("only\tthree\tfields\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "promptsearch", "eval", "--pooling", "static", "--data-dir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3"]
+
+
+def test_usage_error_is_one_line(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--batch-size", "many"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "invalid int value" in err

@@ -1,0 +1,67 @@
+"""Readers on the real shared files (../shared/data/sts)."""
+
+import pytest
+
+from promptsearch.data import TASKS, data_dirs, expand_tasks, load_corpus, load_task, read_sts_year
+from promptsearch.errors import DataError
+
+EXPECTED = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927, "stsb-dev": 1500}
+
+
+@pytest.mark.parametrize("task", list(EXPECTED))
+def test_pair_counts_match_published_sizes(task):
+    assert load_task(task).n_pairs == EXPECTED[task]
+
+
+def test_sts16_skips_unscored_lines():
+    d = read_sts_year("sts16")
+    assert {k: len(v[2]) for k, v in d.subsets.items()} == {
+        "answer-answer": 254, "headlines": 249, "plagiarism": 230, "postediting": 244, "question-question": 209}
+    raw_lines = sum(1 for _ in open(data_dirs()[0] / "STS16-en-test" / "STS.input.postediting.txt", encoding="utf-8"))
+    assert raw_lines == 3287  # most lines are unscored and were skipped
+    assert all(0 <= y <= 5 for *_, ys in d.subsets.values() for y in ys)
+
+
+def test_rows_are_parsed_into_the_right_fields():
+    a, b, y = load_task("stsb-dev").subsets["dev"]
+    assert (a[0], b[0], y[0]) == ("a man with a hard hat is dancing .", "a man wearing a hard hat is dancing .", 5.0)
+    a, b, y = load_task("sickr").subsets["test"]
+    assert a[0] == "There is no boy playing outdoors and there is no man smiling" and 1 <= min(y) and max(y) <= 5
+    assert not any("\r" in s for s in a + b)  # CRLF file stripped
+
+
+def test_data_dir_resolution(tmp_path, monkeypatch):
+    sts, train = data_dirs()
+    assert data_dirs(str(sts)) == (sts, sts.parent / "train")
+    assert data_dirs(str(sts.parent)) == (sts.parent / "sts", sts.parent / "train")
+    monkeypatch.setenv("PROMPTSEARCH_DATA_DIR", str(sts))
+    assert data_dirs()[0] == sts
+    with pytest.raises(DataError, match="does not exist"):
+        data_dirs(str(tmp_path / "nope"))
+    with pytest.raises(DataError, match="holds no STSBenchmark"):
+        data_dirs(str(tmp_path))
+
+
+def test_malformed_rows_name_file_and_line(tmp_path):
+    (tmp_path / "STSBenchmark").mkdir()
+    (tmp_path / "STSBenchmark" / "sts-dev.csv").write_text("g\tf\t2012\t1\t4.0\tone sentence\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"sts-dev.csv:1: expected 7"):
+        load_task("stsb-dev", tmp_path)
+    y = tmp_path / "STS12-en-test"
+    y.mkdir()
+    (y / "STS.input.x.txt").write_text("a\tb\nc\td\n", encoding="utf-8")
+    (y / "STS.gs.x.txt").write_text("1.0\nabc\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"STS.gs.x.txt:2: gold score 'abc'"):
+        load_task("sts12", tmp_path)
+
+
+def test_task_expansion():
+    assert expand_tasks("sts-all") == TASKS
+    assert expand_tasks("stsb-dev, sickr") == ["stsb-dev", "sickr"]
+    with pytest.raises(DataError, match="unknown task"):
+        expand_tasks("sts17")
+
+
+def test_wikipedia_corpus():
+    c = load_corpus()
+    assert len(c) == 11914 and all(c)

@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from promptsearch.data import STSData
+from promptsearch.evaluate import Rep, anisotropy, evaluate_reps, format_table, score_task
+from conftest import PAPER_T
+
+
+def test_all_is_spearman_over_concatenated_subsets_not_the_mean():
+    rng = np.random.default_rng(0)
+    vec = {f"s{i}": rng.normal(size=4) for i in range(40)}
+    subsets = {}
+    for k in ("a", "b"):
+        ids = [f"s{i}" for i in (range(0, 20) if k == "a" else range(20, 40))]
+        subsets[k] = (ids[:10], ids[10:], list(rng.uniform(0, 5, 10)))
+    res = score_task(STSData("t", subsets), vec)
+    cos = lambda x, y: vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+    sims = [cos(x, y) for k in "ab" for x, y in zip(subsets[k][0], subsets[k][1])]
+    gold = subsets["a"][2] + subsets["b"][2]
+    assert res["spearman"] == pytest.approx(spearmanr(sims, gold).statistic * 100)
+    assert res["spearman"] != pytest.approx(np.mean(list(res["subsets"].values())))
+    assert res["pairs"] == 20
+
+
+def test_anisotropy_is_mean_pairwise_cosine(bert_enc):
+    rep = Rep(pooling="static")
+    assert anisotropy(bert_enc, [rep], corpus=["a man ."] * 5, n=5)[rep] == pytest.approx(1.0, abs=1e-5)
+    corpus = ["a man .", "an onion .", "the cat sat ."]
+    v = bert_enc.encode(corpus, pooling="static")
+    u = v / np.linalg.norm(v, axis=1, keepdims=True)
+    expected = np.mean([u[i] @ u[j] for i in range(3) for j in range(3) if i != j])
+    assert anisotropy(bert_enc, [rep], corpus=corpus, n=3)[rep] == pytest.approx(expected, abs=1e-5)
+
+
+def test_shared_pass_equals_separate_evaluation(bert_enc):
+    reps = [Rep(template=PAPER_T), Rep(template=PAPER_T, denoise=True), Rep(pooling="mean"), Rep(pooling="ditto", head="0-1")]
+    together = evaluate_reps(bert_enc, reps, ["sts16"])
+    for r in reps:
+        alone = evaluate_reps(bert_enc, [r], ["sts16"])[r]
+        # Ditto needs attention maps, so the shared pooling pass runs eager attention where "mean"
+        # alone runs SDPA: the kernels round differently (~1e-6), which can swap near-tied ranks.
+        tol = 0.1 if r.pooling == "mean" else 1e-6
+        assert together[r]["sts16"]["spearman"] == pytest.approx(alone["sts16"]["spearman"], abs=tol)
+    table = format_table([(r.label, together[r]) for r in reps], ["sts16"])
+    assert PAPER_T.replace("|", "\\|") in table and "(denoised)" in table
