@@ -140,9 +140,196 @@ def cmd_report(args) -> int:
     print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random Wikipedia pairs)")
     print(format_table(rows, tasks, extra, markdown=True))
     if args.json:
-        from .results import atomic_write
+        from .fileio import atomic_write
 
         atomic_write(args.json, results_json([(r, res[r]) for r in reps], args.model))
+    return 0
+
+
+# ---- search commands ------------------------------------------------------------------------
+
+def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
+    g = p.add_argument_group("scoring")
+    g.add_argument("--out", default=out, help=f"results JSON (default {out}); an existing one is resumed")
+    g.add_argument("--dataset", default="stsb-dev", help="scoring set (default stsb-dev)")
+    g.add_argument("--no-denoise", dest="denoise", action="store_false",
+                   help="rank by the raw [MASK] state (default: denoised; both are cached)")
+    g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
+
+
+def _scorer(args, enc=None):
+    from .data import expand_tasks
+    from .search import Scorer
+
+    (dataset,) = expand_tasks(args.dataset)[:1]
+    return Scorer(enc or _encoder(args), dataset=dataset, denoise=args.denoise, data_dir=args.data_dir,
+                  cache_path=args.cache, use_cache=not args.no_cache)
+
+
+def _check_out(path) -> None:
+    """Fail before loading anything if --out cannot be written."""
+    from pathlib import Path
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise PromptSearchError(f"--out {p} is a directory; give a file name such as best.json")
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise PromptSearchError(f"--out {p} is not writable; choose a path in a writable folder")
+
+
+def _print_ranking(results, top: int) -> None:
+    from .evaluate import format_table  # noqa: F401  (same look as eval tables)
+
+    ranked = results.ranked()[:top]
+    w = max([len(e.template) for e in ranked] + [8])
+    kind = "denoised" if results.denoise else "raw"
+    print(f"\n{'rank':>4}  {'template'.ljust(w)}  {results.dataset + ' (' + kind + ')':>20}")
+    for i, e in enumerate(ranked, 1):
+        print(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}")
+
+
+def _print_stats(results) -> None:
+    d = results.to_dict()["stats"]
+    tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
+    print(f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}); {d['cached']} came from the cache; results: {results.path}")
+
+
+def cmd_greedy(args) -> int:
+    from .data import sts_dir
+    from .search import run_strategy
+    from .search.greedy import Greedy, format_path, load_vocabulary
+
+    _check_out(args.out)
+    load_vocabulary(args.vocabulary)
+    sts_dir(args.data_dir)
+    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=False if args.quiet else None)
+    res = run_strategy(strat, _scorer(args), args.out, args.model)
+    print(format_path(strat.path))
+    b = res.best
+    print(f"\nbest: {b.template}   {b.spearman:.2f}")
+    _print_stats(res)
+    return 0
+
+
+def _read_templates(args) -> list[str]:
+    from pathlib import Path
+
+    from .template import Template
+
+    items = list(args.templates or [])
+    if args.file:
+        try:
+            lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise PromptSearchError(f"cannot read --file {args.file}: {exc.strerror or exc}") from None
+        items += [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
+    if not items:
+        raise PromptSearchError("give templates as arguments or with --file (one per line)")
+    return [Template.parse(t).text for t in items]
+
+
+def cmd_score(args) -> int:
+    from .data import sts_dir
+    from .search import Results
+
+    templates = _read_templates(args)
+    if args.out:
+        _check_out(args.out)
+    sts_dir(args.data_dir)
+    scorer = _scorer(args)
+    res = Results.open(args.out, args.model, scorer.dataset, "score", args.denoise, {"templates": len(templates)})
+    for t in templates:
+        res.add(scorer.score(t), "score")
+    _print_ranking(res, len(res.entries))
+    if args.out:
+        _print_stats(res)
+    return 0
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[-60:] or "model"
+
+
+def _compare(res, path) -> None:
+    from .search.results import load
+
+    other = load(path)
+    if not other["templates"]:
+        return
+    ob = max(other["templates"], key=lambda e: e["spearman"])
+    b = res.best
+    diff = b.spearman - ob["spearman"]
+    verdict = "at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
+    print(f"\n{res.strategy} best {b.spearman:.2f} is {verdict} the {other['strategy']} best {ob['spearman']:.2f} "
+          f"({ob['template']})")
+
+
+def cmd_optuna(args) -> int:
+    from pathlib import Path
+
+    import optuna
+
+    from .data import sts_dir
+    from .search import run_strategy
+    from .search.grammar import Grammar
+    from .search.optuna_search import OptunaSearch, optuna_summary
+
+    _check_out(args.out)
+    g = Grammar.load(args.grammar)
+    if args.compare:
+        from .search.results import load
+
+        load(args.compare)
+    sts_dir(args.data_dir)
+    storage = args.storage or f"sqlite:///{Path(args.out).resolve().with_suffix('.db')}"
+    name = args.study_name or f"promptsearch-{_slug(args.model)}-{args.dataset}-{'denoised' if args.denoise else 'raw'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    strat = OptunaSearch(storage=storage, study_name=name, trials=args.trials, grammar=args.grammar, seed=args.seed,
+                         prune=not args.no_prune, show_progress_bar=False if args.quiet else None)
+    print(f"study {name!r} in {storage}: grammar {g.source} has {g.size} templates; target {args.trials} finished trials",
+          file=sys.stderr)
+    try:
+        res = run_strategy(strat, _scorer(args), args.out, args.model)
+    except optuna.exceptions.StorageInternalError as exc:
+        raise PromptSearchError(f"Optuna storage {storage} failed ({exc}); check the --storage URL") from None
+    _print_ranking(res, args.top)
+    s = optuna_summary(strat.study)
+    print(f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed trials")
+    _print_stats(res)
+    if args.compare:
+        _compare(res, args.compare)
+    return 0
+
+
+def cmd_t5(args) -> int:
+    from .data import read_wordnet, sts_dir
+    from .search import run_strategy
+    from .search.generate import GenerateSearch
+
+    _check_out(args.out)
+    read_wordnet(args.wordnet_dir)  # fail fast on a missing WordNet
+    sts_dir(args.data_dir)
+    if args.num_templates < 1:
+        raise PromptSearchError("--num-templates must be at least 1")
+    strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
+                           num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
+                           show_progress_bar=False if args.quiet else None)
+    strat.name = "t5"
+    res = run_strategy(strat, _scorer(args), args.out, args.model)
+    g = res.extras.get("x_generated", {})
+    print(f"generated {g.get('distinct', '?')} distinct templates from {g.get('pairs_used', '?')} WordNet (word, definition) "
+          f"pairs with the {args.generator} generator; scored the top {g.get('kept', '?')}")
+    _print_ranking(res, args.top)
+    _print_stats(res)
+    if args.compare:
+        _compare(res, args.compare)
     return 0
 
 
@@ -179,6 +366,47 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--template", action="append", help="template(s) instead of the paper's three (repeatable)")
     r.add_argument("--json", metavar="FILE", help="also write all numbers (with subsets) to FILE")
     r.set_defaults(func=cmd_report)
+
+    gr = sub.add_parser("greedy", help="greedy template search (relation tokens, then prefix tokens; PromptBERT Table 4)")
+    _common(gr)
+    _search_flags(gr, "best.json")
+    gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
+    gr.add_argument("--max-steps", type=int, default=8, help="most prefix tokens to add")
+    gr.set_defaults(func=cmd_greedy)
+
+    op = sub.add_parser("optuna", help="TPE search over a template grammar with successive-halving pruning (resumable, multi-worker)")
+    _common(op)
+    _search_flags(op, "optuna.json")
+    op.add_argument("--trials", type=int, default=60, help="total finished trials for the study (all workers together)")
+    op.add_argument("--grammar", default="grammar", help="grammar JSON: a shipped name or a path")
+    op.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///<out>.db beside --out); share it to run several workers")
+    op.add_argument("--study-name", help="default: promptsearch-<model>-<dataset>-<denoised|raw>")
+    op.add_argument("--seed", type=int, default=None, help="TPE sampler seed")
+    op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
+    op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")
+    op.add_argument("--top", type=int, default=10)
+    op.set_defaults(func=cmd_optuna)
+
+    t5 = sub.add_parser("t5", help="definition-driven generation: T5 (or the MLM) fills spans around WordNet (word, definition) pairs")
+    _common(t5)
+    _search_flags(t5, "t5.json")
+    t5.add_argument("--generator", choices=["t5", "mlm"], default="t5", help="t5 (needs --model-t5) or mlm (offline: the searched model)")
+    t5.add_argument("--model-t5", default="google-t5/t5-base", help="T5 HF id or local path")
+    t5.add_argument("--num-templates", type=int, default=500, help="distinct templates to collect and score")
+    t5.add_argument("--num-pairs", type=int, default=200, help="WordNet pairs per generation round")
+    t5.add_argument("--num-beams", type=int, default=8, help="T5 beam size (= sequences kept per pair)")
+    t5.add_argument("--wordnet-dir", default="/usr/share/wordnet", help="folder with WordNet's data.noun/verb/adj/adv")
+    t5.add_argument("--seed", type=int, default=0)
+    t5.add_argument("--compare", metavar="RESULTS", help="a results file to compare the best with")
+    t5.add_argument("--top", type=int, default=10)
+    t5.set_defaults(func=cmd_t5)
+
+    sc = sub.add_parser("score", help="score given templates on STS-B dev and print the ranking")
+    _common(sc)
+    _search_flags(sc, None)
+    sc.add_argument("templates", nargs="*", help="templates, each with one [X] and one [MASK]")
+    sc.add_argument("--file", help="a file with one template a line (# comments allowed)")
+    sc.set_defaults(func=cmd_score)
     return p
 
 

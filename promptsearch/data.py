@@ -202,3 +202,39 @@ def load_corpus(path: str | os.PathLike | None = None, data_dir=None, limit: int
     if not lines:
         raise DataError(f"{p} holds no sentences; give a file with one sentence a line")
     return lines[:limit] if limit else lines
+
+
+# ---- WordNet glosses (definition-driven template generation) --------------------------------
+
+WORDNET_DIR = "/usr/share/wordnet"
+WORDNET_POS = ("noun", "verb", "adj", "adv")
+
+
+def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[tuple[str, str]]:
+    """(word, definition) pairs from WordNet 3.0 ``data.<pos>`` files (Debian ``wordnet-base``).
+
+    A synset line is ``offset lex_filenum ss_type w_cnt word lex_id ... | gloss``; the gloss's
+    first ``;``-separated part is the definition (the rest are examples). The first lemma of
+    each synset is its word; underscores become spaces.
+    """
+    d = Path(wordnet_dir)
+    if not d.is_dir():
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+    pairs: list[tuple[str, str]] = []
+    for p in pos:
+        path = d / f"data.{p}"
+        for i, line in enumerate(_read_lines(path), 1):
+            if not line or line.startswith(" ") or " | " not in line:
+                continue  # licence header
+            head, gloss = line.split(" | ", 1)
+            fields = head.split()
+            if len(fields) < 5:
+                raise DataError(f"{path}:{i}: not a WordNet synset line")
+            word = fields[4].replace("_", " ")
+            word = word.split("(")[0]  # adjective markers like "(a)"
+            definition = gloss.split(";")[0].strip()
+            if word and definition and not definition.startswith('"'):
+                pairs.append((word, definition))
+    if not pairs:
+        raise DataError(f"{d} holds no WordNet synsets (data.noun, data.verb, ...)")
+    return pairs

@@ -1,0 +1,112 @@
+"""Greedy search, the PromptBERT Table 4 protocol automated.
+
+Stage 1 (relation): score ``[X] <relation> [MASK] .`` for every relation in the vocabulary
+and keep the best. Stage 2 (prefix): repeatedly try appending each prefix token just before
+[X] (or before its opening quote), or wrapping [X] in quotes; keep the best candidate if it
+beats the current template, stop when none does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from ..errors import PromptSearchError
+from ..library import load_json
+from .results import Results
+from .scorer import Scorer
+
+
+@dataclass(frozen=True)
+class GreedyState:
+    prefix: tuple[str, ...] = ()
+    quote: str = ""
+    relation: str = "means"
+    suffix: str = "."
+
+    @property
+    def template(self) -> str:
+        parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]", self.suffix]
+        return " ".join(p for p in parts if p)
+
+
+def load_vocabulary(path: str = "greedy") -> dict:
+    v = load_json(path)
+    where = path if path.endswith(".json") else f"templates/{path}.json"
+    if not isinstance(v, dict):
+        raise PromptSearchError(f"{where}: expected a JSON object with 'relations' and 'prefix_tokens'")
+    for key in ("relations", "prefix_tokens"):
+        items = v.get(key)
+        if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
+            raise PromptSearchError(f"{where}: '{key}' must be a non-empty list of strings")
+        if any("[X]" in x or "[MASK]" in x for x in items):
+            raise PromptSearchError(f"{where}: '{key}' entries must not contain [X] or [MASK]")
+    v.setdefault("wrappers", ['"', "'"])
+    v.setdefault("suffix", ".")
+    return v
+
+
+@dataclass
+class Greedy:
+    vocabulary: str = "greedy"
+    max_steps: int = 8
+    min_delta: float = 0.0
+    show_progress_bar: bool | None = None
+    name: str = "greedy"
+    path: list = field(default_factory=list)
+
+    def settings(self) -> dict:
+        return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_delta": self.min_delta}
+
+    def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
+        out = []
+        with tqdm(states, desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
+            for s in bar:
+                sc = scorer.score(s.template)
+                results.add(sc, source)
+                out.append((sc.spearman, s))
+                bar.set_postfix_str(f"{sc.spearman:.2f} {s.template[:40]}")
+        return out
+
+    def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int):
+        self.path.append({"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
+                          "candidates": candidates})
+        results.extras["path"] = self.path
+        results.save()
+
+    def run(self, scorer: Scorer, results: Results) -> None:
+        v = load_vocabulary(self.vocabulary)
+        self.path = []
+        suffix = v["suffix"]
+        rel_states = [GreedyState(relation=r, suffix=suffix) for r in dict.fromkeys(v["relations"])]
+        scored = self._score_all(scorer, results, rel_states, "relation")
+        for sc, st in scored:
+            self.path.append({"stage": "relation", "step": 0, "template": st.template, "spearman": round(sc, 4), "candidates": 1})
+        best_score, best = max(scored, key=lambda x: x[0])
+        self._record(results, "relation:best", 0, best, best_score, len(scored))
+        for step in range(1, self.max_steps + 1):
+            cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix) for tok in v["prefix_tokens"]]
+            if not best.quote:
+                cands += [GreedyState(best.prefix, q, best.relation, best.suffix) for q in v["wrappers"]]
+            scored = self._score_all(scorer, results, cands, f"prefix step {step}")
+            cand_score, cand = max(scored, key=lambda x: x[0])
+            if cand_score <= best_score + self.min_delta:
+                self._record(results, "stop", step, cand, cand_score, len(scored))
+                break
+            best_score, best = cand_score, cand
+            self._record(results, "prefix", step, best, best_score, len(scored))
+
+
+def format_path(path: list[dict]) -> str:
+    """The search path as a Table 4-style table."""
+    rows = [("Template", "STS-B dev")]
+    rows.append(("Searching for relationship tokens", ""))
+    rows += [(r["template"], f"{r['spearman']:.2f}") for r in path if r["stage"] == "relation"]
+    rows.append(("Searching for prefix tokens", ""))
+    rows += [(r["template"], f"{r['spearman']:.2f}") for r in path if r["stage"] == "prefix"]
+    stop = [r for r in path if r["stage"] == "stop"]
+    if stop:
+        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}"))
+    w = max(len(a) for a, _ in rows)
+    return "\n".join(f"{a.ljust(w)}  {b:>9}" for a, b in rows)

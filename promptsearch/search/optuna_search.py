@@ -1,0 +1,135 @@
+"""Optuna over a template grammar: TPE sampling, successive-halving pruning on growing
+subsets of STS-B dev, resumable and shareable RDB storage.
+
+Each trial picks one option per grammar slot (``trial.suggest_categorical``). It is scored
+on 1/8, 1/4, 1/2 and then all of the dev pairs (a fixed random order), reporting each
+partial Spearman; ``SuccessiveHalvingPruner`` stops bad templates early. A template scored
+before (by any strategy) is answered from the cache.
+
+The study lives in any Optuna RDB storage (``sqlite:///study.db``, PostgreSQL, MySQL), so
+re-running the same command resumes it and several workers — processes or machines pointed
+at one URL and study name — share it. ``--trials N`` is the study's total of finished
+(complete or pruned) trials; trials of a killed worker are detected by heartbeat and retried.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import TrialState
+
+from .grammar import Grammar
+from .results import Results
+from .scorer import Score, Scorer
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
+    """RDB storage with heartbeats (a killed worker's trial is failed and retried once).
+
+    Workers started together on a fresh database race to create its tables; the loser
+    retries and then finds them.
+    """
+    import warnings
+
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    for attempt in range(attempts):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # heartbeat args are flagged experimental/deprecated, still supported
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=kwargs, heartbeat_interval=30, grace_period=90,
+                    failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
+                )
+        except (OperationalError, IntegrityError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 + random.random())
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class OptunaSearch:
+    storage: str
+    study_name: str
+    trials: int = 60
+    grammar: str = "grammar"
+    seed: int | None = None
+    prune: bool = True
+    show_progress_bar: bool | None = None
+    name: str = "optuna"
+    study: optuna.Study | None = None
+
+    def settings(self) -> dict:
+        return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
+                "prune": self.prune, "seed": self.seed}
+
+    def open_study(self, n_pairs: int = 1500) -> optuna.Study:
+        """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs."""
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
+        pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=max(n_pairs // 8, 1), reduction_factor=2)
+                  if self.prune else optuna.pruners.NopPruner())
+        return optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage), sampler=sampler,
+                                   pruner=pruner, direction="maximize", load_if_exists=True)
+
+    def run(self, scorer: Scorer, results: Results) -> None:
+        grammar = Grammar.load(self.grammar)
+        n = len(scorer.gold)
+        study = self.study = self.open_study(n)
+        study.set_user_attr("model", results.model)
+        study.set_user_attr("dataset", scorer.dataset)
+        rungs = [max(n // 8, 1), max(n // 4, 1), max(n // 2, 1), n]
+
+        def objective(trial: optuna.Trial) -> float:
+            choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
+            template = grammar.render(choice)
+            trial.set_user_attr("template", template)
+            trial.set_user_attr("worker", os.getpid())
+            hit = scorer.cached(template)
+            if hit is not None:
+                results.add(Score(template, hit, scorer.denoise, 0.0, cached=True), f"optuna:trial {trial.number}")
+                return hit
+            for pairs, value in scorer.score_progressive(template, rungs, seed=0):
+                if pairs < n:
+                    trial.report(value, pairs)
+                    if trial.should_prune():
+                        trial.set_user_attr("pruned_at_pairs", pairs)
+                        raise optuna.TrialPruned()
+            results.add(Score(template, value, scorer.denoise, scorer.last_seconds), f"optuna:trial {trial.number}")
+            return value
+
+        def sync(study: optuna.Study, _trial) -> None:
+            # Other workers' completed trials too, so whichever writes last has them all.
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                tmpl = t.user_attrs.get("template")
+                if tmpl and tmpl not in results.entries:
+                    results.entries[tmpl] = results.entries.get(tmpl) or _entry(t, scorer.denoise)
+            results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
+                                         "finished": len(study.get_trials(deepcopy=False, states=FINISHED)),
+                                         "pruned": len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))}
+            results.save()
+
+        done = len(study.get_trials(deepcopy=False, states=FINISHED))
+        remaining = max(self.trials - done, 0)
+        if remaining:
+            study.optimize(objective, n_trials=remaining, callbacks=[optuna.study.MaxTrialsCallback(self.trials, states=FINISHED), sync],
+                           show_progress_bar=self.show_progress_bar is not False, gc_after_trial=False)
+        sync(study, None)
+
+
+def _entry(t, denoise):
+    from .results import Entry
+
+    return Entry(t.user_attrs["template"], round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}")
+
+
+def optuna_summary(study: optuna.Study) -> dict:
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    return {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}

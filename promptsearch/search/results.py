@@ -1,0 +1,155 @@
+"""The one results schema every strategy writes (``--out best.json``).
+
+::
+
+    {
+      "schema": "promptsearch.results/1",
+      "model": "default", "dataset": "stsb-dev", "strategy": "greedy", "denoise": true,
+      "settings": {...},                       # the strategy's flags
+      "created": "...", "updated": "...",
+      "stats": {"scored": 42, "cached": 3, "seconds": 201.7, "templates_per_minute": 12.5},
+      "templates": [                           # ranked, best first
+        {"template": "...", "spearman": 73.4, "denoise": true, "seconds": 4.8, "source": "greedy:relation"}
+      ],
+      "path": [...]                            # strategy-specific extras (greedy: the Table 4 path)
+    }
+
+The JSON Schema is ``promptsearch/search/results.schema.json``. Every write is atomic,
+and the file is rewritten after every scored template, so Ctrl-C loses nothing; a run
+given an existing file with the same model, dataset, strategy and denoise setting resumes
+from it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import PromptSearchError
+from ..fileio import atomic_write
+from .scorer import Score
+
+SCHEMA_ID = "promptsearch.results/1"
+
+
+def schema() -> dict:
+    return json.loads(resources.files("promptsearch.search").joinpath("results.schema.json").read_text(encoding="utf-8"))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass
+class Entry:
+    template: str
+    spearman: float
+    denoise: bool
+    seconds: float
+    source: str = ""
+
+
+@dataclass
+class Results:
+    path: Path | None
+    model: str
+    dataset: str
+    strategy: str
+    denoise: bool
+    settings: dict = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)
+    created: str = field(default_factory=_now)
+    scored: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+    # ---- load / save -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None) -> "Results":
+        """A new results file, or the existing one at ``path`` to resume (same model/dataset/strategy)."""
+        p = Path(path) if path else None
+        res = cls(p, model, dataset, strategy, denoise, dict(settings or {}))
+        if p is not None and p.exists():
+            old = load(p)
+            mismatch = [(k, old.get(k), v) for k, v in
+                        (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise)) if old.get(k) != v]
+            if mismatch:
+                k, was, now = mismatch[0]
+                raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
+            res.created = old.get("created", res.created)
+            res.extras = {k: v for k, v in old.items() if k == "path" or k.startswith("x_")}
+            st = old.get("stats", {})
+            res.scored, res.cached, res.seconds = int(st.get("scored", 0)), int(st.get("cached", 0)), float(st.get("seconds", 0.0))
+            for e in old.get("templates", []):
+                res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""))
+        if p is not None:
+            res.save()  # fail now, not after an hour of scoring, if --out is not writable
+        return res
+
+    def add(self, score: Score, source: str = "") -> Entry:
+        if score.cached:
+            self.cached += 1
+        else:
+            self.scored += 1
+            self.seconds += score.seconds
+        old = self.entries.get(score.template)
+        e = Entry(score.template, round(score.spearman, 4), score.denoise,
+                  round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""))
+        self.entries[score.template] = e
+        self.save()
+        return e
+
+    def ranked(self) -> list[Entry]:
+        return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.template))
+
+    @property
+    def best(self) -> Entry | None:
+        r = self.ranked()
+        return r[0] if r else None
+
+    def to_dict(self) -> dict:
+        tpm = 60.0 * self.scored / self.seconds if self.seconds > 0 else None
+        d = {
+            "schema": SCHEMA_ID,
+            "model": self.model,
+            "dataset": self.dataset,
+            "strategy": self.strategy,
+            "denoise": self.denoise,
+            "settings": self.settings,
+            "created": self.created,
+            "updated": _now(),
+            "stats": {"scored": self.scored, "cached": self.cached, "seconds": round(self.seconds, 2),
+                      "templates_per_minute": round(tpm, 2) if tpm else None},
+            "templates": [asdict(e) for e in self.ranked()],
+        }
+        d.update(self.extras)
+        return d
+
+    def save(self) -> None:
+        if self.path is not None:
+            atomic_write(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+def load(path) -> dict:
+    """Read a results file, checking the schema; one-line error if it is not one."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PromptSearchError(f"no results file {p}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID or not isinstance(d.get("templates"), list):
+        raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
+    return d
+
+
+def top_templates(path, k: int = 2) -> list[dict]:
+    """The best ``k`` entries of a results file (what the fine-tuner reads)."""
+    d = load(path)
+    ranked = sorted(d["templates"], key=lambda e: -e["spearman"])
+    return ranked[:k]

@@ -1,0 +1,173 @@
+"""The one scorer every strategy shares: template → STS-B dev Spearman ×100.
+
+One forward pass gives both the raw and the denoised [MASK] states, so every score
+records both variants. Scores are cached in a JSONL file keyed by model (name + a
+fingerprint of its weights) + template + denoise + dataset (+ the settings that change
+numbers: sentence period, precision, max length), so no template is ever scored twice,
+across runs and strategies. Appending one line per score makes the cache safe to
+interrupt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..data import STSData, load_task
+from ..encoder import PromptEncoder
+from ..evaluate import cosine, spearman100
+from ..template import Template
+
+CACHE_ENV = "PROMPTSEARCH_CACHE"
+
+
+def default_cache_path() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "promptsearch" / "scores.jsonl"
+
+
+def model_fingerprint(encoder: PromptEncoder) -> str:
+    """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the
+    same path never reuses stale scores."""
+    h = hashlib.sha1()
+    params = list(encoder.encoder.parameters())
+    for p in (params[0], params[len(params) // 2], params[-1]):
+        h.update(p.detach().float().cpu().numpy()[:64].tobytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class Score:
+    template: str
+    spearman: float
+    denoise: bool
+    seconds: float
+    cached: bool = False
+
+
+class Scorer:
+    """Scores templates on a dataset (default STS-B dev) with a persistent cache."""
+
+    def __init__(self, encoder: PromptEncoder, dataset: str = "stsb-dev", denoise: bool = True, data_dir=None,
+                 cache_path: str | os.PathLike | None = None, use_cache: bool = True):
+        self.encoder = encoder
+        self.dataset = dataset
+        self.denoise = denoise
+        self.data: STSData = load_task(dataset, data_dir)
+        a, b, y = [], [], []
+        for sa, sb, sy in self.data.subsets.values():
+            a += sa
+            b += sb
+            y += sy
+        self.a, self.b, self.gold = a, b, np.asarray(y)
+        self.sentences = list(dict.fromkeys(a + b))
+        index = {s: i for i, s in enumerate(self.sentences)}
+        self.ia = np.array([index[s] for s in a])
+        self.ib = np.array([index[s] for s in b])
+        self.fingerprint = model_fingerprint(encoder)
+        self.cache_path = Path(cache_path) if cache_path else default_cache_path()
+        self.use_cache = use_cache
+        self._cache: dict[str, float] = self._load_cache() if use_cache else {}
+        self.n_scored = 0  # templates actually encoded in this process
+        self.seconds = 0.0
+        self.last_seconds = 0.0
+
+    # ---- cache -------------------------------------------------------------------------------
+    def key(self, template: str, denoise: bool) -> str:
+        e = self.encoder
+        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), self.dataset,
+                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length], ensure_ascii=False)
+
+    def _load_cache(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        try:
+            with open(self.cache_path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                        out[rec["key"]] = float(rec["spearman"])
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut by an interrupted write
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.use_cache = False
+        return out
+
+    def _remember(self, template: str, scores: dict[bool, float], seconds: float) -> None:
+        lines = []
+        for dn, s in scores.items():
+            k = self.key(template, dn)
+            self._cache[k] = s
+            lines.append(json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)}, ensure_ascii=False))
+        if not self.use_cache:
+            return
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.cache_path, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        except OSError:
+            self.use_cache = False  # a read-only home: keep scoring, just don't persist
+
+    def cached(self, template: str | Template, denoise: bool | None = None) -> float | None:
+        t = Template.parse(template).text
+        return self._cache.get(self.key(t, self.denoise if denoise is None else denoise))
+
+    # ---- scoring -----------------------------------------------------------------------------
+    def _spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
+        return spearman100(cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]]), self.gold[pairs])
+
+    def score(self, template: str | Template) -> Score:
+        """Full-dataset Spearman for the scorer's denoise setting (both variants get cached)."""
+        t = Template.parse(template).text
+        hit = self.cached(t)
+        if hit is not None:
+            return Score(t, hit, self.denoise, 0.0, cached=True)
+        t0 = time.perf_counter()
+        st = self.encoder.prompt_states(self.sentences, t, denoise=True, show_progress_bar=False)
+        scores = {False: self._spearman(st.raw), True: self._spearman(st.denoised)}
+        secs = self.last_seconds = time.perf_counter() - t0
+        self.n_scored += 1
+        self.seconds += secs
+        self._remember(t, scores, secs)
+        return Score(t, scores[self.denoise], self.denoise, secs)
+
+    def score_progressive(self, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
+        """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
+
+        Only the sentences new to each rung are encoded. The last rung is the full set, and
+        its score is cached like :meth:`score`.
+        """
+        t = Template.parse(template).text
+        n = len(self.gold)
+        perm = np.random.default_rng(seed).permutation(n)
+        vecs = {dn: np.zeros((len(self.sentences), self.encoder.word_embeddings.shape[1]), np.float32) for dn in (False, True)}
+        done = np.zeros(len(self.sentences), bool)
+        t0 = time.perf_counter()
+        rungs = sorted({min(r, n) for r in rungs} | {n})
+        for r in rungs:
+            pairs = perm[:r]
+            need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
+            need = need[~done[need]]
+            if len(need):
+                st = self.encoder.prompt_states([self.sentences[i] for i in need], t, denoise=True, show_progress_bar=False)
+                vecs[False][need], vecs[True][need] = st.raw, st.denoised
+                done[need] = True
+            if r == n:
+                scores = {dn: self._spearman(vecs[dn]) for dn in (False, True)}
+                secs = self.last_seconds = time.perf_counter() - t0
+                self.n_scored += 1
+                self.seconds += secs
+                self._remember(t, scores, secs)
+                yield r, scores[self.denoise]
+            else:
+                yield r, self._spearman(vecs[self.denoise], pairs)

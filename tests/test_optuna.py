@@ -1,0 +1,59 @@
+"""Optuna strategy: resume, pruning reports, two concurrent workers on one study."""
+
+import json
+import os
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from promptsearch.search import Scorer, run_strategy
+from promptsearch.search.optuna_search import OptunaSearch
+
+GRAMMAR = {"format": "{prefix} {quote}[X]{quote} {relation} [MASK] .",
+           "slots": {"prefix": ["", "This sentence :", "This"], "quote": ["", "\""], "relation": ["means", "is", "says"]}}
+
+
+@pytest.fixture
+def grammar(tmp_path):
+    p = tmp_path / "grammar.json"
+    p.write_text(json.dumps(GRAMMAR))
+    return str(p)
+
+
+def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    scorer = Scorer(bert_enc, dataset="sts16", cache_path=tmp_path / "c.jsonl")
+    s = OptunaSearch(storage=storage, study_name="t", trials=4, grammar=grammar, seed=0, show_progress_bar=False)
+    run_strategy(s, scorer, tmp_path / "o.json", "tiny")
+    study = optuna.load_study(study_name="t", storage=storage)
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    assert len(finished) == 4
+    fresh = [t for t in finished if t.intermediate_values]
+    assert fresh and all(set(t.intermediate_values) <= {148, 296, 593} for t in fresh)
+    # re-running the same command with a larger target continues the same study
+    s2 = OptunaSearch(storage=storage, study_name="t", trials=7, grammar=grammar, seed=1, show_progress_bar=False)
+    res = run_strategy(s2, scorer, tmp_path / "o.json", "tiny")
+    study = optuna.load_study(study_name="t", storage=storage)
+    assert len([t for t in study.trials if t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL]) == 7
+    completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    assert completed <= set(res.entries)
+    d = json.loads((tmp_path / "o.json").read_text())
+    assert d["x_study"]["finished"] == 7
+
+
+def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl")}
+    cmd = [sys.executable, "-m", "promptsearch", "optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
+           "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
+    procs = [subprocess.Popen(cmd + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    study = optuna.load_study(study_name="shared", storage=storage)
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    assert 8 <= len(finished) <= 9  # MaxTrialsCallback may let one in-flight trial finish past the target
+    assert len({t.user_attrs["worker"] for t in study.trials}) == 2  # both workers ran trials
