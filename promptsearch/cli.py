@@ -178,7 +178,7 @@ def _check_out(path) -> None:
     probe = parent
     while not probe.exists():
         probe = probe.parent
-    if not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if not probe.is_dir() or not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise PromptSearchError(f"--out {p} is not writable; choose a path in a writable folder")
 
 
@@ -423,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"promptsearch {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"promptsearch {args.command}: interrupted", file=sys.stderr)
+        out = getattr(args, "out", None)
+        hint = f"; scored templates are saved in {out}, re-run the same command to resume" if out else ""
+        print(f"promptsearch {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
 
 

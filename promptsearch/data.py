@@ -123,23 +123,32 @@ def read_sts_year(task: str, data_dir=None) -> STSData:
     return data
 
 
-def read_stsb(split: str = "test", data_dir=None) -> STSData:
-    path = sts_dir(data_dir) / "STSBenchmark" / f"sts-{split}.csv"
+def _read_pair_table(path: Path, columns: tuple[int, int, int], header: bool, what: str) -> tuple[list, list, list]:
+    """Tab-separated pairs with a gold score: ``columns`` = (sentence1, sentence2, score) indices."""
+    ia, ib, iy = columns
+    need = max(columns) + 1
     a, b, y = [], [], []
     for i, line in enumerate(_read_lines(path), 1):
-        if not line.strip():
+        line = line.strip()
+        if (header and i == 1) or not line:
             continue
         parts = line.split("\t")
-        if len(parts) < 7:
-            raise DataError(f"{path}:{i}: expected 7 tab-separated fields, found {len(parts)}")
+        if len(parts) < need:
+            raise DataError(f"{path}:{i}: expected {what}, found {len(parts)} field(s)")
         try:
-            score = float(parts[4])
+            score = float(parts[iy])
         except ValueError:
-            raise DataError(f"{path}:{i}: score {parts[4]!r} is not a number") from None
-        a.append(_tokens(parts[5]))
-        b.append(_tokens(parts[6]))
+            raise DataError(f"{path}:{i}: score {parts[iy]!r} is not a number") from None
+        a.append(_tokens(parts[ia]))
+        b.append(_tokens(parts[ib]))
         y.append(score)
-    return STSData("stsb" if split == "test" else f"stsb-{split}", {split: (a, b, y)})
+    return a, b, y
+
+
+def read_stsb(split: str = "test", data_dir=None) -> STSData:
+    path = sts_dir(data_dir) / "STSBenchmark" / f"sts-{split}.csv"
+    rows = _read_pair_table(path, (5, 6, 4), header=False, what="7 tab-separated fields")
+    return STSData("stsb" if split == "test" else f"stsb-{split}", {split: rows})
 
 
 SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -147,22 +156,8 @@ SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_
 
 def read_sick(split: str = "test", data_dir=None) -> STSData:
     path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
-    a, b, y = [], [], []
-    for i, line in enumerate(_read_lines(path), 1):
-        line = line.strip()
-        if i == 1 or not line:
-            continue  # header
-        parts = line.split("\t")
-        if len(parts) < 4:
-            raise DataError(f"{path}:{i}: expected pair_ID, sentence_A, sentence_B, relatedness_score")
-        try:
-            score = float(parts[3])
-        except ValueError:
-            raise DataError(f"{path}:{i}: relatedness {parts[3]!r} is not a number") from None
-        a.append(_tokens(parts[1]))
-        b.append(_tokens(parts[2]))
-        y.append(score)
-    return STSData("sickr" if split == "test" else f"sickr-{split}", {split: (a, b, y)})
+    rows = _read_pair_table(path, (1, 2, 3), header=True, what="pair_ID, sentence_A, sentence_B, relatedness_score")
+    return STSData("sickr" if split == "test" else f"sickr-{split}", {split: rows})
 
 
 def expand_tasks(spec: str | list[str]) -> list[str]:

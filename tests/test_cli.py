@@ -58,7 +58,7 @@ def test_unreadable_row_via_console_script(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
-        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3"]
+        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3 field(s)"]
 
 
 def test_usage_error_is_one_line(capsys):
@@ -67,3 +67,36 @@ def test_usage_error_is_one_line(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "invalid int value" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["greedy", "--out", "{afile}/best.json"], "is not writable"),
+    (["greedy", "--out", "/tmp"], "is a directory"),
+    (["greedy", "--vocabulary", "{vocab}"], "'relations' must be a non-empty list"),
+    (["optuna", "--grammar", "{grammar}"], "slot 'a' used in the format needs a non-empty list"),
+    (["optuna", "--grammar", "/no/such/grammar.json"], "no template file"),
+    (["score"], "give templates as arguments or with --file"),
+    (["score", "[X] and [X] [MASK]"], "has 2 [X]"),
+    (["t5", "--generator", "mlm", "--wordnet-dir", "/no/wordnet"], "apt-get install wordnet-base"),
+])
+def test_search_commands_bad_input(argv, message, capsys, tmp_path):
+    (tmp_path / "vocab.json").write_text('{"relations": [], "prefix_tokens": ["This"]}')
+    (tmp_path / "grammar.json").write_text('{"format": "{a} [X] [MASK]", "slots": {"a": []}}')
+    (tmp_path / "a-file").write_text("x")
+    argv = [a.format(vocab=tmp_path / "vocab.json", grammar=tmp_path / "grammar.json", afile=tmp_path / "a-file") for a in argv]
+    if "--out" not in argv and argv[0] != "score":
+        argv += ["--out", str(tmp_path / "out.json")]
+    code, out, err = run(argv, capsys)
+    assert code == 2, err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_score_command_table_and_cache(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PROMPTSEARCH_CACHE", str(tmp_path / "c.jsonl"))
+    (tmp_path / "t.txt").write_text("# paper\n" + PAPER_T + "\n[X] means [MASK] .\n")
+    argv = ["score", "--model", str(tiny_bert_dir), "--file", str(tmp_path / "t.txt"), "--dataset", "sts16", "-q",
+            "--no-bf16", "--out", str(tmp_path / "s.json")]
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and PAPER_T in out and "scored 2 templates" in out
+    code, out, _ = run(argv[:-2] + ["--out", str(tmp_path / "s2.json")], capsys)
+    assert "scored 0 templates" in out and "2 came from the cache" in out

@@ -57,3 +57,36 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
     assert 8 <= len(finished) <= 9  # MaxTrialsCallback may let one in-flight trial finish past the target
     assert len({t.user_attrs["worker"] for t in study.trials}) == 2  # both workers ran trials
+
+
+def test_killed_worker_then_rerun_continues_the_study(tiny_bert_dir, grammar, tmp_path):
+    import signal
+    import time
+
+    storage = f"sqlite:///{tmp_path / 'k.db'}"
+    env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl")}
+    cmd = [sys.executable, "-m", "promptsearch", "optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
+           "--grammar", grammar, "--storage", storage, "--study-name", "k", "--no-bf16", "-q", "--no-prune",
+           "--out", str(tmp_path / "k.json"), "--seed", "0"]
+    p = subprocess.Popen(cmd + ["--trials", "50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    n_done = 0
+    while time.time() < deadline:
+        time.sleep(1)
+        try:
+            study = optuna.load_study(study_name="k", storage=storage)
+            n_done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+        except Exception:
+            continue
+        if n_done >= 2:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert n_done >= 2
+    before = len(optuna.load_study(study_name="k", storage=storage).trials)
+    r = subprocess.run(cmd + ["--trials", str(n_done + 2)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    study = optuna.load_study(study_name="k", storage=storage)
+    assert len(study.trials) > before  # same study, new trials appended
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) >= n_done + 2
+    assert json.loads((tmp_path / "k.json").read_text())["x_study"]["study_name"] == "k"
