@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from .errors import PromptSearchError
 
@@ -34,6 +35,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _encoder(args):
     from .encoder import PromptEncoder
 
+    if getattr(args, "template_dir", None) and args.command in ("eval", "score"):
+        from .train.saved import load_template_dir
+
+        load_template_dir(args.template_dir)  # one-line error if it is not one
+        return PromptEncoder_from(args, args.template_dir)
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, batch_size=args.batch_size, bf16=args.bf16,
         add_period=args.add_period, max_length=args.max_length,
@@ -70,11 +76,17 @@ def cmd_eval(args) -> int:
     from .evaluate import anisotropy, evaluate_reps, format_table
 
     tasks = expand_tasks(args.tasks)
-    rep = _rep_from_args(args)
     from .data import sts_dir
 
-    sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
-    enc = _encoder(args)
+    if args.template_dir and not (args.template or args.pooling):
+        sts_dir(args.data_dir)
+        enc = _encoder(args)
+        args.template, args.denoise = enc.default_template, args.denoise or enc.default_denoise
+        rep = _rep_from_args(args)
+    else:
+        rep = _rep_from_args(args)
+        sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
+        enc = _encoder(args)
     if rep.pooling == "ditto":
         enc.ditto_head = rep.head
         _ = enc.ditto_head_tuple
@@ -237,11 +249,16 @@ def cmd_score(args) -> int:
     from .data import sts_dir
     from .search import Results
 
+    if args.template_dir and not (args.templates or args.file):
+        enc = _encoder(args)
+        args.templates = [enc.default_template]
+    else:
+        enc = None
     templates = _read_templates(args)
     if args.out:
         _check_out(args.out)
     sts_dir(args.data_dir)
-    scorer = _scorer(args)
+    scorer = _scorer(args, enc)
     res = Results.open(args.out, args.model, scorer.dataset, "score", args.denoise, {"templates": len(templates)})
     for t in templates:
         res.add(scorer.score(t), "score")
@@ -266,8 +283,8 @@ def _compare(res, path) -> None:
     ob = max(other["templates"], key=lambda e: e["spearman"])
     b = res.best
     diff = b.spearman - ob["spearman"]
-    verdict = "at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
-    print(f"\n{res.strategy} best {b.spearman:.2f} is {verdict} the {other['strategy']} best {ob['spearman']:.2f} "
+    verdict = "is at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
+    print(f"\n{res.strategy} best {b.spearman:.2f} {verdict} the {other['strategy']} best {ob['spearman']:.2f} "
           f"({ob['template']})")
 
 
@@ -295,13 +312,19 @@ def cmd_optuna(args) -> int:
                          prune=not args.no_prune, show_progress_bar=False if args.quiet else None)
     print(f"study {name!r} in {storage}: grammar {g.source} has {g.size} templates; target {args.trials} finished trials",
           file=sys.stderr)
+    scorer = _scorer(args)
+    t0 = time.time()
+    done_before = sum(optuna_summary(strat.open_study(len(scorer.gold)))[k] for k in ("complete", "pruned"))
     try:
-        res = run_strategy(strat, _scorer(args), args.out, args.model)
+        res = run_strategy(strat, scorer, args.out, args.model)
     except optuna.exceptions.StorageInternalError as exc:
         raise PromptSearchError(f"Optuna storage {storage} failed ({exc}); check the --storage URL") from None
     _print_ranking(res, args.top)
     s = optuna_summary(strat.study)
-    print(f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed trials")
+    wall = time.time() - t0
+    ran = s["complete"] + s["pruned"] - done_before
+    print(f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed trials; this run finished "
+          f"{ran} trials in {wall:.0f}s ({60 * ran / max(wall, 1e-9):.1f} trials/min)")
     _print_stats(res)
     if args.compare:
         _compare(res, args.compare)
@@ -333,6 +356,121 @@ def cmd_t5(args) -> int:
     return 0
 
 
+# ---- training commands ----------------------------------------------------------------------
+
+def _train_flags(p: argparse.ArgumentParser, out: str) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument("--train-file", help="one sentence a line (default: the Wikipedia sample in the data folder's train/)")
+    g.add_argument("--train-batch-size", type=int, default=None)
+    g.add_argument("--lr", type=float, default=None)
+    g.add_argument("--max-seq-length", type=int, default=32, help="sentence tokens kept per example")
+    g.add_argument("--eval-steps", type=int, default=None, help="evaluate on STS-B dev every N steps")
+    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
+    g.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in --out and start over")
+    g.add_argument("--final-tasks", default="sts-all", help="tasks of the before/after table at the end")
+
+
+def _corpus(args) -> list[str]:
+    from .data import load_corpus
+
+    return load_corpus(args.train_file, data_dir=args.data_dir)
+
+
+def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spec: str, data_dir, labels, show) -> str:
+    from .data import expand_tasks
+    from .evaluate import Rep, evaluate_reps, format_table
+
+    tasks = expand_tasks(tasks_spec)
+    rep = Rep(template=template, denoise=denoise)
+    rows = []
+    for label, enc in zip(labels, (before_enc, after_enc)):
+        enc.clear_cache()
+        rows.append((label, evaluate_reps(enc, [rep], tasks, data_dir, show_progress_bar=show)[rep]))
+    return format_table(rows, tasks, markdown=True)
+
+
+def cmd_optiprompt(args) -> int:
+    from .data import expand_tasks, sts_dir
+    from .library import paper_templates
+    from .template import Template
+    from .train.optiprompt import OptiPromptConfig, train_optiprompt
+
+    sts_dir(args.data_dir)
+    expand_tasks(args.final_tasks)
+    corpus = _corpus(args)
+    _check_out(str(Path(args.out) / "promptsearch.json"))
+    enc = _encoder(args)
+    template = Template.parse(args.template or paper_templates(enc.model.config.model_type)[0]).text
+    cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
+                           max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
+                           seed=args.seed, show_progress_bar=False if args.quiet else None)
+    summary = train_optiprompt(enc, corpus, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume)
+    print(f"OptiPrompt: STS-B dev {summary['manual_stsb_dev']:.2f} (manual template) -> {summary['best_stsb_dev']:.2f} "
+          f"(best vectors) in {summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {args.out}")
+    before = _encoder(args)
+    after = PromptEncoder_from(args, args.out)
+    print(_before_after(before, after, template, args.denoise, args.final_tasks, args.data_dir,
+                        ["manual template", "OptiPrompt vectors"], _show(args)))
+    return 0
+
+
+def PromptEncoder_from(args, path):
+    from .encoder import PromptEncoder
+
+    return PromptEncoder.from_pretrained(str(path), device=args.device, batch_size=args.batch_size, bf16=args.bf16,
+                                         add_period=args.add_period, max_length=args.max_length,
+                                         show_progress_bar=False if args.quiet else None)
+
+
+def cmd_finetune(args) -> int:
+    from .data import expand_tasks, read_nli_csv, snli_triplets, sts_dir
+    from .search.results import top_templates
+    from .template import Template
+    from .train.finetune import FinetuneConfig, finetune
+
+    sts_dir(args.data_dir)
+    expand_tasks(args.final_tasks)
+    templates = [Template.parse(t).text for t in (args.template or [])]
+    if args.templates:
+        templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
+    if args.template_dir:
+        from .train.saved import load_template_dir
+
+        templates.insert(0, load_template_dir(args.template_dir)[0]["template"])
+    if not templates:
+        raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
+    if args.mode == "unsup" and len(templates) == 1:
+        templates = templates * 2
+    templates = templates[:2] if args.mode == "unsup" else templates[:1]
+    if args.mode == "unsup":
+        data = _corpus(args)
+    else:
+        data = read_nli_csv(args.train_file) if args.train_file else snli_triplets(args.data_dir)
+    _check_out(str(Path(args.out) / "promptsearch.json"))
+    enc = _encoder(args)
+    if args.template_dir:
+        from .train.saved import load_template_dir
+
+        cfg0, soft = load_template_dir(args.template_dir)
+        if soft is not None:
+            enc.set_soft_prompt(cfg0["template"], soft.to(enc.device))
+    cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
+                         micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
+                         max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=args.seed,
+                         show_progress_bar=False if args.quiet else None)
+    print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
+    summary = finetune(enc, data, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume)
+    print(f"finetune {args.mode}: STS-B dev {summary['start_stsb_dev']:.2f} (start) -> {summary['best_stsb_dev']:.2f} (best "
+          f"checkpoint) in {summary['steps']} steps of {cfg.batch_size}, {summary['seconds']:.0f}s "
+          f"({summary['steps_per_second']} steps/s on {summary['device']}); saved to {args.out}")
+    before = _encoder(args)
+    after = PromptEncoder_from(args, args.out)
+    print(_before_after(before, after, cfg.templates[0], args.denoise, args.final_tasks, args.data_dir,
+                        [f"{args.model} (start)", f"fine-tuned ({args.mode})"], _show(args)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -352,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     e.add_argument("--subsets", action="store_true", help="also print per-subset Spearman")
     e.add_argument("--anisotropy", action="store_true", help="also report mean cosine of random Wikipedia pairs")
+    e.add_argument("--template-dir", help="a directory written by optiprompt or finetune (its model, template, vectors)")
     e.set_defaults(func=cmd_eval)
 
     d = sub.add_parser("ditto-search", help="grid-search the Ditto attention head on STS-B dev")
@@ -401,11 +540,33 @@ def build_parser() -> argparse.ArgumentParser:
     t5.add_argument("--top", type=int, default=10)
     t5.set_defaults(func=cmd_t5)
 
+    o = sub.add_parser("optiprompt", help="learn continuous template vectors with the encoder frozen (unsup SimCSE loss)")
+    _common(o)
+    _train_flags(o, "runs/optiprompt")
+    o.add_argument("--template", help="manual template to start from (default: the paper's first)")
+    o.add_argument("--steps", type=int, default=200)
+    o.add_argument("--denoise", action="store_true", help="train and evaluate the denoised [MASK] state")
+    o.set_defaults(func=cmd_optiprompt)
+
+    f = sub.add_parser("finetune", help="prompt-based contrastive fine-tuning with template denoising (unsup or sup NLI)")
+    _common(f)
+    _train_flags(f, "runs/finetune")
+    f.add_argument("--mode", choices=["unsup", "sup"], default="unsup")
+    f.add_argument("--templates", metavar="RESULTS", help="a search's results JSON: unsup takes its top-2, sup its best")
+    f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
+    f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
+    f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
+    f.add_argument("--micro-batch", type=int, default=64, help="micro-batch for gradient caching (0: whole batch at once)")
+    f.add_argument("--epochs", type=float, default=1.0)
+    f.add_argument("--max-steps", type=int, default=None)
+    f.set_defaults(func=cmd_finetune)
+
     sc = sub.add_parser("score", help="score given templates on STS-B dev and print the ranking")
     _common(sc)
     _search_flags(sc, None)
     sc.add_argument("templates", nargs="*", help="templates, each with one [X] and one [MASK]")
     sc.add_argument("--file", help="a file with one template a line (# comments allowed)")
+    sc.add_argument("--template-dir", help="a directory written by optiprompt or finetune (scores its template with its vectors)")
     sc.set_defaults(func=cmd_score)
     return p
 

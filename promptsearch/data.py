@@ -233,3 +233,43 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, .
     if not pairs:
         raise DataError(f"{d} holds no WordNet synsets (data.noun, data.verb, ...)")
     return pairs
+
+
+# ---- NLI triplets (supervised fine-tuning) ----------------------------------------------------
+
+def read_nli_csv(path: str | os.PathLike) -> list[tuple[str, str, str]]:
+    """SimCSE's ``nli_for_simcse.csv``: a header ``sent0,sent1,hard_neg`` then one triplet a row."""
+    import csv
+
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as exc:
+        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if not rows or [c.strip() for c in rows[0][:3]] != ["sent0", "sent1", "hard_neg"]:
+        raise DataError(f"{p}: expected a header 'sent0,sent1,hard_neg' (SimCSE's nli_for_simcse.csv format)")
+    out = []
+    for i, r in enumerate(rows[1:], 2):
+        if len(r) < 3:
+            raise DataError(f"{p}:{i}: expected 3 columns sent0,sent1,hard_neg, found {len(r)}")
+        out.append((_tokens(r[0]), _tokens(r[1]), _tokens(r[2])))
+    return out
+
+
+def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
+    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise."""
+    folder = train_dir(data_dir) / "snli"
+    groups: dict[str, dict[str, list[str]]] = {}
+    for split in splits:
+        s1, s2, lab = (_read_lines(folder / f"{n}.{split}") for n in ("s1", "s2", "labels"))
+        if not (len(s1) == len(s2) == len(lab)):
+            raise DataError(f"{folder}: s1/s2/labels.{split} have different line counts")
+        for a, b, l in zip(s1, s2, lab):
+            g = groups.setdefault(_tokens(a), {})
+            g.setdefault(l.strip(), []).append(_tokens(b))
+    out = [(p, g["entailment"][0], g["contradiction"][0]) for p, g in groups.items()
+           if g.get("entailment") and g.get("contradiction")]
+    if not out:
+        raise DataError(f"{folder} gave no (premise, entailment, contradiction) triplets")
+    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -104,13 +105,31 @@ class PromptEncoder:
         self.ditto_head = ditto_head
         self._rendered: dict[str, RenderedTemplate] = {}
         self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
+        self.soft_prompts: dict[str, torch.Tensor] = {}
+        self.forward_module: torch.nn.Module | None = None  # the encoder as wrapped by accelerate (DDP), if any
+        self.default_template: str | None = None  # set by a trained directory's promptsearch.json
+        self.default_denoise = False
         self._biased_mask: torch.Tensor | None = None
         lead, trail = self._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
 
     @classmethod
     def from_pretrained(cls, name_or_path: str = DEFAULT_MODEL, device: str | None = None, **kwargs) -> "PromptEncoder":
-        return cls(load_model(name_or_path, device=device), **kwargs)
+        """Load "default", an HF id or a path. A directory written by ``promptsearch optiprompt``
+        or ``finetune`` (it holds ``promptsearch.json``) brings its template, denoise setting and
+        soft prompt, which ``encode`` then uses when called without a template or pooling."""
+        from .train.saved import load_template_dir, read_config
+
+        cfg = read_config(name_or_path) if name_or_path != DEFAULT_MODEL and os.path.isdir(name_or_path) else None
+        if cfg and cfg.get("soft_prompt"):
+            cfg, soft = load_template_dir(name_or_path)
+            enc = cls(load_model(cfg.get("model", DEFAULT_MODEL), device=device), **kwargs)
+            enc.set_soft_prompt(cfg["template"], soft.to(enc.device))
+        else:
+            enc = cls(load_model(name_or_path, device=device), **kwargs)
+        if cfg:
+            enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
+        return enc
 
     # ---- small accessors -------------------------------------------------------------------
     @property
@@ -154,7 +173,7 @@ class PromptEncoder:
         self,
         sentences: str | Sequence[str],
         template: str | Template | None = None,
-        denoise: bool = False,
+        denoise: bool | None = None,
         pooling: str | None = None,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
@@ -166,7 +185,13 @@ class PromptEncoder:
         With ``template`` the vector is the last hidden state at [MASK] (minus the template
         bias when ``denoise``). Without it, ``pooling`` picks a baseline (default ``mean``):
         ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``, ``ditto``.
+        A model directory written by ``finetune``/``optiprompt`` supplies its own template and
+        denoise setting when neither ``template`` nor ``pooling`` is given.
         """
+        if template is None and pooling is None and self.default_template:
+            template = self.default_template
+            denoise = self.default_denoise if denoise is None else denoise
+        denoise = bool(denoise)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)
         if template is not None:
@@ -211,37 +236,73 @@ class PromptEncoder:
     ) -> PromptStates:
         """[MASK] states for the sentences and, if ``denoise``, each one's template bias."""
         template = Template.parse(template)
-        r = self.rendered(template)
         uniq, inverse = _unique(self.prepare(sentences))
         sent_ids = self.sentence_ids(uniq, template)
-        seqs, positions = zip(*(r.ids(ids) for ids in sent_ids)) if sent_ids else ((), ())
-        states = self._gather_mask_states(list(seqs), list(positions), batch_size, show_progress_bar)
+        hidden = self.word_embeddings.shape[1]
+        states = np.zeros((len(sent_ids), hidden), dtype=np.float32)
+        order = np.argsort([-len(s) for s in sent_ids], kind="stable")
+        bs = batch_size or self.batch_size
+        with torch.inference_mode(), self._progress((len(sent_ids) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+            for start in range(0, len(sent_ids), bs):
+                idx = order[start : start + bs]
+                states[idx] = self.mask_states([sent_ids[i] for i in idx], template).float().cpu().numpy()
+                bar.update(1)
+            if denoise:
+                bias = self.template_bias(template, [len(x) for x in sent_ids]).numpy()[inverse]
+            else:
+                bias = np.zeros((len(sentences), hidden), dtype=np.float32)
         raw = states[inverse]
-        hidden = raw.shape[1]
-        if denoise:
-            lengths = np.array([len(x) for x in sent_ids], dtype=np.int64)
-            bias_u = self.template_bias(template, lengths.tolist()).numpy()
-            bias = bias_u[inverse]
-        else:
-            bias = np.zeros((len(sentences), hidden), dtype=np.float32)
         return PromptStates(raw=raw, bias=bias)
 
-    @torch.inference_mode()
-    def _gather_mask_states(self, seqs, positions, batch_size, show) -> np.ndarray:
-        hidden = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") else self.model.config.dim
-        out = np.zeros((len(seqs), hidden), dtype=np.float32)
-        order = np.argsort([-len(s) for s in seqs], kind="stable")
-        bs = batch_size or self.batch_size
-        pad = self.tokenizer.pad_token_id or 0
-        with self._progress((len(seqs) + bs - 1) // bs, "encode", show) as bar:
-            for start in range(0, len(seqs), bs):
-                idx = order[start : start + bs]
-                ids, att = _pad([seqs[i] for i in idx], pad, self.device)
-                with self.autocast():
-                    h = self.encoder(input_ids=ids, attention_mask=att).last_hidden_state
-                pos = torch.as_tensor([positions[i] for i in idx], device=self.device)
-                out[idx] = h[torch.arange(len(idx), device=self.device), pos].float().cpu().numpy()
-                bar.update(1)
+    # Soft prompts (OptiPrompt): template text -> (n_soft, hidden) vectors that replace the
+    # static embeddings of the template's literal tokens.
+    def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
+        t = Template.parse(template).text
+        if vectors is None:
+            self.soft_prompts.pop(t, None)
+        else:
+            n = self.rendered(t).n_soft
+            if tuple(vectors.shape) != (n, self.word_embeddings.shape[1]):
+                raise PromptSearchError(f"soft prompt for {t!r} must be ({n}, {self.word_embeddings.shape[1]}), got {tuple(vectors.shape)}")
+            self.soft_prompts[t] = vectors
+        self.clear_cache()
+
+    def clear_cache(self) -> None:
+        """Forget cached template biases (call after the weights or soft prompts change)."""
+        self._bias_cache.clear()
+
+    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int]) -> dict:
+        """``input_ids``, or ``inputs_embeds`` with soft-prompt vectors in the template slots."""
+        soft = self.soft_prompts.get(template.text)
+        if soft is None:
+            return {"input_ids": ids}
+        r = self.rendered(template)
+        sb, sa = self.rendered(template).soft_slots()
+        emb = self.encoder.get_input_embeddings()(ids)
+        rows = torch.arange(len(ids), device=ids.device)[:, None]
+        cols = torch.as_tensor([sb + [len(r.before) + n + j for j in sa] for n in sent_lens], device=ids.device)
+        emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
+        return {"inputs_embeds": emb}
+
+    def mask_states(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
+                    cache: bool | None = None) -> torch.Tensor:
+        """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
+
+        The building block of encoding (under inference_mode) and of training. ``cache``: use the
+        template-bias cache (default: only when gradients are off). Training passes ``False``,
+        since its weights change between steps.
+        """
+        t = Template.parse(template)
+        r = self.rendered(t)
+        rows = [r.ids(list(s)) for s in sent_ids]
+        ids, att = _pad([x for x, _ in rows], self.tokenizer.pad_token_id or 0, self.device)
+        lens = [len(s) for s in sent_ids]
+        with self.autocast():
+            h = (self.forward_module or self.encoder)(**self._inputs(ids, t, lens), attention_mask=att).last_hidden_state
+        pos = torch.as_tensor([p for _, p in rows], device=self.device)
+        out = h[torch.arange(len(rows), device=self.device), pos].float()
+        if denoise:
+            out = out - self.template_bias(t, lens, cache=cache).to(out.device)
         return out
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
@@ -254,26 +315,41 @@ class PromptEncoder:
         mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
         return ids, pos, mask
 
-    @torch.inference_mode()
-    def template_bias(self, template: str | Template, lengths: Sequence[int]) -> torch.Tensor:
-        """The template's [MASK] state for each sentence length (cached per template+length)."""
+    def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:
+        rows = [self.template_only_inputs(template, n) for n in lengths]
+        ids = torch.as_tensor([r[0] for r in rows], device=self.device)
+        pos = torch.as_tensor([r[1] for r in rows], device=self.device)
+        with self.autocast():
+            # A sentence of length 0 in the soft-prompt layout: the template tokens sit side by side.
+            h = (self.forward_module or self.encoder)(**self._inputs(ids, template, [0] * len(rows)), attention_mask=torch.ones_like(ids),
+                             position_ids=pos).last_hidden_state
+        return h[:, rows[0][2]].float()
+
+    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
+        """The template's [MASK] state for each sentence length.
+
+        By default, without gradients the result is cached per (template, length); with
+        gradients on (training) it is computed afresh, once per distinct length, and stays
+        differentiable. ``cache=False`` always computes afresh.
+        """
         t = Template.parse(template)
-        todo = sorted({int(n) for n in lengths if (t.text, int(n)) not in self._bias_cache})
+        lengths = [int(n) for n in lengths]
+        if not lengths:
+            return torch.zeros((0, self.word_embeddings.shape[1]))
+        if cache is None:
+            cache = not torch.is_grad_enabled()
+        if not cache:
+            uniq = sorted(set(lengths))
+            vec = self._bias_forward(t, uniq)
+            where = {n: i for i, n in enumerate(uniq)}
+            return vec[torch.as_tensor([where[n] for n in lengths], device=vec.device)]
+        todo = sorted({n for n in lengths if (t.text, n) not in self._bias_cache})
         bs = max(self.batch_size, 1)
         for start in range(0, len(todo), bs):
             chunk = todo[start : start + bs]
-            rows = [self.template_only_inputs(t, n) for n in chunk]
-            ids = torch.as_tensor([r[0] for r in rows], device=self.device)
-            pos = torch.as_tensor([r[1] for r in rows], device=self.device)
-            with self.autocast():
-                h = self.encoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos).last_hidden_state
-            vec = h[:, rows[0][2]].float().cpu()
-            for n, v in zip(chunk, vec):
+            for n, v in zip(chunk, self._bias_forward(t, chunk).cpu()):
                 self._bias_cache[(t.text, n)] = v
-        if not lengths:
-            hidden = self.word_embeddings.shape[1]
-            return torch.zeros((0, hidden))
-        return torch.stack([self._bias_cache[(t.text, int(n))] for n in lengths])
+        return torch.stack([self._bias_cache[(t.text, n)] for n in lengths])
 
     # ---- pooling baselines -------------------------------------------------------------------
     def biased_token_mask(self) -> torch.Tensor:

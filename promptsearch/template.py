@@ -79,6 +79,20 @@ class RenderedTemplate:
     mask_in_before: bool
     mask_index: int
     sentence_prefix_space: bool
+    n_lead: int = 0  # special tokens at the start of ``before``
+    n_trail: int = 0  # special tokens at the end of ``after``
+
+    def soft_slots(self) -> tuple[list[int], list[int]]:
+        """Indices (into ``before`` and into ``after``) of the literal template tokens — every
+        token but [X]'s, [MASK] and the special tokens. OptiPrompt makes these trainable."""
+        b = [i for i in range(self.n_lead, len(self.before)) if not (self.mask_in_before and i == self.mask_index)]
+        a = [i for i in range(len(self.after) - self.n_trail) if self.mask_in_before or i != self.mask_index]
+        return b, a
+
+    @property
+    def n_soft(self) -> int:
+        b, a = self.soft_slots()
+        return len(b) + len(a)
 
     @property
     def n_template_tokens(self) -> int:
@@ -129,4 +143,4 @@ def _render(template: Template, tokenizer) -> RenderedTemplate:
         after = ids2 + trail
         mask_in_before, mask_index = True, len(lead) + len(ids0)
         space = p1.endswith(" ")
-    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space)
+    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail))

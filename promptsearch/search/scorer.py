@@ -84,8 +84,11 @@ class Scorer:
     # ---- cache -------------------------------------------------------------------------------
     def key(self, template: str, denoise: bool) -> str:
         e = self.encoder
+        soft = e.soft_prompts.get(template)
+        soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), self.dataset,
-                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length], ensure_ascii=False)
+                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length] + ([soft_id] if soft_id else []),
+                          ensure_ascii=False)
 
     def _load_cache(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -126,10 +129,13 @@ class Scorer:
     def _spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         return spearman100(cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]]), self.gold[pairs])
 
-    def score(self, template: str | Template) -> Score:
-        """Full-dataset Spearman for the scorer's denoise setting (both variants get cached)."""
+    def score(self, template: str | Template, fresh: bool = False) -> Score:
+        """Full-dataset Spearman for the scorer's denoise setting (both variants get cached).
+
+        ``fresh`` skips the cache lookup (training evaluates the same template as weights change).
+        """
         t = Template.parse(template).text
-        hit = self.cached(t)
+        hit = None if fresh else self.cached(t)
         if hit is not None:
             return Score(t, hit, self.denoise, 0.0, cached=True)
         t0 = time.perf_counter()

@@ -1,0 +1,196 @@
+"""Prompt-based contrastive fine-tuning with template denoising (PromptBERT §4.3, Eq. 4).
+
+* ``unsup``: a sentence's two views are two different templates, each minus its template
+  bias (computed with the current weights), in-batch negatives, temperature 0.05.
+* ``sup``: NLI triplets (premise, entailment, contradiction): one template for all three,
+  denoised; the entailment is the positive, every other entailment and every contradiction
+  in the batch a negative.
+
+Large batches on small memory use gradient caching (Gao et al. 2021): all views of the
+whole batch are first computed without gradients in micro-batches, the loss and its
+gradient with respect to those vectors are computed once over the full batch (so every
+in-batch negative counts), then each micro-batch is recomputed with the same dropout RNG
+and back-propagated with its slice of that gradient. The result equals the full-batch
+gradient. Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch finetune``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..encoder import PromptEncoder
+from ..template import Template
+from .losses import info_nce, supervised_nce
+from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
+from .saved import write_config
+
+CHECKPOINT = "finetune-checkpoint.pt"
+DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch_size": 512}}
+
+
+@dataclass
+class FinetuneConfig:
+    mode: str  # "unsup" | "sup"
+    templates: list[str]
+    lr: float | None = None
+    batch_size: int | None = None
+    micro_batch: int = 64
+    max_seq_length: int = 32
+    temperature: float = 0.05
+    epochs: float = 1.0
+    max_steps: int | None = None
+    eval_steps: int = 25
+    denoise: bool = True
+    seed: int = 42
+    show_progress_bar: bool | None = None
+    history: list = field(default_factory=list)
+
+    def __post_init__(self):
+        d = DEFAULTS[self.mode]
+        self.lr = self.lr if self.lr is not None else d["lr"]
+        self.batch_size = self.batch_size or d["batch_size"]
+        self.templates = [Template.parse(t).text for t in self.templates]
+
+
+def _views(enc: PromptEncoder, cfg: FinetuneConfig, items: list) -> list[torch.Tensor]:
+    """The representations the loss compares, for a (micro-)batch of items."""
+    def rep(texts, template):
+        ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(texts), template)]
+        return enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)  # weights change every step
+
+    if cfg.mode == "unsup":
+        t1, t2 = cfg.templates[0], cfg.templates[-1]
+        return [rep(items, t1), rep(items, t2)]
+    t = cfg.templates[0]
+    return [rep([x[i] for x in items], t) for i in range(3)]
+
+
+def _loss(cfg: FinetuneConfig, views: list[torch.Tensor]) -> torch.Tensor:
+    if cfg.mode == "unsup":
+        return info_nce(views[0], views[1], cfg.temperature)
+    return supervised_nce(views[0], views[1], views[2], cfg.temperature)
+
+
+def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, no_sync=contextlib.nullcontext) -> float:
+    """One optimisation step's gradients for ``items``; micro-batched with gradient caching."""
+    m = cfg.micro_batch
+    if m <= 0 or len(items) <= m:
+        loss = _loss(cfg, _views(enc, cfg, items))
+        backward(loss)
+        return loss.item()
+    chunks = [items[i : i + m] for i in range(0, len(items), m)]
+    states, parts = [], []
+    with torch.no_grad():
+        for c in chunks:
+            states.append(torch.random.get_rng_state())
+            parts.append(_views(enc, cfg, c))
+    full = [torch.cat([p[v] for p in parts]).detach().requires_grad_() for v in range(len(parts[0]))]
+    loss = _loss(cfg, full)
+    loss.backward()
+    grads = [f.grad for f in full]
+    after = torch.random.get_rng_state()
+    start = 0
+    for k, (c, st) in enumerate(zip(chunks, states)):
+        torch.random.set_rng_state(st)  # the same dropout masks as in the first pass
+        ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()
+        with ctx:
+            vs = _views(enc, cfg, c)
+            surrogate = sum((v * g[start : start + len(c)]).sum() for v, g in zip(vs, grads))
+            backward(surrogate)
+        start += len(c)
+    torch.random.set_rng_state(after)
+    return loss.item()
+
+
+def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
+             resume: bool = True) -> dict:
+    """Train, evaluate on STS-B dev every ``eval_steps``, keep the best weights in ``out_dir``."""
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    out = Path(out_dir)
+    if acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.seed)
+    model = enc.encoder
+    model.to(acc.device)
+    enc.device = acc.device
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    steps_per_epoch = max(len(data) // cfg.batch_size, 1)
+    total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
+    wrapped, opt = acc.prepare(model, opt)
+    enc.forward_module = wrapped
+    local_bs = max(cfg.batch_size // acc.num_processes, 1)
+    dev = DevEval(enc, data_dir)
+    tdev = cfg.templates[0]
+    start, best, start_score = 0, None, None
+    ck = load_checkpoint(out / CHECKPOINT) if resume else None
+    if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode:
+        acc.unwrap_model(wrapped).load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
+        set_rng_state(ck["rng"])
+    if start_score is None:
+        start_score = best = dev(tdev, cfg.denoise)
+        cfg.history.append({"step": 0, "stsb_dev": round(start_score, 4)})
+        if acc.is_main_process:
+            save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
+    wrapped.train()
+    t0 = time.time()
+    last = None
+    bar = tqdm(total=total, initial=start, desc=f"finetune ({cfg.mode})", disable=cfg.show_progress_bar is False or not acc.is_main_process, unit="step")
+    for step, items in batches(data, cfg.batch_size, cfg.seed, start):
+        if step >= total:
+            break
+        items = items[acc.process_index * local_bs : (acc.process_index + 1) * local_bs]
+        loss = train_step(enc, cfg, items, acc.backward, lambda: acc.no_sync(wrapped))
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        done = step + 1
+        if done % cfg.eval_steps == 0 or done == total:
+            if acc.is_main_process:
+                last = dev(tdev, cfg.denoise)
+                cfg.history.append({"step": done, "loss": round(loss, 4), "stsb_dev": round(last, 4)})
+                if last > best:
+                    best = last
+                    save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
+                save_checkpoint(out / CHECKPOINT, {"templates": cfg.templates, "mode": cfg.mode,
+                                                   "model": acc.unwrap_model(wrapped).state_dict(), "optimizer": opt.state_dict(),
+                                                   "scheduler": sched.state_dict(), "step": done, "best": best,
+                                                   "start_score": start_score, "history": cfg.history, "rng": rng_state()})
+            acc.wait_for_everyone()
+            wrapped.train()
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
+    bar.close()
+    enc.forward_module = None
+    wrapped.eval()
+    secs = time.time() - t0
+    return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
+            "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
+            "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
+
+
+def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
+    """A Hugging Face model directory + promptsearch.json + a sentence-transformers module list."""
+    from .export import write_sentence_transformers_files
+
+    model = enc.encoder
+    model.save_pretrained(out)
+    enc.tokenizer.save_pretrained(out)
+    write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": "mask", "base_model": model_name,
+                       "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
+                                    "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
+                                    **info}})
+    write_sentence_transformers_files(out)

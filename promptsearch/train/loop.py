@@ -1,0 +1,77 @@
+"""Pieces both trainers share: sentence batches, dev evaluation, resumable checkpoints."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..encoder import PromptEncoder
+from ..search.scorer import Scorer
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def batches(items: list, batch_size: int, seed: int, start_step: int = 0):
+    """Endless shuffled batches, epoch after epoch; deterministic in (seed, step) so a resumed
+    run sees the same data order."""
+    per_epoch = max(len(items) // batch_size, 1)
+    step = start_step
+    while True:
+        epoch, k = divmod(step, per_epoch)
+        order = np.random.default_rng(seed + epoch).permutation(len(items))
+        idx = order[k * batch_size : (k + 1) * batch_size]
+        yield step, [items[i] for i in idx]
+        step += 1
+
+
+class DevEval:
+    """STS-B dev Spearman of a template on the encoder's current weights."""
+
+    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev"):
+        self.scorer = Scorer(encoder, dataset=dataset, data_dir=data_dir, use_cache=False)
+
+    def __call__(self, template: str, denoise: bool) -> float:
+        enc = self.scorer.encoder
+        was_training = enc.encoder.training
+        enc.encoder.eval()
+        enc.clear_cache()
+        self.scorer.denoise = denoise
+        try:
+            return self.scorer.score(template, fresh=True).spearman
+        finally:
+            enc.clear_cache()
+            enc.encoder.train(was_training)
+
+
+def rng_state() -> dict:
+    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.random.get_rng_state()}
+    if torch.cuda.is_available():
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def set_rng_state(st: dict) -> None:
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    torch.random.set_rng_state(st["torch"])
+    if "cuda" in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)

@@ -1,0 +1,105 @@
+"""OptiPrompt (PromptBERT §4.2, Appendix B): continuous template vectors, encoder frozen.
+
+The template's literal tokens (all but [X], [MASK] and special tokens) become trainable
+vectors initialised from their static embeddings. The loss is unsupervised SimCSE: each
+sentence passes twice with dropout on; the two [MASK] states are positives, the rest of
+the batch negatives (temperature 0.05). Only the vectors change.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..encoder import PromptEncoder
+from ..template import Template
+from .losses import info_nce
+from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
+from .saved import save_soft_prompt
+
+CHECKPOINT = "optiprompt-checkpoint.pt"
+
+
+@dataclass
+class OptiPromptConfig:
+    template: str
+    steps: int = 200
+    batch_size: int = 64
+    lr: float = 3e-3
+    temperature: float = 0.05
+    max_seq_length: int = 32
+    eval_steps: int = 50
+    denoise: bool = False
+    seed: int = 42
+    show_progress_bar: bool | None = None
+    history: list = field(default_factory=list)
+
+
+def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
+    r = enc.rendered(template)
+    sb, sa = r.soft_slots()
+    ids = [r.before[i] for i in sb] + [r.after[i] for i in sa]
+    return enc.word_embeddings[torch.as_tensor(ids, device=enc.device)].detach().clone().float()
+
+
+def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
+                     data_dir=None, resume: bool = True) -> dict:
+    """Train, keep the best vectors on STS-B dev, save them to ``out_dir``; returns a summary."""
+    template = Template.parse(cfg.template).text
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.seed)
+    for p in enc.encoder.parameters():
+        p.requires_grad_(False)
+    soft = torch.nn.Parameter(initial_vectors(enc, template))
+    opt = torch.optim.Adam([soft], lr=cfg.lr)
+    dev = DevEval(enc, data_dir)
+    enc.set_soft_prompt(template, None)
+    manual = dev(template, cfg.denoise)
+    best, best_vec, start = manual, soft.detach().clone(), 0
+    ck = load_checkpoint(out / CHECKPOINT) if resume else None
+    if ck and ck["template"] == template:
+        soft.data.copy_(ck["soft"])
+        opt.load_state_dict(ck["optimizer"])
+        best, best_vec, start, cfg.history = ck["best"], ck["best_vec"], ck["step"], ck["history"]
+        set_rng_state(ck["rng"])
+    enc.set_soft_prompt(template, soft)
+    enc.encoder.train()  # dropout is the SimCSE noise; weights stay frozen
+    t0 = time.time()
+    last = None
+    bar = tqdm(total=cfg.steps, initial=start, desc="optiprompt", disable=cfg.show_progress_bar is False, unit="step")
+    for step, batch in batches(corpus, cfg.batch_size, cfg.seed, start):
+        if step >= cfg.steps:
+            break
+        ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(batch), template)]
+        z1 = enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)
+        z2 = enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)
+        loss = info_nce(z1, z2, cfg.temperature)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        enc.clear_cache()
+        done = step + 1
+        if done % cfg.eval_steps == 0 or done == cfg.steps:
+            last = dev(template, cfg.denoise)
+            cfg.history.append({"step": done, "loss": round(loss.item(), 4), "stsb_dev": round(last, 4)})
+            if last > best:
+                best, best_vec = last, soft.detach().clone()
+            save_checkpoint(out / CHECKPOINT, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
+                                               "best": best, "best_vec": best_vec, "step": done, "history": cfg.history,
+                                               "rng": rng_state()})
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
+    bar.close()
+    enc.encoder.eval()
+    improved = best > manual
+    vec = best_vec if improved else initial_vectors(enc, template)
+    enc.set_soft_prompt(template, vec)
+    summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,
+               "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(time.time() - t0, 1), "history": cfg.history}
+    save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
+    return summary

@@ -1,0 +1,61 @@
+"""``promptsearch.json``: what a trained directory tells ``PromptEncoder.from_pretrained``.
+
+An OptiPrompt directory holds only the template vectors (``soft_prompt.safetensors``) and
+names the base model; a fine-tuned directory is a full Hugging Face model directory. Both
+carry ``promptsearch.json`` = {template, denoise, pooling, model, soft_prompt?, ...}.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import PromptSearchError
+from ..fileio import atomic_write
+
+CONFIG_NAME = "promptsearch.json"
+SOFT_PROMPT_NAME = "soft_prompt.safetensors"
+
+
+def read_config(directory) -> dict | None:
+    p = Path(directory) / CONFIG_NAME
+    if not p.is_file():
+        return None
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PromptSearchError(f"{p} is not valid JSON ({exc})") from None
+    if not isinstance(d, dict) or "template" not in d:
+        raise PromptSearchError(f"{p} has no 'template'; it was not written by promptsearch")
+    return d
+
+
+def write_config(directory, config: dict) -> None:
+    atomic_write(Path(directory) / CONFIG_NAME, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+def save_soft_prompt(directory, template: str, vectors, model: str, denoise: bool, extra: dict | None = None) -> None:
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    save_file({"soft_prompt": vectors.detach().float().cpu().contiguous()}, str(d / (SOFT_PROMPT_NAME + ".tmp")))
+    (d / (SOFT_PROMPT_NAME + ".tmp")).replace(d / SOFT_PROMPT_NAME)
+    write_config(d, {"template": template, "denoise": denoise, "pooling": "mask", "model": model,
+                     "soft_prompt": SOFT_PROMPT_NAME, **(extra or {})})
+
+
+def load_template_dir(directory) -> tuple[dict, "object | None"]:
+    """(config, soft-prompt tensor or None) of a directory written by optiprompt or finetune."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise PromptSearchError(f"--template-dir {d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+    cfg = read_config(d)
+    if cfg is None:
+        raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+    soft = None
+    if cfg.get("soft_prompt"):
+        from safetensors.torch import load_file
+
+        soft = load_file(str(d / cfg["soft_prompt"]))["soft_prompt"]
+    return cfg, soft

@@ -1,0 +1,142 @@
+"""OptiPrompt and the fine-tuner on a tiny random BERT and real sentences."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from promptsearch import PromptEncoder
+from promptsearch.train.finetune import FinetuneConfig, _loss, _views, finetune, train_step
+from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
+from conftest import PAPER_T, make_encoder
+
+T2 = 'This sentence of "[X]" means [MASK] .'
+
+
+@pytest.fixture
+def fresh(tiny_bert_dir):
+    return make_encoder(tiny_bert_dir)
+
+
+def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
+    before = {n: p.detach().clone() for n, p in fresh.encoder.named_parameters()}
+    cfg = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=3, lr=1e-2, show_progress_bar=False)
+    summary = train_optiprompt(fresh, sentences, cfg, tmp_path / "op", str(fresh.model.path), resume=False)
+    for n, p in fresh.encoder.named_parameters():
+        assert torch.equal(p, before[n]), n  # bit-identical
+    saved = json.loads((tmp_path / "op" / "promptsearch.json").read_text())
+    assert saved["template"] == PAPER_T and saved["soft_prompt"] == "soft_prompt.safetensors"
+    assert [h["step"] for h in summary["history"]] == [3, 6]
+    # the directory loads as an encoder with those vectors
+    loaded = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False, show_progress_bar=False)
+    assert torch.equal(loaded.soft_prompts[PAPER_T], fresh.soft_prompts[PAPER_T])
+    np.testing.assert_allclose(loaded.encode(sentences[:8]), fresh.encode(sentences[:8], template=PAPER_T), atol=1e-6)
+
+
+def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
+    from promptsearch.train.optiprompt import initial_vectors
+    init = initial_vectors(fresh, PAPER_T)
+    cfg = OptiPromptConfig(template=PAPER_T, steps=4, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
+    import promptsearch.train.optiprompt as op
+    op.DevEval.__call__, real = (lambda self, t, d: float(len(self.scorer.encoder.soft_prompts))), op.DevEval.__call__
+    try:
+        train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", resume=False)
+        assert not torch.allclose(fresh.soft_prompts[PAPER_T], init)  # "best" is the trained vectors here
+        ck = torch.load(tmp_path / "op" / op.CHECKPOINT, weights_only=False)
+        assert ck["step"] == 4
+        cfg2 = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
+        s2 = train_optiprompt(fresh, sentences, cfg2, tmp_path / "op", "tiny", resume=True)
+        assert [h["step"] for h in s2["history"]] == [2, 4, 6]  # continued from step 4
+    finally:
+        op.DevEval.__call__ = real
+
+
+def test_denoised_training_views_subtract_the_template_only_forward(fresh):
+    fresh.encoder.eval()  # no dropout, so the two computations are comparable
+    ids = fresh.sentence_ids(fresh.prepare(["a man plays .", "two dogs run in the park ."]), PAPER_T)
+    with torch.enable_grad():
+        den = fresh.mask_states(ids, PAPER_T, denoise=True)
+        raw = fresh.mask_states(ids, PAPER_T, denoise=False)
+        assert den.requires_grad
+    for i, s in enumerate(ids):
+        t_ids, pos, m = fresh.template_only_inputs(PAPER_T, len(s))
+        with torch.no_grad():
+            h = fresh.encoder(input_ids=torch.tensor([t_ids]), position_ids=torch.tensor([pos])).last_hidden_state[0, m]
+        torch.testing.assert_close(den[i].detach(), raw[i].detach() - h, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["unsup", "sup"])
+def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
+    # float64 and dropout off, so the full-batch and the micro-batched passes compute the same
+    # function; what remains is rounding (vectors are cast to float32 before the loss).
+    fresh.encoder.eval().double()
+    items = sentences[:24] if mode == "unsup" else list(zip(sentences[:24], sentences[24:48], sentences[48:72]))
+    grads, losses = {}, {}
+    for m in (0, 5):
+        cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2], micro_batch=m, batch_size=24)
+        fresh.encoder.zero_grad()
+        losses[m] = train_step(fresh, cfg, items, lambda l: l.backward())
+        grads[m] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
+    assert losses[0] == pytest.approx(losses[5], rel=1e-6)
+    # measured 3.6e-6; reading stale cached biases in the first pass (a bug once) gave 3.5e-5
+    assert ((grads[0] - grads[5]).norm() / grads[0].norm()).item() < 1e-5
+    assert not fresh._bias_cache  # training never reads or fills the bias cache
+
+
+def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):
+    corpus = sentences[:32]
+    cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=1e-3, batch_size=32, micro_batch=0)
+    def eval_loss():  # the training objective itself: dropout on, same dropout masks each time
+        fresh.encoder.train()
+        torch.manual_seed(123)
+        with torch.no_grad():
+            return float(_loss(cfg, _views(fresh, cfg, corpus)))
+    start = eval_loss()
+    opt = torch.optim.AdamW(fresh.encoder.parameters(), lr=1e-3)
+    fresh.encoder.train()
+    for _ in range(30):
+        train_step(fresh, cfg, corpus, lambda l: l.backward())
+        opt.step()
+        opt.zero_grad()
+    assert eval_loss() < start - 0.2  # measured: 8.44 -> 8.15 after 15 steps
+
+
+@pytest.mark.parametrize("mode", ["unsup", "sup"])
+def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir, sentences, tmp_path, mode):
+    enc = make_encoder(tiny_bert_dir)
+    data = sentences[:48] if mode == "unsup" else list(zip(sentences[:48], sentences[48:96], sentences[96:144]))
+    cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2] if mode == "unsup" else [PAPER_T], lr=1e-3, batch_size=16,
+                         micro_batch=8, max_steps=3, eval_steps=1, show_progress_bar=False)
+    summary = finetune(enc, data, cfg, tmp_path / "ft", "tiny", resume=False)
+    assert [h["step"] for h in summary["history"]] == [0, 1, 2, 3]
+    out = tmp_path / "ft"
+    saved = json.loads((out / "promptsearch.json").read_text())
+    assert saved["template"] == PAPER_T and saved["denoise"] is True and saved["finetune"]["mode"] == mode
+    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
+    probe = sentences[200:230]
+    got = loaded.encode(probe)
+    assert got.shape == (30, 32)
+    if saved["finetune"]["step"] == 3:  # the best checkpoint is the final weights: the round trip is exact
+        np.testing.assert_allclose(got, enc.encode(probe, template=PAPER_T, denoise=True), atol=1e-5)
+    from sentence_transformers import SentenceTransformer
+    # sentence-transformers >= 6 imports any non-ST module class only with trust_remote_code=True
+    st = SentenceTransformer(str(out), device="cpu", trust_remote_code=True)
+    np.testing.assert_allclose(st.encode(probe, batch_size=7), got, atol=1e-5)
+
+
+def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    code = main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "2", "--eval-steps", "1",
+                 "--train-batch-size", "8", "--out", str(tmp_path / "op"), "--final-tasks", "sts16", "--no-bf16", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0 and "OptiPrompt: STS-B dev" in out and "OptiPrompt vectors" in out
+    code = main(["eval", "--template-dir", str(tmp_path / "op"), "--tasks", "sts16", "--json", "-q", "--no-bf16"])
+    assert code == 0 and "sts16" in json.loads(capsys.readouterr().out)
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", PAPER_T, "--max-steps", "1",
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks", "sts16",
+                 "--no-bf16", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0 and "finetune sup: STS-B dev" in out and "fine-tuned (sup)" in out
