@@ -39,7 +39,7 @@ def _encoder(args):
         from .train.saved import load_template_dir
 
         load_template_dir(args.template_dir)  # one-line error if it is not one
-        return PromptEncoder_from(args, args.template_dir)
+        return _encoder_from_dir(args, args.template_dir)
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, batch_size=args.batch_size, bf16=args.bf16,
         add_period=args.add_period, max_length=args.max_length,
@@ -195,8 +195,6 @@ def _check_out(path) -> None:
 
 
 def _print_ranking(results, top: int) -> None:
-    from .evaluate import format_table  # noqa: F401  (same look as eval tables)
-
     ranked = results.ranked()[:top]
     w = max([len(e.template) for e in ranked] + [8])
     kind = "denoised" if results.denoise else "raw"
@@ -409,13 +407,14 @@ def cmd_optiprompt(args) -> int:
     print(f"OptiPrompt: STS-B dev {summary['manual_stsb_dev']:.2f} (manual template) -> {summary['best_stsb_dev']:.2f} "
           f"(best vectors) in {summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {args.out}")
     before = _encoder(args)
-    after = PromptEncoder_from(args, args.out)
+    after = _encoder_from_dir(args, args.out)
     print(_before_after(before, after, template, args.denoise, args.final_tasks, args.data_dir,
                         ["manual template", "OptiPrompt vectors"], _show(args)))
     return 0
 
 
-def PromptEncoder_from(args, path):
+def _encoder_from_dir(args, path):
+    """An encoder from a trained directory (optiprompt vectors or a fine-tuned model)."""
     from .encoder import PromptEncoder
 
     return PromptEncoder.from_pretrained(str(path), device=args.device, batch_size=args.batch_size, bf16=args.bf16,
@@ -465,7 +464,7 @@ def cmd_finetune(args) -> int:
           f"checkpoint) in {summary['steps']} steps of {cfg.batch_size}, {summary['seconds']:.0f}s "
           f"({summary['steps_per_second']} steps/s on {summary['device']}); saved to {args.out}")
     before = _encoder(args)
-    after = PromptEncoder_from(args, args.out)
+    after = _encoder_from_dir(args, args.out)
     print(_before_after(before, after, cfg.templates[0], args.denoise, args.final_tasks, args.data_dir,
                         [f"{args.model} (start)", f"fine-tuned ({args.mode})"], _show(args)))
     return 0

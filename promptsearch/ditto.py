@@ -3,7 +3,6 @@ first-last hidden states, scored by STS-B dev Spearman."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .data import load_task

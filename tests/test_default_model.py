@@ -1,7 +1,6 @@
 """The real bundled MiniLM on real STS-B dev data. A fast slice runs in CI; the full
 dev set is marked slow."""
 
-import numpy as np
 import pytest
 
 from promptsearch.data import STSData, load_task

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from promptsearch import PromptEncoder, PromptSearchError
+from promptsearch import PromptSearchError
 from promptsearch.models import load_model
 from conftest import PAPER_T, ROBERTA_T, make_encoder
 

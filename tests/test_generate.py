@@ -59,9 +59,8 @@ def tiny_t5_dir(tmp_path_factory):
     from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
     d = tmp_path_factory.mktemp("tiny-t5")
-    corpus = [w for _, w in [(None, s) for s in [
-        "This sentence means something .", "a person who plays the guitar", "a general concept formed by features",
-        "that which is perceived or known", "This means that .", "entity abstraction guitar player"]]] * 20
+    corpus = ["This sentence means something .", "a person who plays the guitar", "a general concept formed by features",
+              "that which is perceived or known", "This means that .", "entity abstraction guitar player"] * 20
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=buf, vocab_size=60, model_type="unigram",
                                    pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0, minloglevel=2,
@@ -74,9 +73,9 @@ def tiny_t5_dir(tmp_path_factory):
     cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
                    pad_token_id=0, eos_token_id=1)
     model = T5ForConditionalGeneration(cfg)
-    pairs = read_wordnet_like = [("entity", "that which is perceived or known"), ("guitar player", "a person who plays the guitar"),
-                                 ("abstraction", "a general concept formed by features")]
-    inputs = tok([f"<extra_id_0> {d_} <extra_id_1> {w} <extra_id_2>" for w, d_ in read_wordnet_like], return_tensors="pt", padding=True)
+    pairs = [("entity", "that which is perceived or known"), ("guitar player", "a person who plays the guitar"),
+             ("abstraction", "a general concept formed by features")]
+    inputs = tok([f"<extra_id_0> {d_} <extra_id_1> {w} <extra_id_2>" for w, d_ in pairs], return_tensors="pt", padding=True)
     labels = tok(["<extra_id_0> This <extra_id_1> means <extra_id_2> . <extra_id_3>"] * len(pairs), return_tensors="pt").input_ids
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()

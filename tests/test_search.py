@@ -3,7 +3,6 @@
 import json
 
 import jsonschema
-import numpy as np
 import pytest
 
 from promptsearch.errors import PromptSearchError
