@@ -55,10 +55,12 @@ def _rep_from_args(args):
     from .evaluate import Rep
     from .template import Template
 
-    if args.template and args.pooling:
-        raise PromptSearchError("give either --template or --pooling, not both")
+    if args.template and args.pooling not in (None, "mask", "topk-static"):
+        raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
+                                "mask or topk-static)")
     if args.template:
-        return Rep(template=Template.parse(args.template).text, denoise=args.denoise)
+        pooling = "topk-static" if args.pooling == "topk-static" else None
+        return Rep(template=Template.parse(args.template).text, denoise=args.denoise, pooling=pooling)
     if args.denoise:
         raise PromptSearchError("--denoise needs a --template")
     from .pooling import get_pooling
@@ -470,6 +472,46 @@ def cmd_finetune(args) -> int:
     return 0
 
 
+# ---- predictions ----------------------------------------------------------------------------
+
+def cmd_predict(args) -> int:
+    from .predict import format_predictions, predict
+    from .template import Template
+
+    template = Template.parse(args.template).text
+    if not args.sentences:
+        raise PromptSearchError("give one or more sentences to predict [MASK] for")
+    enc = _encoder(args)
+    if not enc.model.has_mlm_head:
+        print(f"note: {args.model} has no MLM head: tokens come from projecting [MASK] states on the word embeddings",
+              file=sys.stderr)
+    preds = predict(enc, enc.prepare(args.sentences), template, top_k=args.top_k)
+    if args.json:
+        print(json.dumps([{"sentence": p.sentence, "raw": p.raw, "denoised": p.denoised} for p in preds], indent=2))
+    else:
+        print(format_predictions(preds, template, args.denoise))
+    return 0
+
+
+def cmd_table9(args) -> int:
+    """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
+    from .data import expand_tasks, sts_dir
+    from .evaluate import Rep, evaluate_reps, format_table
+    from .template import Template
+
+    tasks = expand_tasks(args.tasks)
+    template = Template.parse(args.template).text
+    sts_dir(args.data_dir)
+    enc = _encoder(args)
+    reps = [Rep(template=template, pooling=p, denoise=d) for p in (None, "topk-static") for d in (False, True)]
+    res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args))
+    names = {None: "[MASK] token", "topk-static": "avg. top-200 tokens"}
+    rows = [(f"{names[r.pooling]}{' (denoised)' if r.denoise else ''}", res[r]) for r in reps]
+    print(f"model: {args.model}   template: {template}")
+    print(format_table(rows, tasks, markdown=True))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -482,7 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(e)
     e.add_argument("--template", help="e.g. 'This sentence : \"[X]\" means [MASK] .'")
     e.add_argument("--denoise", action="store_true", help="subtract the template bias (position-shifted template-only pass)")
-    e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto")
+    e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto; with --template: "
+                   "topk-static (Eq. 3)")
     e.add_argument("--head", help="Ditto head as L-H, 0-based (with --pooling ditto)")
     e.add_argument("--tasks", default="stsb-dev", help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
     e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
@@ -504,6 +547,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--template", action="append", help="template(s) instead of the paper's three (repeatable)")
     r.add_argument("--json", metavar="FILE", help="also write all numbers (with subsets) to FILE")
     r.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser("predict", help="top-k [MASK] tokens without and with template denoising (Table 7)")
+    _common(pr)
+    pr.add_argument("sentences", nargs="*")
+    pr.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
+    pr.add_argument("--top-k", type=int, default=5)
+    pr.add_argument("--denoise", choices=["both", "yes", "no"], default="both", help="which columns to show")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=cmd_predict)
+
+    t9 = sub.add_parser("table9", help="[MASK] state vs avg. top-200 static embeddings (Eq. 3), +/- denoising")
+    _common(t9)
+    t9.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
+    t9.add_argument("--tasks", default="stsb-dev,stsb")
+    t9.set_defaults(func=cmd_table9)
 
     gr = sub.add_parser("greedy", help="greedy template search (relation tokens, then prefix tokens; PromptBERT Table 4)")
     _common(gr)

@@ -30,6 +30,7 @@ from .pooling import Batch, get_pooling, parse_head, biased_token_ids
 from .template import RenderedTemplate, Template
 
 SENTENCE_ENDINGS = ".?\"'"
+TEMPLATE_POOLINGS = (None, "mask", "topk-static")
 
 
 def add_final_period(sentence: str) -> str:
@@ -179,11 +180,14 @@ class PromptEncoder:
         show_progress_bar: bool | None = None,
         head: str | tuple[int, int] | None = None,
         normalize_embeddings: bool = False,
+        top_k: int = 200,
     ) -> np.ndarray:
         """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
 
         With ``template`` the vector is the last hidden state at [MASK] (minus the template
-        bias when ``denoise``). Without it, ``pooling`` picks a baseline (default ``mean``):
+        bias when ``denoise``); ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k
+        tokens' static embeddings weighted by probability. Without a template, ``pooling`` picks a
+        baseline (default ``mean``):
         ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``, ``ditto``.
         A model directory written by ``finetune``/``optiprompt`` supplies its own template and
         denoise setting when neither ``template`` nor ``pooling`` is given.
@@ -195,10 +199,15 @@ class PromptEncoder:
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)
         if template is not None:
-            if pooling not in (None, "mask"):
-                raise PromptSearchError(f"pooling {pooling!r} does not take a template; drop --template or --pooling")
+            if pooling not in TEMPLATE_POOLINGS:
+                raise PromptSearchError(f"pooling {pooling!r} does not take a template; with --template use "
+                                        f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop --template")
             st = self.prompt_states(sents, template, denoise=denoise, batch_size=batch_size, show_progress_bar=show_progress_bar)
             out = st.denoised if denoise else st.raw
+            if pooling == "topk-static":
+                from .predict import topk_static_from_states
+
+                out = topk_static_from_states(self, out, k=top_k)
         else:
             if denoise:
                 raise PromptSearchError("--denoise needs a --template (it subtracts the template's own [MASK] state)")

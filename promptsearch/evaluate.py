@@ -26,13 +26,14 @@ class Rep:
 
     template: str | None = None
     denoise: bool = False
-    pooling: str | None = None
+    pooling: str | None = None  # with a template: None/"mask" ([MASK] state) or "topk-static" (Eq. 3)
     head: str | None = None
 
     @property
     def label(self) -> str:
         if self.template:
-            return self.template + (" (denoised)" if self.denoise else "")
+            kind = " [avg top-200]" if self.pooling == "topk-static" else ""
+            return self.template + kind + (" (denoised)" if self.denoise else "")
         return self.pooling + (f" (head {self.head})" if self.head else "")
 
 
@@ -67,6 +68,10 @@ def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str]
         st = encoder.prompt_states(sentences, template, denoise=any(r.denoise for r in mine), show_progress_bar=show)
         for r in mine:
             out[r] = st.denoised if r.denoise else st.raw
+            if r.pooling == "topk-static":
+                from .predict import topk_static_from_states
+
+                out[r] = topk_static_from_states(encoder, out[r])
     pooled = [r for r in reps if not r.template]
     if pooled:
         heads = {r.head for r in pooled if r.pooling == "ditto"}

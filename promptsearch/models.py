@@ -99,6 +99,28 @@ class LoadedModel:
         return int(c.num_attention_heads if hasattr(c, "num_attention_heads") else c.n_heads)
 
 
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits for hidden states (B, H) from the MLM head.
+
+        Any state works, a denoised one too (the head is applied directly, not through a
+        forward pass). BERT-likes (``cls``), RoBERTa-likes (``lm_head``) and DistilBERT are
+        recognised; other heads fall back to the output embeddings. Without an MLM head the
+        states are projected on the word embeddings — a stand-in, reported as such.
+        """
+        m = self.mlm
+        hidden = hidden.to(self.word_embeddings.dtype)
+        if m is None:
+            return hidden @ self.word_embeddings.T
+        if hasattr(m, "cls"):
+            return m.cls(hidden)
+        if hasattr(m, "lm_head"):
+            return m.lm_head(hidden)
+        if hasattr(m, "vocab_projector"):
+            h = m.vocab_layer_norm(m.activation(m.vocab_transform(hidden)))
+            return m.vocab_projector(h)
+        return m.get_output_embeddings()(hidden)
+
+
 def _head_is_missing(info: dict, base_prefix: str) -> bool:
     missing = info.get("missing_keys", []) or []
     return any(not k.startswith(base_prefix + ".") for k in missing)

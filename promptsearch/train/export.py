@@ -70,7 +70,10 @@ class PromptModule(InputModule):
         if out.resolve() != Path(self.model_name_or_path).resolve():
             from .saved import read_config, write_config
 
-            self.auto_model.save_pretrained(out)
-            self.tokenizer.save_pretrained(out)
+            from ..models import _quiet_transformers
+
+            with _quiet_transformers():
+                (self.enc.model.mlm or self.auto_model).save_pretrained(out)
+                self.tokenizer.save_pretrained(out)
             write_config(out, read_config(self.model_name_or_path))
         write_sentence_transformers_files(out)

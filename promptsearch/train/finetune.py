@@ -184,11 +184,13 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
     """A Hugging Face model directory + promptsearch.json + a sentence-transformers module list."""
+    from ..models import _quiet_transformers
     from .export import write_sentence_transformers_files
 
-    model = enc.encoder
-    model.save_pretrained(out)
-    enc.tokenizer.save_pretrained(out)
+    model = enc.model.mlm or enc.encoder  # keep the MLM head (it shares the trained encoder) when there is one
+    with _quiet_transformers():
+        model.save_pretrained(out)
+        enc.tokenizer.save_pretrained(out)
     write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": "mask", "base_model": model_name,
                        "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
                                     "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
