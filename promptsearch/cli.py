@@ -512,6 +512,15 @@ def cmd_table9(args) -> int:
     return 0
 
 
+def cmd_tui(args) -> int:
+    from .tui import PromptSearchApp
+
+    if bool(args.storage) != bool(args.study_name):
+        raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
+    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model).run()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -617,6 +626,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--epochs", type=float, default=1.0)
     f.add_argument("--max-steps", type=int, default=None)
     f.set_defaults(func=cmd_finetune)
+
+    tu = sub.add_parser("tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
+    tu.add_argument("--results", default="best.json", help="results JSON to follow (default best.json)")
+    tu.add_argument("--storage", help="an Optuna storage URL to follow instead")
+    tu.add_argument("--study-name")
+    tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
+    tu.set_defaults(func=cmd_tui)
 
     sc = sub.add_parser("score", help="score given templates on STS-B dev and print the ranking")
     _common(sc)

@@ -127,7 +127,7 @@ class OptunaSearch:
 def _entry(t, denoise):
     from .results import Entry
 
-    return Entry(t.user_attrs["template"], round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}")
+    return Entry(t.user_attrs["template"], round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}", t.number + 1)
 
 
 def optuna_summary(study: optuna.Study) -> dict:

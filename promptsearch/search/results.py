@@ -50,6 +50,7 @@ class Entry:
     denoise: bool
     seconds: float
     source: str = ""
+    order: int = 0  # 1-based: when this template was first scored in the run
 
 
 @dataclass
@@ -85,7 +86,8 @@ class Results:
             st = old.get("stats", {})
             res.scored, res.cached, res.seconds = int(st.get("scored", 0)), int(st.get("cached", 0)), float(st.get("seconds", 0.0))
             for e in old.get("templates", []):
-                res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""))
+                res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
+                                                   e.get("order", 0))
         if p is not None:
             res.save()  # fail now, not after an hour of scoring, if --out is not writable
         return res
@@ -98,7 +100,8 @@ class Results:
             self.seconds += score.seconds
         old = self.entries.get(score.template)
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
-                  round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""))
+                  round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
+                  old.order if old else len(self.entries) + 1)
         self.entries[score.template] = e
         self.save()
         return e

@@ -1,0 +1,106 @@
+"""Leaderboard: templates ranked by STS-B dev score, updated live while a search runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+
+from .sources import Board
+
+
+class LeaderboardScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open_predictions", "Predict with template", show=True),
+        Binding("s", "start_search", "Start greedy search"),
+        Binding("r", "reload", "Reload"),
+    ]
+
+    def __init__(self, source, poll_seconds: float = 1.0, name: str | None = None):
+        super().__init__(name=name)
+        self.source = source
+        self.poll_seconds = poll_seconds
+        self.board = Board()
+        self.search_status = ""
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Vertical(id="leaderboard"):
+            yield Static("", id="info")
+            yield Sparkline([], id="spark")
+            yield DataTable(id="board", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#board", DataTable)
+        table.add_columns("#", "STS-B dev", "template")
+        self.refresh_board(force=True)
+        self.set_interval(self.poll_seconds, self.refresh_board)
+
+    def refresh_board(self, force: bool = False) -> None:
+        if not (self.source.changed() or force):
+            return
+        self.board = b = self.source.load()
+        table = self.query_one("#board", DataTable)
+        table.clear()
+        for i, (score, template) in enumerate(b.rows, 1):
+            table.add_row(str(i), f"{score:.2f}", template, key=template)
+        self.query_one("#spark", Sparkline).data = b.history or [0.0]
+        self._update_info()
+
+    def _update_info(self) -> None:
+        b = self.board
+        if b.error:
+            text = b.error
+        else:
+            best = f"{b.best:.2f}" if b.best is not None else "-"
+            kind = "denoised" if b.denoise else "raw"
+            text = (f"[b]{b.strategy}[/b] on [b]{b.model}[/b] · {b.dataset} ({kind}) · {b.trials} trials · "
+                    f"{len(b.rows)} templates · best so far [b]{best}[/b]")
+        if self.search_status:
+            text += f"\n{self.search_status}"
+        self.query_one("#info", Static).update(text)
+
+    def selected_template(self) -> str | None:
+        table = self.query_one("#board", DataTable)
+        if not self.board.rows or table.cursor_row is None:
+            return None
+        return self.board.rows[min(table.cursor_row, len(self.board.rows) - 1)][1]
+
+    def action_open_predictions(self) -> None:
+        self.app.open_predictions(self.selected_template())
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row (the table consumes the key and says so with this event)."""
+        self.app.open_predictions(str(event.row_key.value) if event.row_key else self.selected_template())
+
+    def action_reload(self) -> None:
+        self.refresh_board(force=True)
+
+    def action_start_search(self) -> None:
+        path = getattr(self.source, "path", None)
+        if path is None:
+            self.notify("searches launch into a results file: start the TUI with --results FILE", severity="warning")
+            return
+        if self.search_status.startswith("running"):
+            self.notify("a search is already running")
+            return
+        self.run_search(str(path))
+
+    @work(thread=True, exclusive=True, group="search")
+    def run_search(self, out: str) -> None:
+        cmd = [sys.executable, "-m", "promptsearch", "greedy", "--model", self.app.model_name, "--out", out, "-q"]
+        self.app.call_from_thread(self._set_status, f"running: {' '.join(cmd[2:])}")
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        msg = "search finished" if p.returncode == 0 else f"search failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
+        self.app.call_from_thread(self._set_status, msg)
+
+    def _set_status(self, text: str) -> None:
+        self.search_status = text
+        self._update_info()

@@ -1,0 +1,93 @@
+"""Predictions: top-5 [MASK] tokens for a template and a sentence, without / with denoising."""
+
+from __future__ import annotations
+
+import random
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
+
+
+class PredictionsScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+r", "random_sentence", "Random STS-B dev sentence"),
+        Binding("escape", "app.show_leaderboard", "Leaderboard"),
+    ]
+
+    def __init__(self, template: str | None = None, name: str | None = None):
+        super().__init__(name=name)
+        self.template = template or DEFAULT_TEMPLATE
+        self._sentences: list[str] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Vertical(id="predictions"):
+            yield Input(value=self.template, placeholder="template with [X] and [MASK]", id="template")
+            yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)", id="sentence")
+            with Horizontal(id="columns"):
+                yield DataTable(id="raw", cursor_type="none")
+                yield DataTable(id="denoised", cursor_type="none")
+            yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for tid, title in (("#raw", "without denoising"), ("#denoised", "with denoising")):
+            t = self.query_one(tid, DataTable)
+            t.add_columns(title, "p")
+        self.query_one("#sentence", Input).focus()
+
+    def set_template(self, template: str) -> None:
+        """Use ``template`` (the screen may not be composed yet: compose() reads self.template)."""
+        self.template = template
+        for inp in self.query("#template").results(Input):
+            inp.value = template
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        sentence = self.query_one("#sentence", Input).value.strip()
+        template = self.query_one("#template", Input).value.strip()
+        if sentence:
+            self.query_one("#status", Static).update("predicting ...")
+            self.predict(sentence, template)
+
+    @work(thread=True, exclusive=True, group="predict")
+    def predict(self, sentence: str, template: str) -> None:
+        from ..errors import PromptSearchError
+        from ..predict import predict
+
+        try:
+            enc = self.app.get_encoder()
+            pred = predict(enc, enc.prepare([sentence]), template, top_k=5)[0]
+        except PromptSearchError as exc:
+            self.app.call_from_thread(self.query_one("#status", Static).update, f"[red]{exc}[/red]")
+            return
+        self.app.call_from_thread(self.show, pred)
+
+    def show(self, pred) -> None:
+        for tid, rows in (("#raw", pred.raw), ("#denoised", pred.denoised)):
+            t = self.query_one(tid, DataTable)
+            t.clear()
+            for tok, p in rows:
+                t.add_row(tok, f"{p:.3f}")
+        note = "" if self.app.get_encoder().model.has_mlm_head else "  (no MLM head: projection on word embeddings)"
+        self.query_one("#status", Static).update(f"{pred.sentence}{note}")
+
+    def action_random_sentence(self) -> None:
+        if self._sentences is None:
+            from ..data import load_task
+
+            try:
+                a, b, _ = load_task("stsb-dev").subsets["dev"]
+                self._sentences = a + b
+            except Exception as exc:  # no data folder: say so, keep typing possible
+                self.notify(str(exc), severity="warning")
+                return
+        s = random.choice(self._sentences)
+        inp = self.query_one("#sentence", Input)
+        inp.value = s
+        self.predict(s, self.query_one("#template", Input).value.strip())

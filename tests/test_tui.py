@@ -1,0 +1,76 @@
+"""The Textual app driven with run_test() and a Pilot, in an 80x24 terminal."""
+
+import asyncio
+import json
+
+from textual.widgets import DataTable, Input
+
+from promptsearch.tui import PromptSearchApp
+
+
+def _results(path, rows):
+    path.write_text(json.dumps({
+        "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy", "denoise": True,
+        "settings": {}, "created": "", "updated": "", "stats": {"scored": len(rows), "cached": 0, "seconds": 1.0,
+                                                                "templates_per_minute": 1.0},
+        "templates": [{"template": t, "spearman": s, "denoise": True, "seconds": 1.0, "order": i + 1}
+                      for i, (t, s) in enumerate(rows)]}))
+
+
+async def _wait_for(pilot, cond, timeout=30.0):
+    waited = 0.0
+    while not cond():
+        await pilot.pause(0.1)
+        waited += 0.1
+        assert waited < timeout, "timed out"
+
+
+def test_leaderboard_follows_the_results_file(tmp_path):
+    path = tmp_path / "best.json"
+    _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0)])
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == 2)
+            assert "best so far" in str(app.screen.query_one("#info").render())
+            # another process writes a better template: the leaderboard picks it up
+            _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0), ("This [X] means [MASK] .", 75.5)])
+            await _wait_for(pilot, lambda: table.row_count == 3)
+            assert table.get_row_at(0)[2] == "This [X] means [MASK] ."
+            assert app.screen.query_one("#spark").data == [70.0, 68.0, 75.5]
+            await pilot.press("question_mark")
+            assert app.screen.__class__.__name__ == "HelpScreen"
+            await pilot.press("escape")
+            assert app.screen.__class__.__name__ == "LeaderboardScreen"
+
+    asyncio.run(scenario())
+
+
+def test_predictions_screen_updates_for_typed_sentences(tmp_path, bert_enc):
+    path = tmp_path / "best.json"
+    _results(path, [("This sentence : \"[X]\" means [MASK] .", 70.0)])
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), encoder=bert_enc, poll_seconds=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _wait_for(pilot, lambda: app.screen.query_one("#board", DataTable).row_count == 1)
+            await pilot.press("enter")  # predict with the selected template
+            assert app.screen.__class__.__name__ == "PredictionsScreen"
+            assert app.screen.query_one("#template", Input).value == 'This sentence : "[X]" means [MASK] .'
+            raw = app.screen.query_one("#raw", DataTable)
+            den = app.screen.query_one("#denoised", DataTable)
+            await pilot.click("#sentence")
+            await pilot.press(*"a man is playing a guitar .", "enter")
+            await _wait_for(pilot, lambda: den.row_count == 5)
+            rows = lambda t: [tuple(t.get_row_at(i)) for i in range(t.row_count)]  # (token, probability)
+            first = (rows(raw), rows(den))
+            app.screen.query_one("#sentence", Input).value = ""
+            await pilot.press(*"the stock market fell sharply today .", "enter")
+            await _wait_for(pilot, lambda: (rows(raw), rows(den)) != first)
+            assert first[0] != first[1]  # denoising changes the predictions
+            await pilot.press("escape")
+            assert app.screen.__class__.__name__ == "LeaderboardScreen"
+
+    asyncio.run(scenario())
