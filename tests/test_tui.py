@@ -74,3 +74,21 @@ def test_predictions_screen_updates_for_typed_sentences(tmp_path, bert_enc):
             assert app.screen.__class__.__name__ == "LeaderboardScreen"
 
     asyncio.run(scenario())
+
+
+def test_optuna_source_reads_a_study(tmp_path):
+    import optuna
+
+    from promptsearch.tui.sources import OptunaSource
+
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    src = OptunaSource(storage, "s")
+    assert src.changed() and "waiting for study" in src.load().error
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    for t, v in [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 72.5)]:
+        tr = study.ask()
+        tr.set_user_attr("template", t)
+        study.tell(tr, v)
+    assert src.changed() and not src.changed()
+    b = src.load()
+    assert b.rows[0] == (72.5, "[X] is [MASK] .") and b.trials == 2 and b.history == [70.0, 72.5]

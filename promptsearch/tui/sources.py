@@ -23,23 +23,34 @@ class Board:
         return self.rows[0][0] if self.rows else None
 
 
-class ResultsFileSource:
-    """A results JSON; ``changed()`` is true when the file's mtime moved."""
+class _Polled:
+    """``changed()`` is true when the source's stamp moved since the last call."""
+
+    _stamp = object()  # never equal to a real stamp: the first poll always counts as a change
+
+    def stamp(self):
+        raise NotImplementedError
+
+    def changed(self) -> bool:
+        now = self.stamp()
+        if now != self._stamp:
+            self._stamp = now
+            return True
+        return False
+
+
+class ResultsFileSource(_Polled):
+    """A results JSON, stamped by its mtime and size."""
 
     def __init__(self, path):
         self.path = Path(path)
-        self._stamp = None
 
-    def changed(self) -> bool:
+    def stamp(self):
         try:
             st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
+            return (st.st_mtime_ns, st.st_size)
         except OSError:
-            stamp = None
-        if stamp != self._stamp:
-            self._stamp = stamp
-            return True
-        return False
+            return None
 
     def load(self) -> Board:
         try:
@@ -57,12 +68,11 @@ class ResultsFileSource:
                      int(trials), rows, timeline)
 
 
-class OptunaSource:
-    """An Optuna study in any RDB storage; changes when its trial count or states change."""
+class OptunaSource(_Polled):
+    """An Optuna study in any RDB storage, stamped by its trials' numbers and states."""
 
     def __init__(self, storage: str, study_name: str):
         self.storage, self.study_name = storage, study_name
-        self._stamp = None
 
     def _trials(self):
         import optuna
@@ -71,16 +81,12 @@ class OptunaSource:
         study = optuna.load_study(study_name=self.study_name, storage=self.storage)
         return study, study.get_trials(deepcopy=False)
 
-    def changed(self) -> bool:
+    def stamp(self):
         try:
             _, trials = self._trials()
-            stamp = tuple((t.number, t.state.name) for t in trials)
+            return tuple((t.number, t.state.name) for t in trials)
         except Exception:  # the study may not exist yet
-            stamp = None
-        if stamp != self._stamp:
-            self._stamp = stamp
-            return True
-        return False
+            return None
 
     def load(self) -> Board:
         from optuna.trial import TrialState
