@@ -36,9 +36,9 @@ def _encoder(args):
     from .encoder import PromptEncoder
 
     if getattr(args, "template_dir", None) and args.command in ("eval", "score"):
-        from .train.saved import load_template_dir
+        from .train.saved import template_dir_config
 
-        load_template_dir(args.template_dir)  # one-line error if it is not one
+        template_dir_config(args.template_dir)  # one-line error if it is not one
         return _encoder_from_dir(args, args.template_dir)
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, batch_size=args.batch_size, bf16=args.bf16,
@@ -74,20 +74,17 @@ def _rep_from_args(args):
 # ---- commands -------------------------------------------------------------------------------
 
 def cmd_eval(args) -> int:
-    from .data import expand_tasks
+    from .data import expand_tasks, sts_dir
     from .evaluate import anisotropy, evaluate_reps, format_table
 
     tasks = expand_tasks(args.tasks)
-    from .data import sts_dir
-
+    sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
     if args.template_dir and not (args.template or args.pooling):
-        sts_dir(args.data_dir)
-        enc = _encoder(args)
+        enc = _encoder(args)  # the directory supplies the template
         args.template, args.denoise = enc.default_template, args.denoise or enc.default_denoise
         rep = _rep_from_args(args)
     else:
         rep = _rep_from_args(args)
-        sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
         enc = _encoder(args)
     if rep.pooling == "ditto":
         enc.ditto_head = rep.head
@@ -435,10 +432,12 @@ def cmd_finetune(args) -> int:
     templates = [Template.parse(t).text for t in (args.template or [])]
     if args.templates:
         templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
+    dir_cfg, soft = None, None
     if args.template_dir:
         from .train.saved import load_template_dir
 
-        templates.insert(0, load_template_dir(args.template_dir)[0]["template"])
+        dir_cfg, soft = load_template_dir(args.template_dir)
+        templates.insert(0, dir_cfg["template"])
     if not templates:
         raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
     if args.mode == "unsup" and len(templates) == 1:
@@ -450,12 +449,8 @@ def cmd_finetune(args) -> int:
         data = read_nli_csv(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
-    if args.template_dir:
-        from .train.saved import load_template_dir
-
-        cfg0, soft = load_template_dir(args.template_dir)
-        if soft is not None:
-            enc.set_soft_prompt(cfg0["template"], soft.to(enc.device))
+    if soft is not None:
+        enc.set_soft_prompt(dir_cfg["template"], soft.to(enc.device))
     cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
                          micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
                          max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=args.seed,

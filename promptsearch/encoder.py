@@ -286,7 +286,7 @@ class PromptEncoder:
         if soft is None:
             return {"input_ids": ids}
         r = self.rendered(template)
-        sb, sa = self.rendered(template).soft_slots()
+        sb, sa = r.soft_slots()
         emb = self.encoder.get_input_embeddings()(ids)
         rows = torch.arange(len(ids), device=ids.device)[:, None]
         cols = torch.as_tensor([sb + [len(r.before) + n + j for j in sa] for n in sent_lens], device=ids.device)
@@ -318,10 +318,9 @@ class PromptEncoder:
         """(ids, position ids, [MASK] index) of the template alone, as if a sentence of
         ``length`` tokens sat in [X]: positions after [X] are shifted by ``length``."""
         r = self.rendered(template)
-        ids = list(r.before) + list(r.after)
+        ids, mask = r.ids([])
         off = self.model.position_offset
         pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
-        mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
         return ids, pos, mask
 
     def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -60,7 +60,6 @@ class LoadedModel:
     encoder: torch.nn.Module
     mlm: torch.nn.Module | None = None
     path: str = ""
-    extra: dict = field(default_factory=dict)
 
     @property
     def config(self):
@@ -135,7 +134,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
     with _quiet_transformers():
         try:
-            config = AutoConfig.from_pretrained(path)
+            AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model
             tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -160,4 +159,4 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm):
         if m is not None:
             m.to(device).eval()
-    return LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, extra={"config": config})
+    return LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path)

@@ -107,13 +107,14 @@ class OptunaSearch:
 
         def sync(study: optuna.Study, _trial) -> None:
             # Other workers' completed trials too, so whichever writes last has them all.
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            trials = study.get_trials(deepcopy=False)  # one read of the storage
+            for t in trials:
                 tmpl = t.user_attrs.get("template")
-                if tmpl and tmpl not in results.entries:
-                    results.entries[tmpl] = results.entries.get(tmpl) or _entry(t, scorer.denoise)
+                if t.state == TrialState.COMPLETE and tmpl and tmpl not in results.entries:
+                    results.entries[tmpl] = _entry(t, scorer.denoise)
             results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
-                                         "finished": len(study.get_trials(deepcopy=False, states=FINISHED)),
-                                         "pruned": len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))}
+                                         "finished": sum(t.state in FINISHED for t in trials),
+                                         "pruned": sum(t.state == TrialState.PRUNED for t in trials)}
             results.save()
 
         done = len(study.get_trials(deepcopy=False, states=FINISHED))

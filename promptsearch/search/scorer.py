@@ -140,12 +140,17 @@ class Scorer:
             return Score(t, hit, self.denoise, 0.0, cached=True)
         t0 = time.perf_counter()
         st = self.encoder.prompt_states(self.sentences, t, denoise=True, show_progress_bar=False)
-        scores = {False: self._spearman(st.raw), True: self._spearman(st.denoised)}
+        value = self._finish(t, {False: st.raw, True: st.denoised}, t0)
+        return Score(t, value, self.denoise, self.last_seconds)
+
+    def _finish(self, template: str, vecs: dict[bool, np.ndarray], t0: float) -> float:
+        """Full-set scores of both variants: time them, count them, cache them; the run's variant back."""
+        scores = {dn: self._spearman(v) for dn, v in vecs.items()}
         secs = self.last_seconds = time.perf_counter() - t0
         self.n_scored += 1
         self.seconds += secs
-        self._remember(t, scores, secs)
-        return Score(t, scores[self.denoise], self.denoise, secs)
+        self._remember(template, scores, secs)
+        return scores[self.denoise]
 
     def score_progressive(self, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
         """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
@@ -169,11 +174,6 @@ class Scorer:
                 vecs[False][need], vecs[True][need] = st.raw, st.denoised
                 done[need] = True
             if r == n:
-                scores = {dn: self._spearman(vecs[dn]) for dn in (False, True)}
-                secs = self.last_seconds = time.perf_counter() - t0
-                self.n_scored += 1
-                self.seconds += secs
-                self._remember(t, scores, secs)
-                yield r, scores[self.denoise]
+                yield r, self._finish(t, vecs, t0)
             else:
                 yield r, self._spearman(vecs[self.denoise], pairs)

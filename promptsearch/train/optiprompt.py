@@ -96,8 +96,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
     bar.close()
     enc.encoder.eval()
-    improved = best > manual
-    vec = best_vec if improved else initial_vectors(enc, template)
+    vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
     summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(time.time() - t0, 1), "history": cfg.history}

@@ -45,14 +45,21 @@ def save_soft_prompt(directory, template: str, vectors, model: str, denoise: boo
                      "soft_prompt": SOFT_PROMPT_NAME, **(extra or {})})
 
 
-def load_template_dir(directory) -> tuple[dict, "object | None"]:
-    """(config, soft-prompt tensor or None) of a directory written by optiprompt or finetune."""
+def template_dir_config(directory) -> dict:
+    """The config of a directory written by optiprompt or finetune; one-line error otherwise."""
     d = Path(directory)
     if not d.is_dir():
         raise PromptSearchError(f"--template-dir {d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
     cfg = read_config(d)
     if cfg is None:
         raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+    return cfg
+
+
+def load_template_dir(directory) -> tuple[dict, "object | None"]:
+    """(config, soft-prompt tensor or None) of a directory written by optiprompt or finetune."""
+    d = Path(directory)
+    cfg = template_dir_config(d)
     soft = None
     if cfg.get("soft_prompt"):
         from safetensors.torch import load_file
