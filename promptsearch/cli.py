@@ -22,6 +22,9 @@ class _Parser(argparse.ArgumentParser):
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
+    g.add_argument("--mlm-head", default=None, metavar="FILE",
+                   help="a head.safetensors from train-head for [MASK] predictions ('none': no trained head; "
+                        "default: the shipped head for the default model)")
     g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     g.add_argument("--batch-size", type=int, default=64)
@@ -41,7 +44,7 @@ def _encoder(args):
         template_dir_config(args.template_dir)  # one-line error if it is not one
         return _encoder_from_dir(args, args.template_dir)
     return PromptEncoder.from_pretrained(
-        args.model, device=args.device, batch_size=args.batch_size, bf16=args.bf16,
+        args.model, device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
         add_period=args.add_period, max_length=args.max_length,
         show_progress_bar=False if args.quiet else None,
     )
@@ -68,7 +71,7 @@ def _rep_from_args(args):
     p = get_pooling(args.pooling or "mean").name
     if p == "ditto" and not args.head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
-    return Rep(pooling=p, head=args.head if p == "ditto" else None)
+    return Rep(pooling=p, head=args.mlm_head if p == "ditto" else None)
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -416,7 +419,7 @@ def _encoder_from_dir(args, path):
     """An encoder from a trained directory (optiprompt vectors or a fine-tuned model)."""
     from .encoder import PromptEncoder
 
-    return PromptEncoder.from_pretrained(str(path), device=args.device, batch_size=args.batch_size, bf16=args.bf16,
+    return PromptEncoder.from_pretrained(str(path), device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
                                          add_period=args.add_period, max_length=args.max_length,
                                          show_progress_bar=False if args.quiet else None)
 
@@ -488,6 +491,46 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_train_head(args) -> int:
+    """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
+    from .head import CORPORA, HeadConfig, HeadTrainSettings, dedupe, head_corpus, run_train_head
+    from .models import load_model
+
+    parts = [p.strip() for p in args.corpus.split(",") if p.strip()]
+    bad = [p for p in parts if p not in CORPORA]
+    if bad or not parts:
+        raise PromptSearchError(f"--corpus {args.corpus!r}: give a comma list of {', '.join(CORPORA)}")
+    corpora = head_corpus(parts, args.data_dir, args.wordnet_dir)
+    sentences = dedupe([s for v in corpora.values() for s in v])
+    if args.max_sentences:
+        import random
+
+        random.Random(args.seed).shuffle(sentences)
+        sentences = sentences[: args.max_sentences]
+    print("corpus: " + ", ".join(f"{k} {len(v):,}" for k, v in corpora.items()))
+    model = load_model(args.model, device=args.device, head="none")
+    if model.tokenizer.mask_token is None:
+        raise PromptSearchError(f"{args.model}'s tokenizer has no mask token; a [MASK] head needs one")
+    if model.mlm is not None:
+        print(f"note: {args.model} has its own MLM head; the trained one is used only when passed with --mlm-head",
+              file=sys.stderr)
+    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank,
+                     depth=args.depth)
+    settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
+                                 bf16=args.bf16 if args.bf16 is not None else _fast_bf16(model))
+    rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,
+                         show_progress_bar=not args.quiet, meta={"corpus": parts})
+    print(rep.summary())
+    print(f"wrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
+    return 0
+
+
+def _fast_bf16(model) -> bool:
+    from .encoder import bf16_supported
+
+    return bf16_supported(next(model.encoder.parameters()).device)
+
+
 def cmd_table9(args) -> int:
     """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
     from .data import expand_tasks, sts_dir
@@ -512,7 +555,8 @@ def cmd_tui(args) -> int:
 
     if bool(args.storage) != bool(args.study_name):
         raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
-    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model).run()
+    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
+                    head=args.mlm_head).run()
     return 0
 
 
@@ -566,6 +610,25 @@ def build_parser() -> argparse.ArgumentParser:
     t9.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
     t9.add_argument("--tasks", default="stsb-dev,stsb")
     t9.set_defaults(func=cmd_table9)
+
+    th = sub.add_parser("train-head", help="learn a [MASK] prediction head on the frozen encoder (models without an MLM head)")
+    _common(th)
+    th.add_argument("--out", default="head", help="output directory (head.safetensors, train-head.json, checkpoint)")
+    th.add_argument("--corpus", default="wiki,wordnet,snli,sts",
+                    help="comma list: wiki (Wikipedia sample), wordnet (glosses + examples), snli, sts (STS-B/SICK train)")
+    th.add_argument("--wordnet-dir", default=None, help="WordNet data files (default /usr/share/wordnet)")
+    th.add_argument("--max-sentences", type=int, default=None, help="use a random subset of the corpus")
+    th.add_argument("--decoder", choices=["rank", "full", "tied"], default="rank",
+                    help="rank: word embeddings + a trainable low-rank correction (small file); full: untied; tied: BERT's")
+    th.add_argument("--rank", type=int, default=64)
+    th.add_argument("--depth", type=int, default=1, help="dense+GELU+LayerNorm blocks before the decoder")
+    th.add_argument("--epochs", type=int, default=4)
+    th.add_argument("--head-batch-size", type=int, default=1024, help="masked states per training step")
+    th.add_argument("--lr", type=float, default=2e-3)
+    th.add_argument("--heldout", type=int, default=2000, help="sentences whose masked tokens are held out")
+    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--cache-dir", default=None, help="where masked states are cached (default ~/.cache/promptsearch/head)")
+    th.set_defaults(func=cmd_train_head)
 
     gr = sub.add_parser("greedy", help="greedy template search (relation tokens, then prefix tokens; PromptBERT Table 4)")
     _common(gr)
@@ -627,6 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--storage", help="an Optuna storage URL to follow instead")
     tu.add_argument("--study-name")
     tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
+    tu.add_argument("--mlm-head", default=None, metavar="FILE", help="a head.safetensors from train-head for the predictions")
     tu.set_defaults(func=cmd_tui)
 
     sc = sub.add_parser("score", help="score given templates on STS-B dev and print the ranking")

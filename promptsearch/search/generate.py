@@ -108,7 +108,7 @@ class MLMGenerator:
         self.top_k = top_k
         self.patterns = patterns
         m = encoder.model
-        if m.mlm is None:
+        if not m.has_mlm_head:
             print(f"note: {m.name} has no MLM head; --generator mlm scores tokens by projecting [MASK] states on the "
                   "word embeddings, so expect weak templates", file=sys.stderr)
         special = set(getattr(m.tokenizer, "all_special_ids", []))
@@ -121,11 +121,11 @@ class MLMGenerator:
         m = self.enc.model
         att = torch.ones_like(ids)
         with self.enc.autocast():
-            if m.mlm is not None:
+            if m.mlm is not None and m.head is None:
                 logits = m.mlm(input_ids=ids, attention_mask=att).logits.float()
-            else:
+            else:  # a trained head (train-head), or the word-embedding stand-in
                 h = m.encoder(input_ids=ids, attention_mask=att).last_hidden_state.float()
-                logits = h @ m.word_embeddings.detach().float().T
+                logits = m.mlm_logits(h).float()
         logits[..., self._banned.to(logits.device)] = -1e9
         return logits
 

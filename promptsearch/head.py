@@ -1,0 +1,508 @@
+"""A [MASK] prediction head learned on a frozen encoder (``promptsearch train-head``).
+
+Checkpoints without an MLM head (the bundled MiniLM is one) cannot say which tokens a
+[MASK] state stands for. This module learns that map with the encoder frozen:
+
+1. mask 15 % of the tokens of each corpus sentence (at least one; always ``[MASK]``, the
+   only token the head meets at inference), run the frozen encoder once, keep the states
+   at the masked positions (cached on disk, so re-runs and resumed runs skip this);
+2. train a small head on the cached states — no encoder in the loop — with a full-softmax
+   cross-entropy over the vocabulary;
+3. report held-out masked-token top-1 / top-5 accuracy next to a unigram model (the most
+   frequent training targets) measured on the same held-out tokens.
+
+The head is BERT's (dense + GELU + LayerNorm, ``depth`` times) followed by a decoder that
+starts as the word embeddings: ``tied`` keeps it tied (the classic head), ``full`` unties
+all of it (V×H parameters), and ``rank=r`` adds a trainable low-rank correction
+``U·V`` (V×r + r×H) to the frozen word embeddings — nearly what ``full`` reaches, in a
+file small enough to ship. The saved file is safetensors plus a JSON metadata entry; the
+word embeddings are not stored (they come from the model at load time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .errors import ModelError, PromptSearchError
+
+HEAD_FORMAT = "promptsearch-mask-head/1"
+
+
+# ---- the head --------------------------------------------------------------------------------
+
+@dataclass
+class HeadConfig:
+    hidden_size: int
+    vocab_size: int
+    decoder: str = "rank"  # "tied" | "rank" | "full"
+    rank: int = 64
+    depth: int = 1
+    layer: int = -1  # hidden_states index the head reads (-1 = last layer)
+
+    def validate(self) -> "HeadConfig":
+        if self.decoder not in ("tied", "rank", "full"):
+            raise PromptSearchError(f"decoder {self.decoder!r}: choose tied, rank or full")
+        if self.decoder == "rank" and self.rank < 1:
+            raise PromptSearchError(f"--rank {self.rank}: give a rank of at least 1 (or --decoder tied/full)")
+        if self.depth < 1:
+            raise PromptSearchError(f"--depth {self.depth}: give at least 1 transform layer")
+        return self
+
+
+class MaskHead(nn.Module):
+    """hidden (…, H) → vocabulary logits (…, V)."""
+
+    def __init__(self, cfg: HeadConfig, word_embeddings: torch.Tensor):
+        super().__init__()
+        self.cfg = cfg.validate()
+        h, v = cfg.hidden_size, cfg.vocab_size
+        if tuple(word_embeddings.shape) != (v, h):
+            raise ModelError(f"head for a {v}×{h} vocabulary, model has {tuple(word_embeddings.shape)}")
+        layers: list[nn.Module] = []
+        for _ in range(cfg.depth):
+            layers += [nn.Linear(h, h), nn.GELU(), nn.LayerNorm(h, eps=1e-12)]
+        self.transform = nn.Sequential(*layers)
+        self.register_buffer("embed", word_embeddings.detach().float().clone(), persistent=False)
+        self.bias = nn.Parameter(torch.zeros(v))
+        self.scale = nn.Parameter(torch.ones(()))
+        if cfg.decoder == "full":
+            self.decoder = nn.Parameter(self.embed.clone())
+        elif cfg.decoder == "rank":
+            self.u = nn.Parameter(torch.zeros(v, cfg.rank))  # zero: training starts from the tied head
+            self.v = nn.Parameter(torch.randn(cfg.rank, h) * (1.0 / math.sqrt(h)))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        g = self.transform(hidden.float())
+        if self.cfg.decoder == "full":
+            logits = g @ self.decoder.T
+        else:
+            logits = self.scale * (g @ self.embed.T)
+            if self.cfg.decoder == "rank":
+                logits = logits + (g @ self.v.T) @ self.u.T
+        return logits + self.bias
+
+    def init_bias(self, counts: torch.Tensor) -> None:
+        """Start from the unigram model: bias = log frequency (add-one smoothed)."""
+        with torch.no_grad():
+            p = (counts.float() + 1.0) / (counts.sum() + len(counts))
+            self.bias.copy_(p.log())
+
+    def n_stored(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def save_head(head: MaskHead, path: str | Path, meta: dict | None = None, dtype=torch.float16) -> Path:
+    """safetensors (weights in ``dtype``) with ``format``, ``config`` and ``meta`` metadata."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to(dtype).contiguous().cpu() for k, v in head.state_dict().items()}
+    md = {"format": HEAD_FORMAT, "config": json.dumps(asdict(head.cfg)), "meta": json.dumps(meta or {})}
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=md)
+    tmp.replace(path)
+    return path
+
+
+def read_head_meta(path: str | Path) -> tuple[HeadConfig, dict]:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            md = f.metadata() or {}
+    except Exception as exc:  # safetensors raises its own error types
+        raise ModelError(f"{path} is not a head file ({exc}); pass a head.safetensors written by train-head") from None
+    if md.get("format") != HEAD_FORMAT:
+        raise ModelError(f"{path} is not a promptsearch head; pass a head.safetensors written by train-head")
+    return HeadConfig(**json.loads(md["config"])), json.loads(md.get("meta", "{}"))
+
+
+def load_head(path: str | Path, word_embeddings: torch.Tensor) -> MaskHead:
+    """Load a head for a model (its word embeddings fill the tied part of the decoder)."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"head file {path} does not exist; train one with promptsearch train-head")
+    cfg, meta = read_head_meta(path)
+    head = MaskHead(cfg, word_embeddings.detach().cpu())
+    head.load_state_dict({k: v.float() for k, v in load_file(str(path)).items()})
+    head.meta = meta
+    return head.to(word_embeddings.device).eval()
+
+
+def shipped_head_path() -> Path:
+    """The head trained for ``default`` that ships in the package."""
+    return Path(__file__).parent / "heads" / "default.safetensors"
+
+
+# ---- corpus ----------------------------------------------------------------------------------
+
+CORPORA = ("wiki", "wordnet", "snli", "sts")
+
+
+def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None) -> dict[str, list[str]]:
+    """Sentences per source: the Wikipedia sample, WordNet glosses and examples, SNLI dev+test
+    sentences, and the *training* splits of STS-B and SICK (evaluation splits stay unseen)."""
+    from . import data
+
+    out: dict[str, list[str]] = {}
+    for part in parts:
+        if part == "wiki":
+            out[part] = data.load_corpus(data_dir=data_dir)
+        elif part == "wordnet":
+            out[part] = data.read_wordnet_texts(wordnet_dir or data.WORDNET_DIR)
+        elif part == "snli":
+            out[part] = data.read_snli_sentences(data_dir)
+        elif part == "sts":
+            s: list[str] = []
+            for task in ("stsb-train", "sickr-train"):
+                s += data.load_task(task, data_dir).sentences()
+            out[part] = s
+        else:
+            raise PromptSearchError(f"unknown corpus {part!r}; choose from {', '.join(CORPORA)}")
+    return out
+
+
+def dedupe(sentences: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for s in sentences:
+        k = s.lower()
+        if k not in seen:
+            seen.add(k)
+            out.append(s)
+    return out
+
+
+# ---- masked states ---------------------------------------------------------------------------
+
+@dataclass
+class MaskedStates:
+    """Frozen-encoder states at masked positions, with their target ids and sentence index."""
+
+    states: torch.Tensor  # (N, H) float16
+    targets: torch.Tensor  # (N,) int64
+    sentence: torch.Tensor  # (N,) int64 index into the sentence list
+
+
+def mask_ids(ids: list[int], rate: float, rng: random.Random, maskable: Callable[[int], bool]) -> list[int]:
+    """Positions to mask: ``rate`` of the maskable tokens, at least one."""
+    cand = [i for i, t in enumerate(ids) if maskable(t)]
+    if not cand:
+        return []
+    k = max(1, round(rate * len(cand)))
+    return sorted(rng.sample(cand, k))
+
+
+@torch.inference_mode()
+def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,), rate: float = 0.15,
+                   seed: int = 0, batch_size: int = 128, max_length: int = 64, bf16: bool = True,
+                   show_progress_bar: bool = True) -> dict[int, MaskedStates]:
+    """Mask each sentence once (seeded) and keep the frozen states at the masked positions."""
+    tok = model.tokenizer
+    enc = model.encoder
+    device = next(enc.parameters()).device
+    special = set(getattr(tok, "all_special_ids", []))
+
+    def maskable(t: int) -> bool:
+        return t not in special
+
+    rng = random.Random(seed)
+    rows = []  # (sentence index, input ids, masked positions, targets)
+    for si, s in enumerate(sentences):
+        body = tok(s, add_special_tokens=False, truncation=True, max_length=max_length - 2)["input_ids"]
+        pos = mask_ids(body, rate, rng, maskable)
+        if not pos:
+            continue
+        ids = list(body)
+        for p in pos:
+            ids[p] = tok.mask_token_id
+        full = [tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id] + ids + \
+               [tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id]
+        rows.append((si, full, [p + 1 for p in pos], [body[p] for p in pos]))
+    rows.sort(key=lambda r: len(r[1]))
+    out: dict[int, list] = {l: [] for l in layers}
+    tgts, sidx = [], []
+    use_bf16 = bf16 and device.type in ("cpu", "cuda")
+    bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        width = max(len(r[1]) for r in chunk)
+        ids = torch.full((len(chunk), width), tok.pad_token_id or 0, dtype=torch.long)
+        att = torch.zeros_like(ids)
+        bi, pi = [], []
+        for j, (si, full, pos, tg) in enumerate(chunk):
+            ids[j, : len(full)] = torch.tensor(full)
+            att[j, : len(full)] = 1
+            bi += [j] * len(pos)
+            pi += pos
+            tgts += tg
+            sidx += [si] * len(pos)
+        ctx = torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else torch.autocast(device.type, enabled=False)
+        with ctx:
+            o = enc(input_ids=ids.to(device), attention_mask=att.to(device), output_hidden_states=True)
+        for l in layers:
+            out[l].append(o.hidden_states[l][bi, pi].float().half().cpu())
+        bar.update(len(chunk))
+    bar.close()
+    t = torch.tensor(tgts, dtype=torch.long)
+    s = torch.tensor(sidx, dtype=torch.long)
+    return {l: MaskedStates(torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16), t, s)
+            for l, v in out.items()}
+
+
+def corpus_key(model, sentences: Sequence[str], layers, rate, seed, max_length, bf16) -> str:
+    from .search.scorer import model_fingerprint
+
+    h = hashlib.sha256()
+    h.update(json.dumps([model.name, model_fingerprint(model), sorted(set(layers)), rate, seed, max_length, bool(bf16)]).encode())
+    for s in sentences:
+        h.update(s.encode("utf-8", "replace") + b"\n")
+    return h.hexdigest()[:16]
+
+
+def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.15, seed=0,
+                  max_length=64, bf16=True, batch_size=128, show_progress_bar=True) -> dict[int, MaskedStates]:
+    """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings."""
+    from safetensors.torch import load_file, save_file
+
+    key = corpus_key(model, sentences, layers, rate, seed, max_length, bf16)
+    path = Path(cache_dir) / f"states-{key}.safetensors"
+    if path.is_file():
+        t = load_file(str(path))
+        return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
+    got = collect_states(model, sentences, layers, rate, seed, batch_size, max_length, bf16, show_progress_bar)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first = got[layers[0]]
+    tensors = {f"layer{l}": v.states.contiguous() for l, v in got.items()}
+    tensors.update(targets=first.targets, sentence=first.sentence)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp))
+    tmp.replace(path)
+    return got
+
+
+# ---- training and evaluation -----------------------------------------------------------------
+
+@dataclass
+class Accuracy:
+    top1: float
+    top5: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"top-1 {100 * self.top1:5.2f} %  top-5 {100 * self.top5:5.2f} %"
+
+
+def unigram_accuracy(train_targets: torch.Tensor, test_targets: torch.Tensor, vocab_size: int) -> Accuracy:
+    """The most frequent training targets, ranked by count, as a prediction for every token."""
+    counts = torch.bincount(train_targets, minlength=vocab_size)
+    top = counts.topk(5).indices
+    hit1 = (test_targets == top[0]).float().mean().item()
+    hit5 = torch.isin(test_targets, top).float().mean().item()
+    return Accuracy(hit1, hit5, len(test_targets))
+
+
+@torch.no_grad()
+def head_accuracy(head: MaskHead, states: torch.Tensor, targets: torch.Tensor, batch_size: int = 2048,
+                  exclude: Sequence[int] = ()) -> Accuracy:
+    head.eval()
+    dev = head.bias.device
+    h1 = h5 = 0
+    for s in range(0, len(states), batch_size):
+        logits = head(states[s : s + batch_size].to(dev).float())
+        if exclude:
+            logits[:, list(exclude)] = float("-inf")
+        top = logits.topk(5, dim=-1).indices
+        t = targets[s : s + batch_size].to(dev)
+        h1 += (top[:, 0] == t).sum().item()
+        h5 += (top == t[:, None]).any(-1).sum().item()
+    n = max(len(states), 1)
+    return Accuracy(h1 / n, h5 / n, len(states))
+
+
+@dataclass
+class HeadTrainSettings:
+    epochs: int = 6
+    batch_size: int = 1024
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.05
+    seed: int = 0
+    bf16: bool = False  # autocast the head's matmuls (AMX CPUs, GPUs): ~25 % faster steps on CPU
+
+
+@dataclass
+class HeadHistory:
+    epochs: list[dict] = field(default_factory=list)
+    best_epoch: int = 0
+    best: dict = field(default_factory=dict)
+
+
+def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings: HeadTrainSettings,
+               exclude: Sequence[int] = (), checkpoint: str | Path | None = None,
+               on_epoch: Callable[[int, Accuracy, float], None] | None = None,
+               show_progress_bar: bool = True) -> HeadHistory:
+    """Full-softmax cross-entropy on cached states; AdamW, linear warmup then cosine decay.
+
+    Keeps the weights of the epoch with the best held-out top-5. With ``checkpoint`` the
+    state after every epoch is saved there and a re-run resumes from it.
+    """
+    torch.manual_seed(settings.seed)
+    dev = head.bias.device
+    n = len(train.states)
+    steps_per_epoch = max(1, math.ceil(n / settings.batch_size))
+    total = steps_per_epoch * settings.epochs
+    warm = max(1, int(settings.warmup * total))
+    decay = [p for name, p in head.named_parameters() if p.ndim >= 2]
+    rest = [p for name, p in head.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
+                             {"params": rest, "weight_decay": 0.0}], lr=settings.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
+    hist = HeadHistory()
+    best_state = None
+    start_epoch = 0
+    ck = Path(checkpoint) if checkpoint else None
+    if ck and ck.is_file():
+        saved = torch.load(ck, map_location=dev, weights_only=False)
+        head.load_state_dict(saved["head"])
+        opt.load_state_dict(saved["opt"])
+        sched.load_state_dict(saved["sched"])
+        hist = HeadHistory(**saved["hist"])
+        best_state = saved["best_state"]
+        start_epoch = len(hist.epochs)
+    mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
+    g = torch.Generator().manual_seed(settings.seed)
+    for _ in range(start_epoch):  # replay the permutations so a resumed run sees the same batches
+        torch.randperm(n, generator=g)
+    for epoch in range(start_epoch, settings.epochs):
+        head.train()
+        perm = torch.randperm(n, generator=g)
+        total_loss = 0.0
+        bar = tqdm(range(steps_per_epoch), desc=f"head epoch {epoch + 1}/{settings.epochs}", disable=not show_progress_bar)
+        for step in bar:
+            ix = perm[step * settings.batch_size : (step + 1) * settings.batch_size]
+            x = train.states[ix].to(dev).float()
+            y = train.targets[ix].to(dev)
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=settings.bf16):
+                logits = head(x).float()
+            if mask_out is not None:
+                logits = logits.index_fill(1, mask_out, float("-inf"))
+            loss = nn.functional.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            total_loss += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+        acc = head_accuracy(head, test.states, test.targets, exclude=exclude)
+        row = {"epoch": epoch + 1, "loss": total_loss / steps_per_epoch, "top1": acc.top1, "top5": acc.top5}
+        hist.epochs.append(row)
+        if not hist.best or acc.top5 > hist.best["top5"]:
+            hist.best, hist.best_epoch = row, epoch + 1
+            best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
+        if ck:
+            tmp = ck.with_name(ck.name + ".tmp")
+            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "hist": asdict(hist), "best_state": best_state}, tmp)
+            tmp.replace(ck)
+        if on_epoch:
+            on_epoch(epoch + 1, acc, row["loss"])
+    if best_state is not None:
+        head.load_state_dict(best_state)
+    head.eval()
+    return hist
+
+
+def split_heldout(states: MaskedStates, n_sentences: int, heldout: int, seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
+    """Hold out the masked tokens of ``heldout`` randomly chosen sentences."""
+    if heldout >= n_sentences:
+        raise PromptSearchError(f"--heldout {heldout} leaves no training sentences out of {n_sentences}")
+    rng = np.random.default_rng(seed)
+    test_s = torch.from_numpy(rng.choice(n_sentences, size=heldout, replace=False))
+    is_test = torch.isin(states.sentence, test_s)
+
+    def pick(m):
+        return MaskedStates(states.states[m], states.targets[m], states.sentence[m])
+
+    return pick(~is_test), pick(is_test)
+
+
+# ---- the whole job (what `promptsearch train-head` runs) --------------------------------------
+
+@dataclass
+class HeadReport:
+    head: MaskHead
+    path: Path
+    accuracy: Accuracy
+    unigram: Accuracy
+    history: HeadHistory
+    n_sentences: int
+    n_train_tokens: int
+
+    def summary(self) -> str:
+        a, u = self.accuracy, self.unigram
+        return (f"held-out masked tokens ({a.n:,}): head top-1 {100 * a.top1:.2f} % / top-5 {100 * a.top5:.2f} %   "
+                f"unigram top-1 {100 * u.top1:.2f} % / top-5 {100 * u.top5:.2f} %   "
+                f"(+{100 * (a.top5 - u.top5):.2f} top-5 points)")
+
+
+def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: HeadConfig,
+                   settings: HeadTrainSettings, heldout: int = 2000, rate: float = 0.15,
+                   cache_dir: str | Path | None = None, log: Callable[[str], None] = print,
+                   show_progress_bar: bool = True, meta: dict | None = None) -> HeadReport:
+    """Masked states (cached) → held-out split → unigram baseline → train → ``out_dir/head.safetensors``.
+
+    Interrupt it at any point and run it again: the states come from the cache and training
+    resumes from ``out_dir/checkpoint.pt`` (when the settings are the same).
+    """
+    from .search.scorer import default_cache_path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(cache_dir) if cache_dir else default_cache_path().parent / "head"
+    sentences = dedupe(sentences)
+    bf16 = settings.bf16
+    states = cached_states(model, sentences, cache, layers=(cfg.layer,), rate=rate, seed=settings.seed, bf16=bf16,
+                           show_progress_bar=show_progress_bar)[cfg.layer]
+    train, test = split_heldout(states, len(sentences), heldout, seed=settings.seed)
+    log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked tokens")
+    uni = unigram_accuracy(train.targets, test.targets, cfg.vocab_size)
+    log(f"unigram baseline on the held-out tokens: {uni}")
+    torch.manual_seed(settings.seed)  # the head's initialisation, so a resumed run equals an uninterrupted one
+    head = MaskHead(cfg, model.word_embeddings.detach().cpu()).to(model.word_embeddings.device)
+    head.init_bias(torch.bincount(train.targets, minlength=cfg.vocab_size))
+    ck = out / "checkpoint.pt"
+    run_key = json.dumps([corpus_key(model, sentences, (cfg.layer,), rate, settings.seed, 64, bf16),
+                          asdict(cfg), asdict(settings), heldout])
+    key_file = out / "checkpoint.key"
+    if ck.is_file() and (not key_file.is_file() or key_file.read_text() != run_key):
+        log(f"note: {ck} is from other settings; starting over")
+        ck.unlink()
+    key_file.write_text(run_key)
+    special = sorted(set(getattr(model.tokenizer, "all_special_ids", [])))
+    hist = train_head(head, train, test, settings, exclude=special, checkpoint=ck,
+                      on_epoch=lambda e, acc, loss: log(f"epoch {e}/{settings.epochs}: loss {loss:.3f}  held-out {acc}"),
+                      show_progress_bar=show_progress_bar)
+    acc = head_accuracy(head, test.states, test.targets, exclude=special)
+    info = {"model": model.name, "sentences": len(sentences), "train_tokens": len(train.targets),
+            "heldout_tokens": len(test.targets), "mask_rate": rate, "best_epoch": hist.best_epoch,
+            "heldout_top1": acc.top1, "heldout_top5": acc.top5, "unigram_top1": uni.top1, "unigram_top5": uni.top5,
+            "settings": asdict(settings), "history": hist.epochs, **(meta or {})}
+    path = save_head(head, out / "head.safetensors", info)
+    (out / "train-head.json").write_text(json.dumps(info, indent=2) + "\n")
+    return HeadReport(head, path, acc, uni, hist, len(sentences), len(train.targets))
