@@ -264,11 +264,11 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
             for l, v in out.items()}
 
 
-def corpus_key(model, sentences: Sequence[str], layers, rate, seed, max_length, bf16) -> str:
+def corpus_key(model, sentences: Sequence[str], rate, seed, max_length, bf16) -> str:
     from .search.scorer import model_fingerprint
 
     h = hashlib.sha256()
-    h.update(json.dumps([model.name, model_fingerprint(model), sorted(set(layers)), rate, seed, max_length, bool(bf16)]).encode())
+    h.update(json.dumps([model.name, model_fingerprint(model), rate, seed, max_length, bool(bf16)]).encode())
     for s in sentences:
         h.update(s.encode("utf-8", "replace") + b"\n")
     return h.hexdigest()[:16]
@@ -276,14 +276,19 @@ def corpus_key(model, sentences: Sequence[str], layers, rate, seed, max_length, 
 
 def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.15, seed=0,
                   max_length=64, bf16=True, batch_size=128, show_progress_bar=True) -> dict[int, MaskedStates]:
-    """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings."""
+    """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
+    (one file holds every layer collected; a layer it lacks means collecting again)."""
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    key = corpus_key(model, sentences, layers, rate, seed, max_length, bf16)
+    key = corpus_key(model, sentences, rate, seed, max_length, bf16)
     path = Path(cache_dir) / f"states-{key}.safetensors"
     if path.is_file():
-        t = load_file(str(path))
-        return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
+        with safe_open(str(path), framework="pt") as f:
+            have = set(f.keys())
+        if all(f"layer{l}" in have for l in layers):
+            t = load_file(str(path))
+            return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
     got = collect_states(model, sentences, layers, rate, seed, batch_size, max_length, bf16, show_progress_bar)
     path.parent.mkdir(parents=True, exist_ok=True)
     first = got[layers[0]]
@@ -487,7 +492,7 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     head = MaskHead(cfg, model.word_embeddings.detach().cpu()).to(model.word_embeddings.device)
     head.init_bias(torch.bincount(train.targets, minlength=cfg.vocab_size))
     ck = out / "checkpoint.pt"
-    run_key = json.dumps([corpus_key(model, sentences, (cfg.layer,), rate, settings.seed, 64, bf16),
+    run_key = json.dumps([corpus_key(model, sentences, rate, settings.seed, 64, bf16),
                           asdict(cfg), asdict(settings), heldout])
     key_file = out / "checkpoint.key"
     if ck.is_file() and (not key_file.is_file() or key_file.read_text() != run_key):
