@@ -483,6 +483,14 @@ def cmd_predict(args) -> int:
     if not enc.model.has_mlm_head:
         print(f"note: {args.model} has no MLM head: tokens come from projecting [MASK] states on the word embeddings",
               file=sys.stderr)
+    elif enc.model.head is not None and not args.quiet:
+        meta = getattr(enc.model.head, "meta", {}) or {}
+        acc = (f" (held-out masked-token top-5 {100 * meta['heldout_top5']:.1f} %, unigram "
+               f"{100 * meta['unigram_top5']:.1f} %)") if "heldout_top5" in meta else ""
+        from .head import shipped_head_path
+
+        which = "the shipped head" if Path(enc.model.head_path) == shipped_head_path() else enc.model.head_path
+        print(f"note: [MASK] tokens from a head trained on the frozen encoder ({which}){acc}", file=sys.stderr)
     preds = predict(enc, enc.prepare(args.sentences), template, top_k=args.top_k)
     if args.json:
         print(json.dumps([{"sentence": p.sentence, "raw": p.raw, "denoised": p.denoised} for p in preds], indent=2))

@@ -112,6 +112,7 @@ def save_head(head: MaskHead, path: str | Path, meta: dict | None = None, dtype=
     md = {"format": HEAD_FORMAT, "config": json.dumps(asdict(head.cfg)), "meta": json.dumps(meta or {})}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata=md)
+    tmp.chmod(0o644)  # safetensors writes 0600; a head is meant to be shared and shipped
     tmp.replace(path)
     return path
 
