@@ -145,5 +145,6 @@ def test_default_model_weights_are_the_bundled_minilm(default_enc):
     ref = AutoModel.from_pretrained(default_model_path())
     for (n, p), (_, q) in zip(ref.named_parameters(), default_enc.encoder.named_parameters()):
         assert torch.equal(p, q), n
-    assert not default_enc.model.has_mlm_head
+    assert default_enc.model.mlm is None  # the checkpoint has no MLM head: the shipped trained head stands in
+    assert default_enc.model.head is not None and default_enc.model.has_mlm_head
     assert default_enc.model.tokenizer.mask_token == "[MASK]"
