@@ -726,6 +726,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         out = getattr(args, "out", None)
         hint = f"; scored templates are saved in {out}, re-run the same command to resume" if out else ""
+        if args.command == "train-head":
+            hint = f"; masked states are cached and finished epochs saved in {out}, re-run the same command to resume"
         print(f"promptsearch {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
 

@@ -34,7 +34,6 @@ def main() -> None:
     ap.add_argument("--heldout", type=int, default=2000)
     ap.add_argument("--only", nargs="*", help="variant names to run (default: all)")
     args = ap.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
     model = load_model("default")
     sents = dedupe([s for v in head_corpus().values() for s in v])
     cache = default_cache_path().parent / "head"
