@@ -71,7 +71,7 @@ def _rep_from_args(args):
     p = get_pooling(args.pooling or "mean").name
     if p == "ditto" and not args.head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
-    return Rep(pooling=p, head=args.mlm_head if p == "ditto" else None)
+    return Rep(pooling=p, head=args.head if p == "ditto" else None)
 
 
 # ---- commands -------------------------------------------------------------------------------

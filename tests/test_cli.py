@@ -34,6 +34,14 @@ def test_eval_table_and_ditto_search(tiny_bert_dir, capsys):
     assert heads == sorted(heads, key=lambda h: -h["spearman"])
 
 
+def test_eval_ditto_uses_the_given_attention_head(tiny_bert_dir, capsys):
+    code, out, _ = run(["ditto-search", "--model", str(tiny_bert_dir), "-q", "--json"], capsys)
+    best = json.loads(out)[0]
+    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "ditto", "--head", best["head"],
+                        "--tasks", "stsb-dev", "-q", "--json"], capsys)
+    assert code == 0 and json.loads(out)["stsb-dev"] == pytest.approx(best["spearman"], abs=0.05)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--template", "no placeholder [MASK] ."], "has 0 [X] placeholders"),
     (["eval", "--template", "[X] means ."], "has 0 [MASK] tokens"),
