@@ -501,6 +501,7 @@ def cmd_predict(args) -> int:
 
 def cmd_train_head(args) -> int:
     """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
+    from .encoder import bf16_supported
     from .head import CORPORA, HeadConfig, HeadTrainSettings, dedupe, head_corpus, run_train_head
     from .models import load_model
 
@@ -525,18 +526,12 @@ def cmd_train_head(args) -> int:
     cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank,
                      depth=args.depth)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
-                                 bf16=args.bf16 if args.bf16 is not None else _fast_bf16(model))
+                                 bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
     rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,
                          show_progress_bar=not args.quiet, meta={"corpus": parts})
     print(rep.summary())
     print(f"wrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
     return 0
-
-
-def _fast_bf16(model) -> bool:
-    from .encoder import bf16_supported
-
-    return bf16_supported(next(model.encoder.parameters()).device)
 
 
 def cmd_table9(args) -> int:

@@ -21,6 +21,7 @@ word embeddings are not stored (they come from the model at load time).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -213,6 +214,8 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
                    seed: int = 0, batch_size: int = 128, max_length: int = 64, bf16: bool = True,
                    show_progress_bar: bool = True) -> dict[int, MaskedStates]:
     """Mask each sentence once (seeded) and keep the frozen states at the masked positions."""
+    from .encoder import _pad
+
     tok = model.tokenizer
     enc = model.encoder
     device = next(enc.parameters()).device
@@ -241,22 +244,17 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
     bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        width = max(len(r[1]) for r in chunk)
-        ids = torch.full((len(chunk), width), tok.pad_token_id or 0, dtype=torch.long)
-        att = torch.zeros_like(ids)
+        ids, att = _pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
         bi, pi = [], []
         for j, (si, full, pos, tg) in enumerate(chunk):
-            ids[j, : len(full)] = torch.tensor(full)
-            att[j, : len(full)] = 1
             bi += [j] * len(pos)
             pi += pos
             tgts += tg
             sidx += [si] * len(pos)
-        ctx = torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else torch.autocast(device.type, enabled=False)
-        with ctx:
-            o = enc(input_ids=ids.to(device), attention_mask=att.to(device), output_hidden_states=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext():
+            o = enc(input_ids=ids, attention_mask=att, output_hidden_states=True)
         for l in layers:
-            out[l].append(o.hidden_states[l][bi, pi].float().half().cpu())
+            out[l].append(o.hidden_states[l][bi, pi].half().cpu())
         bar.update(len(chunk))
     bar.close()
     t = torch.tensor(tgts, dtype=torch.long)
@@ -276,13 +274,14 @@ def corpus_key(model, sentences: Sequence[str], rate, seed, max_length, bf16) ->
 
 
 def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.15, seed=0,
-                  max_length=64, bf16=True, batch_size=128, show_progress_bar=True) -> dict[int, MaskedStates]:
+                  max_length=64, bf16=True, batch_size=128, show_progress_bar=True,
+                  key: str | None = None) -> dict[int, MaskedStates]:
     """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
     (one file holds every layer collected; a layer it lacks means collecting again)."""
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    key = corpus_key(model, sentences, rate, seed, max_length, bf16)
+    key = key or corpus_key(model, sentences, rate, seed, max_length, bf16)
     path = Path(cache_dir) / f"states-{key}.safetensors"
     if path.is_file():
         with safe_open(str(path), framework="pt") as f:
@@ -483,8 +482,9 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     cache = Path(cache_dir) if cache_dir else default_cache_path().parent / "head"
     sentences = dedupe(sentences)
     bf16 = settings.bf16
+    key = corpus_key(model, sentences, rate, settings.seed, 64, bf16)  # names the states file and the checkpoint
     states = cached_states(model, sentences, cache, layers=(cfg.layer,), rate=rate, seed=settings.seed, bf16=bf16,
-                           show_progress_bar=show_progress_bar)[cfg.layer]
+                           show_progress_bar=show_progress_bar, key=key)[cfg.layer]
     train, test = split_heldout(states, len(sentences), heldout, seed=settings.seed)
     log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked tokens")
     uni = unigram_accuracy(train.targets, test.targets, cfg.vocab_size)
@@ -493,7 +493,7 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     head = MaskHead(cfg, model.word_embeddings.detach().cpu()).to(model.word_embeddings.device)
     head.init_bias(torch.bincount(train.targets, minlength=cfg.vocab_size))
     ck = out / "checkpoint.pt"
-    run_key = json.dumps([corpus_key(model, sentences, rate, settings.seed, 64, bf16),
+    run_key = json.dumps([key,
                           asdict(cfg), asdict(settings), heldout])
     key_file = out / "checkpoint.key"
     if ck.is_file() and (not key_file.is_file() or key_file.read_text() != run_key):
