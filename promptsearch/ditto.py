@@ -7,14 +7,14 @@ import torch
 
 from .data import load_task
 from .encoder import PromptEncoder
-from .evaluate import score_task
+from .evaluate import STSEvaluator
 from .pooling import FIRST_LAYER, Batch
 
 
 def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None) -> list[tuple[int, int, float]]:
     """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
-    data = load_task(task, data_dir)
-    sentences = list(dict.fromkeys(data.sentences()))
+    ev = STSEvaluator(load_task(task, data_dir))
+    sentences = ev.sentences
     L, H = encoder.model.num_layers, encoder.model.num_heads
 
     def all_heads(b: Batch, _ctx) -> torch.Tensor:
@@ -27,13 +27,7 @@ def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, 
     flat = encoder.forward_pooled(sentences, {"all": all_heads}, hidden_states=True, attentions=True,
                                   show_progress_bar=show_progress_bar)["all"]
     per_head = flat.reshape(len(sentences), L, H, -1)
-    index = {s: i for i, s in enumerate(sentences)}
-    scores = []
-    for layer in range(L):
-        for head in range(H):
-            v = per_head[:, layer, head]
-            res = score_task(data, lambda ss, v=v: v[[index[s] for s in ss]])
-            scores.append((layer, head, res["spearman"]))
+    scores = [(layer, head, ev.spearman(per_head[:, layer, head])) for layer in range(L) for head in range(H)]
     return sorted(scores, key=lambda x: -x[2])
 
 

@@ -31,6 +31,7 @@ from .template import RenderedTemplate, Template
 
 SENTENCE_ENDINGS = ".?\"'"
 TEMPLATE_POOLINGS = (None, "mask", "topk-static")
+BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptEncoder.template_bias)
 
 
 def add_final_period(sentence: str) -> str:
@@ -353,10 +354,16 @@ class PromptEncoder:
             vec = self._bias_forward(t, uniq)
             where = {n: i for i, n in enumerate(uniq)}
             return vec[torch.as_tensor([where[n] for n in lengths], device=vec.device)]
-        todo = sorted({n for n in lengths if (t.text, n) not in self._bias_cache})
-        bs = max(self.batch_size, 1)
-        for start in range(0, len(todo), bs):
-            chunk = todo[start : start + bs]
+        # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,
+        # so a length's bias comes out of the same batch whatever was cached before: the
+        # numbers never depend on the order in which templates and data were scored.
+        top = max(self.max_length - self.rendered(t).n_template_tokens, 0)
+        todo: dict[int, int] = {}  # bucket -> longest length asked for in it
+        for n in lengths:
+            if (t.text, n) not in self._bias_cache:
+                todo[n // BIAS_BUCKET] = max(todo.get(n // BIAS_BUCKET, 0), n)
+        for k, longest in sorted(todo.items()):
+            chunk = list(range(k * BIAS_BUCKET, min((k + 1) * BIAS_BUCKET - 1, max(top, longest)) + 1))
             for n, v in zip(chunk, self._bias_forward(t, chunk).cpu()):
                 self._bias_cache[(t.text, n)] = v
         return torch.stack([self._bias_cache[(t.text, n)] for n in lengths])

@@ -47,17 +47,55 @@ def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
     return float(spearmanr(pred, gold).statistic * 100)
 
 
+class STSEvaluator:
+    """One STS task's pairs, indexed once: the single place an STS score is computed.
+
+    ``sentences`` are the task's distinct sentences in a fixed order (subset by subset,
+    first sentences then second ones); every caller encodes exactly this list, so the same
+    template on the same data goes through the same batches and gives bit-identical
+    numbers whether it comes from ``eval``, ``report``, the search scorer or Ditto.
+    ``score(vecs)`` takes vectors in that order: Spearman ×100 of cosine per subset and
+    "all" (SentEval's "all" setting: over the concatenated scores of all subsets).
+    """
+
+    def __init__(self, data: STSData):
+        self.data = data
+        self.name = data.name
+        self.sentences: list[str] = list(dict.fromkeys(data.sentences()))
+        index = {s: i for i, s in enumerate(self.sentences)}
+        ia, ib, gold, self.subsets = [], [], [], {}
+        for name, (a, b, y) in data.subsets.items():
+            self.subsets[name] = slice(len(gold), len(gold) + len(y))
+            ia += [index[s] for s in a]
+            ib += [index[s] for s in b]
+            gold += list(y)
+        self.ia = np.asarray(ia, dtype=np.int64)
+        self.ib = np.asarray(ib, dtype=np.int64)
+        self.gold = np.asarray(gold, dtype=np.float64)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.gold)
+
+    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
+        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
+
+    def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
+        """Spearman ×100 over the given pairs (all of them by default) — the "all" number."""
+        return spearman100(self.similarities(vecs, pairs), self.gold[pairs])
+
+    def score(self, vecs: np.ndarray) -> dict:
+        """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``."""
+        sims = self.similarities(vecs)
+        subsets = {name: spearman100(sims[sl], self.gold[sl]) for name, sl in self.subsets.items()}
+        return {"spearman": spearman100(sims, self.gold), "subsets": subsets, "pairs": self.n_pairs}
+
+
 def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
-    """Spearman per subset and "all" (over the concatenated scores of all subsets)."""
-    sims_all, gold_all, subsets = [], [], {}
-    for name, (a, b, y) in data.subsets.items():
-        va = np.stack([lookup[s] for s in a]) if isinstance(lookup, dict) else lookup(a)
-        vb = np.stack([lookup[s] for s in b]) if isinstance(lookup, dict) else lookup(b)
-        sims = cosine(va, vb)
-        subsets[name] = spearman100(sims, y)
-        sims_all.append(sims)
-        gold_all += y
-    return {"spearman": spearman100(np.concatenate(sims_all), gold_all), "subsets": subsets, "pairs": data.n_pairs}
+    """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list)."""
+    ev = STSEvaluator(data)
+    vecs = np.stack([lookup[s] for s in ev.sentences]) if isinstance(lookup, dict) else lookup(ev.sentences)
+    return ev.score(np.asarray(vecs))
 
 
 def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str], show=None) -> dict[Rep, np.ndarray]:
@@ -98,16 +136,16 @@ def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str]
 
 def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str], data_dir=None,
                   show_progress_bar=None) -> dict[Rep, dict[str, dict]]:
-    """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task."""
-    datas = {t: load_task(t, data_dir) for t in tasks}
-    sentences = list(dict.fromkeys(s for d in datas.values() for s in d.sentences()))
-    vecs = _embed_all(encoder, reps, sentences, show_progress_bar)
-    index = {s: i for i, s in enumerate(sentences)}
-    results = {}
-    for r in reps:
-        v = vecs[r]
-        lookup = lambda ss, v=v: v[[index[s] for s in ss]]
-        results[r] = {t: score_task(d, lookup) for t, d in datas.items()}
+    """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task.
+
+    Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
+    numbers do not depend on which other tasks were asked for."""
+    evaluators = {t: STSEvaluator(load_task(t, data_dir)) for t in tasks}
+    results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
+    for t, ev in evaluators.items():
+        vecs = _embed_all(encoder, reps, ev.sentences, show_progress_bar)
+        for r in reps:
+            results[r][t] = ev.score(vecs[r])
     return results
 
 

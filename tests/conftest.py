@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -110,6 +111,35 @@ def make_encoder(path, **kw):
 @pytest.fixture(scope="session")
 def bert_enc(tiny_bert_dir):
     return make_encoder(tiny_bert_dir)
+
+
+# Tests that compare numbers run in both precisions, whatever the CPU (bf16 autocast works
+# everywhere, slowly where there is no AMX/AVX512-BF16).
+PRECISIONS = ["fp32", "bf16"]
+
+
+def vec_tol(precision: str, got, fp32) -> float:
+    """Absolute tolerance for states computed two ways (other batching, padding, a manual
+    forward). float32 rounding differences stay ~1e-6 on these O(1) states. In bf16 each way
+    is off from the exact value by some d, measured here as the distance of ``got`` from the
+    same states computed in float32 (``fp32``); two bf16 results then lie within 2d of each
+    other: allow 4d (the other way's d may be a little larger) plus the float32 allowance."""
+    if precision == "fp32":
+        return 1e-5
+    return 4 * float(np.abs(np.asarray(got) - np.asarray(fp32)).max()) + 1e-5
+
+
+@pytest.fixture(scope="session")
+def encoders(tiny_bert_dir, tiny_roberta_dir):
+    """(kind, precision) -> a tiny encoder, made once per session."""
+    made = {}
+    dirs = {"bert": tiny_bert_dir, "roberta": tiny_roberta_dir}
+
+    def get(kind: str, precision: str):
+        if (kind, precision) not in made:
+            made[kind, precision] = make_encoder(dirs[kind], bf16=precision == "bf16")
+        return made[kind, precision]
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -4,35 +4,41 @@ import torch
 
 from promptsearch import PromptSearchError
 from promptsearch.models import load_model
-from conftest import PAPER_T, ROBERTA_T, make_encoder
+from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .", "a man is playing a guitar ."]
 
 
 def _manual_mask_state(enc, ids, pos, position_ids=None, attention_mask=None):
+    """One unpadded forward of one input, in the encoder's precision."""
     ids_t = torch.tensor([ids])
-    with torch.no_grad():
+    with torch.no_grad(), enc.autocast():
         out = enc.encoder(input_ids=ids_t, attention_mask=torch.ones_like(ids_t) if attention_mask is None else torch.tensor([attention_mask]),
                           position_ids=None if position_ids is None else torch.tensor([position_ids]))
-    return out.last_hidden_state[0, pos].numpy()
+    return out.last_hidden_state[0, pos].float().numpy()
 
 
-@pytest.mark.parametrize("fixture, template", [("bert_enc", PAPER_T), ("roberta_enc", ROBERTA_T)])
-def test_mask_state_equals_single_unpadded_forward(fixture, template, request):
-    enc = request.getfixturevalue(fixture)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("kind, template", [("bert", PAPER_T), ("roberta", ROBERTA_T)])
+def test_mask_state_equals_single_unpadded_forward(kind, template, precision, encoders):
+    enc = encoders(kind, precision)
     vecs = enc.encode(SENTS, template=template)
+    tol = vec_tol(precision, vecs, encoders(kind, "fp32").encode(SENTS, template=template))
+    assert np.abs(vecs[0] - vecs[1]).max() > 2 * tol  # the tolerance can tell two sentences apart
     for s, v in zip(SENTS, vecs):
         sent = enc.sentence_ids(enc.prepare([s]), template)[0]
         ids, pos = enc.rendered(template).ids(sent)
-        np.testing.assert_allclose(v, _manual_mask_state(enc, ids, pos), atol=1e-5)
+        np.testing.assert_allclose(v, _manual_mask_state(enc, ids, pos), atol=tol)
     np.testing.assert_array_equal(vecs[0], vecs[3])  # duplicates share one encoding
 
 
-@pytest.mark.parametrize("fixture, template", [("bert_enc", PAPER_T), ("roberta_enc", ROBERTA_T), ("bert_enc", "[MASK] , so : [X] !")])
-def test_denoise_bias_is_template_only_forward_with_shifted_positions(fixture, template, request):
-    enc = request.getfixturevalue(fixture)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("kind, template", [("bert", PAPER_T), ("roberta", ROBERTA_T), ("bert", "[MASK] , so : [X] !")])
+def test_denoise_bias_is_template_only_forward_with_shifted_positions(kind, template, precision, encoders):
+    enc = encoders(kind, precision)
     r = enc.rendered(template)
     states = enc.prompt_states(SENTS, template, denoise=True)
+    tol = vec_tol(precision, states.bias, encoders(kind, "fp32").prompt_states(SENTS, template, denoise=True).bias)
     off = enc.model.position_offset
     for i, s in enumerate(SENTS):
         sent = enc.sentence_ids(enc.prepare([s]), template)[0]
@@ -42,11 +48,11 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(fixture, t
         pos_ids = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + n, off + len(r.before) + n + len(r.after)))
         mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
         expected = _manual_mask_state(enc, ids, mask, position_ids=pos_ids)
-        np.testing.assert_allclose(states.bias[i], expected, atol=1e-5)
+        np.testing.assert_allclose(states.bias[i], expected, atol=tol)
         # (2) independently: the full input with the sentence hidden from attention gives the same vector
         full, fpos = r.ids(sent)
         att = [1] * len(r.before) + [0] * n + [1] * len(r.after)
-        np.testing.assert_allclose(states.bias[i], _manual_mask_state(enc, full, fpos, attention_mask=att), atol=1e-4)
+        np.testing.assert_allclose(states.bias[i], _manual_mask_state(enc, full, fpos, attention_mask=att), atol=max(tol, 1e-4))
     np.testing.assert_allclose(enc.encode(SENTS, template=template, denoise=True), states.raw - states.bias, atol=1e-6)
     lengths = {len(x) for x in enc.sentence_ids(enc.prepare(SENTS), template)}
     t = __import__("promptsearch").Template.parse(template).text
@@ -57,13 +63,15 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(fixture, t
     assert not np.allclose(b[0], b[1], atol=1e-4)
 
 
-def test_batching_and_padding_do_not_change_vectors(bert_enc):
-    together = bert_enc.encode(SENTS, template=PAPER_T, batch_size=3)
-    alone = np.stack([bert_enc.encode([s], template=PAPER_T) for s in SENTS])[:, 0]
-    np.testing.assert_allclose(together, alone, atol=1e-5)
-    pooled = bert_enc.encode(SENTS, pooling="mean", batch_size=2)
-    pooled_alone = np.stack([bert_enc.encode(s, pooling="mean") for s in SENTS])
-    np.testing.assert_allclose(pooled, pooled_alone, atol=1e-5)
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_batching_and_padding_do_not_change_vectors(precision, encoders):
+    enc, fp32 = encoders("bert", precision), encoders("bert", "fp32")
+    together = enc.encode(SENTS, template=PAPER_T, batch_size=3)
+    alone = np.stack([enc.encode([s], template=PAPER_T) for s in SENTS])[:, 0]
+    np.testing.assert_allclose(together, alone, atol=vec_tol(precision, alone, fp32.encode(SENTS, template=PAPER_T)))
+    pooled = enc.encode(SENTS, pooling="mean", batch_size=2)
+    pooled_alone = np.stack([enc.encode(s, pooling="mean") for s in SENTS])
+    np.testing.assert_allclose(pooled, pooled_alone, atol=vec_tol(precision, pooled_alone, fp32.encode(SENTS, pooling="mean")))
 
 
 def _plain_forward(enc, s, attentions=False):

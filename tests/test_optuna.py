@@ -44,12 +44,34 @@ def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     assert d["x_study"]["finished"] == 7
 
 
+# Runs the CLI, but each worker waits at the start of the optimisation loop (model loaded,
+# study opened) until both are there: on a tiny model one process could otherwise finish
+# every trial before the other has even imported torch.
+_BARRIER = """
+import os, sys, time
+from promptsearch.cli import main
+from promptsearch.search import optuna_search
+ready, other = sys.argv[1], sys.argv[2]
+run = optuna_search.OptunaSearch.run
+def waiting_run(self, *a, **k):
+    open(ready, "w").close()
+    deadline = time.time() + 120
+    while not os.path.exists(other) and time.time() < deadline:
+        time.sleep(0.01)
+    return run(self, *a, **k)
+optuna_search.OptunaSearch.run = waiting_run
+sys.exit(main(sys.argv[3:]))
+"""
+
+
 def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path):
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl")}
-    cmd = [sys.executable, "-m", "promptsearch", "optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
-           "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
-    procs = [subprocess.Popen(cmd + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env=env,
+    args = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
+            "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
+    ready = [str(tmp_path / f"ready{i}") for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", _BARRIER, ready[i], ready[1 - i]] + args
+                              + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
@@ -57,6 +79,10 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
     assert 8 <= len(finished) <= 9  # MaxTrialsCallback may let one in-flight trial finish past the target
     assert len({t.user_attrs["worker"] for t in study.trials}) == 2  # both workers ran trials
+    # the worker that finished last synced after every trial had ended: its file holds them all
+    completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    files = [{e["template"] for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"]} for i in range(2)]
+    assert any(completed <= f for f in files)
 
 
 def test_killed_worker_then_rerun_continues_the_study(tiny_bert_dir, grammar, tmp_path):

@@ -10,7 +10,7 @@ from promptsearch.search import Results, Scorer, run_strategy
 from promptsearch.search.grammar import Grammar
 from promptsearch.search.greedy import Greedy, format_path
 from promptsearch.search.results import load, schema
-from conftest import PAPER_T, make_encoder
+from conftest import PAPER_T, PRECISIONS, make_encoder
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
 
@@ -20,18 +20,27 @@ def scorer(bert_enc, tmp_path):
     return Scorer(bert_enc, dataset=DATASET, cache_path=tmp_path / "cache.jsonl")
 
 
-def test_scorer_caches_both_variants_persistently(scorer, bert_enc, tmp_path):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_scorer_caches_both_variants_persistently(precision, tiny_bert_dir, tmp_path):
+    enc = make_encoder(tiny_bert_dir, bf16=precision == "bf16")
+    scorer = Scorer(enc, dataset=DATASET, cache_path=tmp_path / "cache.jsonl")
     s1 = scorer.score(PAPER_T)
     assert not s1.cached and scorer.n_scored == 1
     s2 = scorer.score(PAPER_T)
     assert s2.cached and s2.spearman == s1.spearman and scorer.n_scored == 1
     # one pass recorded the raw variant too
-    raw = Scorer(bert_enc, dataset=DATASET, denoise=False, cache_path=tmp_path / "cache.jsonl")
+    raw = Scorer(enc, dataset=DATASET, denoise=False, cache_path=tmp_path / "cache.jsonl")
     assert raw.cached(PAPER_T) is not None and raw.cached(PAPER_T) != s1.spearman
-    # the value is the real evaluation
+    # The value is the real evaluation, bit for bit: one STSEvaluator, the same sentences in the
+    # same batches — also from another encoder whose template-bias cache was filled in another
+    # order, and with another task evaluated in the same call.
     from promptsearch.evaluate import Rep, evaluate_reps
-    expected = evaluate_reps(bert_enc, [Rep(template=PAPER_T, denoise=True)], [DATASET])
-    assert s1.spearman == pytest.approx(list(expected.values())[0][DATASET]["spearman"], abs=1e-6)
+    other = make_encoder(tiny_bert_dir, bf16=precision == "bf16")
+    other.encode(["a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h ."], template=PAPER_T, denoise=True)
+    rep = Rep(template=PAPER_T, denoise=True)
+    expected = evaluate_reps(other, [rep], ["sts13", DATASET])[rep][DATASET]["spearman"]
+    assert s1.spearman == pytest.approx(expected, abs=1e-9)
+    assert raw.cached(PAPER_T) == pytest.approx(evaluate_reps(other, [Rep(template=PAPER_T)], [DATASET])[Rep(template=PAPER_T)][DATASET]["spearman"], abs=1e-9)
 
 
 def test_cache_is_keyed_by_weights_not_just_name(scorer, tiny_bert_dir, tmp_path):

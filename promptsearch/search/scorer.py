@@ -22,7 +22,7 @@ import numpy as np
 
 from ..data import STSData, load_task
 from ..encoder import PromptEncoder
-from ..evaluate import cosine, spearman100
+from ..evaluate import STSEvaluator
 from ..template import Template
 
 CACHE_ENV = "PROMPTSEARCH_CACHE"
@@ -63,16 +63,10 @@ class Scorer:
         self.dataset = dataset
         self.denoise = denoise
         self.data: STSData = load_task(dataset, data_dir)
-        a, b, y = [], [], []
-        for sa, sb, sy in self.data.subsets.values():
-            a += sa
-            b += sb
-            y += sy
-        self.a, self.b, self.gold = a, b, np.asarray(y)
-        self.sentences = list(dict.fromkeys(a + b))
-        index = {s: i for i, s in enumerate(self.sentences)}
-        self.ia = np.array([index[s] for s in a])
-        self.ib = np.array([index[s] for s in b])
+        # The same evaluator (and so the same sentence order and batches) as ``evaluate_reps``.
+        self.evaluator = STSEvaluator(self.data)
+        self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
+        self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder)
         self.cache_path = Path(cache_path) if cache_path else default_cache_path()
         self.use_cache = use_cache
@@ -126,9 +120,6 @@ class Scorer:
         return self._cache.get(self.key(t, self.denoise if denoise is None else denoise))
 
     # ---- scoring -----------------------------------------------------------------------------
-    def _spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
-        return spearman100(cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]]), self.gold[pairs])
-
     def score(self, template: str | Template, fresh: bool = False) -> Score:
         """Full-dataset Spearman for the scorer's denoise setting (both variants get cached).
 
@@ -145,7 +136,7 @@ class Scorer:
 
     def _finish(self, template: str, vecs: dict[bool, np.ndarray], t0: float) -> float:
         """Full-set scores of both variants: time them, count them, cache them; the run's variant back."""
-        scores = {dn: self._spearman(v) for dn, v in vecs.items()}
+        scores = {dn: self.evaluator.spearman(v) for dn, v in vecs.items()}
         secs = self.last_seconds = time.perf_counter() - t0
         self.n_scored += 1
         self.seconds += secs
@@ -176,4 +167,4 @@ class Scorer:
             if r == n:
                 yield r, self._finish(t, vecs, t0)
             else:
-                yield r, self._spearman(vecs[self.denoise], pairs)
+                yield r, self.evaluator.spearman(vecs[self.denoise], pairs)
