@@ -32,6 +32,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-period", dest="add_period", action="store_false",
                    help="don't append '.' to sentences that don't end in . ? \" ' before they fill [X]")
     g.add_argument("--max-length", type=int, default=None, help="token limit per input (sentence truncated inside [X])")
+    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
+                   help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
+                        "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -43,9 +46,12 @@ def _encoder(args):
 
         template_dir_config(args.template_dir)  # one-line error if it is not one
         return _encoder_from_dir(args, args.template_dir)
+    if args.compat == "reference" and args.command in ("optiprompt", "finetune", "train-head"):
+        raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
+                                "default inputs, so drop --compat")
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
-        add_period=args.add_period, max_length=args.max_length,
+        add_period=args.add_period, max_length=args.max_length, compat=args.compat,
         show_progress_bar=False if args.quiet else None,
     )
 
@@ -142,7 +148,7 @@ def cmd_report(args) -> int:
     t0 = time.time()
     l, h, s = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))[0]
     print(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})", file=sys.stderr)
-    templates = args.template or paper_templates(enc.model.config.model_type)
+    templates = args.template or paper_templates(enc.model.config.model_type, compat=enc.compat)
     reps = [Rep(pooling=p) for p in ["cls", "mean", "first-last", "static", "static-debiased"]]
     reps.append(Rep(pooling="ditto", head=f"{l}-{h}"))
     for t in templates:

@@ -31,6 +31,7 @@ from .template import RenderedTemplate, Template
 
 SENTENCE_ENDINGS = ".?\"'"
 TEMPLATE_POOLINGS = (None, "mask", "topk-static")
+COMPAT_MODES = ("promptsearch", "reference")
 BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptEncoder.template_bias)
 
 
@@ -95,7 +96,11 @@ class PromptEncoder:
         show_progress_bar: bool | None = None,
         corpus: Sequence[str] | None = None,
         ditto_head: str | tuple[int, int] | None = None,
+        compat: str = "promptsearch",
     ):
+        if compat not in COMPAT_MODES:
+            raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
+        self.compat = compat
         self.model = model
         self.batch_size = batch_size
         self.device = next(model.encoder.parameters()).device
@@ -106,6 +111,7 @@ class PromptEncoder:
         self._corpus = corpus
         self.ditto_head = ditto_head
         self._rendered: dict[str, RenderedTemplate] = {}
+        self._reference_inputs: dict[str, tuple[list[int], int, int]] = {}
         self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
         self.soft_prompts: dict[str, torch.Tensor] = {}
         self.forward_module: torch.nn.Module | None = None  # the encoder as wrapped by accelerate (DDP), if any
@@ -221,7 +227,10 @@ class PromptEncoder:
 
     # ---- template ([MASK]) representation -----------------------------------------------------
     def prepare(self, sentences: Iterable[str]) -> list[str]:
-        return [add_final_period(s) if self.add_period else " ".join(s.split()) for s in sentences]
+        """Whitespace collapsed (as the reference evaluation's SentEval tokens are joined), then
+        the final period added unless ``add_period`` is off."""
+        out = [" ".join(s.split()) for s in sentences]
+        return [add_final_period(s) for s in out] if self.add_period else out
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
         """Token ids of each sentence as it fills [X], truncated so the template fits."""
@@ -249,22 +258,79 @@ class PromptEncoder:
         """[MASK] states for the sentences and, if ``denoise``, each one's template bias."""
         template = Template.parse(template)
         uniq, inverse = _unique(self.prepare(sentences))
-        sent_ids = self.sentence_ids(uniq, template)
+        rows = self.input_rows(uniq, template)
         hidden = self.word_embeddings.shape[1]
-        states = np.zeros((len(sent_ids), hidden), dtype=np.float32)
-        order = np.argsort([-len(s) for s in sent_ids], kind="stable")
+        states = np.zeros((len(rows), hidden), dtype=np.float32)
+        order = np.argsort([-len(ids) for ids, _, _ in rows], kind="stable")
         bs = batch_size or self.batch_size
-        with torch.inference_mode(), self._progress((len(sent_ids) + bs - 1) // bs, "encode", show_progress_bar) as bar:
-            for start in range(0, len(sent_ids), bs):
+        with torch.inference_mode(), self._progress((len(rows) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+            for start in range(0, len(rows), bs):
                 idx = order[start : start + bs]
-                states[idx] = self.mask_states([sent_ids[i] for i in idx], template).float().cpu().numpy()
+                states[idx] = self._forward_rows([rows[i] for i in idx], template).float().cpu().numpy()
                 bar.update(1)
             if denoise:
-                bias = self.template_bias(template, [len(x) for x in sent_ids]).numpy()[inverse]
+                bias = self.template_bias(template, [n for _, _, n in rows]).numpy()[inverse]
             else:
                 bias = np.zeros((len(sentences), hidden), dtype=np.float32)
         raw = states[inverse]
         return PromptStates(raw=raw, bias=bias)
+
+    def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
+        """(input ids, [MASK] index, template-bias length) for each prepared sentence.
+
+        By default the template's pieces and the sentence are tokenized apart and the bias length
+        is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
+        string, as kongds/Prompt-BERT's ``evaluation.py`` does (see :meth:`_reference_rows`)."""
+        if self.compat == "reference":
+            return self._reference_rows(sentences, Template.parse(template))
+        r = self.rendered(template)
+        return [(*r.ids(s), len(s)) for s in self.sentence_ids(sentences, template)]
+
+    # ---- compat="reference": kongds/Prompt-BERT evaluation.py, input for input ---------------
+    def _reference_template_only(self, template: Template) -> tuple[list[int], int, int]:
+        """The reference's ``get_delta`` input: (ids, first shifted index, [MASK] index).
+
+        The template text with [X] replaced by a space, runs of three spaces collapsed to one,
+        tokenized as one string; positions start at 0 (for RoBERTa too) and the tokens from the
+        first one after the prefix on are shifted by the sentence length."""
+        hit = self._reference_inputs.get(template.text)
+        if hit is None:
+            tok = self.tokenizer
+            text = template.text.replace("[MASK]", tok.mask_token).replace("[X]", " ").strip().replace("   ", " ")
+            ids = list(tok(text)["input_ids"])
+            lead, _ = self._specials()
+            prefix = template.text.split("[X]", 1)[0].replace("[MASK]", tok.mask_token).strip()
+            start = len(lead) + (len(tok(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0)
+            hit = self._reference_inputs[template.text] = (ids, start, ids.index(tok.mask_token_id))
+        return hit
+
+    def _reference_rows(self, sentences: Sequence[str], template: Template) -> list[tuple[list[int], int, int]]:
+        """The reference's batcher input: the template with the sentence in place of [X], stripped,
+        tokenized as one string (BPE merges across the [X] boundary included); [MASK] is found by
+        id; the bias length is the input's length minus the template-only input's."""
+        if self.soft_prompts.get(template.text) is not None:
+            raise PromptSearchError("compat='reference' reproduces plain templates; a soft prompt (OptiPrompt) needs the default compat")
+        tok = self.tokenizer
+        t_ids, _, _ = self._reference_template_only(template)
+        text = template.text.replace("[MASK]", tok.mask_token)
+        rows = []
+        for s in sentences:
+            ids = list(tok(text.replace("[X]", s).strip())["input_ids"])
+            if len(ids) > self.max_length:  # the reference never truncates; keep as many words as fit
+                words = s.split()
+                lo, hi = 0, len(words)
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if len(tok(text.replace("[X]", " ".join(words[:mid])).strip())["input_ids"]) <= self.max_length:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                ids = list(tok(text.replace("[X]", " ".join(words[:lo])).strip())["input_ids"])
+            mask = [i for i, x in enumerate(ids) if x == tok.mask_token_id]
+            if len(mask) != 1:
+                raise PromptSearchError(f"sentence {s[:60]!r} holds the mask token itself; remove it from the sentence")
+            rows.append((ids, mask[0], max(len(ids) - len(t_ids), 0)))
+        return rows
 
     # Soft prompts (OptiPrompt): template text -> (n_soft, hidden) vectors that replace the
     # static embeddings of the template's literal tokens.
@@ -300,22 +366,25 @@ class PromptEncoder:
                     cache: bool | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
-        The building block of encoding (under inference_mode) and of training. ``cache``: use the
-        template-bias cache (default: only when gradients are off). Training passes ``False``,
+        The building block of training (and of the sentence-transformers export). ``cache``: use
+        the template-bias cache (default: only when gradients are off). Training passes ``False``,
         since its weights change between steps.
         """
         t = Template.parse(template)
         r = self.rendered(t)
-        rows = [r.ids(list(s)) for s in sent_ids]
-        ids, att = _pad([x for x, _ in rows], self.tokenizer.pad_token_id or 0, self.device)
-        lens = [len(s) for s in sent_ids]
-        with self.autocast():
-            h = (self.forward_module or self.encoder)(**self._inputs(ids, t, lens), attention_mask=att).last_hidden_state
-        pos = torch.as_tensor([p for _, p in rows], device=self.device)
-        out = h[torch.arange(len(rows), device=self.device), pos].float()
+        out = self._forward_rows([(*r.ids(list(s)), len(s)) for s in sent_ids], t)
         if denoise:
-            out = out - self.template_bias(t, lens, cache=cache).to(out.device)
+            out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache).to(out.device)
         return out
+
+    def _forward_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template) -> torch.Tensor:
+        """One padded forward of (ids, [MASK] index, sentence length) rows: the [MASK] states."""
+        ids, att = _pad([x for x, _, _ in rows], self.tokenizer.pad_token_id or 0, self.device)
+        with self.autocast():
+            h = (self.forward_module or self.encoder)(**self._inputs(ids, template, [n for _, _, n in rows]),
+                                                      attention_mask=att).last_hidden_state
+        pos = torch.as_tensor([p for _, p, _ in rows], device=self.device)
+        return h[torch.arange(len(rows), device=self.device), pos].float()
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
         """(ids, position ids, [MASK] index) of the template alone, as if a sentence of
@@ -327,7 +396,11 @@ class PromptEncoder:
         return ids, pos, mask
 
     def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:
-        rows = [self.template_only_inputs(template, n) for n in lengths]
+        if self.compat == "reference":
+            ids, start, mask = self._reference_template_only(template)
+            rows = [(ids, list(range(start)) + [i + n for i in range(start, len(ids))], mask) for n in lengths]
+        else:
+            rows = [self.template_only_inputs(template, n) for n in lengths]
         ids = torch.as_tensor([r[0] for r in rows], device=self.device)
         pos = torch.as_tensor([r[1] for r in rows], device=self.device)
         with self.autocast():
@@ -335,6 +408,12 @@ class PromptEncoder:
             h = (self.forward_module or self.encoder)(**self._inputs(ids, template, [0] * len(rows)), attention_mask=torch.ones_like(ids),
                              position_ids=pos).last_hidden_state
         return h[:, rows[0][2]].float()
+
+    def _longest_sentence(self, template: Template) -> int:
+        """The most sentence tokens an input can hold (the bias lengths there are)."""
+        if self.compat == "reference":
+            return max(self.max_length - len(self._reference_template_only(template)[0]), 0)
+        return max(self.max_length - self.rendered(template).n_template_tokens, 0)
 
     def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
         """The template's [MASK] state for each sentence length.
@@ -357,7 +436,7 @@ class PromptEncoder:
         # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,
         # so a length's bias comes out of the same batch whatever was cached before: the
         # numbers never depend on the order in which templates and data were scored.
-        top = max(self.max_length - self.rendered(t).n_template_tokens, 0)
+        top = self._longest_sentence(t)
         todo: dict[int, int] = {}  # bucket -> longest length asked for in it
         for n in lengths:
             if (t.text, n) not in self._bias_cache:

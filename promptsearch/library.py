@@ -24,11 +24,16 @@ def _read(name_or_path: str) -> dict:
         raise PromptSearchError(f"{name_or_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
 
 
-def paper_templates(model_type: str = "bert") -> list[str]:
-    """The three PromptBERT templates for a model family (RoBERTa-likes use ' quotes)."""
+def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:
+    """The three PromptBERT templates for a model family (RoBERTa-likes use ' quotes); with
+    ``compat="reference"`` spelled exactly as the authors' scripts spell them."""
+    from .template import Template
+
     data = _read("paper")
     family = "roberta" if model_type in {"roberta", "xlm-roberta", "camembert", "longformer"} else "bert"
-    return list(data[family])
+    if compat == "reference":
+        family += "-reference"
+    return [Template.parse(t).text for t in data[family]]
 
 
 def load_json(name_or_path: str) -> dict:

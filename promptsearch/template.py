@@ -24,6 +24,16 @@ MASK = "[MASK]"
 _TOKEN_RE = re.compile(r"\[X\]|\[MASK\]")
 
 
+def from_reference_syntax(text: str) -> str:
+    """kongds/Prompt-BERT's template syntax (``*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*``:
+    ``_`` for a space, ``*sent_0*`` for the sentence, ``*mask*``) in this package's; other text as is."""
+    if "*sent_0*" not in text:
+        return text
+    for ref, ours in (("*cls*", ""), ("*sep+*", ""), ("*mask*", MASK), ("*sent_0*", SENT), ("_", " ")):
+        text = text.replace(ref, ours)
+    return text
+
+
 @dataclass(frozen=True)
 class Template:
     """A parsed template. ``pieces`` are the literal texts between the slots."""
@@ -38,7 +48,7 @@ class Template:
             return text
         if not isinstance(text, str):
             raise TemplateError(f"template must be a string, got {type(text).__name__}")
-        text = " ".join(text.split())
+        text = " ".join(from_reference_syntax(text).split())
         n_x, n_mask = text.count(SENT), text.count(MASK)
         if n_x != 1:
             raise TemplateError(

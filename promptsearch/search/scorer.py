@@ -81,7 +81,8 @@ class Scorer:
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), self.dataset,
-                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length] + ([soft_id] if soft_id else []),
+                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length] + ([soft_id] if soft_id else [])
+                          + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
                           ensure_ascii=False)
 
     def _load_cache(self) -> dict[str, float]:
