@@ -51,7 +51,7 @@ def _encoder(args):
                                 "default inputs, so drop --compat")
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
-        add_period=args.add_period, max_length=args.max_length, compat=args.compat,
+        add_period=args.add_period, max_length=args.max_length, compat=args.compat, data_dir=args.data_dir,
         show_progress_bar=False if args.quiet else None,
     )
 
@@ -245,6 +245,10 @@ def _read_templates(args) -> list[str]:
             lines = Path(args.file).read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise PromptSearchError(f"cannot read --file {args.file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            line = Path(args.file).read_bytes()[: exc.start].count(b"\n") + 1
+            raise PromptSearchError(f"--file {args.file}:{line}: not valid UTF-8 (byte {exc.object[exc.start]:#04x}); "
+                                    "save the file as UTF-8") from None
         items += [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
     if not items:
         raise PromptSearchError("give templates as arguments or with --file (one per line)")
@@ -329,8 +333,11 @@ def cmd_optuna(args) -> int:
     s = optuna_summary(strat.study)
     wall = time.time() - t0
     ran = s["complete"] + s["pruned"] - done_before
-    print(f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed trials; this run finished "
-          f"{ran} trials in {wall:.0f}s ({60 * ran / max(wall, 1e-9):.1f} trials/min)")
+    print(f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed, {s['running']} running trials; "
+          f"this run finished {ran} trials in {wall:.0f}s ({60 * ran / max(wall, 1e-9):.1f} trials/min)")
+    if s["running"]:
+        print(f"note: {s['running']} trial(s) still marked running: another worker's, or left by a worker that was killed; "
+              "those are failed and retried once their heartbeat is 90 s old, when a worker of this study next starts a trial")
     _print_stats(res)
     if args.compare:
         _compare(res, args.compare)
@@ -485,6 +492,9 @@ def cmd_predict(args) -> int:
     template = Template.parse(args.template).text
     if not args.sentences:
         raise PromptSearchError("give one or more sentences to predict [MASK] for")
+    empty = [i for i, x in enumerate(args.sentences, 1) if not x.strip()]
+    if empty:
+        raise PromptSearchError(f"sentence {empty[0]} is empty; give sentences with text in them")
     enc = _encoder(args)
     if not enc.model.has_mlm_head:
         print(f"note: {args.model} has no MLM head: tokens come from projecting [MASK] states on the word embeddings",
@@ -712,13 +722,44 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_utf8(argv: list[str]) -> None:
+    """Arguments from the shell arrive with undecodable bytes as lone surrogates: say so."""
+    for a in argv:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise PromptSearchError(f"argument {_clip(shown)!r} is not valid UTF-8; pass text in UTF-8") from None
+
+
+def _clip(text: str, n: int = 80) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _on_sigterm(signum, frame):  # SIGTERM ends a job like Ctrl-C: what is saved is said
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _check_utf8(argv)
+    except PromptSearchError as exc:
+        print(f"promptsearch: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import signal
+
+    terminated = []
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda s, f: (terminated.append(s), _on_sigterm(s, f)))
+    except ValueError:  # not the main thread (e.g. called from a worker): leave signals alone
+        previous = None
     try:
         return int(args.func(args) or 0)
     except PromptSearchError as exc:
@@ -729,8 +770,12 @@ def main(argv: list[str] | None = None) -> int:
         hint = f"; scored templates are saved in {out}, re-run the same command to resume" if out else ""
         if args.command == "train-head":
             hint = f"; masked states are cached and finished epochs saved in {out}, re-run the same command to resume"
-        print(f"promptsearch {args.command}: interrupted{hint}", file=sys.stderr)
-        return 130
+        what = "terminated" if terminated else "interrupted"
+        print(f"promptsearch {args.command}: {what}{hint}", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ the ``sts/`` folder or at its parent (which also holds ``train/``). Without eith
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,17 @@ def _read_lines(path: Path) -> list[str]:
         raise DataError(f"cannot read {path}: {exc}") from None
 
 
+def _score(text: str, path, line: int, what: str) -> float:
+    """A gold score: a finite number, or a one-line error naming file and line."""
+    try:
+        score = float(text)
+    except ValueError:
+        raise DataError(f"{path}:{line}: {what} {text!r} is not a number") from None
+    if not math.isfinite(score):
+        raise DataError(f"{path}:{line}: {what} {text!r} is not a finite number; fix or remove the row")
+    return score
+
+
 def _tokens(s: str) -> str:
     return " ".join(s.split())
 
@@ -110,16 +122,15 @@ def read_sts_year(task: str, data_dir=None) -> STSData:
             parts = line.split("\t")
             if len(parts) < 2:
                 raise DataError(f"{inp}:{i}: expected 'sentence1<TAB>sentence2', found {len(parts)} field(s)")
-            try:
-                score = float(g)
-            except ValueError:
-                raise DataError(f"{gs}:{i}: gold score {g!r} is not a number") from None
+            score = _score(g, gs, i, "gold score")
             a.append(_tokens(parts[0]))
             b.append(_tokens(parts[1]))
             y.append(score)
         data.subsets[subset] = (a, b, y)
     if not data.subsets:
         raise DataError(f"{folder} holds no STS.input.*.txt files; check --data-dir")
+    if not data.n_pairs:
+        raise DataError(f"{folder} holds no scored sentence pairs; check its STS.gs.*.txt files")
     return data
 
 
@@ -135,13 +146,12 @@ def _read_pair_table(path: Path, columns: tuple[int, int, int], header: bool, wh
         parts = line.split("\t")
         if len(parts) < need:
             raise DataError(f"{path}:{i}: expected {what}, found {len(parts)} field(s)")
-        try:
-            score = float(parts[iy])
-        except ValueError:
-            raise DataError(f"{path}:{i}: score {parts[iy]!r} is not a number") from None
+        score = _score(parts[iy], path, i, "score")
         a.append(_tokens(parts[ia]))
         b.append(_tokens(parts[ib]))
         y.append(score)
+    if not y:
+        raise DataError(f"{path} holds no sentence pairs; give a file with {what} a line")
     return a, b, y
 
 

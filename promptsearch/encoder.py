@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from .errors import PromptSearchError, TemplateError
 from .models import DEFAULT_MODEL, LoadedModel, load_model
 from .pooling import Batch, get_pooling, parse_head, biased_token_ids
-from .template import RenderedTemplate, Template
+from .template import RenderedTemplate, Template, quote
 
 SENTENCE_ENDINGS = ".?\"'"
 TEMPLATE_POOLINGS = (None, "mask", "topk-static")
@@ -97,6 +97,7 @@ class PromptEncoder:
         corpus: Sequence[str] | None = None,
         ditto_head: str | tuple[int, int] | None = None,
         compat: str = "promptsearch",
+        data_dir: str | os.PathLike | None = None,
     ):
         if compat not in COMPAT_MODES:
             raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
@@ -109,6 +110,7 @@ class PromptEncoder:
         self.max_length = min(max_length or model.max_positions, model.max_positions)
         self.show_progress_bar = show_progress_bar
         self._corpus = corpus
+        self.data_dir = data_dir  # where static-debiased finds the Wikipedia sample (with corpus=None)
         self.ditto_head = ditto_head
         self._rendered: dict[str, RenderedTemplate] = {}
         self._reference_inputs: dict[str, tuple[list[int], int, int]] = {}
@@ -238,8 +240,8 @@ class PromptEncoder:
         room = self.max_length - r.n_template_tokens
         if room < 1:
             raise TemplateError(
-                f"template {Template.parse(template).text!r} takes {r.n_template_tokens} tokens, "
-                f"leaving no room for a sentence within {self.max_length}"
+                f"template {quote(Template.parse(template).text)} takes {r.n_template_tokens} tokens, "
+                f"leaving no room for a sentence within {self.max_length}; shorten it"
             )
         texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
         if not texts:
@@ -448,14 +450,15 @@ class PromptEncoder:
         return torch.stack([self._bias_cache[(t.text, n)] for n in lengths])
 
     # ---- pooling baselines -------------------------------------------------------------------
-    def biased_token_mask(self) -> torch.Tensor:
-        """Boolean mask over the vocabulary of tokens static-debiased drops (Appendix A.1)."""
+    def biased_token_mask(self, data_dir: str | os.PathLike | None = None) -> torch.Tensor:
+        """Boolean mask over the vocabulary of tokens static-debiased drops (Appendix A.1), counted
+        on ``corpus`` or else the Wikipedia sample of ``data_dir`` (default: the encoder's)."""
         if self._biased_mask is None:
             corpus = self._corpus
             if corpus is None:
                 from .data import load_corpus
 
-                corpus = load_corpus()
+                corpus = load_corpus(data_dir=data_dir or self.data_dir)
             ids = biased_token_ids(self.tokenizer, list(corpus))
             mask = torch.zeros(self.word_embeddings.shape[0], dtype=torch.bool)
             mask[[i for i in ids if i < mask.numel()]] = True

@@ -98,7 +98,7 @@ def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
     return ev.score(np.asarray(vecs))
 
 
-def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str], show=None) -> dict[Rep, np.ndarray]:
+def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str], show=None, data_dir=None) -> dict[Rep, np.ndarray]:
     """Vectors of ``sentences`` for every rep, sharing forward passes where possible."""
     out: dict[Rep, np.ndarray] = {}
     for template in dict.fromkeys(r.template for r in reps if r.template):
@@ -122,7 +122,7 @@ def _embed_all(encoder: PromptEncoder, reps: Sequence[Rep], sentences: list[str]
                 encoder.ditto_head = head
             ps = {r: get_pooling(r.pooling) for r in group}
             if any(p.name == "static-debiased" for p in ps.values()):
-                encoder.biased_token_mask()
+                encoder.biased_token_mask(data_dir)
             res = encoder.forward_pooled(
                 sentences, {r.label: p.fn for r, p in ps.items()},
                 hidden_states=any(p.hidden_states for p in ps.values()),
@@ -143,7 +143,7 @@ def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[s
     evaluators = {t: STSEvaluator(load_task(t, data_dir)) for t in tasks}
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
     for t, ev in evaluators.items():
-        vecs = _embed_all(encoder, reps, ev.sentences, show_progress_bar)
+        vecs = _embed_all(encoder, reps, ev.sentences, show_progress_bar, data_dir)
         for r in reps:
             results[r][t] = ev.score(vecs[r])
     return results
@@ -155,7 +155,7 @@ def anisotropy(encoder: PromptEncoder, reps: Sequence[Rep], corpus: list[str] | 
     corpus = corpus if corpus is not None else load_corpus(data_dir=data_dir)
     rng = np.random.default_rng(seed)
     sample = [corpus[i] for i in rng.choice(len(corpus), size=min(n, len(corpus)), replace=False)]
-    vecs = _embed_all(encoder, reps, sample)
+    vecs = _embed_all(encoder, reps, sample, data_dir=data_dir)
     out = {}
     for r, v in vecs.items():
         u = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)

@@ -43,13 +43,15 @@ def _quiet_transformers():
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
-        hf_logging.enable_progress_bar()
+        if bars:  # restore the caller's setting, whatever it was
+            hf_logging.enable_progress_bar()
 
 
 @dataclass
@@ -157,13 +159,26 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             ) from exc
         mlm = None
         try:
-            mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-            if _head_is_missing(info, mlm.base_model_prefix):
-                encoder, mlm = mlm.base_model, None
-            else:
-                encoder = mlm.base_model
-        except (ValueError, KeyError):  # no MLM class for this architecture
-            encoder = AutoModel.from_pretrained(path)
+            try:
+                mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+                if _head_is_missing(info, mlm.base_model_prefix):
+                    encoder, mlm = mlm.base_model, None
+                else:
+                    encoder = mlm.base_model
+            except (ValueError, KeyError) as exc:  # no MLM class for this architecture
+                if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
+                    raise
+                encoder = AutoModel.from_pretrained(path)
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelError(_damaged(name, path, exc)) from exc
+        except Exception as exc:  # safetensors raises its own error type for a cut file
+            if type(exc).__name__ != "SafetensorError":
+                raise
+            raise ModelError(_damaged(name, path, exc)) from exc
+    # The tool truncates long inputs itself (inside [X]); transformers' "indexing errors" warning
+    # about a long sentence before that truncation is noise.
+    if hasattr(tokenizer, "deprecation_warnings"):
+        tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
     head_path = _head_path(name, head)
     if mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
@@ -182,6 +197,18 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             raise ModelError(f"{head_path} reads hidden layer {model.head.cfg.layer}; [MASK] predictions use the "
                              "last layer, so train the head with the default layer")
     return model
+
+
+def _damaged(name: str, path: str, exc: BaseException) -> str:
+    """A one-line message for a checkpoint whose weights or config cannot be used."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    first = first if len(first) <= 160 else first[:159] + "…"
+    is_weights = type(exc).__name__ == "SafetensorError" or "safetensors" in first.lower() or "pytorch_model" in first
+    where = "its weights file" if is_weights else "config.json (or weights that do not fit it)"
+    if Path(path).is_dir():
+        weights = [p.name for p in Path(path).glob("*.safetensors")] + [p.name for p in Path(path).glob("pytorch_model*.bin")]
+        where = (", ".join(sorted(weights)) or "its weights file") if is_weights else f"{Path(path) / 'config.json'} (or weights that do not fit it)"
+    return f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: {first}); re-download or re-save it"
 
 
 def _head_path(name: str, head: str | None) -> Path | None:

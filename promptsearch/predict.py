@@ -49,16 +49,21 @@ def predict(enc: PromptEncoder, sentences: Sequence[str], template: str, top_k: 
     return out
 
 
+def printable(text: str) -> str:
+    """Control characters (ESC sequences included) shown escaped, never sent to the terminal raw."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def format_predictions(preds: list[Prediction], template: str, show: str = "both") -> str:
     lines = []
     for pr in preds:
-        lines.append(f"{template.replace('[X]', pr.sentence)}")
+        lines.append(printable(template.replace("[X]", pr.sentence)))
         cols = [("without denoising", pr.raw)] if show in ("both", "no") else []
         cols += [("with denoising", pr.denoised)] if show in ("both", "yes") else []
         w = 26
         lines.append("  " + "".join(name.ljust(w) for name, _ in cols))
         for r in range(len(cols[0][1])):
-            cells = [f"{c[1][r][0]} {c[1][r][1]:.3f}".ljust(w) for c in cols]
+            cells = [f"{printable(c[1][r][0])} {c[1][r][1]:.3f}".ljust(w) for c in cols]
             lines.append("  " + "".join(cells))
         lines.append("")
     return "\n".join(lines).rstrip()

@@ -24,6 +24,11 @@ MASK = "[MASK]"
 _TOKEN_RE = re.compile(r"\[X\]|\[MASK\]")
 
 
+def quote(text: str, n: int = 60) -> str:
+    """``repr`` of a text for an error line, cut to about ``n`` characters."""
+    return repr(text if len(text) <= n else text[: n - 1] + "…")
+
+
 def from_reference_syntax(text: str) -> str:
     """kongds/Prompt-BERT's template syntax (``*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*``:
     ``_`` for a space, ``*sent_0*`` for the sentence, ``*mask*``) in this package's; other text as is."""
@@ -52,11 +57,11 @@ class Template:
         n_x, n_mask = text.count(SENT), text.count(MASK)
         if n_x != 1:
             raise TemplateError(
-                f"template {text!r} has {n_x} [X] placeholders; write exactly one [X] where the sentence goes"
+                f"template {quote(text)} has {n_x} [X] placeholders; write exactly one [X] where the sentence goes"
             )
         if n_mask != 1:
             raise TemplateError(
-                f"template {text!r} has {n_mask} [MASK] tokens; write exactly one [MASK]"
+                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK]"
             )
         parts = _TOKEN_RE.split(text)
         slots = tuple("X" if s == SENT else "MASK" for s in _TOKEN_RE.findall(text))

@@ -93,12 +93,14 @@ class Results:
         return res
 
     def add(self, score: Score, source: str = "") -> Entry:
-        if score.cached:
-            self.cached += 1
-        else:
-            self.scored += 1
-            self.seconds += score.seconds
         old = self.entries.get(score.template)
+        if old is None:  # the stats count what the file holds: each template once, however often resumed
+            if score.cached:
+                self.cached += 1
+            else:
+                self.scored += 1
+        if not score.cached:
+            self.seconds += score.seconds
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1)
@@ -146,8 +148,16 @@ def load(path) -> dict:
         raise PromptSearchError(f"no results file {p}") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
-    if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID or not isinstance(d.get("templates"), list):
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
         raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
+    import jsonschema
+
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(d))
+    if err is not None:
+        where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err.absolute_path).lstrip(".") or "top level"
+        msg = err.message if len(err.message) <= 120 else err.message[:119] + "…"
+        raise PromptSearchError(f"{p} does not match the results schema at {where}: {msg}; fix that field, or pass "
+                                "another --out (or delete the file) to start a new run")
     return d
 
 

@@ -3,8 +3,8 @@
 One forward pass gives both the raw and the denoised [MASK] states, so every score
 records both variants. Scores are cached in a JSONL file keyed by model (name + a
 fingerprint of its weights) + template + denoise + dataset (+ the settings that change
-numbers: sentence period, precision, max length), so no template is ever scored twice,
-across runs and strategies. Appending one line per score makes the cache safe to
+numbers: sentence period, precision, max length) and a fingerprint of the pairs scored,
+so no template is ever scored twice, across runs and strategies. Appending one line per score makes the cache safe to
 interrupt.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,15 @@ def model_fingerprint(encoder: PromptEncoder) -> str:
     return h.hexdigest()[:12]
 
 
+def data_fingerprint(data: STSData) -> str:
+    """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
+    measured on one copy of a data set is never returned for another."""
+    h = hashlib.sha1()
+    for name, (a, b, y) in data.subsets.items():
+        h.update(json.dumps([name, a, b, [float(v) for v in y]], ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()[:12]
+
+
 @dataclass
 class Score:
     template: str
@@ -68,6 +78,7 @@ class Scorer:
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder)
+        self.data_fingerprint = data_fingerprint(self.data)
         self.cache_path = Path(cache_path) if cache_path else default_cache_path()
         self.use_cache = use_cache
         self._cache: dict[str, float] = self._load_cache() if use_cache else {}
@@ -80,7 +91,7 @@ class Scorer:
         e = self.encoder
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
-        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), self.dataset,
+        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{self.dataset}:{self.data_fingerprint}",
                            e.add_period, "bf16" if e.bf16 else "fp32", e.max_length] + ([soft_id] if soft_id else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
                           ensure_ascii=False)
@@ -97,8 +108,8 @@ class Scorer:
                         continue  # a line cut by an interrupted write
         except FileNotFoundError:
             pass
-        except OSError:
-            self.use_cache = False
+        except OSError as exc:
+            self._cache_unusable(exc)
         return out
 
     def _remember(self, template: str, scores: dict[bool, float], seconds: float) -> None:
@@ -113,8 +124,15 @@ class Scorer:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.cache_path, "a", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
-        except OSError:
-            self.use_cache = False  # a read-only home: keep scoring, just don't persist
+        except OSError as exc:
+            self._cache_unusable(exc)  # e.g. a read-only home: keep scoring, just don't persist
+
+    def _cache_unusable(self, exc: OSError) -> None:
+        """Say once that scores will not be kept, then carry on without the cache."""
+        if self.use_cache:
+            print(f"warning: cannot use the score cache {self.cache_path} ({exc.strerror or exc}); scores will not be "
+                  "kept across runs (pass --cache PATH in a writable folder)", file=sys.stderr)
+        self.use_cache = False
 
     def cached(self, template: str | Template, denoise: bool | None = None) -> float | None:
         t = Template.parse(template).text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,12 +52,15 @@ class ResultsFileSource(_Polled):
             return None
 
     def load(self) -> Board:
-        try:
-            d = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        from ..errors import PromptSearchError
+        from ..search.results import load
+
+        if not self.path.exists():
             return Board(error=f"waiting for {self.path} ...")
-        except (OSError, json.JSONDecodeError) as exc:
-            return Board(error=f"cannot read {self.path}: {exc}")
+        try:
+            d = load(self.path)  # the schema checked: a file of another kind says so
+        except PromptSearchError as exc:
+            return Board(error=str(exc))
         entries = d.get("templates", [])
         rows = sorted(((float(e["spearman"]), e["template"]) for e in entries), key=lambda r: -r[0])
         timeline = [float(e["spearman"]) for e in sorted(entries, key=lambda e: e.get("order", 0))]
