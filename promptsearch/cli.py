@@ -269,6 +269,8 @@ def cmd_score(args) -> int:
         _check_out(args.out)
     sts_dir(args.data_dir)
     scorer = _scorer(args, enc)
+    for t in templates:  # every template usable with this tokenizer before anything is written
+        scorer.encoder.check_template(t)
     res = Results.open(args.out, args.model, scorer.dataset, "score", args.denoise, {"templates": len(templates)})
     for t in templates:
         res.add(scorer.score(t), "score")

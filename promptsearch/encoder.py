@@ -234,8 +234,9 @@ class PromptEncoder:
         out = [" ".join(s.split()) for s in sentences]
         return [add_final_period(s) for s in out] if self.add_period else out
 
-    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
-        """Token ids of each sentence as it fills [X], truncated so the template fits."""
+    def check_template(self, template: str | Template) -> int:
+        """Render the template for this tokenizer; the sentence tokens it leaves room for, or a
+        one-line error when it leaves none."""
         r = self.rendered(template)
         room = self.max_length - r.n_template_tokens
         if room < 1:
@@ -243,6 +244,12 @@ class PromptEncoder:
                 f"template {quote(Template.parse(template).text)} takes {r.n_template_tokens} tokens, "
                 f"leaving no room for a sentence within {self.max_length}; shorten it"
             )
+        return room
+
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X], truncated so the template fits."""
+        r = self.rendered(template)
+        room = self.check_template(template)
         texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
         if not texts:
             return []

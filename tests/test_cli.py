@@ -42,21 +42,7 @@ def test_eval_ditto_uses_the_given_attention_head(tiny_bert_dir, capsys):
     assert code == 0 and json.loads(out)["stsb-dev"] == pytest.approx(best["spearman"], abs=0.05)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["eval", "--template", "no placeholder [MASK] ."], "has 0 [X] placeholders"),
-    (["eval", "--template", "[X] means ."], "has 0 [MASK] tokens"),
-    (["eval", "--template", "[X] [MASK] or [MASK]"], "has 2 [MASK] tokens"),
-    (["eval", "--pooling", "max"], "unknown pooling 'max'"),
-    (["eval", "--pooling", "mean", "--data-dir", "/no/such/dir"], "does not exist"),
-    (["eval", "--pooling", "mean", "--tasks", "sts99"], "unknown task"),
-    (["eval", "--pooling", "ditto"], "needs --head"),
-    (["eval", "--template", PAPER_T, "--pooling", "mean"], "either --template or --pooling"),
-    (["eval", "--model", "/no/such/model", "--pooling", "mean"], "does not exist"),
-])
-def test_bad_input_is_one_line_no_traceback(argv, message, capsys):
-    code, out, err = run(argv, capsys)
-    assert code == 2
-    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+# Bad input of every command: tests/test_bad_input.py (one table).
 
 
 def test_unreadable_row_via_console_script(tmp_path):
@@ -75,28 +61,6 @@ def test_usage_error_is_one_line(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "invalid int value" in err
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["greedy", "--out", "{afile}/best.json"], "is not writable"),
-    (["greedy", "--out", "/tmp"], "is a directory"),
-    (["greedy", "--vocabulary", "{vocab}"], "'relations' must be a non-empty list"),
-    (["optuna", "--grammar", "{grammar}"], "slot 'a' used in the format needs a non-empty list"),
-    (["optuna", "--grammar", "/no/such/grammar.json"], "no template file"),
-    (["score"], "give templates as arguments or with --file"),
-    (["score", "[X] and [X] [MASK]"], "has 2 [X]"),
-    (["t5", "--generator", "mlm", "--wordnet-dir", "/no/wordnet"], "apt-get install wordnet-base"),
-])
-def test_search_commands_bad_input(argv, message, capsys, tmp_path):
-    (tmp_path / "vocab.json").write_text('{"relations": [], "prefix_tokens": ["This"]}')
-    (tmp_path / "grammar.json").write_text('{"format": "{a} [X] [MASK]", "slots": {"a": []}}')
-    (tmp_path / "a-file").write_text("x")
-    argv = [a.format(vocab=tmp_path / "vocab.json", grammar=tmp_path / "grammar.json", afile=tmp_path / "a-file") for a in argv]
-    if "--out" not in argv and argv[0] != "score":
-        argv += ["--out", str(tmp_path / "out.json")]
-    code, out, err = run(argv, capsys)
-    assert code == 2, err
-    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_score_command_table_and_cache(tiny_bert_dir, tmp_path, capsys, monkeypatch):

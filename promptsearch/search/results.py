@@ -88,8 +88,9 @@ class Results:
             for e in old.get("templates", []):
                 res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
                                                    e.get("order", 0))
-        if p is not None:
-            res.save()  # fail now, not after an hour of scoring, if --out is not writable
+        if p is not None and not p.exists():
+            res.save()  # fail now, not after an hour of scoring, if --out is not writable (an existing file is
+            # rewritten at the first score, so a run that stops before scoring leaves it byte for byte)
         return res
 
     def add(self, score: Score, source: str = "") -> Entry:
