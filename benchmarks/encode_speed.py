@@ -15,7 +15,7 @@ import torch
 
 from promptsearch import PromptEncoder
 from promptsearch.data import load_task
-from promptsearch.evaluate import score_task
+from promptsearch.eval import score_task
 
 
 def naive_encode(enc: PromptEncoder, sentences, template, batch_size):

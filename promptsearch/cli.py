@@ -39,10 +39,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _encoder(args):
-    from .encoder import PromptEncoder
+    from .encoding import PromptEncoder
 
     if getattr(args, "template_dir", None) and args.command in ("eval", "score"):
-        from .train.saved import template_dir_config
+        from .model.saved import template_dir_config
 
         template_dir_config(args.template_dir)  # one-line error if it is not one
         return _encoder_from_dir(args, args.template_dir)
@@ -50,7 +50,7 @@ def _encoder(args):
         raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
                                 "default inputs, so drop --compat")
     return PromptEncoder.from_pretrained(
-        args.model, device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
+        args.model, device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
         add_period=args.add_period, max_length=args.max_length, compat=args.compat, data_dir=args.data_dir,
         show_progress_bar=False if args.quiet else None,
     )
@@ -61,30 +61,23 @@ def _show(args):
 
 
 def _rep_from_args(args):
-    from .evaluate import Rep
-    from .template import Template
+    from .encoding import rep
 
     if args.template and args.pooling not in (None, "mask", "topk-static"):
         raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
                                 "mask or topk-static)")
-    if args.template:
-        pooling = "topk-static" if args.pooling == "topk-static" else None
-        return Rep(template=Template.parse(args.template).text, denoise=args.denoise, pooling=pooling)
-    if args.denoise:
-        raise PromptSearchError("--denoise needs a --template")
-    from .pooling import get_pooling
-
-    p = get_pooling(args.pooling or "mean").name
-    if p == "ditto" and not args.head:
+    if not args.template and args.pooling == "ditto" and not args.head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
-    return Rep(pooling=p, head=args.head if p == "ditto" else None)
+    pooling = (None if args.pooling == "mask" else args.pooling)
+    return rep(args.template, args.denoise, pooling, head=args.head if args.pooling == "ditto" else None)
 
 
 # ---- commands -------------------------------------------------------------------------------
 
 def cmd_eval(args) -> int:
-    from .data import expand_tasks, sts_dir
-    from .evaluate import anisotropy, evaluate_reps, format_table
+    from .data import expand_tasks
+    from .paths import sts_dir
+    from .eval import anisotropy, evaluate_reps, format_table
 
     tasks = expand_tasks(args.tasks)
     sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
@@ -95,9 +88,7 @@ def cmd_eval(args) -> int:
     else:
         rep = _rep_from_args(args)
         enc = _encoder(args)
-    if rep.pooling == "ditto":
-        enc.ditto_head = rep.head
-        _ = enc.ditto_head_tuple
+    rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()
     res = evaluate_reps(enc, [rep], tasks, args.data_dir, show_progress_bar=_show(args))[rep]
     extra = {}
@@ -120,8 +111,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_ditto_search(args) -> int:
-    from .data import sts_dir
-    from .ditto import format_heads, search_heads
+    from .paths import sts_dir
+    from .eval.ditto import format_heads, search_heads
 
     sts_dir(args.data_dir)
     enc = _encoder(args)
@@ -137,9 +128,11 @@ def cmd_ditto_search(args) -> int:
 
 def cmd_report(args) -> int:
     """Every baseline, the paper's templates raw and denoised, and the best Ditto head."""
-    from .data import expand_tasks, sts_dir
-    from .ditto import search_heads
-    from .evaluate import Rep, anisotropy, evaluate_reps, format_table, results_json
+    from .data import expand_tasks
+    from .paths import sts_dir
+    from .eval.ditto import search_heads
+    from .encoding.reps import Ditto, rep
+    from .eval import anisotropy, evaluate_reps, format_table, results_json
     from .library import paper_templates
 
     tasks = expand_tasks(args.tasks)
@@ -149,10 +142,10 @@ def cmd_report(args) -> int:
     l, h, s = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))[0]
     print(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})", file=sys.stderr)
     templates = args.template or paper_templates(enc.model.config.model_type, compat=enc.compat)
-    reps = [Rep(pooling=p) for p in ["cls", "mean", "first-last", "static", "static-debiased"]]
-    reps.append(Rep(pooling="ditto", head=f"{l}-{h}"))
+    reps = [rep(pooling=p) for p in ["cls", "mean", "first-last", "static", "static-debiased"]]
+    reps.append(Ditto(l, h))
     for t in templates:
-        reps += [Rep(template=t), Rep(template=t, denoise=True)]
+        reps += [rep(t), rep(t, denoise=True)]
     res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args))
     aniso = anisotropy(enc, reps, data_dir=args.data_dir)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
@@ -218,7 +211,7 @@ def _print_stats(results) -> None:
 
 
 def cmd_greedy(args) -> int:
-    from .data import sts_dir
+    from .paths import sts_dir
     from .search import run_strategy
     from .search.greedy import Greedy, format_path, load_vocabulary
 
@@ -256,7 +249,7 @@ def _read_templates(args) -> list[str]:
 
 
 def cmd_score(args) -> int:
-    from .data import sts_dir
+    from .paths import sts_dir
     from .search import Results
 
     if args.template_dir and not (args.templates or args.file):
@@ -305,7 +298,7 @@ def cmd_optuna(args) -> int:
 
     import optuna
 
-    from .data import sts_dir
+    from .paths import sts_dir
     from .search import run_strategy
     from .search.grammar import Grammar
     from .search.optuna_search import OptunaSearch, optuna_summary
@@ -347,7 +340,8 @@ def cmd_optuna(args) -> int:
 
 
 def cmd_t5(args) -> int:
-    from .data import read_wordnet, sts_dir
+    from .data import read_wordnet
+    from .paths import sts_dir
     from .search import run_strategy
     from .search.generate import GenerateSearch
 
@@ -394,19 +388,20 @@ def _corpus(args) -> list[str]:
 
 def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spec: str, data_dir, labels, show) -> str:
     from .data import expand_tasks
-    from .evaluate import Rep, evaluate_reps, format_table
+    from .encoding import rep
+    from .eval import evaluate_reps, format_table
 
     tasks = expand_tasks(tasks_spec)
-    rep = Rep(template=template, denoise=denoise)
+    r = rep(template, denoise=denoise)
     rows = []
     for label, enc in zip(labels, (before_enc, after_enc)):
-        enc.clear_cache()
-        rows.append((label, evaluate_reps(enc, [rep], tasks, data_dir, show_progress_bar=show)[rep]))
+        rows.append((label, evaluate_reps(enc, [r], tasks, data_dir, show_progress_bar=show)[r]))
     return format_table(rows, tasks, markdown=True)
 
 
 def cmd_optiprompt(args) -> int:
-    from .data import expand_tasks, sts_dir
+    from .data import expand_tasks
+    from .paths import sts_dir
     from .library import paper_templates
     from .template import Template
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
@@ -432,15 +427,16 @@ def cmd_optiprompt(args) -> int:
 
 def _encoder_from_dir(args, path):
     """An encoder from a trained directory (optiprompt vectors or a fine-tuned model)."""
-    from .encoder import PromptEncoder
+    from .encoding import PromptEncoder
 
-    return PromptEncoder.from_pretrained(str(path), device=args.device, head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
+    return PromptEncoder.from_pretrained(str(path), device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
                                          add_period=args.add_period, max_length=args.max_length,
                                          show_progress_bar=False if args.quiet else None)
 
 
 def cmd_finetune(args) -> int:
-    from .data import expand_tasks, read_nli_csv, snli_triplets, sts_dir
+    from .data import expand_tasks, read_nli_csv, snli_triplets
+    from .paths import sts_dir
     from .search.results import top_templates
     from .template import Template
     from .train.finetune import FinetuneConfig, finetune
@@ -452,7 +448,7 @@ def cmd_finetune(args) -> int:
         templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
     dir_cfg, soft = None, None
     if args.template_dir:
-        from .train.saved import load_template_dir
+        from .model.saved import load_template_dir
 
         dir_cfg, soft = load_template_dir(args.template_dir)
         templates.insert(0, dir_cfg["template"])
@@ -488,7 +484,7 @@ def cmd_finetune(args) -> int:
 # ---- predictions ----------------------------------------------------------------------------
 
 def cmd_predict(args) -> int:
-    from .predict import format_predictions, predict
+    from .eval.predict import format_predictions, predict
     from .template import Template
 
     template = Template.parse(args.template).text
@@ -501,13 +497,13 @@ def cmd_predict(args) -> int:
     if not enc.model.has_mlm_head:
         print(f"note: {args.model} has no MLM head: tokens come from projecting [MASK] states on the word embeddings",
               file=sys.stderr)
-    elif enc.model.head is not None and not args.quiet:
-        meta = getattr(enc.model.head, "meta", {}) or {}
+    elif enc.model.mask_head is not None and not args.quiet:
+        meta = getattr(enc.model.mask_head, "meta", {}) or {}
         acc = (f" (held-out masked-token top-5 {100 * meta['heldout_top5']:.1f} %, unigram "
                f"{100 * meta['unigram_top5']:.1f} %)") if "heldout_top5" in meta else ""
-        from .head import shipped_head_path
+        from .model import shipped_head_path
 
-        which = "the shipped head" if Path(enc.model.head_path) == shipped_head_path() else enc.model.head_path
+        which = "the shipped head" if Path(enc.model.mask_head_path) == shipped_head_path() else enc.model.mask_head_path
         print(f"note: [MASK] tokens from a head trained on the frozen encoder ({which}){acc}", file=sys.stderr)
     preds = predict(enc, enc.prepare(args.sentences), template, top_k=args.top_k)
     if args.json:
@@ -519,9 +515,9 @@ def cmd_predict(args) -> int:
 
 def cmd_train_head(args) -> int:
     """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
-    from .encoder import bf16_supported
-    from .head import CORPORA, HeadConfig, HeadTrainSettings, dedupe, head_corpus, run_train_head
-    from .models import load_model
+    from .encoding.batching import bf16_supported
+    from .train.head import CORPORA, HeadConfig, HeadTrainSettings, dedupe, head_corpus, run_train_head
+    from .model import load_model
 
     parts = [p.strip() for p in args.corpus.split(",") if p.strip()]
     bad = [p for p in parts if p not in CORPORA]
@@ -535,7 +531,7 @@ def cmd_train_head(args) -> int:
         random.Random(args.seed).shuffle(sentences)
         sentences = sentences[: args.max_sentences]
     print("corpus: " + ", ".join(f"{k} {len(v):,}" for k, v in corpora.items()))
-    model = load_model(args.model, device=args.device, head="none")
+    model = load_model(args.model, device=args.device, mask_head="none")
     if model.tokenizer.mask_token is None:
         raise PromptSearchError(f"{args.model}'s tokenizer has no mask token; a [MASK] head needs one")
     if model.mlm is not None:
@@ -554,18 +550,21 @@ def cmd_train_head(args) -> int:
 
 def cmd_table9(args) -> int:
     """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
-    from .data import expand_tasks, sts_dir
-    from .evaluate import Rep, evaluate_reps, format_table
+    from .data import expand_tasks
+    from .paths import sts_dir
+    from .encoding import rep
+    from .eval import evaluate_reps, format_table
     from .template import Template
 
     tasks = expand_tasks(args.tasks)
     template = Template.parse(args.template).text
     sts_dir(args.data_dir)
     enc = _encoder(args)
-    reps = [Rep(template=template, pooling=p, denoise=d) for p in (None, "topk-static") for d in (False, True)]
+    reps = [rep(template, denoise=d, pooling=p) for p in (None, "topk-static") for d in (False, True)]
     res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args))
     names = {None: "[MASK] token", "topk-static": "avg. top-200 tokens"}
-    rows = [(f"{names[r.pooling]}{' (denoised)' if r.denoise else ''}", res[r]) for r in reps]
+    rows = [(f"{names[p]}{' (denoised)' if d else ''}", res[r])
+            for r, (p, d) in zip(reps, [(p, d) for p in (None, "topk-static") for d in (False, True)])]
     print(f"model: {args.model}   template: {template}")
     print(format_table(rows, tasks, markdown=True))
     return 0
@@ -577,7 +576,7 @@ def cmd_tui(args) -> int:
     if bool(args.storage) != bool(args.study_name):
         raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
     PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
-                    head=args.mlm_head).run()
+                    mask_head=args.mlm_head).run()
     return 0
 
 

@@ -13,10 +13,10 @@ import time
 
 import torch
 
-from promptsearch.head import (HeadConfig, HeadTrainSettings, MaskHead, cached_states, dedupe, head_corpus,
+from promptsearch.train.head import (HeadConfig, HeadTrainSettings, MaskHead, cached_states, dedupe, head_corpus,
                                split_heldout, train_head, unigram_accuracy)
-from promptsearch.models import load_model
-from promptsearch.search.scorer import default_cache_path
+from promptsearch.model.loading import load_model
+from promptsearch.paths import default_cache_path
 
 VARIANTS = {
     "tied (BERT head)": dict(decoder="tied"),

@@ -241,7 +241,7 @@ def test_tui_says_when_a_file_has_the_wrong_schema(tmp_path, world):
 def test_loading_a_model_leaves_progress_bars_as_they_were(tiny_bert_dir):
     from transformers.utils import logging as hf_logging
 
-    from promptsearch.models import load_model
+    from promptsearch.model.loading import load_model
 
     hf_logging.disable_progress_bar()
     try:

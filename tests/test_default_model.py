@@ -4,7 +4,8 @@ dev set is marked slow."""
 import pytest
 
 from promptsearch.data import STSData, load_task
-from promptsearch.evaluate import Rep, evaluate_reps, score_task
+from promptsearch.encoding import rep as Rep
+from promptsearch.eval import evaluate_reps, score_task
 from conftest import PAPER_T, make_encoder
 
 

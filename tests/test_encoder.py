@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from promptsearch import PromptSearchError
-from promptsearch.models import load_model
+from promptsearch.model.loading import load_model
 from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .", "a man is playing a guitar ."]
@@ -56,7 +56,7 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(kind, temp
     np.testing.assert_allclose(enc.encode(SENTS, template=template, denoise=True), states.raw - states.bias, atol=1e-6)
     lengths = {len(x) for x in enc.sentence_ids(enc.prepare(SENTS), template)}
     t = __import__("promptsearch").Template.parse(template).text
-    assert all((t, n) in enc._bias_cache for n in lengths)
+    assert all((t, n) in enc.prompt._bias_cache for n in lengths)
     # the bias really depends on the shift
     with torch.no_grad():
         b = enc.template_bias(template, [1, 20]).numpy()
@@ -149,10 +149,10 @@ def test_loading_paths(tiny_bert_dir, tiny_bert_encoder_only_dir, tiny_distilber
 
 def test_default_model_weights_are_the_bundled_minilm(default_enc):
     from transformers import AutoModel
-    from promptsearch.models import default_model_path
+    from promptsearch.model.loading import default_model_path
     ref = AutoModel.from_pretrained(default_model_path())
     for (n, p), (_, q) in zip(ref.named_parameters(), default_enc.encoder.named_parameters()):
         assert torch.equal(p, q), n
     assert default_enc.model.mlm is None  # the checkpoint has no MLM head: the shipped trained head stands in
-    assert default_enc.model.head is not None and default_enc.model.has_mlm_head
+    assert default_enc.model.mask_head is not None and default_enc.model.has_mlm_head
     assert default_enc.model.tokenizer.mask_token == "[MASK]"

@@ -3,7 +3,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from promptsearch.data import STSData, load_task
-from promptsearch.evaluate import Rep, STSEvaluator, _embed_all, anisotropy, evaluate_reps, format_table, score_task
+from promptsearch.encoding import rep as Rep
+from promptsearch.eval import STSEvaluator, anisotropy, evaluate_reps, format_table, score_task
 from conftest import PAPER_T, PRECISIONS, vec_tol
 
 
@@ -45,8 +46,8 @@ def test_shared_pass_equals_separate_evaluation(precision, encoders):
     # Ditto needs attention maps, so the shared pooling pass runs eager attention where "mean"
     # alone runs SDPA: the kernels round differently; the vectors agree within rounding.
     sents = STSEvaluator(load_task("sts16")).sentences
-    shared, alone = _embed_all(enc, reps, sents)[mean], _embed_all(enc, [mean], sents)[mean]
-    fp32 = _embed_all(encoders("bert", "fp32"), [mean], sents)[mean]
+    shared, alone = enc.encode_reps(sents, reps)[mean], enc.encode_reps(sents, [mean])[mean]
+    fp32 = encoders("bert", "fp32").encode_reps(sents, [mean])[mean]
     np.testing.assert_allclose(shared, alone, atol=vec_tol(precision, alone, fp32))
     table = format_table([(r.label, together[r]) for r in reps], ["sts16"])
     assert PAPER_T.replace("|", "\\|") in table and "(denoised)" in table

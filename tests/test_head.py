@@ -7,11 +7,11 @@ import torch
 
 from promptsearch.cli import main
 from promptsearch.errors import ModelError
-from promptsearch.head import (HeadConfig, HeadTrainSettings, MaskHead, MaskedStates, collect_states, head_accuracy,
+from promptsearch.train.head import (HeadConfig, HeadTrainSettings, MaskHead, MaskedStates, collect_states, head_accuracy,
                                load_head, run_train_head, save_head, shipped_head_path, split_heldout, train_head,
                                unigram_accuracy)
-from promptsearch.models import load_model
-from promptsearch.predict import mask_logits, predict
+from promptsearch.model.loading import load_model
+from promptsearch.eval.predict import mask_logits, predict
 from conftest import PAPER_T, make_encoder
 
 
@@ -88,7 +88,7 @@ def test_save_load_round_trip_and_model_integration(tmp_path, tiny_bert_encoder_
     x = torch.randn(3, 32)
     torch.testing.assert_close(back(x), head(x), atol=0.05, rtol=0.01)  # float16 storage
     assert back.meta == {"note": "x"}
-    enc = make_encoder(tiny_bert_encoder_only_dir, head=str(path))
+    enc = make_encoder(tiny_bert_encoder_only_dir, mask_head=str(path))
     assert enc.model.has_mlm_head
     raw, _ = mask_logits(enc, ["a man plays a guitar ."], PAPER_T)
     st = enc.prompt_states(["a man plays a guitar ."], PAPER_T)
@@ -100,14 +100,14 @@ def test_save_load_round_trip_and_model_integration(tmp_path, tiny_bert_encoder_
 
 def test_bad_head_files_give_one_line_errors(tmp_path, tiny_bert_encoder_only_dir, tiny_bert_dir):
     with pytest.raises(ModelError, match="does not exist"):
-        load_model(str(tiny_bert_encoder_only_dir), head=str(tmp_path / "nope.safetensors"))
+        load_model(str(tiny_bert_encoder_only_dir), mask_head=str(tmp_path / "nope.safetensors"))
     (tmp_path / "junk.safetensors").write_bytes(b"not a file")
     with pytest.raises(ModelError, match="not a head file"):
-        load_model(str(tiny_bert_encoder_only_dir), head=str(tmp_path / "junk.safetensors"))
+        load_model(str(tiny_bert_encoder_only_dir), mask_head=str(tmp_path / "junk.safetensors"))
     other = MaskHead(HeadConfig(32, 99), torch.randn(99, 32))
     save_head(other, tmp_path / "other.safetensors")
     with pytest.raises(ModelError, match="vocabulary"):
-        load_model(str(tiny_bert_dir), head=str(tmp_path / "other.safetensors"))
+        load_model(str(tiny_bert_dir), mask_head=str(tmp_path / "other.safetensors"))
 
 
 def test_train_head_cli_writes_a_head_and_resumes(tmp_path, tiny_bert_encoder_only_dir, capsys, monkeypatch):
@@ -122,7 +122,7 @@ def test_train_head_cli_writes_a_head_and_resumes(tmp_path, tiny_bert_encoder_on
     assert info["sentences"] == 300 and len(info["history"]) == 2
     assert (tmp_path / "cache").is_dir() and (out / "head.safetensors").is_file()
     # a re-run replays: states from the cache, training from the finished checkpoint
-    import promptsearch.head as H
+    import promptsearch.train.head as H
 
     monkeypatch.setattr(H, "collect_states", lambda *a, **k: pytest.fail("states were not cached"))
     assert main(argv) == 0
@@ -162,8 +162,8 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
 
 def test_the_default_model_loads_the_shipped_head(default_enc):
     assert shipped_head_path().is_file() and shipped_head_path().stat().st_size < 8_000_000
-    assert default_enc.model.head is not None and default_enc.model.has_mlm_head
-    meta = default_enc.model.head.meta
+    assert default_enc.model.mask_head is not None and default_enc.model.has_mlm_head
+    meta = default_enc.model.mask_head.meta
     assert meta["heldout_top5"] - meta["unigram_top5"] >= 0.10
 
 
@@ -175,14 +175,14 @@ def test_shipped_head_predicts_masked_words_of_unseen_sentences(default_enc):
     m = default_enc.model
     st = collect_states(m, sents, rate=0.15, seed=1, bf16=False, show_progress_bar=False)[-1]
     special = m.tokenizer.all_special_ids
-    acc = head_accuracy(m.head, st.states, st.targets, exclude=special)
+    acc = head_accuracy(m.mask_head, st.states, st.targets, exclude=special)
     counts = torch.bincount(st.targets, minlength=m.config.vocab_size)  # unigram fitted on the test tokens themselves
     uni = unigram_accuracy(st.targets, st.targets, m.config.vocab_size)
     assert counts.sum() > 500
     assert acc.top5 > uni.top5 + 0.10, (acc, uni)
     # no head at all (projection on the word embeddings) is far worse
-    none = load_model("default", head="none", device="cpu")
-    assert none.head is None and not none.has_mlm_head
+    none = load_model("default", mask_head="none", device="cpu")
+    assert none.mask_head is None and not none.has_mlm_head
 
 
 def test_default_predictions_depend_on_the_sentence(default_enc):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from promptsearch.cli import main
-from promptsearch.predict import mask_logits, predict, topk_static
+from promptsearch.eval.predict import mask_logits, predict, topk_static
 from conftest import PAPER_T, ROBERTA_T, make_encoder
 
 

@@ -34,7 +34,8 @@ def test_scorer_caches_both_variants_persistently(precision, tiny_bert_dir, tmp_
     # The value is the real evaluation, bit for bit: one STSEvaluator, the same sentences in the
     # same batches — also from another encoder whose template-bias cache was filled in another
     # order, and with another task evaluated in the same call.
-    from promptsearch.evaluate import Rep, evaluate_reps
+    from promptsearch.encoding import rep as Rep
+    from promptsearch.eval import evaluate_reps
     other = make_encoder(tiny_bert_dir, bf16=precision == "bf16")
     other.encode(["a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h ."], template=PAPER_T, denoise=True)
     rep = Rep(template=PAPER_T, denoise=True)

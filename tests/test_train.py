@@ -39,7 +39,7 @@ def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
     init = initial_vectors(fresh, PAPER_T)
     cfg = OptiPromptConfig(template=PAPER_T, steps=4, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
     import promptsearch.train.optiprompt as op
-    op.DevEval.__call__, real = (lambda self, t, d: float(len(self.scorer.encoder.soft_prompts))), op.DevEval.__call__
+    op.DevEval.__call__, real = (lambda self, t, d: float(len(self.encoder.soft_prompts))), op.DevEval.__call__
     try:
         train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", resume=False)
         assert not torch.allclose(fresh.soft_prompts[PAPER_T], init)  # "best" is the trained vectors here
@@ -81,7 +81,7 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
     assert losses[0] == pytest.approx(losses[5], rel=1e-6)
     # measured 3.6e-6; reading stale cached biases in the first pass (a bug once) gave 3.5e-5
     assert ((grads[0] - grads[5]).norm() / grads[0].norm()).item() < 1e-5
-    assert not fresh._bias_cache  # training never reads or fills the bias cache
+    assert not fresh.prompt._bias_cache  # training never reads or fills the bias cache
 
 
 def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..data import read_wordnet
 from ..errors import ModelError, TemplateError
-from ..template import Template
+from ..model.loading import _quiet_transformers
+from ..template import Template, special_tokens_around
 from .results import Results
 from .scorer import Scorer
 
@@ -50,8 +52,6 @@ class T5Generator:
 
     def __init__(self, model_name: str, device=None, num_beams: int = 8, max_new_tokens: int = 24):
         from transformers import AutoTokenizer, T5ForConditionalGeneration
-
-        from ..models import _quiet_transformers
 
         try:
             with _quiet_transformers():
@@ -121,7 +121,7 @@ class MLMGenerator:
         m = self.enc.model
         att = torch.ones_like(ids)
         with self.enc.autocast():
-            if m.mlm is not None and m.head is None:
+            if m.mlm is not None and m.mask_head is None:
                 logits = m.mlm(input_ids=ids, attention_mask=att).logits.float()
             else:  # a trained head (train-head), or the word-embedding stand-in
                 h = m.encoder(input_ids=ids, attention_mask=att).last_hidden_state.float()
@@ -155,7 +155,7 @@ class MLMGenerator:
 
     def generate(self, pairs: list[tuple[str, str]], show=None) -> Counter:
         tok = self.enc.tokenizer
-        lead, trail = self.enc._specials()
+        lead, trail = special_tokens_around(self.enc.tokenizer)
         mask = tok.mask_token_id
         counts: Counter = Counter()
         for word, definition in tqdm(pairs, desc="mlm generate", leave=False, disable=show is False):
@@ -196,8 +196,6 @@ class GenerateSearch:
                 "seed": self.seed, "num_beams": self.num_beams}
 
     def candidates(self, scorer: Scorer) -> list[str]:
-        from ..data import read_wordnet
-
         pairs = read_wordnet(self.wordnet_dir)
         rng = random.Random(self.seed)
         rng.shuffle(pairs)

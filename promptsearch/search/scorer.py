@@ -22,29 +22,11 @@ from typing import Iterator
 import numpy as np
 
 from ..data import STSData, load_task
-from ..encoder import PromptEncoder
-from ..evaluate import STSEvaluator
+from ..encoding import PromptEncoder
+from ..eval.sts import STSEvaluator
+from ..model import model_fingerprint
+from ..paths import default_cache_path
 from ..template import Template
-
-CACHE_ENV = "PROMPTSEARCH_CACHE"
-
-
-def default_cache_path() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "promptsearch" / "scores.jsonl"
-
-
-def model_fingerprint(encoder: PromptEncoder) -> str:
-    """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the
-    same path never reuses stale scores."""
-    h = hashlib.sha1()
-    params = list(encoder.encoder.parameters())
-    for p in (params[0], params[len(params) // 2], params[-1]):
-        h.update(p.detach().float().cpu().numpy()[:64].tobytes())
-    return h.hexdigest()[:12]
-
 
 def data_fingerprint(data: STSData) -> str:
     """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
@@ -77,7 +59,7 @@ class Scorer:
         self.evaluator = STSEvaluator(self.data)
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
-        self.fingerprint = model_fingerprint(encoder)
+        self.fingerprint = model_fingerprint(encoder.model)
         self.data_fingerprint = data_fingerprint(self.data)
         self.cache_path = Path(cache_path) if cache_path else default_cache_path()
         self.use_cache = use_cache

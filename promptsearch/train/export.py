@@ -14,6 +14,10 @@ from pathlib import Path
 import torch
 from sentence_transformers.base.modules.input_module import InputModule
 
+from ..encoding import PromptEncoder
+from ..model.loading import _quiet_transformers
+from ..model.saved import read_config, write_config
+
 MODULE_REF = "promptsearch.train.export.PromptModule"
 
 
@@ -35,11 +39,10 @@ class PromptModule(InputModule):
         """``bf16=False``: sentence-transformers manages precision itself (``model.half()``,
         ``model_kwargs={"torch_dtype": ...}``), so the module adds no autocast of its own."""
         super().__init__()
-        from ..encoder import PromptEncoder
-
         self.model_name_or_path = str(model_name_or_path)
         self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16, show_progress_bar=False)
-        self.auto_model = self.enc.encoder  # registered, so SentenceTransformer.to(device) moves it
+        self.prompt = self.enc.prompt  # registered, so SentenceTransformer.to(device) moves it (soft prompts too)
+        self.auto_model = self.enc.encoder
         self.tokenizer = self.enc.tokenizer
 
     @classmethod
@@ -57,9 +60,8 @@ class PromptModule(InputModule):
 
     def forward(self, features: dict, **kwargs) -> dict:
         enc = self.enc
-        enc.device = next(self.auto_model.parameters()).device
         ids = [row[:n].tolist() for row, n in zip(features["sentence_ids"], features["sentence_lengths"].tolist())]
-        features["sentence_embedding"] = enc.mask_states(ids, enc.default_template, denoise=enc.default_denoise)
+        features["sentence_embedding"] = self.prompt(ids, enc.default_template, denoise=enc.default_denoise)
         return features
 
     def get_sentence_embedding_dimension(self) -> int:
@@ -68,10 +70,6 @@ class PromptModule(InputModule):
     def save(self, output_path: str, *args, **kwargs) -> None:
         out = Path(output_path)
         if out.resolve() != Path(self.model_name_or_path).resolve():
-            from .saved import read_config, write_config
-
-            from ..models import _quiet_transformers
-
             with _quiet_transformers():
                 (self.enc.model.mlm or self.auto_model).save_pretrained(out)
                 self.tokenizer.save_pretrained(out)

@@ -24,11 +24,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..encoder import PromptEncoder
+from ..encoding import PromptEncoder
 from ..template import Template
 from .losses import info_nce, supervised_nce
 from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
-from .saved import write_config
+from ..model.loading import _quiet_transformers
+from ..model.saved import write_config
+from .export import write_sentence_transformers_files
 
 CHECKPOINT = "finetune-checkpoint.pt"
 DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch_size": 512}}
@@ -58,11 +60,16 @@ class FinetuneConfig:
         self.templates = [Template.parse(t).text for t in self.templates]
 
 
-def _views(enc: PromptEncoder, cfg: FinetuneConfig, items: list) -> list[torch.Tensor]:
-    """The representations the loss compares, for a (micro-)batch of items."""
+def _views(enc: PromptEncoder, cfg: FinetuneConfig, items: list, prompt=None) -> list[torch.Tensor]:
+    """The representations the loss compares, for a (micro-)batch of items. ``prompt``: the
+    prompt module as the trainer wrapped it (DDP under ``accelerate``), else ``enc.prompt``."""
+    prompt = prompt or enc.prompt
+
     def rep(texts, template):
         ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(texts), template)]
-        return enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)  # weights change every step
+        # never the bias cache: the no-grad first pass of gradient caching must draw the same
+        # dropout masks as the second, so both compute the bias afresh
+        return prompt(ids, template, denoise=cfg.denoise, cache=False)
 
     if cfg.mode == "unsup":
         t1, t2 = cfg.templates[0], cfg.templates[-1]
@@ -77,11 +84,12 @@ def _loss(cfg: FinetuneConfig, views: list[torch.Tensor]) -> torch.Tensor:
     return supervised_nce(views[0], views[1], views[2], cfg.temperature)
 
 
-def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, no_sync=contextlib.nullcontext) -> float:
+def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, no_sync=contextlib.nullcontext,
+               prompt=None) -> float:
     """One optimisation step's gradients for ``items``; micro-batched with gradient caching."""
     m = cfg.micro_batch
     if m <= 0 or len(items) <= m:
-        loss = _loss(cfg, _views(enc, cfg, items))
+        loss = _loss(cfg, _views(enc, cfg, items, prompt))
         backward(loss)
         return loss.item()
     chunks = [items[i : i + m] for i in range(0, len(items), m)]
@@ -89,7 +97,7 @@ def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, n
     with torch.no_grad():
         for c in chunks:
             states.append(torch.random.get_rng_state())
-            parts.append(_views(enc, cfg, c))
+            parts.append(_views(enc, cfg, c, prompt))
     full = [torch.cat([p[v] for p in parts]).detach().requires_grad_() for v in range(len(parts[0]))]
     loss = _loss(cfg, full)
     loss.backward()
@@ -100,7 +108,7 @@ def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, n
         torch.random.set_rng_state(st)  # the same dropout masks as in the first pass
         ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()
         with ctx:
-            vs = _views(enc, cfg, c)
+            vs = _views(enc, cfg, c, prompt)
             surrogate = sum((v * g[start : start + len(c)]).sum() for v, g in zip(vs, grads))
             backward(surrogate)
         start += len(c)
@@ -118,24 +126,21 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     set_seed(cfg.seed)
-    model = enc.encoder
-    model.to(acc.device)
-    enc.device = acc.device
-    for p in model.parameters():
+    prompt = enc.prompt.to(acc.device)
+    for p in prompt.encoder.parameters():
         p.requires_grad_(True)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(prompt.encoder.parameters(), lr=cfg.lr, weight_decay=0.0)
     steps_per_epoch = max(len(data) // cfg.batch_size, 1)
     total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
-    wrapped, opt = acc.prepare(model, opt)
-    enc.forward_module = wrapped
+    wrapped, opt = acc.prepare(prompt, opt)
     local_bs = max(cfg.batch_size // acc.num_processes, 1)
     dev = DevEval(enc, data_dir)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ck = load_checkpoint(out / CHECKPOINT) if resume else None
     if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode:
-        acc.unwrap_model(wrapped).load_state_dict(ck["model"])
+        acc.unwrap_model(wrapped).encoder.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
         start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
@@ -153,7 +158,7 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
         if step >= total:
             break
         items = items[acc.process_index * local_bs : (acc.process_index + 1) * local_bs]
-        loss = train_step(enc, cfg, items, acc.backward, lambda: acc.no_sync(wrapped))
+        loss = train_step(enc, cfg, items, acc.backward, lambda: acc.no_sync(wrapped), prompt=wrapped)
         opt.step()
         sched.step()
         opt.zero_grad()
@@ -166,7 +171,7 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
                     best = last
                     save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
                 save_checkpoint(out / CHECKPOINT, {"templates": cfg.templates, "mode": cfg.mode,
-                                                   "model": acc.unwrap_model(wrapped).state_dict(), "optimizer": opt.state_dict(),
+                                                   "model": acc.unwrap_model(wrapped).encoder.state_dict(), "optimizer": opt.state_dict(),
                                                    "scheduler": sched.state_dict(), "step": done, "best": best,
                                                    "start_score": start_score, "history": cfg.history, "rng": rng_state()})
             acc.wait_for_everyone()
@@ -174,7 +179,6 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
     bar.close()
-    enc.forward_module = None
     wrapped.eval()
     secs = time.time() - t0
     return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
@@ -184,9 +188,6 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
     """A Hugging Face model directory + promptsearch.json + a sentence-transformers module list."""
-    from ..models import _quiet_transformers
-    from .export import write_sentence_transformers_files
-
     model = enc.model.mlm or enc.encoder  # keep the MLM head (it shares the trained encoder) when there is one
     with _quiet_transformers():
         model.save_pretrained(out)

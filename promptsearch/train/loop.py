@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..encoder import PromptEncoder
-from ..search.scorer import Scorer
+from ..data import load_task
+from ..encoding import PromptEncoder
+from ..eval.sts import STSEvaluator
+from ..fileio import atomic_replace
 
 
 def set_seed(seed: int) -> None:
@@ -32,22 +34,22 @@ def batches(items: list, batch_size: int, seed: int, start_step: int = 0):
 
 
 class DevEval:
-    """STS-B dev Spearman of a template on the encoder's current weights."""
+    """STS-B dev Spearman of a template on the encoder's current weights (the one STSEvaluator;
+    the template-bias cache follows the weights by itself)."""
 
     def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev"):
-        self.scorer = Scorer(encoder, dataset=dataset, data_dir=data_dir, use_cache=False)
+        self.encoder = encoder
+        self.evaluator = STSEvaluator(load_task(dataset, data_dir))
 
     def __call__(self, template: str, denoise: bool) -> float:
-        enc = self.scorer.encoder
-        was_training = enc.encoder.training
-        enc.encoder.eval()
-        enc.clear_cache()
-        self.scorer.denoise = denoise
+        prompt = self.encoder.prompt
+        was_training = prompt.training
+        prompt.eval()
         try:
-            return self.scorer.score(template, fresh=True).spearman
+            st = self.encoder.prompt_states(self.evaluator.sentences, template, denoise=denoise, show_progress_bar=False)
+            return self.evaluator.spearman(st.denoised if denoise else st.raw)
         finally:
-            enc.clear_cache()
-            enc.encoder.train(was_training)
+            prompt.train(was_training)
 
 
 def rng_state() -> dict:
@@ -66,9 +68,7 @@ def set_rng_state(st: dict) -> None:
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    atomic_replace(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path: Path) -> dict | None:

@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..encoder import PromptEncoder
+from ..encoding import PromptEncoder
 from ..template import Template
 from .losses import info_nce
 from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
-from .saved import save_soft_prompt
+from ..model.saved import save_soft_prompt
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
 
@@ -63,12 +63,13 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     best, best_vec, start = manual, soft.detach().clone(), 0
     ck = load_checkpoint(out / CHECKPOINT) if resume else None
     if ck and ck["template"] == template:
-        soft.data.copy_(ck["soft"])
+        with torch.no_grad():
+            soft.copy_(ck["soft"])
         opt.load_state_dict(ck["optimizer"])
         best, best_vec, start, cfg.history = ck["best"], ck["best_vec"], ck["step"], ck["history"]
         set_rng_state(ck["rng"])
     enc.set_soft_prompt(template, soft)
-    enc.encoder.train()  # dropout is the SimCSE noise; weights stay frozen
+    enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
     t0 = time.time()
     last = None
     bar = tqdm(total=cfg.steps, initial=start, desc="optiprompt", disable=cfg.show_progress_bar is False, unit="step")
@@ -76,13 +77,12 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         if step >= cfg.steps:
             break
         ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(batch), template)]
-        z1 = enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)
-        z2 = enc.mask_states(ids, template, denoise=cfg.denoise, cache=False)
+        z1 = enc.prompt(ids, template, denoise=cfg.denoise, cache=False)
+        z2 = enc.prompt(ids, template, denoise=cfg.denoise, cache=False)
         loss = info_nce(z1, z2, cfg.temperature)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        enc.clear_cache()
         done = step + 1
         if done % cfg.eval_steps == 0 or done == cfg.steps:
             last = dev(template, cfg.denoise)
@@ -95,7 +95,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
     bar.close()
-    enc.encoder.eval()
+    enc.prompt.eval()
     vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
     summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,

@@ -44,7 +44,7 @@ class PromptSearchApp(App):
     ]
 
     def __init__(self, results: str | None = None, storage: str | None = None, study_name: str | None = None,
-                 model: str = "default", encoder=None, poll_seconds: float = 1.0, head: str | None = None):
+                 model: str = "default", encoder=None, poll_seconds: float = 1.0, mask_head: str | None = None):
         super().__init__()
         if storage and study_name:
             self.source = OptunaSource(storage, study_name)
@@ -53,7 +53,7 @@ class PromptSearchApp(App):
             self.source = ResultsFileSource(results or "best.json")
             self.sub_title = str(self.source.path)
         self.model_name = model
-        self.head = head
+        self.mask_head = mask_head
         self._encoder = encoder
         self._lock = threading.Lock()
         self.poll_seconds = poll_seconds
@@ -67,9 +67,9 @@ class PromptSearchApp(App):
         """The model for predictions, loaded once (in the worker thread that first asks)."""
         with self._lock:
             if self._encoder is None:
-                from ..encoder import PromptEncoder
+                from ..encoding import PromptEncoder
 
-                self._encoder = PromptEncoder.from_pretrained(self.model_name, head=self.head, show_progress_bar=False)
+                self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head, show_progress_bar=False)
             return self._encoder
 
     def action_show_leaderboard(self) -> None:

@@ -58,7 +58,7 @@ class PredictionsScreen(Screen):
     @work(thread=True, exclusive=True, group="predict")
     def predict(self, sentence: str, template: str) -> None:
         from ..errors import PromptSearchError
-        from ..predict import predict
+        from ..eval.predict import predict
 
         try:
             enc = self.app.get_encoder()

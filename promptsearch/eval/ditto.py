@@ -3,12 +3,31 @@ first-last hidden states, scored by STS-B dev Spearman."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
-from .data import load_task
-from .encoder import PromptEncoder
-from .evaluate import STSEvaluator
-from .pooling import FIRST_LAYER, Batch
+from ..data import load_task
+from ..encoding import PromptEncoder
+from ..encoding.reps import FIRST_LAYER, Batch, Pooling
+from .sts import STSEvaluator
+
+
+@dataclass(frozen=True)
+class EveryDittoHead(Pooling):
+    """Every attention head's Ditto vector from one pass, flattened: (B, layers · heads · hidden)."""
+
+    name: ClassVar[str] = "ditto (every head)"
+    hidden_states: ClassVar[bool] = True
+    attentions: ClassVar[bool] = True
+
+    def pool(self, b: Batch, word_embeddings) -> torch.Tensor:
+        w = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in b.attentions], 1).float()  # (B, L, H, T)
+        w = w * b.attention_mask[:, None, None, :].float()
+        fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2  # (B, T, D)
+        pooled = torch.einsum("blht,btd->blhd", w, fl) / w.sum(-1, keepdim=True).clamp(min=1e-9)
+        return pooled.reshape(len(w), -1)
 
 
 def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None) -> list[tuple[int, int, float]]:
@@ -17,15 +36,8 @@ def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, 
     sentences = ev.sentences
     L, H = encoder.model.num_layers, encoder.model.num_heads
 
-    def all_heads(b: Batch, _ctx) -> torch.Tensor:
-        w = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in b.attentions], 1).float()  # (B, L, H, T)
-        w = w * b.attention_mask[:, None, None, :].float()
-        fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2  # (B, T, D)
-        pooled = torch.einsum("blht,btd->blhd", w, fl) / w.sum(-1, keepdim=True).clamp(min=1e-9)
-        return pooled.reshape(len(w), -1)
-
-    flat = encoder.forward_pooled(sentences, {"all": all_heads}, hidden_states=True, attentions=True,
-                                  show_progress_bar=show_progress_bar)["all"]
+    every = EveryDittoHead()
+    flat = encoder.forward_pooled(sentences, [every], show_progress_bar=show_progress_bar)[every]
     per_head = flat.reshape(len(sentences), L, H, -1)
     scores = [(layer, head, ev.spearman(per_head[:, layer, head])) for layer in range(L) for head in range(H)]
     return sorted(scores, key=lambda x: -x[2])

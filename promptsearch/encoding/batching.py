@@ -1,0 +1,79 @@
+"""The pieces every encoding loop shares: sentence preparation, deduplication, padding, precision."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+SENTENCE_ENDINGS = ".?\"'"
+
+
+def add_final_period(sentence: str) -> str:
+    """The reference evaluation's convention: a sentence not ending in . ? " ' gets a '.'."""
+    s = sentence.strip()
+    if s and s[-1] not in SENTENCE_ENDINGS:
+        s += "."
+    return s
+
+
+def prepare(sentences: Iterable[str], add_period: bool = True) -> list[str]:
+    """Whitespace collapsed (as the reference evaluation's SentEval tokens are joined), then the
+    final period added unless ``add_period`` is off."""
+    out = [" ".join(s.split()) for s in sentences]
+    return [add_final_period(s) for s in out] if add_period else out
+
+
+def unique(items: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(distinct items in first-seen order, index of each item in that list)."""
+    index: dict[str, int] = {}
+    inverse = np.fromiter((index.setdefault(s, len(index)) for s in items), dtype=np.int64, count=len(items))
+    return list(index), inverse
+
+
+def length_order(seqs: Sequence[Sequence[int]]) -> np.ndarray:
+    """Longest first (stable), so a batch pads to similar lengths."""
+    return np.argsort([-len(s) for s in seqs], kind="stable")
+
+
+def pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and their attention mask."""
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        att[i, : len(s)] = 1
+    return ids.to(device), att.to(device)
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    return _cpu_has_fast_bf16()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_has_fast_bf16() -> bool:
+    """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo (Linux); elsewhere assume no."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+def autocast(device: torch.device, bf16: bool):
+    """bf16 autocast on ``device`` when ``bf16``, else nothing."""
+    if not bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)

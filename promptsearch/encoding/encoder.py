@@ -1,0 +1,354 @@
+"""PromptEncoder: sentences → vectors, for any representation (:mod:`promptsearch.encoding.reps`).
+
+The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
+progress bar, return a numpy array in input order. Inference runs under
+``torch.inference_mode`` and, where the hardware has fast bf16 (AMX/AVX512-BF16 CPUs,
+recent GPUs), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
+denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..data import load_corpus
+from ..model import DEFAULT_MODEL, LoadedModel, load_model
+from ..model.saved import load_template_dir, read_config
+from ..template import RenderedTemplate, Template
+from .batching import autocast, bf16_supported, length_order, pad, prepare, unique
+from .prompt import BIAS_BUCKET, COMPAT_MODES, PromptModule  # noqa: F401  (re-exported)
+from .reps import Batch, Ditto, MaskState, Pooling, Rep, StaticDebiased, TopKStatic, biased_token_ids, rep
+
+
+@dataclass
+class PromptStates:
+    """[MASK] states of a template for a list of sentences: raw and the template bias."""
+
+    raw: np.ndarray
+    bias: np.ndarray
+
+    @property
+    def denoised(self) -> np.ndarray:
+        return self.raw - self.bias
+
+
+class PromptEncoder:
+    """Turn a (masked) language model into a sentence encoder with a prompt template.
+
+    >>> enc = PromptEncoder.from_pretrained("default")
+    >>> enc.encode(["a man plays a guitar ."], template='This sentence : "[X]" means [MASK] .').shape
+    (1, 384)
+    """
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        batch_size: int = 64,
+        bf16: bool | None = None,
+        add_period: bool = True,
+        max_length: int | None = None,
+        show_progress_bar: bool | None = None,
+        corpus: Sequence[str] | None = None,
+        compat: str = "promptsearch",
+        data_dir: str | os.PathLike | None = None,
+    ):
+        self.model = model
+        self.batch_size = batch_size
+        device = next(model.encoder.parameters()).device
+        self.bf16 = bf16_supported(device) if bf16 is None else bool(bf16)
+        self.add_period = add_period
+        self.max_length = min(max_length or model.max_positions, model.max_positions)
+        self.show_progress_bar = show_progress_bar
+        self._corpus = corpus
+        self.data_dir = data_dir  # where static-debiased finds the Wikipedia sample (with corpus=None)
+        self.prompt = PromptModule(model, self.max_length, self.bf16, compat)
+        self.default_template: str | None = None  # set by a trained directory's promptsearch.json
+        self.default_denoise = False
+        self._biased_ids: frozenset[int] | None = None
+        lead, trail = self.prompt._specials()
+        self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str = DEFAULT_MODEL, device: str | None = None, mask_head: str | None = None,
+                        **kwargs) -> "PromptEncoder":
+        """Load "default", an HF id or a path. A directory written by ``promptsearch optiprompt``
+        or ``finetune`` (it holds ``promptsearch.json``) brings its template, denoise setting and
+        soft prompt, which ``encode`` then uses when called without a template or pooling.
+        ``mask_head``: a trained [MASK] head file (see :func:`promptsearch.model.load_model`)."""
+        cfg = read_config(name_or_path) if name_or_path != DEFAULT_MODEL and os.path.isdir(name_or_path) else None
+        if cfg and cfg.get("soft_prompt"):
+            cfg, soft = load_template_dir(name_or_path)
+            enc = cls(load_model(cfg.get("base_model", DEFAULT_MODEL), device=device, mask_head=mask_head), **kwargs)
+            enc.set_soft_prompt(cfg["template"], soft.to(enc.device))
+        else:
+            enc = cls(load_model(name_or_path, device=device, mask_head=mask_head), **kwargs)
+        if cfg:
+            enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
+        return enc
+
+    # ---- small accessors -------------------------------------------------------------------
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        return self.prompt.encoder
+
+    @property
+    def device(self) -> torch.device:
+        return self.prompt.device
+
+    @property
+    def compat(self) -> str:
+        return self.prompt.compat
+
+    @property
+    def word_embeddings(self) -> torch.Tensor:
+        return self.model.word_embeddings.detach()
+
+    @property
+    def soft_prompts(self) -> dict[str, torch.Tensor]:
+        """Template text → its soft prompt (OptiPrompt vectors), for the templates that have one."""
+        return {t: v for t in self.prompt._rendered if (v := self.prompt.soft_prompt(t)) is not None}
+
+    def rendered(self, template: str | Template) -> RenderedTemplate:
+        return self.prompt.rendered(template)
+
+    def check_template(self, template: str | Template) -> int:
+        return self.prompt.check_template(template)
+
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        return self.prompt.sentence_ids(sentences, template)
+
+    def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
+        return self.prompt.input_rows(sentences, template)
+
+    def template_only_inputs(self, template: str | Template, length: int):
+        return self.prompt.template_only_inputs(template, length)
+
+    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
+        return self.prompt.template_bias(template, lengths, cache=cache)
+
+    def mask_states(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
+                    cache: bool | None = None) -> torch.Tensor:
+        """[MASK] states of token-id sentences (:meth:`PromptModule.forward`)."""
+        return self.prompt(sent_ids, template, denoise=denoise, cache=cache)
+
+    def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
+        self.prompt.set_soft_prompt(template, vectors)
+
+    def clear_cache(self) -> None:
+        self.prompt.clear_cache()
+
+    def autocast(self):
+        return autocast(self.device, self.bf16)
+
+    def _progress(self, total: int, desc: str, show: bool | None):
+        if show is None:
+            show = self.show_progress_bar
+        if show is None:
+            show = sys.stderr.isatty() and total > 4
+        return tqdm(total=total, desc=desc, disable=not show, leave=False, unit="batch")
+
+    # ---- public API --------------------------------------------------------------------------
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        template: str | Template | None = None,
+        denoise: bool | None = None,
+        pooling: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        head: str | tuple[int, int] | None = None,
+        normalize_embeddings: bool = False,
+        top_k: int = 200,
+        rep: Rep | None = None,
+    ) -> np.ndarray:
+        """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
+
+        Give a :class:`~promptsearch.encoding.reps.Rep`, or the words for one: with ``template``
+        the vector is the last hidden state at [MASK] (minus the template bias when ``denoise``);
+        ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k tokens' static
+        embeddings weighted by probability. Without a template, ``pooling`` picks a baseline
+        (default ``mean``): ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``,
+        ``ditto`` (with ``head="L-H"``, the attention head). A model directory written by
+        ``finetune``/``optiprompt`` supplies its own template and denoise setting when neither
+        ``template`` nor ``pooling`` is given.
+        """
+        if rep is None:
+            if template is None and pooling is None and self.default_template:
+                template = self.default_template
+                denoise = self.default_denoise if denoise is None else denoise
+            rep = _rep(template, bool(denoise), pooling, head, top_k)
+        single = isinstance(sentences, str)
+        sents = [sentences] if single else list(sentences)
+        out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]
+        if normalize_embeddings:
+            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out[0] if single else out
+
+    def resolve(self, r: Rep, data_dir: str | os.PathLike | None = None) -> Rep:
+        """The representation ready for this model: a Ditto head checked against its shape,
+        static-debiased given its token ids (counted once on the corpus or the data folder's
+        Wikipedia sample)."""
+        if isinstance(r, Ditto):
+            return r.check(self.model.num_layers, self.model.num_heads)
+        if isinstance(r, StaticDebiased) and r.token_ids is None:
+            if self._biased_ids is None:
+                corpus = self._corpus if self._corpus is not None else load_corpus(data_dir=data_dir or self.data_dir)
+                self._biased_ids = frozenset(biased_token_ids(self.tokenizer, list(corpus)))
+            return StaticDebiased(self._biased_ids)
+        return r
+
+    def biased_token_mask(self, data_dir: str | os.PathLike | None = None) -> torch.Tensor:
+        """Boolean mask over the vocabulary of the tokens static-debiased drops."""
+        ids = self.resolve(StaticDebiased(), data_dir).token_ids
+        mask = torch.zeros(self.word_embeddings.shape[0], dtype=torch.bool)
+        mask[[i for i in ids if i < mask.numel()]] = True
+        return mask.to(self.device)
+
+    def encode_reps(self, sentences: Sequence[str], reps: Sequence[Rep], batch_size: int | None = None,
+                    show_progress_bar: bool | None = None, data_dir=None) -> dict[Rep, np.ndarray]:
+        """Vectors of ``sentences`` for every rep, sharing forward passes: one template pass gives
+        raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
+        out: dict[Rep, np.ndarray] = {}
+        masked = [r for r in reps if isinstance(r, MaskState)]
+        for template in dict.fromkeys(r.template for r in masked):
+            mine = [r for r in masked if r.template == template]
+            st = self.prompt_states(sentences, template, denoise=any(r.denoise for r in mine), batch_size=batch_size,
+                                    show_progress_bar=show_progress_bar)
+            for r in mine:
+                out[r] = st.denoised if r.denoise else st.raw
+                if isinstance(r, TopKStatic):
+                    out[r] = topk_static_from_states(self, out[r], k=r.k)
+        pooled = {r: self.resolve(r, data_dir) for r in reps if isinstance(r, Pooling)}
+        if pooled:
+            res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
+                                      show_progress_bar=show_progress_bar)
+            for r, resolved in pooled.items():
+                out[r] = res[resolved]
+        return out
+
+    # ---- template ([MASK]) representation -----------------------------------------------------
+    def prepare(self, sentences: Iterable[str]) -> list[str]:
+        """Whitespace collapsed, then the final period added unless ``add_period`` is off."""
+        return prepare(sentences, self.add_period)
+
+    def prompt_states(
+        self,
+        sentences: Sequence[str],
+        template: str | Template,
+        denoise: bool = True,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> PromptStates:
+        """[MASK] states for the sentences and, if ``denoise``, each one's template bias."""
+        template = Template.parse(template)
+        uniq, inverse = unique(self.prepare(sentences))
+        rows = self.prompt.input_rows(uniq, template)
+        hidden = self.word_embeddings.shape[1]
+        states = np.zeros((len(rows), hidden), dtype=np.float32)
+        order = length_order([ids for ids, _, _ in rows])
+        bs = batch_size or self.batch_size
+        with torch.inference_mode(), self._progress((len(rows) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+            for start in range(0, len(rows), bs):
+                idx = order[start : start + bs]
+                states[idx] = self.prompt.states_for_rows([rows[i] for i in idx], template).float().cpu().numpy()
+                bar.update(1)
+            if denoise:
+                bias = self.prompt.template_bias(template, [n for _, _, n in rows]).numpy()[inverse]
+            else:
+                bias = np.zeros((len(sentences), hidden), dtype=np.float32)
+        raw = states[inverse]
+        return PromptStates(raw=raw, bias=bias)
+
+    # ---- pooling baselines -------------------------------------------------------------------
+    @torch.inference_mode()
+    def forward_pooled(self, sentences, poolings: Sequence[Pooling], *, batch_size=None,
+                       show_progress_bar=None) -> dict[Pooling, np.ndarray]:
+        """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved)."""
+        hidden_states = any(p.hidden_states for p in poolings)
+        attentions = any(p.attentions for p in poolings)
+        forward = any(p.forward for p in poolings)
+        uniq, inverse = unique([" ".join(s.split()) for s in sentences])
+        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True, max_length=self.max_length)["input_ids"] if uniq else []
+        order = length_order(enc)
+        bs = batch_size or self.batch_size
+        pad_id = self.tokenizer.pad_token_id or 0
+        results: dict[Pooling, list] = {p: [None] * len(uniq) for p in poolings}
+        special = torch.as_tensor(sorted(self._special_ids), device=self.device)
+        emb = self.word_embeddings
+        with self._attn_impl("eager" if attentions else None), self._progress((len(enc) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+            for start in range(0, len(enc), bs):
+                idx = order[start : start + bs]
+                ids, att = pad([enc[i] for i in idx], pad_id, self.device)
+                token_mask = att.bool() & ~torch.isin(ids, special)
+                b = Batch(input_ids=ids, attention_mask=att, token_mask=token_mask)
+                if forward:
+                    with self.autocast():
+                        o = self.encoder(input_ids=ids, attention_mask=att, output_hidden_states=hidden_states,
+                                         output_attentions=attentions)
+                    b.last_hidden = o.last_hidden_state.float()
+                    b.hidden_states = tuple(h.float() for h in o.hidden_states) if hidden_states else None
+                    b.attentions = tuple(a.float() for a in o.attentions) if attentions else None
+                for p in poolings:
+                    v = p.pool(b, emb).float().cpu().numpy()
+                    for j, i in enumerate(idx):
+                        results[p][i] = v[j]
+                bar.update(1)
+        out = {}
+        for p, rows in results.items():
+            arr = np.stack(rows) if rows else np.zeros((0, self.word_embeddings.shape[1]), np.float32)
+            out[p] = arr[inverse] if len(uniq) else arr
+        return out
+
+    @contextlib.contextmanager
+    def _attn_impl(self, impl: str | None):
+        """Attention maps need the eager implementation; switch to it for the duration."""
+        if impl is None or not hasattr(self.encoder, "set_attn_implementation"):
+            yield
+            return
+        before = getattr(self.encoder.config, "_attn_implementation", None)
+        if before == impl:
+            yield
+            return
+        self.encoder.set_attn_implementation(impl)
+        try:
+            yield
+        finally:
+            if before:
+                self.encoder.set_attn_implementation(before)
+
+
+_rep = rep  # encode() has an argument named ``rep``
+
+
+def word_logits(enc: PromptEncoder, states) -> torch.Tensor:
+    """Head logits with special tokens ([CLS], <s>, [MASK] ...) excluded: predictions are words."""
+    logits = enc.model.mlm_logits(torch.as_tensor(states, device=enc.device)).float()
+    special = [i for i in getattr(enc.tokenizer, "all_special_ids", []) if i < logits.shape[-1]]
+    logits[..., special] = float("-inf")
+    return logits
+
+
+@torch.inference_mode()
+def topk_static_from_states(enc: PromptEncoder, states: np.ndarray, k: int = 200, batch_size: int = 256) -> np.ndarray:
+    """Eq. 3: Σ_{v in top-k} P(v | h) · e_v / Σ P over the MLM's top-k tokens, for [MASK] states h."""
+    emb = enc.word_embeddings.float()
+    out = []
+    for start in range(0, len(states), batch_size):
+        p = word_logits(enc, states[start : start + batch_size]).softmax(-1)
+        v, ix = p.topk(min(k, p.shape[-1]), dim=-1)
+        w = v / v.sum(-1, keepdim=True)
+        out.append(torch.einsum("bk,bkd->bd", w, emb[ix]).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, emb.shape[1]), np.float32)

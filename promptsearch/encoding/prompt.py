@@ -1,0 +1,282 @@
+"""The prompt as an ``nn.Module``: template → token ids → model forward → [MASK] states.
+
+:class:`PromptModule` owns the encoder (a submodule), the soft prompts (OptiPrompt vectors,
+Parameters in a ``ParameterDict``) and the template-bias cache. The cache is keyed by the
+weights' version, so ``.to()``, ``train()``, ``state_dict()``, an optimizer step and DDP just
+work: nobody sets attributes on it from outside or clears a cache by hand.
+
+Template denoising (PromptBERT §4.3): the template alone is fed with the position ids of the
+tokens after [X] shifted by the sentence's token length; its [MASK] state is the template
+bias, subtracted from the sentence's [MASK] state. The bias depends only on (template,
+sentence length), so it is cached per pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..errors import PromptSearchError, TemplateError
+from ..model import LoadedModel
+from ..template import RenderedTemplate, Template, quote, special_tokens_around
+from .batching import autocast, pad
+
+COMPAT_MODES = ("promptsearch", "reference")
+BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptModule.template_bias)
+
+
+def _soft_key(template_text: str) -> str:
+    return hashlib.sha1(template_text.encode("utf-8")).hexdigest()[:16]  # ParameterDict keys take no dots
+
+
+class PromptModule(nn.Module):
+    """[MASK] states of templates filled with token-id sentences, raw and template bias."""
+
+    def __init__(self, model: LoadedModel, max_length: int, bf16: bool = False, compat: str = "promptsearch"):
+        super().__init__()
+        if compat not in COMPAT_MODES:
+            raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
+        self.encoder = model.encoder
+        self.tokenizer = model.tokenizer
+        self.position_offset = model.position_offset
+        self.hidden_size = int(model.word_embeddings.shape[1])
+        self.max_length = max_length
+        self.bf16 = bf16
+        self.compat = compat
+        self.soft = nn.ParameterDict()
+        self._rendered: dict[str, RenderedTemplate] = {}
+        self._reference_inputs: dict[str, tuple[list[int], int, int]] = {}
+        self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
+        self._bias_version: tuple | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.encoder.parameters()).device
+
+    def autocast(self):
+        return autocast(self.device, self.bf16)
+
+    def _specials(self):
+        return special_tokens_around(self.tokenizer)
+
+    def rendered(self, template: str | Template) -> RenderedTemplate:
+        t = Template.parse(template)
+        r = self._rendered.get(t.text)
+        if r is None:
+            r = self._rendered[t.text] = t.render(self.tokenizer)
+        return r
+
+    def check_template(self, template: str | Template) -> int:
+        """Render the template for this tokenizer; the sentence tokens it leaves room for, or a
+        one-line error when it leaves none."""
+        r = self.rendered(template)
+        room = self.max_length - r.n_template_tokens
+        if room < 1:
+            raise TemplateError(
+                f"template {quote(Template.parse(template).text)} takes {r.n_template_tokens} tokens, "
+                f"leaving no room for a sentence within {self.max_length}; shorten it"
+            )
+        return room
+
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X], truncated so the template fits."""
+        r = self.rendered(template)
+        room = self.check_template(template)
+        texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
+        if not texts:
+            return []
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [list(x[:room]) for x in ids]
+
+    def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
+        """(input ids, [MASK] index, template-bias length) for each prepared sentence.
+
+        By default the template's pieces and the sentence are tokenized apart and the bias length
+        is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
+        string, as kongds/Prompt-BERT's ``evaluation.py`` does (see :meth:`_reference_rows`)."""
+        if self.compat == "reference":
+            return self._reference_rows(sentences, Template.parse(template))
+        r = self.rendered(template)
+        return [(*r.ids(s), len(s)) for s in self.sentence_ids(sentences, template)]
+
+    def _reference_template_only(self, template: Template) -> tuple[list[int], int, int]:
+        """The reference's ``get_delta`` input: (ids, first shifted index, [MASK] index).
+
+        The template text with [X] replaced by a space, runs of three spaces collapsed to one,
+        tokenized as one string; positions start at 0 (for RoBERTa too) and the tokens from the
+        first one after the prefix on are shifted by the sentence length."""
+        hit = self._reference_inputs.get(template.text)
+        if hit is None:
+            tok = self.tokenizer
+            text = template.text.replace("[MASK]", tok.mask_token).replace("[X]", " ").strip().replace("   ", " ")
+            ids = list(tok(text)["input_ids"])
+            lead, _ = self._specials()
+            prefix = template.text.split("[X]", 1)[0].replace("[MASK]", tok.mask_token).strip()
+            start = len(lead) + (len(tok(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0)
+            hit = self._reference_inputs[template.text] = (ids, start, ids.index(tok.mask_token_id))
+        return hit
+
+    def _reference_rows(self, sentences: Sequence[str], template: Template) -> list[tuple[list[int], int, int]]:
+        """The reference's batcher input: the template with the sentence in place of [X], stripped,
+        tokenized as one string (BPE merges across the [X] boundary included); [MASK] is found by
+        id; the bias length is the input's length minus the template-only input's."""
+        if self.soft_prompt(template) is not None:
+            raise PromptSearchError("compat='reference' reproduces plain templates; a soft prompt (OptiPrompt) needs the default compat")
+        tok = self.tokenizer
+        t_ids, _, _ = self._reference_template_only(template)
+        text = template.text.replace("[MASK]", tok.mask_token)
+        rows = []
+        for s in sentences:
+            ids = list(tok(text.replace("[X]", s).strip())["input_ids"])
+            if len(ids) > self.max_length:  # the reference never truncates; keep as many words as fit
+                words = s.split()
+                lo, hi = 0, len(words)
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if len(tok(text.replace("[X]", " ".join(words[:mid])).strip())["input_ids"]) <= self.max_length:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                ids = list(tok(text.replace("[X]", " ".join(words[:lo])).strip())["input_ids"])
+            mask = [i for i, x in enumerate(ids) if x == tok.mask_token_id]
+            if len(mask) != 1:
+                raise PromptSearchError(f"sentence {s[:60]!r} holds the mask token itself; remove it from the sentence")
+            rows.append((ids, mask[0], max(len(ids) - len(t_ids), 0)))
+        return rows
+
+    def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
+        """Soft prompt (OptiPrompt) for a template: (n_soft, hidden) vectors that replace the static
+        embeddings of its literal tokens. A Parameter is kept as is (training updates it); any other
+        tensor becomes a frozen one. ``None`` removes it."""
+        t = Template.parse(template).text
+        key = _soft_key(t)
+        if vectors is None:
+            if key in self.soft:
+                del self.soft[key]
+            return
+        n = self.rendered(t).n_soft
+        if tuple(vectors.shape) != (n, self.hidden_size):
+            raise PromptSearchError(f"soft prompt for {quote(t)} must be ({n}, {self.hidden_size}), got {tuple(vectors.shape)}")
+        if not isinstance(vectors, nn.Parameter):
+            vectors = nn.Parameter(vectors.detach().clone(), requires_grad=False)
+        self.soft[key] = vectors
+
+    def soft_prompt(self, template: str | Template) -> torch.Tensor | None:
+        key = _soft_key(Template.parse(template).text)
+        return self.soft[key] if key in self.soft else None
+
+    def clear_cache(self) -> None:
+        """Forget cached template biases (never needed for correctness: the cache is keyed by the
+        weights' version, so it empties itself when a parameter changes)."""
+        self._bias_cache.clear()
+
+    def weights_version(self) -> tuple:
+        """Changes whenever a parameter is replaced or updated in place (an optimizer step,
+        ``load_state_dict``, a new soft prompt)."""
+        return tuple((id(p), p._version) for p in self.parameters())
+
+    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int]) -> dict:
+        """``input_ids``, or ``inputs_embeds`` with soft-prompt vectors in the template slots."""
+        soft = self.soft_prompt(template)
+        if soft is None:
+            return {"input_ids": ids}
+        r = self.rendered(template)
+        sb, sa = r.soft_slots()
+        emb = self.encoder.get_input_embeddings()(ids)
+        rows = torch.arange(len(ids), device=ids.device)[:, None]
+        cols = torch.as_tensor([sb + [len(r.before) + n + j for j in sa] for n in sent_lens], device=ids.device)
+        emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
+        return {"inputs_embeds": emb}
+
+    def forward(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
+                cache: bool | None = None) -> torch.Tensor:
+        """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
+
+        What training calls (through DDP when ``accelerate`` wraps this module) and the
+        sentence-transformers export. ``cache``: use the template-bias cache (default: only when
+        gradients are off).
+        """
+        t = Template.parse(template)
+        r = self.rendered(t)
+        out = self.states_for_rows([(*r.ids(list(s)), len(s)) for s in sent_ids], t)
+        if denoise:
+            out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache).to(out.device)
+        return out
+
+    def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template) -> torch.Tensor:
+        """One padded forward of (ids, [MASK] index, sentence length) rows: the [MASK] states."""
+        ids, att = pad([x for x, _, _ in rows], self.tokenizer.pad_token_id or 0, self.device)
+        with self.autocast():
+            h = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows]),
+                                                      attention_mask=att).last_hidden_state
+        pos = torch.as_tensor([p for _, p, _ in rows], device=self.device)
+        return h[torch.arange(len(rows), device=self.device), pos].float()
+
+    def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
+        """(ids, position ids, [MASK] index) of the template alone, as if a sentence of
+        ``length`` tokens sat in [X]: positions after [X] are shifted by ``length``."""
+        r = self.rendered(template)
+        ids, mask = r.ids([])
+        off = self.position_offset
+        pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
+        return ids, pos, mask
+
+    def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:
+        if self.compat == "reference":
+            ids, start, mask = self._reference_template_only(template)
+            rows = [(ids, list(range(start)) + [i + n for i in range(start, len(ids))], mask) for n in lengths]
+        else:
+            rows = [self.template_only_inputs(template, n) for n in lengths]
+        ids = torch.as_tensor([r[0] for r in rows], device=self.device)
+        pos = torch.as_tensor([r[1] for r in rows], device=self.device)
+        with self.autocast():
+            # A sentence of length 0 in the soft-prompt layout: the template tokens sit side by side.
+            h = self.encoder(**self._inputs(ids, template, [0] * len(rows)), attention_mask=torch.ones_like(ids),
+                             position_ids=pos).last_hidden_state
+        return h[:, rows[0][2]].float()
+
+    def _longest_sentence(self, template: Template) -> int:
+        """The most sentence tokens an input can hold (the bias lengths there are)."""
+        if self.compat == "reference":
+            return max(self.max_length - len(self._reference_template_only(template)[0]), 0)
+        return max(self.max_length - self.rendered(template).n_template_tokens, 0)
+
+    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
+        """The template's [MASK] state for each sentence length.
+
+        By default, without gradients and with dropout off the result is cached per (template,
+        length) — the cache empties itself when the weights change; with gradients on (training)
+        it is computed afresh, once per distinct length, and stays differentiable. ``cache=False``
+        always computes afresh.
+        """
+        t = Template.parse(template)
+        lengths = [int(n) for n in lengths]
+        if not lengths:
+            return torch.zeros((0, self.hidden_size))
+        if cache is None:  # a bias computed with gradients or with dropout on is not one to keep
+            cache = not torch.is_grad_enabled() and not self.encoder.training
+        version = self.weights_version()
+        if version != self._bias_version:  # weights changed since the cache was filled
+            self._bias_cache.clear()
+            self._bias_version = version
+        if not cache:
+            uniq = sorted(set(lengths))
+            vec = self._bias_forward(t, uniq)
+            where = {n: i for i, n in enumerate(uniq)}
+            return vec[torch.as_tensor([where[n] for n in lengths], device=vec.device)]
+        # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,
+        # so a length's bias comes out of the same batch whatever was cached before: the
+        # numbers never depend on the order in which templates and data were scored.
+        top = self._longest_sentence(t)
+        todo: dict[int, int] = {}  # bucket -> longest length asked for in it
+        for n in lengths:
+            if (t.text, n) not in self._bias_cache:
+                todo[n // BIAS_BUCKET] = max(todo.get(n // BIAS_BUCKET, 0), n)
+        for k, longest in sorted(todo.items()):
+            chunk = list(range(k * BIAS_BUCKET, min((k + 1) * BIAS_BUCKET - 1, max(top, longest)) + 1))
+            for n, v in zip(chunk, self._bias_forward(t, chunk).cpu()):
+                self._bias_cache[(t.text, n)] = v
+        return torch.stack([self._bias_cache[(t.text, n)] for n in lengths])

@@ -1,0 +1,259 @@
+"""Sentence representations: one small frozen object per representation, resolved once.
+
+A template representation reads the last hidden state at [MASK] (:class:`MaskState`, Eq. 2,
+optionally denoised) or averages the MLM head's top-k static embeddings (:class:`TopKStatic`,
+Eq. 3). A pooling baseline reads a plain ``[CLS] sentence [SEP]`` pass: each one says which
+outputs it needs (every layer's hidden states, attention maps, or no forward pass at all) and
+pools a :class:`Batch` into ``(batch, hidden)``. Each object carries its own parameters —
+Ditto its (layer, head), static-debiased its token ids — so an encoder holds no per-call
+representation state. :func:`rep` builds one from the words the CLI and ``encode`` take.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from ..errors import PromptSearchError
+from ..template import Template
+
+# "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
+# as the PromptBERT / Ditto evaluation code does.
+FIRST_LAYER = 0
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, T)
+    attention_mask: torch.Tensor  # (B, T) 1 for real tokens
+    token_mask: torch.Tensor  # (B, T) 1 for real non-special tokens
+    last_hidden: torch.Tensor | None = None
+    hidden_states: tuple | None = None
+    attentions: tuple | None = None
+
+
+class Rep:
+    """A sentence representation. Subclasses are frozen dataclasses (hashable: results are keyed by them)."""
+
+    @property
+    def label(self) -> str:  # pragma: no cover - every subclass names itself
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MaskState(Rep):
+    """The last hidden state at [MASK] (PromptBERT Eq. 2), minus the template bias when ``denoise``."""
+
+    template: str
+    denoise: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", Template.parse(self.template).text)
+
+    @property
+    def label(self) -> str:
+        return self.template + (" (denoised)" if self.denoise else "")
+
+
+@dataclass(frozen=True)
+class TopKStatic(MaskState):
+    """Eq. 3: the MLM head's top-k tokens' static embeddings weighted by their probabilities."""
+
+    k: int = 200
+
+    @property
+    def label(self) -> str:
+        return self.template + f" [avg top-{self.k}]" + (" (denoised)" if self.denoise else "")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.to(x.dtype).unsqueeze(-1)
+    return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+class Pooling(Rep):
+    """A baseline over a plain sentence pass. ``pool(batch, word_embeddings)`` → (B, hidden)."""
+
+    name: ClassVar[str] = ""
+    help: ClassVar[str] = ""
+    forward: ClassVar[bool] = True  # needs the model's forward pass
+    hidden_states: ClassVar[bool] = False  # needs every layer's states
+    attentions: ClassVar[bool] = False  # needs attention maps
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def pool(self, b: Batch, word_embeddings: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Cls(Pooling):
+    name: ClassVar[str] = "cls"
+    help: ClassVar[str] = "last-layer [CLS] vector"
+
+    def pool(self, b, word_embeddings):
+        return b.last_hidden[:, 0]
+
+
+@dataclass(frozen=True)
+class Mean(Pooling):
+    name: ClassVar[str] = "mean"
+    help: ClassVar[str] = 'last-layer average ("last avg")'
+
+    def pool(self, b, word_embeddings):
+        return masked_mean(b.last_hidden, b.attention_mask)
+
+
+@dataclass(frozen=True)
+class FirstLast(Pooling):
+    name: ClassVar[str] = "first-last"
+    help: ClassVar[str] = "average of embedding-layer and last-layer states"
+    hidden_states: ClassVar[bool] = True
+
+    def pool(self, b, word_embeddings):
+        return masked_mean((b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]) / 2, b.attention_mask)
+
+
+@dataclass(frozen=True)
+class Static(Pooling):
+    name: ClassVar[str] = "static"
+    help: ClassVar[str] = "average of static input token embeddings"
+    forward: ClassVar[bool] = False
+
+    def pool(self, b, word_embeddings):
+        return masked_mean(word_embeddings[b.input_ids].float(), b.token_mask)
+
+
+@dataclass(frozen=True)
+class StaticDebiased(Pooling):
+    """Static embeddings without the biased tokens (Appendix A.1). ``token_ids`` is the set to
+    drop; ``None`` until resolved against a tokenizer and corpus (:func:`biased_token_ids`)."""
+
+    token_ids: frozenset[int] | None = None
+    name: ClassVar[str] = "static-debiased"
+    help: ClassVar[str] = "static average without top-36 frequent tokens, subwords and punctuation"
+    forward: ClassVar[bool] = False
+
+    def pool(self, b, word_embeddings):
+        if self.token_ids is None:
+            raise PromptSearchError("static-debiased needs its token ids: resolve it with the encoder first")
+        biased = _id_mask(self.token_ids, word_embeddings.shape[0], b.input_ids.device)
+        keep = b.token_mask.bool() & ~biased[b.input_ids]
+        # A sentence made only of biased tokens keeps all of them rather than becoming a zero vector.
+        empty = keep.sum(1) == 0
+        keep[empty] = b.token_mask.bool()[empty]
+        return masked_mean(word_embeddings[b.input_ids].float(), keep)
+
+
+@functools.lru_cache(maxsize=8)
+def _id_mask(token_ids: frozenset[int], vocab_size: int, device) -> torch.Tensor:
+    mask = torch.zeros(vocab_size, dtype=torch.bool)
+    mask[[i for i in token_ids if i < vocab_size]] = True
+    return mask.to(device)
+
+
+def ditto_weights(attentions: tuple, layer: int, head: int, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Diagonal of head (layer, head)'s attention matrix: how much each token attends to itself."""
+    a = attentions[layer][:, head]  # (B, T, T)
+    return a.diagonal(dim1=-2, dim2=-1).float() * attention_mask.float()
+
+
+@dataclass(frozen=True)
+class Ditto(Pooling):
+    """First-last states weighted by the diagonal of attention head ``head`` of layer ``layer`` (0-based)."""
+
+    layer: int
+    head: int
+    name: ClassVar[str] = "ditto"
+    help: ClassVar[str] = "first-last weighted by one head's attention diagonal (--head L-H)"
+    hidden_states: ClassVar[bool] = True
+    attentions: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        return f"ditto (head {self.layer}-{self.head})"
+
+    def check(self, num_layers: int, num_heads: int) -> "Ditto":
+        if not (0 <= self.layer < num_layers and 0 <= self.head < num_heads):
+            raise PromptSearchError(f"--head {self.layer}-{self.head} is out of range: this model has layers "
+                                    f"0-{num_layers - 1} and heads 0-{num_heads - 1}")
+        return self
+
+    def pool(self, b, word_embeddings):
+        w = ditto_weights(b.attentions, self.layer, self.head, b.attention_mask)
+        fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2
+        return (fl * w.unsqueeze(-1)).sum(1) / w.sum(1, keepdim=True).clamp(min=1e-9)
+
+
+POOLINGS: dict[str, type[Pooling]] = {p.name: p for p in (Cls, Mean, FirstLast, Static, StaticDebiased, Ditto)}
+TEMPLATE_POOLINGS = (None, "mask", "topk-static")
+
+
+def parse_head(text: str | tuple[int, int] | None) -> tuple[int, int]:
+    """``"L-H"`` (0-based layer and head) → (L, H)."""
+    if text is None:
+        raise PromptSearchError("pooling 'ditto' needs --head L-H (run 'promptsearch ditto-search' to find the best)")
+    if isinstance(text, tuple):
+        return int(text[0]), int(text[1])
+    try:
+        layer, head = (int(x) for x in str(text).split("-"))
+    except ValueError:
+        raise PromptSearchError(f"--head {text!r} is not of the form L-H, e.g. 3-7") from None
+    return layer, head
+
+
+def rep(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
+        head: str | tuple[int, int] | None = None, top_k: int = 200) -> Rep:
+    """The representation the words name: a template ([MASK] state, or ``pooling="topk-static"``
+    for Eq. 3), or a pooling baseline (``head="L-H"`` for Ditto). One-line errors for the rest."""
+    if template is not None:
+        if pooling not in TEMPLATE_POOLINGS:
+            raise PromptSearchError(f"pooling {pooling!r} does not take a template; with --template use "
+                                    f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop --template")
+        text = Template.parse(template).text
+        return TopKStatic(text, bool(denoise), top_k) if pooling == "topk-static" else MaskState(text, bool(denoise))
+    if denoise:
+        raise PromptSearchError("--denoise needs a --template (it subtracts the template's own [MASK] state)")
+    name = pooling or "mean"
+    if name not in POOLINGS:
+        raise PromptSearchError(
+            f"unknown pooling {name!r}; choose one of: {', '.join(POOLINGS)} (or give a --template for [MASK])")
+    if name == "ditto":
+        return Ditto(*parse_head(head))
+    return POOLINGS[name]()
+
+
+# ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------
+
+PUNCT = set(string.punctuation) | {"``", "''", "–", "—", "…", "’", "‘", "“", "”"}
+
+
+def is_subword(token: str) -> bool:
+    """WordPiece continuation (``##ing``); BPE/SentencePiece tokens are words when they start a word."""
+    return token.startswith("##")
+
+
+def is_punctuation(token: str) -> bool:
+    t = token.lstrip("Ġ▁#")
+    return bool(t) and all(ch in PUNCT for ch in t)
+
+
+def biased_token_ids(tokenizer, corpus: list[str], top_k: int = 36) -> set[int]:
+    """Top-k frequent tokens on ``corpus`` plus every subword and punctuation token id."""
+    counts: Counter = Counter()
+    for ids in tokenizer(corpus, add_special_tokens=False)["input_ids"]:
+        counts.update(ids)
+    biased = {i for i, _ in counts.most_common(top_k)}
+    vocab = tokenizer.get_vocab()
+    bpe_like = any(t.startswith(("Ġ", "▁")) for t in list(vocab)[:5000])
+    for tok, i in vocab.items():
+        if is_punctuation(tok) or is_subword(tok) or (bpe_like and not tok.startswith(("Ġ", "▁")) and tok.isalpha()):
+            biased.add(i)
+    return biased

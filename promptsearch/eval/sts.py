@@ -1,0 +1,92 @@
+"""STS evaluation: Spearman ×100 of cosine similarity, SentEval's "all" aggregation.
+
+:class:`STSEvaluator` is the one place an STS number is computed: ``eval``, ``report``, the
+search scorer (with progressive subsets for the pruner), Ditto's head search and training's
+dev evaluation all go through it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from ..data import STSData, load_task
+from ..encoding import PromptEncoder, Rep
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return (a * b).sum(1)
+
+
+def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
+    return float(spearmanr(pred, gold).statistic * 100)
+
+
+class STSEvaluator:
+    """One STS task's pairs, indexed once: the single place an STS score is computed.
+
+    ``sentences`` are the task's distinct sentences in a fixed order (subset by subset,
+    first sentences then second ones); every caller encodes exactly this list, so the same
+    template on the same data goes through the same batches and gives bit-identical
+    numbers whether it comes from ``eval``, ``report``, the search scorer or Ditto.
+    ``score(vecs)`` takes vectors in that order: Spearman ×100 of cosine per subset and
+    "all" (SentEval's "all" setting: over the concatenated scores of all subsets).
+    """
+
+    def __init__(self, data: STSData):
+        self.data = data
+        self.name = data.name
+        self.sentences: list[str] = list(dict.fromkeys(data.sentences()))
+        index = {s: i for i, s in enumerate(self.sentences)}
+        ia, ib, gold, self.subsets = [], [], [], {}
+        for name, (a, b, y) in data.subsets.items():
+            self.subsets[name] = slice(len(gold), len(gold) + len(y))
+            ia += [index[s] for s in a]
+            ib += [index[s] for s in b]
+            gold += list(y)
+        self.ia = np.asarray(ia, dtype=np.int64)
+        self.ib = np.asarray(ib, dtype=np.int64)
+        self.gold = np.asarray(gold, dtype=np.float64)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.gold)
+
+    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
+        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
+
+    def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
+        """Spearman ×100 over the given pairs (all of them by default) — the "all" number."""
+        return spearman100(self.similarities(vecs, pairs), self.gold[pairs])
+
+    def score(self, vecs: np.ndarray) -> dict:
+        """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``."""
+        sims = self.similarities(vecs)
+        subsets = {name: spearman100(sims[sl], self.gold[sl]) for name, sl in self.subsets.items()}
+        return {"spearman": spearman100(sims, self.gold), "subsets": subsets, "pairs": self.n_pairs}
+
+
+def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
+    """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list)."""
+    ev = STSEvaluator(data)
+    vecs = np.stack([lookup[s] for s in ev.sentences]) if isinstance(lookup, dict) else lookup(ev.sentences)
+    return ev.score(np.asarray(vecs))
+
+
+def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str], data_dir=None,
+                  show_progress_bar=None) -> dict[Rep, dict[str, dict]]:
+    """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task.
+
+    Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
+    numbers do not depend on which other tasks were asked for."""
+    evaluators = {t: STSEvaluator(load_task(t, data_dir)) for t in tasks}
+    results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
+    for t, ev in evaluators.items():
+        vecs = encoder.encode_reps(ev.sentences, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
+        for r in reps:
+            results[r][t] = ev.score(vecs[r])
+    return results

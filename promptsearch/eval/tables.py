@@ -1,0 +1,51 @@
+"""Paper-style tables: one row per representation, one column per task, plus the average."""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import numpy as np
+
+from ..data import TASK_NAMES
+from ..encoding.reps import Ditto, MaskState, Rep, TopKStatic
+
+
+def average(task_results: dict[str, dict]) -> float:
+    return float(np.mean([v["spearman"] for v in task_results.values()]))
+
+
+def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str], extra: dict[str, dict[str, str]] | None = None,
+                 markdown: bool = True) -> str:
+    """Paper-style table: one row per representation, one column per task, plus Avg."""
+    extra = extra or {}
+    extra_cols = list(dict.fromkeys(c for v in extra.values() for c in v))
+    cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else []) + extra_cols
+    body = []
+    for label, res in rows:
+        cells = [f"{res[t]['spearman']:.2f}" for t in tasks]
+        if len(tasks) > 1:
+            cells.append(f"{average(res):.2f}")
+        cells += [extra.get(label, {}).get(c, "") for c in extra_cols]
+        body.append([label] + cells)
+    header = ["representation"] + cols
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    fmt = lambda row: "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
+
+
+def results_json(rows: list[tuple[Rep, dict[str, dict]]], model: str) -> str:
+    return json.dumps({"model": model, "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
+                      indent=2)
+
+
+def rep_fields(r: Rep) -> dict:
+    """A representation as JSON fields: {template, denoise, pooling, head} (None where unused)."""
+    if isinstance(r, MaskState):
+        return {"template": r.template, "denoise": r.denoise, "pooling": "topk-static" if isinstance(r, TopKStatic) else None,
+                "head": None}
+    return {"template": None, "denoise": False, "pooling": r.name, "head": f"{r.layer}-{r.head}" if isinstance(r, Ditto) else None}
