@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import PromptSearchError
+from .template import Template
 
 
 def _read(name_or_path: str) -> dict:
@@ -27,8 +28,6 @@ def _read(name_or_path: str) -> dict:
 def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:
     """The three PromptBERT templates for a model family (RoBERTa-likes use ' quotes); with
     ``compat="reference"`` spelled exactly as the authors' scripts spell them."""
-    from .template import Template
-
     data = _read("paper")
     family = "roberta" if model_type in {"roberta", "xlm-roberta", "camembert", "longformer"} else "bert"
     if compat == "reference":

@@ -14,6 +14,7 @@ very same template tokens).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,10 @@ class Template:
             return text
         if not isinstance(text, str):
             raise TemplateError(f"template must be a string, got {type(text).__name__}")
+        return _parse(text)
+
+    @classmethod
+    def _from_text(cls, text: str) -> "Template":
         text = " ".join(from_reference_syntax(text).split())
         n_x, n_mask = text.count(SENT), text.count(MASK)
         if n_x != 1:
@@ -159,3 +164,9 @@ def _render(template: Template, tokenizer) -> RenderedTemplate:
         mask_in_before, mask_index = True, len(lead) + len(ids0)
         space = p1.endswith(" ")
     return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Template:
+    """Templates are immutable: a text is parsed once, however often it is passed as a string."""
+    return Template._from_text(text)

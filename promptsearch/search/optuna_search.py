@@ -23,7 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .grammar import Grammar
-from .results import Results
+from .results import Entry, Results
 from .scorer import Score, Scorer
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -126,8 +126,6 @@ class OptunaSearch:
 
 
 def _entry(t, denoise):
-    from .results import Entry
-
     return Entry(t.user_attrs["template"], round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}", t.number + 1)
 
 

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import jsonschema
+
 from ..errors import PromptSearchError
 from ..fileio import atomic_write
 from .scorer import Score
@@ -151,8 +153,6 @@ def load(path) -> dict:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
     if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
         raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
-    import jsonschema
-
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(d))
     if err is not None:
         where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err.absolute_path).lstrip(".") or "top level"

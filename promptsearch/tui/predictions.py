@@ -11,6 +11,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from ..data import load_task
+from ..errors import PromptSearchError
+
 DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
 
@@ -57,8 +60,7 @@ class PredictionsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="predict")
     def predict(self, sentence: str, template: str) -> None:
-        from ..errors import PromptSearchError
-        from ..eval.predict import predict
+        from ..eval.predict import predict  # torch and the model load on the first prediction, not at start-up
 
         try:
             enc = self.app.get_encoder()
@@ -79,8 +81,6 @@ class PredictionsScreen(Screen):
 
     def action_random_sentence(self) -> None:
         if self._sentences is None:
-            from ..data import load_task
-
             try:
                 a, b, _ = load_task("stsb-dev").subsets["dev"]
                 self._sentences = a + b

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import PromptSearchError
+from ..search.results import load
+
 
 @dataclass
 class Board:
@@ -52,9 +55,6 @@ class ResultsFileSource(_Polled):
             return None
 
     def load(self) -> Board:
-        from ..errors import PromptSearchError
-        from ..search.results import load
-
         if not self.path.exists():
             return Board(error=f"waiting for {self.path} ...")
         try:
