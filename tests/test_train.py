@@ -32,6 +32,24 @@ def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
     loaded = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False, show_progress_bar=False)
     assert torch.equal(loaded.soft_prompts[PAPER_T], fresh.soft_prompts[PAPER_T])
     np.testing.assert_allclose(loaded.encode(sentences[:8]), fresh.encode(sentences[:8], template=PAPER_T), atol=1e-6)
+    # versioned, one key for the base model whichever trainer wrote it; the older spelling still reads
+    assert saved["format"] == "promptsearch.trained/1" and saved["base_model"] == str(fresh.model.path)
+    legacy = {k: v for k, v in saved.items() if k not in ("format", "base_model")} | {"model": saved["base_model"]}
+    (tmp_path / "op" / "promptsearch.json").write_text(json.dumps(legacy))
+    old = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False, show_progress_bar=False)
+    assert torch.equal(old.soft_prompts[PAPER_T], fresh.soft_prompts[PAPER_T])
+
+
+def test_the_bias_cache_follows_the_weights(fresh):
+    """No cache to clear by hand: an in-place weight update (an optimizer step) empties it."""
+    with torch.no_grad():
+        before = fresh.template_bias(PAPER_T, [5]).clone()
+        assert fresh.prompt._bias_cache
+        next(fresh.encoder.parameters()).add_(0.5)
+        after = fresh.template_bias(PAPER_T, [5])
+        again = fresh.prompt.template_bias(PAPER_T, [5], cache=False)
+    assert (before - after).abs().max() > 1e-2  # recomputed with the new weights ...
+    torch.testing.assert_close(after, again, atol=1e-5, rtol=0)  # ... as a fresh computation gives (fp32, other batch)
 
 
 def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
