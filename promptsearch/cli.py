@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+from .data import TASK_NAMES, PairFormat, expand_tasks
 from .errors import PromptSearchError
+from .paths import sts_dir
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +28,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a head.safetensors from train-head for [MASK] predictions ('none': no trained head; "
                         "default: the shipped head for the default model)")
     g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
+    g.add_argument("--columns", default=None, metavar="A,B,SCORE",
+                   help="pair columns of a user data set (default: sentence1,sentence2,score or a common spelling)")
+    g.add_argument("--subset-column", default=None, metavar="NAME",
+                   help="a column grouping a user data set's pairs into subsets (SentEval's 'all' aggregation)")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     g.add_argument("--batch-size", type=int, default=64)
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
@@ -56,6 +62,16 @@ def _encoder(args):
     )
 
 
+def _fmt(args):
+    return PairFormat.parse(args.columns, args.subset_column)
+
+
+def _check_data(args, tasks) -> None:
+    """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not)."""
+    if any(t in TASK_NAMES for t in tasks):
+        sts_dir(args.data_dir)
+
+
 def _show(args):
     return False if args.quiet else None
 
@@ -75,12 +91,10 @@ def _rep_from_args(args):
 # ---- commands -------------------------------------------------------------------------------
 
 def cmd_eval(args) -> int:
-    from .data import expand_tasks
-    from .paths import sts_dir
     from .eval import anisotropy, evaluate_reps, format_table
 
     tasks = expand_tasks(args.tasks)
-    sts_dir(args.data_dir)  # fail fast on a missing data dir, before loading the model
+    _check_data(args, tasks)  # fail fast on a missing data dir, before loading the model
     if args.template_dir and not (args.template or args.pooling):
         enc = _encoder(args)  # the directory supplies the template
         args.template, args.denoise = enc.default_template, args.denoise or enc.default_denoise
@@ -90,7 +104,7 @@ def cmd_eval(args) -> int:
         enc = _encoder(args)
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()
-    res = evaluate_reps(enc, [rep], tasks, args.data_dir, show_progress_bar=_show(args))[rep]
+    res = evaluate_reps(enc, [rep], tasks, args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))[rep]
     extra = {}
     if args.anisotropy:
         extra = {rep.label: {"anisotropy": f"{anisotropy(enc, [rep], data_dir=args.data_dir)[rep]:.3f}"}}
@@ -111,12 +125,12 @@ def cmd_eval(args) -> int:
 
 
 def cmd_ditto_search(args) -> int:
-    from .paths import sts_dir
     from .eval.ditto import format_heads, search_heads
 
-    sts_dir(args.data_dir)
+    (task,) = expand_tasks(args.dataset)[:1]
+    _check_data(args, [task])
     enc = _encoder(args)
-    scores = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))
+    scores = search_heads(enc, task, data_dir=args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))
     if args.json:
         print(json.dumps([{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores], indent=2))
     else:
@@ -128,15 +142,13 @@ def cmd_ditto_search(args) -> int:
 
 def cmd_report(args) -> int:
     """Every baseline, the paper's templates raw and denoised, and the best Ditto head."""
-    from .data import expand_tasks
-    from .paths import sts_dir
     from .eval.ditto import search_heads
     from .encoding.reps import Ditto, rep
     from .eval import anisotropy, evaluate_reps, format_table, results_json
     from .library import paper_templates
 
     tasks = expand_tasks(args.tasks)
-    sts_dir(args.data_dir)
+    _check_data(args, tasks + ["stsb-dev"])  # the Ditto head is chosen on STS-B dev
     enc = _encoder(args)
     t0 = time.time()
     l, h, s = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))[0]
@@ -146,7 +158,7 @@ def cmd_report(args) -> int:
     reps.append(Ditto(l, h))
     for t in templates:
         reps += [rep(t), rep(t, denoise=True)]
-    res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args))
+    res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))
     aniso = anisotropy(enc, reps, data_dir=args.data_dir)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
     rows = [(r.label, res[r]) for r in reps]
@@ -172,12 +184,11 @@ def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
 
 
 def _scorer(args, enc=None):
-    from .data import expand_tasks
     from .search import Scorer
 
     (dataset,) = expand_tasks(args.dataset)[:1]
     return Scorer(enc or _encoder(args), dataset=dataset, denoise=args.denoise, data_dir=args.data_dir,
-                  cache_path=args.cache, use_cache=not args.no_cache)
+                  cache_path=args.cache, use_cache=not args.no_cache, fmt=_fmt(args))
 
 
 def _check_out(path) -> None:
@@ -211,13 +222,12 @@ def _print_stats(results) -> None:
 
 
 def cmd_greedy(args) -> int:
-    from .paths import sts_dir
     from .search import run_strategy
     from .search.greedy import Greedy, format_path, load_vocabulary
 
     _check_out(args.out)
     load_vocabulary(args.vocabulary)
-    sts_dir(args.data_dir)
+    _check_data(args, expand_tasks(args.dataset))
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=False if args.quiet else None)
     res = run_strategy(strat, _scorer(args), args.out, args.model)
     print(format_path(strat.path))
@@ -249,7 +259,6 @@ def _read_templates(args) -> list[str]:
 
 
 def cmd_score(args) -> int:
-    from .paths import sts_dir
     from .search import Results
 
     if args.template_dir and not (args.templates or args.file):
@@ -260,7 +269,7 @@ def cmd_score(args) -> int:
     templates = _read_templates(args)
     if args.out:
         _check_out(args.out)
-    sts_dir(args.data_dir)
+    _check_data(args, expand_tasks(args.dataset))
     scorer = _scorer(args, enc)
     for t in templates:  # every template usable with this tokenizer before anything is written
         scorer.encoder.check_template(t)
@@ -298,7 +307,6 @@ def cmd_optuna(args) -> int:
 
     import optuna
 
-    from .paths import sts_dir
     from .search import run_strategy
     from .search.grammar import Grammar
     from .search.optuna_search import OptunaSearch, optuna_summary
@@ -309,7 +317,7 @@ def cmd_optuna(args) -> int:
         from .search.results import load
 
         load(args.compare)
-    sts_dir(args.data_dir)
+    _check_data(args, expand_tasks(args.dataset))
     storage = args.storage or f"sqlite:///{Path(args.out).resolve().with_suffix('.db')}"
     name = args.study_name or f"promptsearch-{_slug(args.model)}-{args.dataset}-{'denoised' if args.denoise else 'raw'}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -341,13 +349,12 @@ def cmd_optuna(args) -> int:
 
 def cmd_t5(args) -> int:
     from .data import read_wordnet
-    from .paths import sts_dir
     from .search import run_strategy
     from .search.generate import GenerateSearch
 
     _check_out(args.out)
     read_wordnet(args.wordnet_dir)  # fail fast on a missing WordNet
-    sts_dir(args.data_dir)
+    _check_data(args, expand_tasks(args.dataset))
     if args.num_templates < 1:
         raise PromptSearchError("--num-templates must be at least 1")
     strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
@@ -369,7 +376,12 @@ def cmd_t5(args) -> int:
 
 def _train_flags(p: argparse.ArgumentParser, out: str) -> None:
     g = p.add_argument_group("training")
-    g.add_argument("--train-file", help="one sentence a line (default: the Wikipedia sample in the data folder's train/)")
+    g.add_argument("--train-file", help="a .txt (one sentence a line), a .csv/.tsv/.json/.jsonl/.parquet file or dataset "
+                                        "folder with a text column, or a hub id (default: the Wikipedia sample in the "
+                                        "data folder's train/); finetune --mode sup: sent0,sent1,hard_neg columns")
+    g.add_argument("--text-column", default=None, help="the text column of --train-file (default: text, sentence, ...)")
+    g.add_argument("--dataset", default="stsb-dev", help="dev set for choosing the best checkpoint (default stsb-dev; "
+                                                         "any data set the tool reads)")
     g.add_argument("--train-batch-size", type=int, default=None)
     g.add_argument("--lr", type=float, default=None)
     g.add_argument("--max-seq-length", type=int, default=32, help="sentence tokens kept per example")
@@ -380,14 +392,17 @@ def _train_flags(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--final-tasks", default="sts-all", help="tasks of the before/after table at the end")
 
 
-def _corpus(args) -> list[str]:
-    from .data import load_corpus
+def _corpus(args):
+    """The training sentences: --train-file through datasets (memory-mapped), else the Wikipedia sample."""
+    from .data import load_corpus, load_texts
 
-    return load_corpus(args.train_file, data_dir=args.data_dir)
+    if args.train_file:
+        return load_texts(args.train_file, args.text_column)
+    return load_corpus(data_dir=args.data_dir)
 
 
-def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spec: str, data_dir, labels, show) -> str:
-    from .data import expand_tasks
+def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spec: str, data_dir, labels, show,
+                  fmt=None) -> str:
     from .encoding import rep
     from .eval import evaluate_reps, format_table
 
@@ -395,19 +410,16 @@ def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spe
     r = rep(template, denoise=denoise)
     rows = []
     for label, enc in zip(labels, (before_enc, after_enc)):
-        rows.append((label, evaluate_reps(enc, [r], tasks, data_dir, show_progress_bar=show)[r]))
+        rows.append((label, evaluate_reps(enc, [r], tasks, data_dir, show_progress_bar=show, fmt=fmt)[r]))
     return format_table(rows, tasks, markdown=True)
 
 
 def cmd_optiprompt(args) -> int:
-    from .data import expand_tasks
-    from .paths import sts_dir
     from .library import paper_templates
     from .template import Template
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
 
-    sts_dir(args.data_dir)
-    expand_tasks(args.final_tasks)
+    _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
     corpus = _corpus(args)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
@@ -415,13 +427,14 @@ def cmd_optiprompt(args) -> int:
     cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
                            max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
                            seed=args.seed, show_progress_bar=False if args.quiet else None)
-    summary = train_optiprompt(enc, corpus, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume)
+    summary = train_optiprompt(enc, corpus, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume,
+                               dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
     print(f"OptiPrompt: STS-B dev {summary['manual_stsb_dev']:.2f} (manual template) -> {summary['best_stsb_dev']:.2f} "
           f"(best vectors) in {summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {args.out}")
     before = _encoder(args)
     after = _encoder_from_dir(args, args.out)
     print(_before_after(before, after, template, args.denoise, args.final_tasks, args.data_dir,
-                        ["manual template", "OptiPrompt vectors"], _show(args)))
+                        ["manual template", "OptiPrompt vectors"], _show(args), _fmt(args)))
     return 0
 
 
@@ -435,14 +448,12 @@ def _encoder_from_dir(args, path):
 
 
 def cmd_finetune(args) -> int:
-    from .data import expand_tasks, read_nli_csv, snli_triplets
-    from .paths import sts_dir
+    from .data import load_triplets, snli_triplets
     from .search.results import top_templates
     from .template import Template
     from .train.finetune import FinetuneConfig, finetune
 
-    sts_dir(args.data_dir)
-    expand_tasks(args.final_tasks)
+    _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
     templates = [Template.parse(t).text for t in (args.template or [])]
     if args.templates:
         templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
@@ -460,7 +471,7 @@ def cmd_finetune(args) -> int:
     if args.mode == "unsup":
         data = _corpus(args)
     else:
-        data = read_nli_csv(args.train_file) if args.train_file else snli_triplets(args.data_dir)
+        data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
     if soft is not None:
@@ -470,14 +481,15 @@ def cmd_finetune(args) -> int:
                          max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=args.seed,
                          show_progress_bar=False if args.quiet else None)
     print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
-    summary = finetune(enc, data, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume)
+    summary = finetune(enc, data, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume,
+                       dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
     print(f"finetune {args.mode}: STS-B dev {summary['start_stsb_dev']:.2f} (start) -> {summary['best_stsb_dev']:.2f} (best "
           f"checkpoint) in {summary['steps']} steps of {cfg.batch_size}, {summary['seconds']:.0f}s "
           f"({summary['steps_per_second']} steps/s on {summary['device']}); saved to {args.out}")
     before = _encoder(args)
     after = _encoder_from_dir(args, args.out)
     print(_before_after(before, after, cfg.templates[0], args.denoise, args.final_tasks, args.data_dir,
-                        [f"{args.model} (start)", f"fine-tuned ({args.mode})"], _show(args)))
+                        [f"{args.model} (start)", f"fine-tuned ({args.mode})"], _show(args), _fmt(args)))
     return 0
 
 
@@ -550,18 +562,16 @@ def cmd_train_head(args) -> int:
 
 def cmd_table9(args) -> int:
     """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
-    from .data import expand_tasks
-    from .paths import sts_dir
     from .encoding import rep
     from .eval import evaluate_reps, format_table
     from .template import Template
 
     tasks = expand_tasks(args.tasks)
     template = Template.parse(args.template).text
-    sts_dir(args.data_dir)
+    _check_data(args, tasks)
     enc = _encoder(args)
     reps = [rep(template, denoise=d, pooling=p) for p in (None, "topk-static") for d in (False, True)]
-    res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args))
+    res = evaluate_reps(enc, reps, tasks, args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))
     names = {None: "[MASK] token", "topk-static": "avg. top-200 tokens"}
     rows = [(f"{names[p]}{' (denoised)' if d else ''}", res[r])
             for r, (p, d) in zip(reps, [(p, d) for p in (None, "topk-static") for d in (False, True)])]
@@ -605,6 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("ditto-search", help="grid-search the Ditto attention head on STS-B dev")
     _common(d)
+    d.add_argument("--dataset", default="stsb-dev", help="the set heads are scored on (default stsb-dev; any data set)")
     d.add_argument("--top", type=int, default=10)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_ditto_search)

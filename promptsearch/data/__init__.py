@@ -2,8 +2,10 @@
 
 from .corpora import (load_corpus, read_nli_csv, read_snli_sentences, read_wordnet, read_wordnet_texts,
                       snli_triplets)
-from .sts import TASK_GROUPS, TASK_NAMES, TASKS, STSData, expand_tasks, load_task, read_sick, read_sts_year, read_stsb
+from .sts import TASK_GROUPS, TASK_NAMES, TASKS, STSData, read_sick, read_sts_year, read_stsb
+from .tasks import expand_tasks, load_task
+from .user import PairFormat, load_pairs, load_texts, load_triplets
 
 __all__ = ["STSData", "TASKS", "TASK_NAMES", "TASK_GROUPS", "expand_tasks", "load_task", "read_sts_year", "read_stsb",
            "read_sick", "load_corpus", "read_wordnet", "read_wordnet_texts", "read_nli_csv", "snli_triplets",
-           "read_snli_sentences"]
+           "read_snli_sentences", "PairFormat", "load_pairs", "load_texts", "load_triplets"]

@@ -7,7 +7,6 @@ The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,8 @@ STS_YEARS = {"sts12": "STS12-en-test", "sts13": "STS13-en-test", "sts14": "STS14
 TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]
 TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
               "stsb": "STS-B", "sickr": "SICK-R", "stsb-dev": "STS-B dev", "stsb-train": "STS-B train",
-              "sickr-dev": "SICK-R dev"}
+              "sickr-dev": "SICK-R dev", "sickr-train": "SICK-R train", "stsb-original-dev": "STS-B dev (original)",
+              "stsb-original-test": "STS-B test (original)"}
 TASK_GROUPS = {"sts-all": TASKS}
 
 
@@ -118,10 +118,13 @@ def _read_pair_table(path: Path, columns: tuple[int, int, int], header: bool, wh
     return a, b, y
 
 
-def read_stsb(split: str = "test", data_dir=None) -> STSData:
-    path = sts_dir(data_dir) / "STSBenchmark" / f"sts-{split}.csv"
-    rows = _read_pair_table(path, (5, 6, 4), header=False, what="7 tab-separated fields")
-    return STSData("stsb" if split == "test" else f"stsb-{split}", {split: rows})
+def read_stsb(split: str = "test", data_dir=None, original: bool = False) -> STSData:
+    """STS-B in SentEval's tokenized, lowercased form, or (``original``) the cased, untokenized
+    upstream files in ``STSBenchmark/original/`` (lines may carry trailing attribution fields)."""
+    folder = sts_dir(data_dir) / "STSBenchmark" / ("original" if original else "")
+    rows = _read_pair_table(folder / f"sts-{split}.csv", (5, 6, 4), header=False, what="7 tab-separated fields")
+    name = ("stsb-original-" + split) if original else ("stsb" if split == "test" else f"stsb-{split}")
+    return STSData(name, {split: rows})
 
 
 SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -131,29 +134,3 @@ def read_sick(split: str = "test", data_dir=None) -> STSData:
     path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
     rows = _read_pair_table(path, (1, 2, 3), header=True, what="pair_ID, sentence_A, sentence_B, relatedness_score")
     return STSData("sickr" if split == "test" else f"sickr-{split}", {split: rows})
-
-
-def expand_tasks(spec: str | list[str]) -> list[str]:
-    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,sickr"`` → both; unknown names → DataError."""
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
-    out: list[str] = []
-    for n in (x.strip().lower() for x in names if x.strip()):
-        group = TASK_GROUPS.get(n, [n])
-        for t in group:
-            if t not in TASK_NAMES:
-                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}")
-            if t not in out:
-                out.append(t)
-    if not out:
-        raise DataError("no task given; use e.g. --tasks stsb-dev or --tasks sts-all")
-    return out
-
-
-def load_task(task: str, data_dir=None) -> STSData:
-    if task in STS_YEARS:
-        return read_sts_year(task, data_dir)
-    if task.startswith("stsb"):
-        return read_stsb(task.split("-", 1)[1] if "-" in task else "test", data_dir)
-    if task.startswith("sickr"):
-        return read_sick(task.split("-", 1)[1] if "-" in task else "test", data_dir)
-    raise DataError(f"unknown task {task!r}")

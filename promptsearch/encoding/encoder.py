@@ -24,7 +24,7 @@ from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
 from .batching import autocast, bf16_supported, length_order, pad, prepare, unique
-from .prompt import BIAS_BUCKET, COMPAT_MODES, PromptModule  # noqa: F401  (re-exported)
+from .prompt import PromptModule
 from .reps import Batch, Ditto, MaskState, Pooling, Rep, StaticDebiased, TopKStatic, biased_token_ids, rep
 
 

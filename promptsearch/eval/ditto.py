@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import torch
 
-from ..data import load_task
+from ..data import PairFormat, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import FIRST_LAYER, Batch, Pooling
 from .sts import STSEvaluator
@@ -30,9 +30,10 @@ class EveryDittoHead(Pooling):
         return pooled.reshape(len(w), -1)
 
 
-def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None) -> list[tuple[int, int, float]]:
+def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None,
+                 fmt: PairFormat | None = None) -> list[tuple[int, int, float]]:
     """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
-    ev = STSEvaluator(load_task(task, data_dir))
+    ev = STSEvaluator(load_task(task, data_dir, fmt))
     sentences = ev.sentences
     L, H = encoder.model.num_layers, encoder.model.num_heads
 

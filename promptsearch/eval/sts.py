@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from ..data import STSData, load_task
+from ..data import PairFormat, STSData, load_task
 from ..encoding import PromptEncoder, Rep
 
 
@@ -78,12 +78,12 @@ def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
 
 
 def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str], data_dir=None,
-                  show_progress_bar=None) -> dict[Rep, dict[str, dict]]:
+                  show_progress_bar=None, fmt: PairFormat | None = None) -> dict[Rep, dict[str, dict]]:
     """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task.
 
     Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
     numbers do not depend on which other tasks were asked for."""
-    evaluators = {t: STSEvaluator(load_task(t, data_dir)) for t in tasks}
+    evaluators = {t: STSEvaluator(load_task(t, data_dir, fmt)) for t in tasks}
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
     for t, ev in evaluators.items():
         vecs = encoder.encode_reps(ev.sentences, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)

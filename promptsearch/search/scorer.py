@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..data import STSData, load_task
+from ..data import PairFormat, STSData, load_task
 from ..encoding import PromptEncoder
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
@@ -50,11 +50,11 @@ class Scorer:
     """Scores templates on a dataset (default STS-B dev) with a persistent cache."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str = "stsb-dev", denoise: bool = True, data_dir=None,
-                 cache_path: str | os.PathLike | None = None, use_cache: bool = True):
+                 cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None):
         self.encoder = encoder
         self.dataset = dataset
         self.denoise = denoise
-        self.data: STSData = load_task(dataset, data_dir)
+        self.data: STSData = load_task(dataset, data_dir, fmt)
         # The same evaluator (and so the same sentence order and batches) as ``evaluate_reps``.
         self.evaluator = STSEvaluator(self.data)
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold

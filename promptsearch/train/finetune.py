@@ -116,8 +116,8 @@ def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, n
     return loss.item()
 
 
-def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
-             resume: bool = True) -> dict:
+def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
+             resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None) -> dict:
     """Train, evaluate on STS-B dev every ``eval_steps``, keep the best weights in ``out_dir``."""
     from accelerate import Accelerator
 
@@ -135,7 +135,7 @@ def finetune(enc: PromptEncoder, data: list, cfg: FinetuneConfig, out_dir, model
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
     wrapped, opt = acc.prepare(prompt, opt)
     local_bs = max(cfg.batch_size // acc.num_processes, 1)
-    dev = DevEval(enc, data_dir)
+    dev = DevEval(enc, data_dir, dev_dataset, fmt)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ck = load_checkpoint(out / CHECKPOINT) if resume else None

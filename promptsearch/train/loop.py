@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import load_task
+from ..data import PairFormat, load_task
 from ..encoding import PromptEncoder
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
@@ -29,17 +29,27 @@ def batches(items: list, batch_size: int, seed: int, start_step: int = 0):
         epoch, k = divmod(step, per_epoch)
         order = np.random.default_rng(seed + epoch).permutation(len(items))
         idx = order[k * batch_size : (k + 1) * batch_size]
-        yield step, [items[i] for i in idx]
+        yield step, take(items, idx)
         step += 1
+
+
+def take(items, idx) -> list:
+    """Rows ``idx`` of a list, or of a memory-mapped ``datasets.Dataset`` (one column: its values;
+    several: tuples) — a 1M-line corpus is never held as a Python list."""
+    if hasattr(items, "column_names"):
+        cols = items[[int(i) for i in idx]]
+        values = [cols[c] for c in items.column_names]
+        return values[0] if len(values) == 1 else list(zip(*values))
+    return [items[i] for i in idx]
 
 
 class DevEval:
     """STS-B dev Spearman of a template on the encoder's current weights (the one STSEvaluator;
     the template-bias cache follows the weights by itself)."""
 
-    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev"):
+    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev", fmt: PairFormat | None = None):
         self.encoder = encoder
-        self.evaluator = STSEvaluator(load_task(dataset, data_dir))
+        self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
 
     def __call__(self, template: str, denoise: bool) -> float:
         prompt = self.encoder.prompt

@@ -47,8 +47,9 @@ def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
 
 
 def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
-                     data_dir=None, resume: bool = True) -> dict:
-    """Train, keep the best vectors on STS-B dev, save them to ``out_dir``; returns a summary."""
+                     data_dir=None, resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None) -> dict:
+    """Train, keep the best vectors on the dev set (STS-B dev), save them to ``out_dir``; returns a summary.
+    ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
     template = Template.parse(cfg.template).text
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         p.requires_grad_(False)
     soft = torch.nn.Parameter(initial_vectors(enc, template))
     opt = torch.optim.Adam([soft], lr=cfg.lr)
-    dev = DevEval(enc, data_dir)
+    dev = DevEval(enc, data_dir, dev_dataset, fmt)
     enc.set_soft_prompt(template, None)
     manual = dev(template, cfg.denoise)
     best, best_vec, start = manual, soft.detach().clone(), 0

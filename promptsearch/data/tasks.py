@@ -1,0 +1,40 @@
+"""Tasks by name: the built-in STS sets, or any data set a user names (see :mod:`.user`)."""
+
+from __future__ import annotations
+
+from ..errors import DataError
+from .sts import STS_YEARS, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
+from .user import PairFormat, is_user_dataset, load_pairs
+
+
+def expand_tasks(spec: str | list[str]) -> list[str]:
+    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,my.csv"`` → both; unknown names → DataError."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for n in (x.strip() for x in names if x.strip()):
+        low = n.lower()
+        group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
+        for t in group:
+            if t not in TASK_NAMES and not is_user_dataset(t):
+                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, or give a data "
+                                "file, a dataset folder or a hub id (owner/name[:config][@split])")
+            if t not in out:
+                out.append(t)
+    if not out:
+        raise DataError("no task given; use e.g. --tasks stsb-dev or --tasks sts-all")
+    return out
+
+
+def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSData:
+    """A built-in task by name, or a user data set (``fmt``: its columns and subsets)."""
+    if task in STS_YEARS:
+        return read_sts_year(task, data_dir)
+    if task.startswith("stsb-original-"):
+        return read_stsb(task[len("stsb-original-"):], data_dir, original=True)
+    if task in TASK_NAMES and task.startswith("stsb"):
+        return read_stsb(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    if task in TASK_NAMES and task.startswith("sickr"):
+        return read_sick(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    if is_user_dataset(task):
+        return load_pairs(task, fmt)
+    raise DataError(f"unknown task {task!r}")

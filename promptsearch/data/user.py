@@ -1,0 +1,240 @@
+"""Your own data through 🤗 ``datasets``: sentence-pair sets to score on, text corpora to train on.
+
+A data set is named by one string:
+
+* a local file: ``.csv``, ``.tsv``, ``.json``, ``.jsonl``, ``.parquet``;
+* a local folder: a ``Dataset.save_to_disk`` output, or a folder of data files;
+* a Hugging Face Hub id with optional config and split, ``owner/name[:config][@split]``
+  (``sentence-transformers/stsb@validation``, ``PhilipMay/stsb_multi_mt:de@dev``), used where
+  the hub is reachable; a folder at that path is read instead (``datasets`` does the same).
+
+Pair columns default to the first of :data:`PAIR_COLUMNS` the data has; ``columns=(a, b, score)``
+overrides. Scores may be on any scale (Spearman ignores it). ``subset_column`` groups the pairs
+into subsets for SentEval's "all" aggregation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataError
+from .sts import STSData, _tokens
+
+PAIR_COLUMNS = [("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B", "relatedness_score"),
+                ("text1", "text2", "label"), ("s1", "s2", "similarity"), ("sentence1", "sentence2", "label"),
+                ("sentence1", "sentence2", "similarity_score")]
+TEXT_COLUMNS = ("text", "sentence", "sent0", "sentence1")
+FILE_BUILDERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".json": ("json", {}),
+                 ".jsonl": ("json", {}), ".parquet": ("parquet", {}), ".txt": ("text", {})}
+MIN_PAIRS = 10
+_HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?(@[\w.\[\]:%+-]+)?$")
+
+
+@dataclass(frozen=True)
+class PairFormat:
+    """How to read pairs from a user data set (built-in tasks ignore it)."""
+
+    columns: tuple[str, str, str] | None = None
+    subset_column: str | None = None
+
+    @classmethod
+    def parse(cls, columns: str | None = None, subset_column: str | None = None) -> "PairFormat":
+        cols = None
+        if columns:
+            cols = tuple(c.strip() for c in columns.split(","))
+            if len(cols) != 3 or not all(cols):
+                raise DataError(f"--columns {columns!r}: give three names, sentence1,sentence2,score")
+        return cls(cols, subset_column or None)
+
+
+def _split_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``name[:config][@split]`` → (name, config, split); a path that exists is taken whole."""
+    name, split = spec, None
+    if "@" in spec and not Path(spec).exists():
+        name, split = spec.rsplit("@", 1)
+    config = None
+    if ":" in name and not Path(name).exists() and not re.match(r"^[A-Za-z]:[\\/]", name):
+        name, config = name.split(":", 1)
+    return name, config, split or None
+
+
+def is_user_dataset(spec: str) -> bool:
+    """A file or folder that exists, or something shaped like a hub id."""
+    name, _, _ = _split_spec(spec)
+    return Path(name).exists() or bool(_HUB.match(spec))
+
+
+@contextlib.contextmanager
+def _quiet_datasets():
+    import datasets
+
+    level = datasets.logging.get_verbosity()
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.logging.set_verbosity_error()
+    datasets.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(level)
+        if bars:
+            datasets.utils.logging.enable_progress_bar()
+
+
+def load_table(spec: str, text_file_builder: str | None = None):
+    """The ``datasets.Dataset`` a spec names (one split). Memory-mapped Arrow, never a Python list."""
+    import datasets
+
+    name, config, split = _split_spec(spec)
+    p = Path(name).expanduser()
+    with _quiet_datasets():
+        try:
+            if p.is_file():
+                builder, kw = FILE_BUILDERS.get(p.suffix.lower(), (None, {}))
+                if builder is None:
+                    raise DataError(f"{p}: unknown file type {p.suffix!r}; give .csv, .tsv, .json, .jsonl, .parquet "
+                                    "or .txt, a dataset folder, or a hub id")
+                if builder == "text" and text_file_builder:
+                    builder = text_file_builder
+                if p.stat().st_size == 0:
+                    raise DataError(f"{p} is empty; give a file with data rows")
+                return datasets.load_dataset(builder, data_files=str(p), split="train", **kw)
+            if p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
+                ds = datasets.load_from_disk(str(p))
+            else:
+                ds = datasets.load_dataset(name if not p.is_dir() else str(p), config)
+        except DataError:
+            raise
+        except (FileNotFoundError, ConnectionError, OSError) as exc:
+            if p.exists():
+                raise DataError(f"cannot read {p}: {_first_line(exc)}") from None
+            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({_first_line(exc)}); where the hub is "
+                            "not reachable, download it elsewhere and pass the local folder or file") from None
+        except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
+            where = str(p) if p.exists() else repr(name)
+            raise DataError(f"cannot load {where}: {type(exc).__name__}: {_first_line(exc)}") from None
+    return _pick_split(ds, spec, split)
+
+
+def _pick_split(ds, spec: str, split: str | None):
+    import datasets
+
+    if isinstance(ds, datasets.DatasetDict):
+        splits = list(ds)
+        if split is None:
+            if len(splits) == 1:
+                return ds[splits[0]]
+            raise DataError(f"{spec} has the splits {', '.join(splits)}; name one, e.g. {spec}@{splits[0]}")
+        if split not in ds:
+            raise DataError(f"{spec} has no split {split!r}; its splits are {', '.join(splits)}")
+        return ds[split]
+    if split is not None and split != getattr(ds, "split", split):
+        raise DataError(f"{spec} is a single data set (split {ds.split!r}); drop @{split}")
+    return ds
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _row_ref(spec: str, i: int) -> str:
+    """Where row ``i`` (0-based) sits: a line number for csv/tsv (after the header), a row otherwise."""
+    suffix = Path(_split_spec(spec)[0]).suffix.lower()
+    return f"{spec}:{i + 2}" if suffix in (".csv", ".tsv") else f"{spec}: row {i + 1}"
+
+
+def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str, str]:
+    if fmt.columns:
+        missing = [c for c in fmt.columns if c not in names]
+        if missing:
+            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} (--columns a,b,score)")
+        return fmt.columns
+    for cols in PAIR_COLUMNS:
+        if all(c in names for c in cols):
+            return cols
+    raise DataError(f"{spec}: no sentence-pair columns among {', '.join(names)}; name them with --columns "
+                    "sentence1,sentence2,score")
+
+
+def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
+    """Labelled sentence pairs from a user data set, as :class:`STSData` (scored like the built-ins)."""
+    fmt = fmt or PairFormat()
+    ds = load_table(spec)
+    names = list(ds.column_names)
+    a_col, b_col, y_col = pair_columns(names, spec, fmt)
+    if fmt.subset_column and fmt.subset_column not in names:
+        raise DataError(f"{spec} has no column {fmt.subset_column!r} for --subset-column; its columns are {', '.join(names)}")
+    cols = ds.select_columns([c for c in (a_col, b_col, y_col, fmt.subset_column) if c])
+    a, b, raw = cols[a_col], cols[b_col], cols[y_col]
+    subsets_of = cols[fmt.subset_column] if fmt.subset_column else None
+    bad: list[int] = []
+    subsets: dict[str, tuple[list, list, list]] = {}
+    for i, (sa, sb, y) in enumerate(zip(a, b, raw)):
+        try:
+            score = float(y)
+        except (TypeError, ValueError):
+            score = math.nan
+        if not math.isfinite(score) or sa is None or sb is None:
+            bad.append(i)
+            continue
+        key = str(subsets_of[i]) if subsets_of is not None else "all"
+        sub = subsets.setdefault(key, ([], [], []))
+        sub[0].append(_tokens(str(sa)))
+        sub[1].append(_tokens(str(sb)))
+        sub[2].append(score)
+    if bad:
+        raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first at "
+                        f"{_row_ref(spec, bad[0])}; fix or remove them")
+    data = STSData(spec, subsets)
+    if data.n_pairs == 0:
+        raise DataError(f"{spec} holds no sentence pairs; give a data set with rows of {a_col},{b_col},{y_col}")
+    if data.n_pairs < MIN_PAIRS:
+        raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least {MIN_PAIRS}")
+    seen: set = set()
+    dups = 0
+    for sa, sb, _ in subsets.values():
+        for pair in zip(sa, sb):
+            dups += pair in seen
+            seen.add(pair)
+    if dups:
+        print(f"warning: {spec} repeats {dups} sentence pair(s); they are kept and scored as given", file=sys.stderr)
+    return data
+
+
+def load_texts(spec: str, text_column: str | None = None):
+    """A training corpus: a ``.txt`` (one sentence a line), a table file or dataset with a text
+    column (``text_column`` or the first of :data:`TEXT_COLUMNS`), or a hub id. Returned as a
+    memory-mapped ``datasets.Dataset`` with one column ``text`` and no blank rows."""
+    ds = load_table(spec)
+    names = list(ds.column_names)
+    col = text_column or next((c for c in TEXT_COLUMNS if c in names), None)
+    if col is None or col not in names:
+        raise DataError(f"{spec} has no text column {text_column or ''!r}; its columns are {', '.join(names)} "
+                        "(--text-column NAME)".replace(" ''", ""))
+    ds = ds.select_columns([col])
+    if col != "text":
+        ds = ds.rename_column(col, "text")
+    with _quiet_datasets():
+        ds = ds.filter(lambda batch: [bool(t and t.strip()) for t in batch["text"]], batched=True, batch_size=10_000)
+    if len(ds) == 0:
+        raise DataError(f"{spec} holds no sentences; give a file with one sentence a line")
+    return ds
+
+
+def load_triplets(spec: str):
+    """NLI triplets (``sent0,sent1,hard_neg``, SimCSE's ``nli_for_simcse.csv`` layout) as a Dataset."""
+    ds = load_table(spec)
+    need = ["sent0", "sent1", "hard_neg"]
+    missing = [c for c in need if c not in ds.column_names]
+    if missing:
+        raise DataError(f"{spec} has no column {missing[0]!r}; NLI triplets need sent0,sent1,hard_neg "
+                        f"(its columns are {', '.join(ds.column_names)})")
+    ds = ds.select_columns(need)
+    if len(ds) == 0:
+        raise DataError(f"{spec} holds no triplets")
+    return ds
