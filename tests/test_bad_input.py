@@ -63,6 +63,19 @@ def world(tmp_path_factory, tiny_bert_dir):
     (d / "grammar.json").write_text('{"format": "{a} [X] [MASK]", "slots": {"a": []}}')
     (d / "a-file").write_text("x")
     w["vocab"], w["grammar"], w["afile"], w["new"] = d / "vocab.json", d / "grammar.json", d / "a-file", d / "new.json"
+    # user data sets (csv through datasets)
+    rows = [f"a man plays {i},a woman sings {i},{i}" for i in range(12)]
+    (d / "nocol.csv").write_text("left,right,gold\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    (d / "badscore.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows[:5] + ["x,y,high", "u,v,", "p,q,nan"]
+                                                                               + rows[5:]) + "\n", encoding="utf-8")
+    (d / "few.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows[:4]) + "\n", encoding="utf-8")
+    (d / "header-only.csv").write_text("sentence1,sentence2,score\n", encoding="utf-8")
+    (d / "empty.csv").write_text("", encoding="utf-8")
+    (d / "splits").mkdir()
+    for split in ("train", "test"):
+        (d / "splits" / f"{split}.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    for k in ("nocol.csv", "badscore.csv", "few.csv", "header-only.csv", "empty.csv", "splits"):
+        w["u_" + k.replace(".csv", "").replace("-", "_")] = d / k
     return w
 
 
@@ -109,6 +122,19 @@ CASES = [
     (S + ["--out", "{out}", LONG + " [X] [MASK] ."], "leaving no room for a sentence"),
     # 14. empty sentences
     (["predict", "--model", "{model}", "-q", "a man .", "   "], "sentence 2 is empty"),
+    # user data sets (issue: your own data)
+    (S + ["--dataset", "{u_nocol}", "--out", "{out}", PAPER_T], "no sentence-pair columns among left, right, gold"),
+    (S + ["--dataset", "{u_nocol}", "--columns", "left,right,score", "--out", "{out}", PAPER_T],
+     "has no column 'score'; its columns are left, right, gold"),
+    (S + ["--dataset", "{u_badscore}", "--out", "{out}", PAPER_T], "3 row(s)"),
+    (S + ["--dataset", "{u_badscore}", "--out", "{out}", PAPER_T], "badscore.csv:7"),
+    (S + ["--dataset", "{u_few}", "--out", "{out}", PAPER_T], "holds 4 scored pair(s); a Spearman correlation needs at least 10"),
+    (S + ["--dataset", "{u_header_only}", "--out", "{out}", PAPER_T], "holds no data rows"),
+    (S + ["--dataset", "{u_empty}", "--out", "{out}", PAPER_T], "empty.csv is empty"),
+    (S + ["--dataset", "{u_splits}@dev", "--out", "{out}", PAPER_T], "has no split 'dev'; its splits are train, test"),
+    (S + ["--dataset", "{u_splits}", "--out", "{out}", PAPER_T], "has the splits train, test; name one"),
+    (S + ["--dataset", "nobody/no-such-set@test", "--out", "{out}", PAPER_T], "from the Hugging Face Hub"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "my_pairs.xlsx"], "unknown task 'my_pairs.xlsx'"),
     # training commands refuse the reference inputs
     (["optiprompt", "--model", "{model}", "--compat", "reference"], "--compat reference"),
 ]

@@ -115,6 +115,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
             raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({_first_line(exc)}); where the hub is "
                             "not reachable, download it elsewhere and pass the local folder or file") from None
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
+            if p.is_file() and "corresponds to no data" in str(exc):
+                raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None
             where = str(p) if p.exists() else repr(name)
             raise DataError(f"cannot load {where}: {type(exc).__name__}: {_first_line(exc)}") from None
     return _pick_split(ds, spec, split)
