@@ -532,9 +532,11 @@ def cmd_train_head(args) -> int:
     from .model import load_model
 
     parts = [p.strip() for p in args.corpus.split(",") if p.strip()]
-    bad = [p for p in parts if p not in CORPORA]
+    from .data.user import is_user_dataset
+
+    bad = [p for p in parts if p not in CORPORA and not is_user_dataset(p)]
     if bad or not parts:
-        raise PromptSearchError(f"--corpus {args.corpus!r}: give a comma list of {', '.join(CORPORA)}")
+        raise PromptSearchError(f"--corpus {args.corpus!r}: give a comma list of {', '.join(CORPORA)} or text files")
     corpora = head_corpus(parts, args.data_dir, args.wordnet_dir)
     sentences = dedupe([s for v in corpora.values() for s in v])
     if args.max_sentences:
@@ -646,7 +648,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(th)
     th.add_argument("--out", default="head", help="output directory (head.safetensors, train-head.json, checkpoint)")
     th.add_argument("--corpus", default="wiki,wordnet,snli,sts",
-                    help="comma list: wiki (Wikipedia sample), wordnet (glosses + examples), snli, sts (STS-B/SICK train)")
+                    help="comma list: wiki (Wikipedia sample), wordnet (glosses + examples), snli, sts (STS-B/SICK train), "
+                         "or text files / data sets (one sentence a line, or a text column)")
     th.add_argument("--wordnet-dir", default=None, help="WordNet data files (default /usr/share/wordnet)")
     th.add_argument("--max-sentences", type=int, default=None, help="use a random subset of the corpus")
     th.add_argument("--decoder", choices=["rank", "full", "tied"], default="rank",

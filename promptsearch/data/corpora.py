@@ -14,9 +14,10 @@ def default_corpus_path(data_dir=None) -> Path:
     return train_dir(data_dir) / "wiki1m_sample.txt"
 
 
-def load_corpus(path: str | os.PathLike | None = None, data_dir=None, limit: int | None = None) -> list[str]:
-    """One sentence a line (blank lines skipped); default: the Wikipedia sample in ``train/``."""
-    p = Path(path) if path else default_corpus_path(data_dir)
+def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
+    """The Wikipedia sample in the data folder's ``train/`` (one sentence a line, blank lines
+    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`."""
+    p = default_corpus_path(data_dir)
     lines = [s for s in (_tokens(x) for x in _read_lines(p)) if s]
     if not lines:
         raise DataError(f"{p} holds no sentences; give a file with one sentence a line")
@@ -60,26 +61,6 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, .
 
 
 # ---- NLI triplets (supervised fine-tuning) ----------------------------------------------------
-
-def read_nli_csv(path: str | os.PathLike) -> list[tuple[str, str, str]]:
-    """SimCSE's ``nli_for_simcse.csv``: a header ``sent0,sent1,hard_neg`` then one triplet a row."""
-    import csv
-
-    p = Path(path)
-    try:
-        with open(p, encoding="utf-8", newline="") as f:
-            rows = list(csv.reader(f))
-    except OSError as exc:
-        raise DataError(f"cannot read {p}: {exc.strerror or exc}") from None
-    if not rows or [c.strip() for c in rows[0][:3]] != ["sent0", "sent1", "hard_neg"]:
-        raise DataError(f"{p}: expected a header 'sent0,sent1,hard_neg' (SimCSE's nli_for_simcse.csv format)")
-    out = []
-    for i, r in enumerate(rows[1:], 2):
-        if len(r) < 3:
-            raise DataError(f"{p}:{i}: expected 3 columns sent0,sent1,hard_neg, found {len(r)}")
-        out.append((_tokens(r[0]), _tokens(r[1]), _tokens(r[2])))
-    return out
-
 
 def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
     """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise."""

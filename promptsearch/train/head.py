@@ -33,7 +33,8 @@ from tqdm.auto import tqdm
 
 from ..errors import PromptSearchError
 
-from ..data import load_corpus, load_task, read_snli_sentences, read_wordnet_texts
+from ..data import load_corpus, load_task, load_texts, read_snli_sentences, read_wordnet_texts
+from ..data.user import is_user_dataset
 from ..data.corpora import WORDNET_DIR
 from ..encoding.batching import pad
 from ..fileio import atomic_replace, atomic_write
@@ -49,7 +50,8 @@ CORPORA = ("wiki", "wordnet", "snli", "sts")
 
 def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None) -> dict[str, list[str]]:
     """Sentences per source: the Wikipedia sample, WordNet glosses and examples, SNLI dev+test
-    sentences, and the *training* splits of STS-B and SICK (evaluation splits stay unseen)."""
+    sentences, the *training* splits of STS-B and SICK (evaluation splits stay unseen), or a
+    user corpus (a file or data set with a text column)."""
     out: dict[str, list[str]] = {}
     for part in parts:
         if part == "wiki":
@@ -63,8 +65,10 @@ def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None)
             for task in ("stsb-train", "sickr-train"):
                 s += load_task(task, data_dir).sentences()
             out[part] = s
+        elif is_user_dataset(part):  # a text file, a table with a text column, a hub id
+            out[part] = list(load_texts(part)["text"])
         else:
-            raise PromptSearchError(f"unknown corpus {part!r}; choose from {', '.join(CORPORA)}")
+            raise PromptSearchError(f"unknown corpus {part!r}; choose from {', '.join(CORPORA)} or give a text file")
     return out
 
 
