@@ -587,8 +587,9 @@ def cmd_tui(args) -> int:
 
     if bool(args.storage) != bool(args.study_name):
         raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
+    (dataset,) = expand_tasks(args.dataset)[:1]
     PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
-                    mask_head=args.mlm_head).run()
+                    mask_head=args.mlm_head, dataset=dataset).run()
     return 0
 
 
@@ -725,6 +726,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--study-name")
     tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
     tu.add_argument("--mlm-head", default=None, metavar="FILE", help="a head.safetensors from train-head for the predictions")
+    tu.add_argument("--dataset", default="stsb-dev", help="data set for searches started from the TUI and for random "
+                                                          "sentences (default stsb-dev; any data set the tool reads)")
     tu.set_defaults(func=cmd_tui)
 
     sc = sub.add_parser("score", help="score given templates on STS-B dev and print the ranking")

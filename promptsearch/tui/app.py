@@ -44,7 +44,8 @@ class PromptSearchApp(App):
     ]
 
     def __init__(self, results: str | None = None, storage: str | None = None, study_name: str | None = None,
-                 model: str = "default", encoder=None, poll_seconds: float = 1.0, mask_head: str | None = None):
+                 model: str = "default", encoder=None, poll_seconds: float = 1.0, mask_head: str | None = None,
+                 dataset: str = "stsb-dev"):
         super().__init__()
         if storage and study_name:
             self.source = OptunaSource(storage, study_name)
@@ -54,6 +55,7 @@ class PromptSearchApp(App):
             self.sub_title = str(self.source.path)
         self.model_name = model
         self.mask_head = mask_head
+        self.dataset = dataset
         self._encoder = encoder
         self._lock = threading.Lock()
         self.poll_seconds = poll_seconds

@@ -95,7 +95,8 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:
-        cmd = [sys.executable, "-m", "promptsearch", "greedy", "--model", self.app.model_name, "--out", out, "-q"]
+        cmd = [sys.executable, "-m", "promptsearch", "greedy", "--model", self.app.model_name, "--dataset", self.app.dataset,
+               "--out", out, "-q"]
         self.app.call_from_thread(self._set_status, f"running: {' '.join(cmd[2:])}")
         p = subprocess.run(cmd, capture_output=True, text=True)
         msg = "search finished" if p.returncode == 0 else f"search failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"

@@ -82,8 +82,7 @@ class PredictionsScreen(Screen):
     def action_random_sentence(self) -> None:
         if self._sentences is None:
             try:
-                a, b, _ = load_task("stsb-dev").subsets["dev"]
-                self._sentences = a + b
+                self._sentences = list(dict.fromkeys(load_task(self.app.dataset).sentences()))
             except Exception as exc:  # no data folder: say so, keep typing possible
                 self.notify(str(exc), severity="warning")
                 return
