@@ -41,6 +41,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
                    help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
                         "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
+    g.add_argument("--demos", default=None, metavar="FILE",
+                   help="in-context demonstrations put before the template (PromptEOL style, causal LMs): "
+                        "'sentence<TAB>word' lines")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -60,6 +63,14 @@ def _encoder(args):
         add_period=args.add_period, max_length=args.max_length, compat=args.compat, data_dir=args.data_dir,
         show_progress_bar=False if args.quiet else None,
     )
+
+
+def _template(args, text: str) -> str:
+    """A template given on the command line: a shipped name (PromptEOL ...) or text, with --demos."""
+    from .library import named_template, with_demos
+
+    t = named_template(text)
+    return with_demos(t, args.demos) if getattr(args, "demos", None) else t
 
 
 def _fmt(args):
@@ -85,7 +96,8 @@ def _rep_from_args(args):
     if not args.template and args.pooling == "ditto" and not args.head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
     pooling = (None if args.pooling == "mask" else args.pooling)
-    return rep(args.template, args.denoise, pooling, head=args.head if args.pooling == "ditto" else None)
+    template = _template(args, args.template) if args.template else None
+    return rep(template, args.denoise, pooling, head=args.head if args.pooling == "ditto" else None)
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -153,7 +165,14 @@ def cmd_report(args) -> int:
     t0 = time.time()
     l, h, s = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))[0]
     print(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})", file=sys.stderr)
-    templates = args.template or paper_templates(enc.model.config.model_type, compat=enc.compat)
+    if args.template:
+        templates = [_template(args, t) for t in args.template]
+    elif enc.model.causal:
+        from .library import causal_templates
+
+        templates = [_template(args, t) for t in causal_templates()]
+    else:
+        templates = paper_templates(enc.model.config.model_type, compat=enc.compat)
     reps = [rep(pooling=p) for p in ["cls", "mean", "first-last", "static", "static-debiased"]]
     reps.append(Ditto(l, h))
     for t in templates:
@@ -255,7 +274,7 @@ def _read_templates(args) -> list[str]:
         items += [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
     if not items:
         raise PromptSearchError("give templates as arguments or with --file (one per line)")
-    return [Template.parse(t).text for t in items]
+    return [Template.parse(_template(args, t)).text for t in items]
 
 
 def cmd_score(args) -> int:
@@ -423,7 +442,14 @@ def cmd_optiprompt(args) -> int:
     corpus = _corpus(args)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
-    template = Template.parse(args.template or paper_templates(enc.model.config.model_type)[0]).text
+    if args.template:
+        template = Template.parse(_template(args, args.template)).text
+    elif enc.model.causal:
+        from .library import causal_templates
+
+        template = causal_templates()[0]
+    else:
+        template = Template.parse(paper_templates(enc.model.config.model_type)[0]).text
     cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
                            max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
                            seed=args.seed, show_progress_bar=False if args.quiet else None)
@@ -454,7 +480,7 @@ def cmd_finetune(args) -> int:
     from .train.finetune import FinetuneConfig, finetune
 
     _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
-    templates = [Template.parse(t).text for t in (args.template or [])]
+    templates = [Template.parse(_template(args, t)).text for t in (args.template or [])]
     if args.templates:
         templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
     dir_cfg, soft = None, None
@@ -474,6 +500,9 @@ def cmd_finetune(args) -> int:
         data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
+    if enc.model.causal:
+        raise PromptSearchError(f"{args.model} is a causal LM; fine-tuning covers masked LMs (for a causal LM: optiprompt, "
+                                "which trains only the template's vectors)")
     if soft is not None:
         enc.set_soft_prompt(dir_cfg["template"], soft.to(enc.device))
     cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
@@ -499,7 +528,7 @@ def cmd_predict(args) -> int:
     from .eval.predict import format_predictions, predict
     from .template import Template
 
-    template = Template.parse(args.template).text
+    template = Template.parse(_template(args, args.template)).text
     if not args.sentences:
         raise PromptSearchError("give one or more sentences to predict [MASK] for")
     empty = [i for i, x in enumerate(args.sentences, 1) if not x.strip()]
@@ -569,7 +598,7 @@ def cmd_table9(args) -> int:
     from .template import Template
 
     tasks = expand_tasks(args.tasks)
-    template = Template.parse(args.template).text
+    template = Template.parse(_template(args, args.template)).text
     _check_data(args, tasks)
     enc = _encoder(args)
     reps = [rep(template, denoise=d, pooling=p) for p in (None, "topk-static") for d in (False, True)]

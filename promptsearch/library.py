@@ -35,5 +35,41 @@ def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> l
     return [Template.parse(t).text for t in data[family]]
 
 
+def named_template(text: str) -> str:
+    """A shipped causal-LM template by name (``PromptEOL``, ``PretendedCoT``, ``KnowledgeEnhancement``,
+    case-insensitive), else the text as given."""
+    if "[X]" in text or "*sent_0*" in text:
+        return text
+    names = {k.lower(): v for k, v in _read("causal")["templates"].items()}
+    return names.get(text.strip().lower(), text)
+
+
+def causal_templates() -> list[str]:
+    """The shipped causal-LM templates (PromptEOL, Pretended CoT, Knowledge Enhancement)."""
+    return [Template.parse(t).text for t in _read("causal")["templates"].values()]
+
+
+def with_demos(template: str, path: str) -> str:
+    """The template with in-context demonstrations before it (PromptEOL style): ``path`` holds
+    ``sentence<TAB>word`` lines; each becomes the filled template followed by its word."""
+    t = Template.parse(template)
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptSearchError(f"cannot read --demos {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    close = '".' if t.text.endswith('"') else "."
+    shots = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            raise PromptSearchError(f"--demos {path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
+        shots.append(t.fill(parts[0].strip()) + parts[1].strip() + close)
+    if not shots:
+        raise PromptSearchError(f"--demos {path} holds no 'sentence<TAB>word' lines")
+    return Template.parse(" ".join(shots) + " " + t.text).text
+
+
 def load_json(name_or_path: str) -> dict:
     return _read(name_or_path)

@@ -45,7 +45,7 @@ class Template:
     """A parsed template. ``pieces`` are the literal texts between the slots."""
 
     text: str
-    order: tuple[str, str]  # ("X", "MASK") or ("MASK", "X")
+    order: tuple[str, ...]  # ("X", "MASK"), ("MASK", "X"), or ("X",): no [MASK], the last token is read (causal LMs)
     pieces: tuple[str, str, str]  # before first slot, between slots, after second slot
 
     @classmethod
@@ -64,13 +64,19 @@ class Template:
             raise TemplateError(
                 f"template {quote(text)} has {n_x} [X] placeholders; write exactly one [X] where the sentence goes"
             )
-        if n_mask != 1:
+        if n_mask > 1:
             raise TemplateError(
-                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK]"
+                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK] (or none for a causal LM, "
+                "which reads the last token)"
             )
         parts = _TOKEN_RE.split(text)
         slots = tuple("X" if s == SENT else "MASK" for s in _TOKEN_RE.findall(text))
-        return cls(text=text, order=slots, pieces=(parts[0], parts[1], parts[2]))
+        return cls(text=text, order=slots, pieces=(parts[0], parts[1], parts[2] if len(parts) > 2 else ""))
+
+    @property
+    def readout(self) -> str:
+        """``"mask"``: the [MASK] state (masked LMs); ``"last"``: the last token's state (causal LMs)."""
+        return "mask" if "MASK" in self.order else "last"
 
     def __str__(self) -> str:
         return self.text
@@ -79,8 +85,9 @@ class Template:
         """The template as text with the sentence in place of [X] (for display)."""
         return self.text.replace(SENT, sentence)
 
-    def render(self, tokenizer) -> "RenderedTemplate":
-        return _render(self, tokenizer)
+    def render(self, tokenizer, causal: bool = False) -> "RenderedTemplate":
+        """Token ids for ``tokenizer``; ``causal``: for a causal LM (no [MASK]; the last token is read)."""
+        return _render(self, tokenizer, causal)
 
 
 @dataclass(frozen=True)
@@ -135,23 +142,66 @@ def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
     return [], []  # pragma: no cover - every known tokenizer keeps the text ids contiguous
 
 
-def _piece_ids(tokenizer, text: str) -> list[int]:
+def _piece_ids(tokenizer, text: str, continues: bool = True) -> list[int]:
+    """A literal piece's ids; ``continues``: it follows other text (not the start of the input)."""
     # Trailing whitespace only says that the next slot follows a space: the slot's
     # own tokenization encodes that (a BPE "Ġ" would otherwise become a lone token).
     text = text.rstrip()
     if not text:
         return []
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not continues:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return tokens_in_context(tokenizer, [text])[0]
 
 
-def _render(template: Template, tokenizer) -> RenderedTemplate:
+_ANCHOR = "a"
+
+
+@functools.lru_cache(maxsize=64)
+def _marks_word_starts(tokenizer) -> bool:
+    """SentencePiece-style tokenizers (Llama, T5, XLM-R) put a word-start mark ("▁") on the first
+    token of every text they are given, whether or not a space came before it."""
+    toks = tokenizer.convert_ids_to_tokens(tokenizer(_ANCHOR, add_special_tokens=False)["input_ids"])
+    return bool(toks) and toks[0].startswith("▁")
+
+
+def tokens_in_context(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of texts that continue a text (no special tokens). A text that does not start
+    with a space gets no word-start mark: for SentencePiece-style tokenizers it is tokenized after
+    an anchor letter, whose tokens are then dropped (when they come out unmerged)."""
+    plain = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    if not _marks_word_starts(tokenizer):
+        return [list(x) for x in plain]
+    anchor = tokenizer(_ANCHOR, add_special_tokens=False)["input_ids"]
+    out = []
+    todo = [i for i, t in enumerate(texts) if t and not t[0].isspace()]
+    anchored = tokenizer([_ANCHOR + texts[i] for i in todo], add_special_tokens=False)["input_ids"] if todo else []
+    fixed = dict(zip(todo, anchored))
+    for i, ids in enumerate(plain):
+        a = fixed.get(i)
+        out.append(list(a[len(anchor):]) if a is not None and list(a[: len(anchor)]) == anchor else list(ids))
+    return out
+
+
+CAUSAL_EXAMPLE = 'This sentence : "[X]" means in one word:"'
+
+
+def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemplate:
+    if template.readout == "last":
+        if not causal:
+            raise TemplateError(f"template {quote(template.text)} has 0 [MASK] tokens; write exactly one [MASK] "
+                                "(a masked LM's sentence vector is its [MASK] state)")
+        return _render_last(template, tokenizer)
     if tokenizer.mask_token_id is None:
+        if causal:
+            raise TemplateError(f"template {quote(template.text)} has a [MASK], but a causal LM has no mask token: drop "
+                                f"[MASK], the last token's state is read (e.g. PromptEOL: {CAUSAL_EXAMPLE!r})")
         raise TemplateError("this tokenizer has no mask token, so it cannot fill a [MASK] template")
     lead, trail = special_tokens_around(tokenizer)
     p0, p1, p2 = template.pieces
     # Literal pieces keep their leading whitespace: BPE tokenizers encode it ("Ġmeans").
     # A piece right after [MASK] is tokenized with the space it has in the template.
-    ids0, ids1, ids2 = _piece_ids(tokenizer, p0), _piece_ids(tokenizer, p1), _piece_ids(tokenizer, p2)
+    ids0, ids1, ids2 = _piece_ids(tokenizer, p0, continues=False), _piece_ids(tokenizer, p1), _piece_ids(tokenizer, p2)
     mask = [tokenizer.mask_token_id]
     if template.order == ("X", "MASK"):
         before = lead + ids0
@@ -170,3 +220,16 @@ def _render(template: Template, tokenizer) -> RenderedTemplate:
 def _parse(text: str) -> Template:
     """Templates are immutable: a text is parsed once, however often it is passed as a string."""
     return Template._from_text(text)
+
+
+def _render_last(template: Template, tokenizer) -> RenderedTemplate:
+    """A causal template: the readout is the template's last token (the one that would predict
+    the next word), so there must be template text after [X]."""
+    lead, trail = special_tokens_around(tokenizer)
+    p0, p1, _ = template.pieces
+    ids0, ids1 = _piece_ids(tokenizer, p0, continues=False), _piece_ids(tokenizer, p1)
+    if not ids1:
+        raise TemplateError(f"template {quote(template.text)} ends with [X]; a causal LM reads the last token, so put "
+                            f"the words it should complete after [X] (e.g. {CAUSAL_EXAMPLE!r})")
+    return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, len(ids1) - 1, p0.endswith(" "),
+                            len(lead), len(trail))

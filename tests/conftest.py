@@ -156,3 +156,75 @@ def default_enc():
 @pytest.fixture(scope="session")
 def sentences():
     return _sentences()
+
+
+# ---- tiny causal LMs (GPT-2, OPT, Llama) with real tokenizer classes -----------------------------
+
+CAUSAL_T = 'This sentence : "[X]" means in one word:"'
+
+
+def _bpe_files(d: Path, byte_level: bool = True):
+    """A BPE vocabulary trained on STS-B dev sentences (byte-level for GPT-2/OPT, metaspace for Llama)."""
+    import json
+
+    from tokenizers import ByteLevelBPETokenizer, SentencePieceBPETokenizer
+
+    texts = _sentences() + [CAUSAL_T.replace("[X]", "x") + 'y"'] * 5
+    if byte_level:
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(texts, vocab_size=600, special_tokens=["<|endoftext|>", "<pad>", "</s>", "<unk>"])
+    else:
+        bpe = SentencePieceBPETokenizer()
+        bpe.train_from_iterator(texts, vocab_size=600, special_tokens=["<unk>", "<s>", "</s>"])
+    bpe.save_model(str(d))
+    vocab = json.loads((d / "vocab.json").read_text(encoding="utf-8"))
+    merges = [tuple(x.split()) for x in (d / "merges.txt").read_text(encoding="utf-8").splitlines()[1:] if x.strip()]
+    return vocab, merges
+
+
+def _tiny_causal_kwargs():
+    return dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer
+
+    d = tmp_path_factory.mktemp("tiny-gpt2")
+    vocab, merges = _bpe_files(d)
+    tok = GPT2Tokenizer(vocab=vocab, merges=merges)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                               bos_token_id=0, eos_token_id=0)).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_opt_dir(tmp_path_factory) -> Path:
+    from transformers import GPT2Tokenizer, OPTConfig, OPTForCausalLM
+
+    d = tmp_path_factory.mktemp("tiny-opt")
+    vocab, merges = _bpe_files(d)
+    tok = GPT2Tokenizer(vocab=vocab, merges=merges, bos_token="</s>",
+                        eos_token="</s>", pad_token="<pad>", unk_token="<unk>", add_bos_token=True)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    OPTForCausalLM(OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=37,
+                             max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=tok.pad_token_id,
+                             bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-llama")
+    vocab, merges = _bpe_files(d, byte_level=False)
+    tok = LlamaTokenizer(vocab=vocab, merges=merges)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), **_tiny_causal_kwargs(), num_key_value_heads=2,
+                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(d)
+    return d

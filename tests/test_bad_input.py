@@ -28,7 +28,7 @@ def _stsb_copy(root, rows: list[str] | None):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_bert_dir):
+def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     """Data folders, damaged checkpoints, and a results file + cache written by a real run."""
     d = tmp_path_factory.mktemp("bad-input")
     real = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
@@ -38,6 +38,7 @@ def world(tmp_path_factory, tiny_bert_dir):
         "empty": _stsb_copy(d / "empty", []),
         "nan": _stsb_copy(d / "nan", real[:5] + ["\t".join(p[:4] + ["nan"] + p[5:])]),
         "model": tiny_bert_dir,
+        "gpt2": tiny_gpt2_dir,
     }
     for name in ("trunc", "config"):
         shutil.copytree(tiny_bert_dir, d / name)
@@ -74,6 +75,8 @@ def world(tmp_path_factory, tiny_bert_dir):
     (d / "splits").mkdir()
     for split in ("train", "test"):
         (d / "splits" / f"{split}.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    (d / "baddemos.tsv").write_text("A dog runs.\tDog\nno tab on this line\n", encoding="utf-8")
+    w["baddemos"] = d / "baddemos.tsv"
     for k in ("nocol.csv", "badscore.csv", "few.csv", "header-only.csv", "empty.csv", "splits"):
         w["u_" + k.replace(".csv", "").replace("-", "_")] = d / k
     return w
@@ -135,6 +138,14 @@ CASES = [
     (S + ["--dataset", "{u_splits}", "--out", "{out}", PAPER_T], "has the splits train, test; name one"),
     (S + ["--dataset", "nobody/no-such-set@test", "--out", "{out}", PAPER_T], "from the Hugging Face Hub"),
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "my_pairs.xlsx"], "unknown task 'my_pairs.xlsx'"),
+    # causal LMs
+    (["eval", "--model", "{gpt2}", "--template", PAPER_T, "--tasks", "sts16", "-q"], "a causal LM has no mask token: drop [MASK]"),
+    (["eval", "--model", "{gpt2}", "--template", "PromptEOL", "--demos", "{baddemos}", "-q"],
+     "baddemos.tsv:2: expected 'sentence<TAB>word'"),
+    (["eval", "--model", "{gpt2}", "--template", "This sentence : [X]", "--tasks", "sts16", "-q"], "ends with [X]"),
+    (["eval", "--model", "{gpt2}", "--template", "PromptEOL", "--compat", "reference", "--tasks", "sts16", "-q"],
+     "a causal LM uses the default"),
+    (["finetune", "--model", "{gpt2}", "--template", "PromptEOL", "--out", "{afile}.d", "-q"], "is a causal LM"),
     # training commands refuse the reference inputs
     (["optiprompt", "--model", "{model}", "--compat", "reference"], "--compat reference"),
 ]

@@ -7,12 +7,19 @@ from conftest import PAPER_T, ROBERTA_T
 @pytest.mark.parametrize("bad, why", [
     ("no placeholder [MASK] .", "0 [X]"),
     ("[X] [X] means [MASK] .", "2 [X]"),
-    ("[X] means nothing .", "0 [MASK]"),
     ("[X] means [MASK] [MASK] .", "2 [MASK]"),
 ])
 def test_parse_rejects_bad_templates(bad, why):
     with pytest.raises(TemplateError, match=r"\b" + why.split()[0] + r" \[" + why.split()[1][1:]):
         Template.parse(bad)
+
+
+def test_a_template_without_mask_is_for_causal_lms(bert_enc):
+    """No [MASK]: a causal LM's template (the last token is read); a masked LM refuses it."""
+    t = Template.parse("[X] means nothing .")
+    assert t.readout == "last" and t.order == ("X",)
+    with pytest.raises(TemplateError, match=r"\b0 \[MASK\]"):
+        bert_enc.rendered(t)
 
 
 def test_parse_normalises_whitespace_and_finds_slots():

@@ -39,14 +39,15 @@ def length_order(seqs: Sequence[Sequence[int]]) -> np.ndarray:
     return np.argsort([-len(s) for s in seqs], kind="stable")
 
 
-def pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids and their attention mask."""
+def pad(seqs: list[list[int]], pad_id: int, device, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded ids (on the right, or on the ``"left"``) and their attention mask."""
     n = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), n), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-        att[i, : len(s)] = 1
+        cols = slice(n - len(s), n) if side == "left" else slice(0, len(s))
+        ids[i, cols] = torch.as_tensor(s, dtype=torch.long)
+        att[i, cols] = 1
     return ids.to(device), att.to(device)
 
 

@@ -60,6 +60,7 @@ class PromptEncoder:
         corpus: Sequence[str] | None = None,
         compat: str = "promptsearch",
         data_dir: str | os.PathLike | None = None,
+        padding_side: str = "right",
     ):
         self.model = model
         self.batch_size = batch_size
@@ -70,7 +71,7 @@ class PromptEncoder:
         self.show_progress_bar = show_progress_bar
         self._corpus = corpus
         self.data_dir = data_dir  # where static-debiased finds the Wikipedia sample (with corpus=None)
-        self.prompt = PromptModule(model, self.max_length, self.bf16, compat)
+        self.prompt = PromptModule(model, self.max_length, self.bf16, compat, padding_side)
         self.default_template: str | None = None  # set by a trained directory's promptsearch.json
         self.default_denoise = False
         self._biased_ids: frozenset[int] | None = None

@@ -21,7 +21,7 @@ from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
-from ..template import RenderedTemplate, Template, quote, special_tokens_around
+from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
 from .batching import autocast, pad
 
 COMPAT_MODES = ("promptsearch", "reference")
@@ -35,10 +35,17 @@ def _soft_key(template_text: str) -> str:
 class PromptModule(nn.Module):
     """[MASK] states of templates filled with token-id sentences, raw and template bias."""
 
-    def __init__(self, model: LoadedModel, max_length: int, bf16: bool = False, compat: str = "promptsearch"):
+    def __init__(self, model: LoadedModel, max_length: int, bf16: bool = False, compat: str = "promptsearch",
+                 padding_side: str = "right"):
         super().__init__()
         if compat not in COMPAT_MODES:
             raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
+        if compat == "reference" and model.causal:
+            raise PromptSearchError("compat='reference' reproduces PromptBERT's masked-LM evaluation; a causal LM uses the default")
+        if padding_side not in ("right", "left"):
+            raise PromptSearchError(f"padding_side {padding_side!r}: choose right or left")
+        self.causal = model.causal
+        self.padding_side = padding_side
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
         self.position_offset = model.position_offset
@@ -66,7 +73,7 @@ class PromptModule(nn.Module):
         t = Template.parse(template)
         r = self._rendered.get(t.text)
         if r is None:
-            r = self._rendered[t.text] = t.render(self.tokenizer)
+            r = self._rendered[t.text] = t.render(self.tokenizer, causal=self.causal)
         return r
 
     def check_template(self, template: str | Template) -> int:
@@ -88,8 +95,8 @@ class PromptModule(nn.Module):
         texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
         if not texts:
             return []
-        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        return [list(x[:room]) for x in ids]
+        ids = tokens_in_context(self.tokenizer, texts)
+        return [x[:room] for x in ids]
 
     def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
         """(input ids, [MASK] index, template-bias length) for each prepared sentence.
@@ -178,7 +185,7 @@ class PromptModule(nn.Module):
         ``load_state_dict``, a new soft prompt)."""
         return tuple((id(p), p._version) for p in self.parameters())
 
-    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int]) -> dict:
+    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int], shifts: Sequence[int] | None = None) -> dict:
         """``input_ids``, or ``inputs_embeds`` with soft-prompt vectors in the template slots."""
         soft = self.soft_prompt(template)
         if soft is None:
@@ -187,7 +194,9 @@ class PromptModule(nn.Module):
         sb, sa = r.soft_slots()
         emb = self.encoder.get_input_embeddings()(ids)
         rows = torch.arange(len(ids), device=ids.device)[:, None]
-        cols = torch.as_tensor([sb + [len(r.before) + n + j for j in sa] for n in sent_lens], device=ids.device)
+        shifts = shifts or [0] * len(sent_lens)
+        cols = torch.as_tensor([[c + sh for c in sb + [len(r.before) + n + j for j in sa]] for n, sh in zip(sent_lens, shifts)],
+                               device=ids.device)
         emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
         return {"inputs_embeds": emb}
 
@@ -207,12 +216,19 @@ class PromptModule(nn.Module):
         return out
 
     def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template) -> torch.Tensor:
-        """One padded forward of (ids, [MASK] index, sentence length) rows: the [MASK] states."""
-        ids, att = pad([x for x, _, _ in rows], self.tokenizer.pad_token_id or 0, self.device)
+        """One padded forward of (ids, read-out index, sentence length) rows: the [MASK] (or, for a
+        causal LM, the last template token's) states. Right padding by default; with left padding
+        (``padding_side="left"``) the position ids count from each row's first real token."""
+        seqs = [x for x, _, _ in rows]
+        ids, att = pad(seqs, self.tokenizer.pad_token_id or 0, self.device, side=self.padding_side)
+        shifts = [ids.shape[1] - len(x) if self.padding_side == "left" else 0 for x in seqs]
+        extra = {}
+        if self.padding_side == "left":
+            extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
         with self.autocast():
-            h = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows]),
-                                                      attention_mask=att).last_hidden_state
-        pos = torch.as_tensor([p for _, p, _ in rows], device=self.device)
+            h = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows], shifts), attention_mask=att,
+                             **extra).last_hidden_state
+        pos = torch.as_tensor([p + sh for (_, p, _), sh in zip(rows, shifts)], device=self.device)
         return h[torch.arange(len(rows), device=self.device), pos].float()
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:

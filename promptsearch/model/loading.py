@@ -59,7 +59,7 @@ def _quiet_transformers():
 
 @dataclass
 class LoadedModel:
-    """What the encoder needs: tokenizer, the bare encoder, and the MLM model if any."""
+    """What the encoder needs: tokenizer, the bare encoder, and the MLM (or causal LM) model if any."""
 
     name: str
     tokenizer: object
@@ -68,6 +68,12 @@ class LoadedModel:
     path: str = ""
     mask_head: MaskHead | None = None  # a head learned by train-head
     mask_head_path: str = ""
+    lm: torch.nn.Module | None = None  # a causal LM (its output embeddings give next-token logits)
+
+    @property
+    def causal(self) -> bool:
+        """A decoder-only model: templates read the last token instead of [MASK]."""
+        return self.lm is not None
 
     @property
     def config(self):
@@ -76,7 +82,7 @@ class LoadedModel:
     @property
     def has_mlm_head(self) -> bool:
         """The checkpoint's own MLM head, or a trained one (``train-head``)."""
-        return self.mlm is not None or self.mask_head is not None
+        return self.mlm is not None or self.mask_head is not None or self.lm is not None
 
     @property
     def position_offset(self) -> int:
@@ -118,6 +124,9 @@ class LoadedModel:
         """
         if self.mask_head is not None:
             return self.mask_head(hidden)
+        if self.lm is not None:  # the next-token distribution at the read-out position
+            head = self.lm.get_output_embeddings()
+            return head(hidden.to(head.weight.dtype))
         m = self.mlm
         hidden = hidden.to(self.word_embeddings.dtype)
         if m is None:
@@ -145,14 +154,14 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
     default ``default`` gets the head shipped in the package and other models none.
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     path = resolve_model_path(name)
     if os.path.sep in path and not Path(path).exists() and not path.startswith(("http:", "https:")):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
     with _quiet_transformers():
         try:
-            AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model
+            config = AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model
             tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -160,18 +169,23 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 f"cannot load model {name!r} ({first}); pass 'default', a local model directory, "
                 "or an HF id that is cached or reachable"
             ) from exc
-        mlm = None
+        mlm = lm = None
+        placement = {"device_map": "auto"} if str(device) == "auto" else {}  # a large model across the devices there are
         try:
-            try:
-                mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-                if _head_is_missing(info, mlm.base_model_prefix):
-                    encoder, mlm = mlm.base_model, None
-                else:
-                    encoder = mlm.base_model
-            except (ValueError, KeyError) as exc:  # no MLM class for this architecture
-                if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
-                    raise
-                encoder = AutoModel.from_pretrained(path)
+            if is_causal(config):
+                lm = AutoModelForCausalLM.from_pretrained(path, **placement)
+                encoder = lm.base_model  # never the LM head over every position: only the read-out states go through it
+            else:
+                try:
+                    mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+                    if _head_is_missing(info, mlm.base_model_prefix):
+                        encoder, mlm = mlm.base_model, None
+                    else:
+                        encoder = mlm.base_model
+                except (ValueError, KeyError) as exc:  # no MLM class for this architecture
+                    if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
+                        raise
+                    encoder = AutoModel.from_pretrained(path)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(_damaged(name, path, exc)) from exc
         except Exception as exc:  # safetensors raises its own error type for a cut file
@@ -182,22 +196,38 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     # about a long sentence before that truncation is noise.
     if hasattr(tokenizer, "deprecation_warnings"):
         tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+    if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
-    if mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
+    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
-    if tokenizer.mask_token is None:
+    if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
-    device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    for m in (encoder, mlm):
+    if not placement:
+        device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        for m in (encoder, mlm, lm):
+            if m is not None:
+                m.to(device)
+    for m in (encoder, mlm, lm):
         if m is not None:
-            m.to(device).eval()
-    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path)
+            m.eval()
+    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, lm=lm)
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
         if model.mask_head.cfg.layer not in (-1, model.num_layers):
             raise ModelError(f"{head_path} reads hidden layer {model.mask_head.cfg.layer}; [MASK] predictions use the "
                              "last layer, so train the head with the default layer")
     return model
+
+
+def is_causal(config) -> bool:
+    """Decoder-only (GPT-2, OPT, Llama, Qwen2, Mistral, Phi …), from the config alone."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+
+    archs = getattr(config, "architectures", None) or []
+    if archs:
+        return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
+    return type(config) in MODEL_FOR_CAUSAL_LM_MAPPING and type(config) not in MODEL_FOR_MASKED_LM_MAPPING
 
 
 def _damaged(name: str, path: str, exc: BaseException) -> str:

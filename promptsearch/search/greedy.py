@@ -24,10 +24,11 @@ class GreedyState:
     quote: str = ""
     relation: str = "means"
     suffix: str = "."
+    mask: bool = True  # False: a causal LM's template, read at its last token
 
     @property
     def template(self) -> str:
-        parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]", self.suffix]
+        parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]" if self.mask else "", self.suffix]
         return " ".join(p for p in parts if p)
 
 
@@ -43,7 +44,8 @@ def load_vocabulary(path: str = "greedy") -> dict:
         if any("[X]" in x or "[MASK]" in x for x in items):
             raise PromptSearchError(f"{where}: '{key}' entries must not contain [X] or [MASK]")
     v.setdefault("wrappers", ['"', "'"])
-    v.setdefault("suffix", ".")
+    v.setdefault("mask", True)
+    v.setdefault("suffix", "." if v["mask"] else "")
     return v
 
 
@@ -79,16 +81,16 @@ class Greedy:
         v = load_vocabulary(self.vocabulary)
         self.path = []
         suffix = v["suffix"]
-        rel_states = [GreedyState(relation=r, suffix=suffix) for r in dict.fromkeys(v["relations"])]
+        rel_states = [GreedyState(relation=r, suffix=suffix, mask=v["mask"]) for r in dict.fromkeys(v["relations"])]
         scored = self._score_all(scorer, results, rel_states, "relation")
         for sc, st in scored:
             self.path.append({"stage": "relation", "step": 0, "template": st.template, "spearman": round(sc, 4), "candidates": 1})
         best_score, best = max(scored, key=lambda x: x[0])
         self._record(results, "relation:best", 0, best, best_score, len(scored))
         for step in range(1, self.max_steps + 1):
-            cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix) for tok in v["prefix_tokens"]]
+            cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
-                cands += [GreedyState(best.prefix, q, best.relation, best.suffix) for q in v["wrappers"]]
+                cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
             scored = self._score_all(scorer, results, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
             if cand_score <= best_score + self.min_delta:

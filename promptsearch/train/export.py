@@ -71,7 +71,7 @@ class PromptModule(InputModule):
         out = Path(output_path)
         if out.resolve() != Path(self.model_name_or_path).resolve():
             with _quiet_transformers():
-                (self.enc.model.mlm or self.auto_model).save_pretrained(out)
+                (self.enc.model.lm or self.enc.model.mlm or self.auto_model).save_pretrained(out)
                 self.tokenizer.save_pretrained(out)
             write_config(out, read_config(self.model_name_or_path))
         write_sentence_transformers_files(out)
