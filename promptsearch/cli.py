@@ -32,7 +32,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="pair columns of a user data set (default: sentence1,sentence2,score or a common spelling)")
     g.add_argument("--subset-column", default=None, metavar="NAME",
                    help="a column grouping a user data set's pairs into subsets (SentEval's 'all' aggregation)")
-    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: spread a large model over the devices "
+                                                "there are (default: cuda if available)")
     g.add_argument("--batch-size", type=int, default=64)
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
     g.add_argument("--no-period", dest="add_period", action="store_false",
