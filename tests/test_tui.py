@@ -92,3 +92,24 @@ def test_optuna_source_reads_a_study(tmp_path):
     assert src.changed() and not src.changed()
     b = src.load()
     assert b.rows[0] == (72.5, "[X] is [MASK] .") and b.trials == 2 and b.history == [70.0, 72.5]
+
+
+def test_predictions_on_a_causal_lm_use_promptEOL(tmp_path, tiny_gpt2_dir):
+    from conftest import CAUSAL_T, make_encoder
+
+    path = tmp_path / "best.json"
+    _results(path, [(CAUSAL_T, 5.0)])
+    enc = make_encoder(tiny_gpt2_dir)
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), encoder=enc, poll_seconds=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("p")  # the predictions screen with the masked-LM default template
+            assert app.screen.__class__.__name__ == "PredictionsScreen"
+            await pilot.click("#sentence")
+            await pilot.press(*"a man is playing a guitar .", "enter")
+            den = app.screen.query_one("#denoised", DataTable)
+            await _wait_for(pilot, lambda: den.row_count == 5)
+            assert app.screen.query_one("#template", Input).value == CAUSAL_T  # switched to PromptEOL
+
+    asyncio.run(scenario())

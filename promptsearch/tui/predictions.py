@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..data import load_task
 from ..errors import PromptSearchError
+from ..library import named_template
 
 DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
@@ -31,7 +32,8 @@ class PredictionsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Vertical(id="predictions"):
-            yield Input(value=self.template, placeholder="template with [X] and [MASK]", id="template")
+            yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or PromptEOL)",
+                        id="template")
             yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)", id="sentence")
             with Horizontal(id="columns"):
                 yield DataTable(id="raw", cursor_type="none")
@@ -64,7 +66,10 @@ class PredictionsScreen(Screen):
 
         try:
             enc = self.app.get_encoder()
-            pred = predict(enc, enc.prepare([sentence]), template, top_k=5)[0]
+            if enc.model.causal and template == DEFAULT_TEMPLATE:  # a causal LM reads the last token: PromptEOL
+                template = named_template("PromptEOL")
+                self.app.call_from_thread(self.set_template, template)
+            pred = predict(enc, enc.prepare([sentence]), named_template(template), top_k=5)[0]
         except PromptSearchError as exc:
             self.app.call_from_thread(self.query_one("#status", Static).update, f"[red]{exc}[/red]")
             return
