@@ -12,6 +12,7 @@ from pathlib import Path
 from .data import TASK_NAMES, PairFormat, expand_tasks
 from .errors import PromptSearchError
 from .paths import sts_dir
+from .template import Template, quote
 
 
 class _Parser(argparse.ArgumentParser):
@@ -260,7 +261,6 @@ def cmd_greedy(args) -> int:
 def _read_templates(args) -> list[str]:
     from pathlib import Path
 
-    from .template import Template
 
     items = list(args.templates or [])
     if args.file:
@@ -436,7 +436,6 @@ def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spe
 
 def cmd_optiprompt(args) -> int:
     from .library import paper_templates
-    from .template import Template
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
 
     _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
@@ -477,7 +476,6 @@ def _encoder_from_dir(args, path):
 def cmd_finetune(args) -> int:
     from .data import load_triplets, snli_triplets
     from .search.results import top_templates
-    from .template import Template
     from .train.finetune import FinetuneConfig, finetune
 
     _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
@@ -527,7 +525,6 @@ def cmd_finetune(args) -> int:
 
 def cmd_predict(args) -> int:
     from .eval.predict import format_predictions, predict
-    from .template import Template
 
     template = Template.parse(_template(args, args.template)).text
     if not args.sentences:
@@ -596,7 +593,6 @@ def cmd_table9(args) -> int:
     """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
     from .encoding import rep
     from .eval import evaluate_reps, format_table
-    from .template import Template
 
     tasks = expand_tasks(args.tasks)
     template = Template.parse(_template(args, args.template)).text
@@ -777,11 +773,7 @@ def _check_utf8(argv: list[str]) -> None:
             a.encode("utf-8")
         except UnicodeEncodeError:
             shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise PromptSearchError(f"argument {_clip(shown)!r} is not valid UTF-8; pass text in UTF-8") from None
-
-
-def _clip(text: str, n: int = 80) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+            raise PromptSearchError(f"argument {quote(shown, 80)} is not valid UTF-8; pass text in UTF-8") from None
 
 
 def _on_sigterm(signum, frame):  # SIGTERM ends a job like Ctrl-C: what is saved is said

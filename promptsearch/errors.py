@@ -15,3 +15,10 @@ class DataError(PromptSearchError):
 
 class ModelError(PromptSearchError):
     """A model id or path that cannot be loaded, or lacks what a command needs."""
+
+
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """The first line of an exception's message (its type name if it has none), cut to ``limit``
+    characters: what a one-line error quotes of a library's error."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

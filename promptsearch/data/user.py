@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, first_line
 from .sts import STSData, _tokens
 
 PAIR_COLUMNS = [("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B", "relatedness_score"),
@@ -111,14 +111,14 @@ def load_table(spec: str, text_file_builder: str | None = None):
             raise
         except (FileNotFoundError, ConnectionError, OSError) as exc:
             if p.exists():
-                raise DataError(f"cannot read {p}: {_first_line(exc)}") from None
-            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({_first_line(exc)}); where the hub is "
+                raise DataError(f"cannot read {p}: {first_line(exc, 160)}") from None
+            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub is "
                             "not reachable, download it elsewhere and pass the local folder or file") from None
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
             if p.is_file() and "corresponds to no data" in str(exc):
                 raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None
             where = str(p) if p.exists() else repr(name)
-            raise DataError(f"cannot load {where}: {type(exc).__name__}: {_first_line(exc)}") from None
+            raise DataError(f"cannot load {where}: {type(exc).__name__}: {first_line(exc, 160)}") from None
     return _pick_split(ds, spec, split)
 
 
@@ -137,11 +137,6 @@ def _pick_split(ds, spec: str, split: str | None):
     if split is not None and split != getattr(ds, "split", split):
         raise DataError(f"{spec} is a single data set (split {ds.split!r}); drop @{split}")
     return ds
-
-
-def _first_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def _row_ref(spec: str, i: int) -> str:

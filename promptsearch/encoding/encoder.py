@@ -23,7 +23,7 @@ from ..data import load_corpus
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
-from .batching import autocast, bf16_supported, length_order, pad, prepare, unique
+from .batching import bf16_supported, length_order, pad, prepare, unique
 from .prompt import PromptModule
 from .reps import Batch, Ditto, MaskState, Pooling, Rep, StaticDebiased, TopKStatic, biased_token_ids, rep
 
@@ -152,7 +152,7 @@ class PromptEncoder:
         self.prompt.clear_cache()
 
     def autocast(self):
-        return autocast(self.device, self.bf16)
+        return self.prompt.autocast()
 
     def _progress(self, total: int, desc: str, show: bool | None):
         if show is None:

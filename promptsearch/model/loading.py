@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelError
+from ..errors import ModelError, first_line
 from .mask_head import MaskHead, load_head, shipped_head_path
 
 DEFAULT_MODEL = "default"
@@ -164,7 +164,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             config = AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model
             tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise ModelError(
                 f"cannot load model {name!r} ({first}); pass 'default', a local model directory, "
                 "or an HF id that is cached or reachable"
@@ -232,8 +232,7 @@ def is_causal(config) -> bool:
 
 def _damaged(name: str, path: str, exc: BaseException) -> str:
     """A one-line message for a checkpoint whose weights or config cannot be used."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    first = first if len(first) <= 160 else first[:159] + "…"
+    first = first_line(exc, 160)
     is_weights = type(exc).__name__ == "SafetensorError" or "safetensors" in first.lower() or "pytorch_model" in first
     where = "its weights file" if is_weights else "config.json (or weights that do not fit it)"
     if Path(path).is_dir():

@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import read_wordnet
-from ..errors import ModelError, TemplateError
+from ..errors import ModelError, TemplateError, first_line
 from ..model.loading import _quiet_transformers
 from ..template import Template, special_tokens_around
 from .results import Results
@@ -58,7 +58,7 @@ class T5Generator:
                 self.tokenizer = AutoTokenizer.from_pretrained(model_name)
                 self.model = T5ForConditionalGeneration.from_pretrained(model_name)
         except (OSError, ValueError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise ModelError(f"cannot load T5 model {model_name!r} ({first}); pass --model-t5 with a local path or "
                              "a reachable HF id, or use --generator mlm offline") from None
         self.device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
