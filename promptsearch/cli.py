@@ -202,6 +202,13 @@ def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
                    help="rank by the raw [MASK] state (default: denoised; both are cached)")
     g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
+    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
+                   help="screening precision for racing/pruning rungs (auto: the reference precision, bf16 where fast "
+                        "else fp32; int8: quantized linear layers, CPU). Recorded scores are always the reference precision's")
+    g.add_argument("--validate-top", type=int, default=5, metavar="K",
+                   help="after the search, score the best K templates on held-out sets (default 5; 0: off)")
+    g.add_argument("--validate-on", default="stsb,sickr", metavar="TASKS",
+                   help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
 
 
 def _scorer(args, enc=None):
@@ -209,7 +216,25 @@ def _scorer(args, enc=None):
 
     (dataset,) = expand_tasks(args.dataset)[:1]
     return Scorer(enc or _encoder(args), dataset=dataset, denoise=args.denoise, data_dir=args.data_dir,
-                  cache_path=args.cache, use_cache=not args.no_cache, fmt=_fmt(args))
+                  cache_path=args.cache, use_cache=not args.no_cache, fmt=_fmt(args), screening=args.precision)
+
+
+def _validation(args) -> dict:
+    """run_strategy's held-out validation arguments (checked before anything is scored)."""
+    if args.validate_top < 0:
+        raise PromptSearchError("--validate-top must be 0 (off) or more")
+    from .data import load_task
+    from .errors import DataError
+
+    tasks = []
+    try:
+        tasks = expand_tasks(args.validate_on) if args.validate_top and args.validate_on.strip() else []
+        for t in tasks:  # read now, not after the search
+            load_task(t, args.data_dir, _fmt(args))
+    except DataError as exc:
+        raise PromptSearchError(f"held-out validation: {exc}; pass --validate-on TASKS, or --validate-top 0 to skip "
+                                "it") from None
+    return {"validate_on": tasks, "validate_top": args.validate_top, "show_progress_bar": _show(args)}
 
 
 def _check_out(path) -> None:
@@ -231,15 +256,24 @@ def _print_ranking(results, top: int) -> None:
     ranked = results.ranked()[:top]
     w = max([len(e.template) for e in ranked] + [8])
     kind = "denoised" if results.denoise else "raw"
-    print(f"\n{'rank':>4}  {'template'.ljust(w)}  {results.dataset + ' (' + kind + ')':>20}")
+    held = (results.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
+    print(f"\n{'rank':>4}  {'template'.ljust(w)}  {results.dataset + ' (' + kind + ')':>20}"
+          + "".join(f"  {t:>10}" for t in held))
     for i, e in enumerate(ranked, 1):
-        print(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}")
+        v = e.validation or {}
+        print(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}"
+              + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in held))
+    if held:
+        print(f"(held-out: the best {results.validation['top']} by {results.dataset}, scored on {', '.join(held)})")
 
 
 def _print_stats(results) -> None:
     d = results.to_dict()["stats"]
     tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
-    print(f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}); {d['cached']} came from the cache; results: {results.path}")
+    work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
+    work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
+    print(f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}; {d['cached']} came from the cache; "
+          f"results: {results.path}")
 
 
 def cmd_greedy(args) -> int:
@@ -249,13 +283,25 @@ def cmd_greedy(args) -> int:
     _check_out(args.out)
     load_vocabulary(args.vocabulary)
     _check_data(args, expand_tasks(args.dataset))
-    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=False if args.quiet else None)
-    res = run_strategy(strat, _scorer(args), args.out, args.model)
-    print(format_path(strat.path))
+    racing = None if args.no_racing else _racing(args)
+    val = _validation(args)
+    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=_show(args), racing=racing)
+    res = run_strategy(strat, _scorer(args), args.out, args.model, **val)
+    print(format_path(strat.path, res))
     b = res.best
     print(f"\nbest: {b.template}   {b.spearman:.2f}")
     _print_stats(res)
     return 0
+
+
+def _racing(args):
+    from .search.racing import Racing
+
+    try:
+        rungs = tuple(float(x) for x in args.race_rungs.split(","))
+    except ValueError:
+        raise PromptSearchError(f"--race-rungs {quote(args.race_rungs)}: give fractions such as 0.125,0.25,0.5") from None
+    return Racing(fractions=rungs, finalists=args.finalists).check()
 
 
 def _read_templates(args) -> list[str]:
@@ -293,9 +339,15 @@ def cmd_score(args) -> int:
     scorer = _scorer(args, enc)
     for t in templates:  # every template usable with this tokenizer before anything is written
         scorer.encoder.check_template(t)
+    val = _validation(args)
     res = Results.open(args.out, args.model, scorer.dataset, "score", args.denoise, {"templates": len(templates)})
+    res.track(scorer.work)
     for t in templates:
         res.add(scorer.score(t), "score")
+    if val["validate_top"] and val["validate_on"]:
+        from .search import validate
+
+        validate(res, scorer, val["validate_on"], val["validate_top"], show_progress_bar=val["show_progress_bar"])
     _print_ranking(res, len(res.entries))
     if args.out:
         _print_stats(res)
@@ -345,11 +397,12 @@ def cmd_optuna(args) -> int:
                          prune=not args.no_prune, show_progress_bar=False if args.quiet else None)
     print(f"study {name!r} in {storage}: grammar {g.source} has {g.size} templates; target {args.trials} finished trials",
           file=sys.stderr)
+    val = _validation(args)
     scorer = _scorer(args)
     t0 = time.time()
     done_before = sum(optuna_summary(strat.open_study(len(scorer.gold)))[k] for k in ("complete", "pruned"))
     try:
-        res = run_strategy(strat, scorer, args.out, args.model)
+        res = run_strategy(strat, scorer, args.out, args.model, **val)
     except optuna.exceptions.StorageInternalError as exc:
         raise PromptSearchError(f"Optuna storage {storage} failed ({exc}); check the --storage URL") from None
     _print_ranking(res, args.top)
@@ -381,7 +434,8 @@ def cmd_t5(args) -> int:
                            num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
                            show_progress_bar=False if args.quiet else None)
     strat.name = "t5"
-    res = run_strategy(strat, _scorer(args), args.out, args.model)
+    val = _validation(args)
+    res = run_strategy(strat, _scorer(args), args.out, args.model, **val)
     g = res.extras.get("x_generated", {})
     print(f"generated {g.get('distinct', '?')} distinct templates from {g.get('pairs_used', '?')} WordNet (word, definition) "
           f"pairs with the {args.generator} generator; scored the top {g.get('kept', '?')}")
@@ -696,6 +750,11 @@ def build_parser() -> argparse.ArgumentParser:
     _search_flags(gr, "best.json")
     gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
     gr.add_argument("--max-steps", type=int, default=8, help="most prefix tokens to add")
+    gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's "
+                                                             "protocol; default: race them on growing subsets)")
+    gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
+                    help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
+    gr.add_argument("--finalists", type=int, default=2, help="candidates per step that get a full-set score (default 2)")
     gr.set_defaults(func=cmd_greedy)
 
     op = sub.add_parser("optuna", help="TPE search over a template grammar with successive-halving pruning (resumable, multi-worker)")

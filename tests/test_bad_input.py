@@ -53,7 +53,7 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     # a real results file and cache, which every bad command below must leave as they are
     w["out"], w["cache"] = d / "best.json", d / "cache.jsonl"
     assert main(["score", "--model", str(tiny_bert_dir), "--data-dir", str(w["small"]), "--cache", str(w["cache"]),
-                 "--out", str(w["out"]), "-q", "--no-bf16", PAPER_T]) == 0
+                 "--out", str(w["out"]), "-q", "--no-bf16", "--validate-top", "0", PAPER_T]) == 0
     good = json.loads(w["out"].read_text())
     no_spearman = json.loads(json.dumps(good))
     del no_spearman["templates"][0]["spearman"]
@@ -82,7 +82,7 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     return w
 
 
-S = ["score", "--model", "{model}", "--data-dir", "{small}", "--cache", "{cache}", "-q", "--no-bf16"]
+S = ["score", "--model", "{model}", "--data-dir", "{small}", "--cache", "{cache}", "-q", "--no-bf16", "--validate-top", "0"]
 LONG = " ".join(["word"] * 600)
 
 CASES = [
@@ -148,6 +148,13 @@ CASES = [
     (["finetune", "--model", "{gpt2}", "--template", "PromptEOL", "--out", "{afile}.d", "-q"], "is a causal LM"),
     # training commands refuse the reference inputs
     (["optiprompt", "--model", "{model}", "--compat", "reference"], "--compat reference"),
+    # issue 13: racing, screening precision, held-out validation
+    (S[:-2] + [PAPER_T], "held-out validation: missing data file"),
+    (S[:-2] + ["--validate-top", "-1", PAPER_T], "--validate-top must be 0 (off) or more"),
+    (S + ["--validate-on", "nosuchtask", "--validate-top", "3", PAPER_T], "held-out validation: unknown task 'nosuchtask'"),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"], "--race-rungs '0.5,x': give fractions"),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,0.25"], "racing rungs must be increasing"),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], "racing finalists must be at least 1"),
 ]
 
 
@@ -173,7 +180,8 @@ def _run(argv, **kw):
 def test_long_input_prints_no_transformers_warning(world):
     """13. The default model (512 positions): a 600-word template is one short line, a 5,000-word
     sentence is truncated without transformers' "indexing errors" warning."""
-    r = _run(["score", "--model", "default", "--data-dir", str(world["small"]), "--no-cache", "-q", LONG + " [X] [MASK] ."])
+    r = _run(["score", "--model", "default", "--data-dir", str(world["small"]), "--no-cache", "-q", "--validate-top", "0",
+                  LONG + " [X] [MASK] ."])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and len(r.stderr) < 400, r.stderr
     r = _run(["predict", "--model", "default", "-q", " ".join(["word"] * 5000) + " ."])
     assert r.returncode == 0 and "indexing errors" not in r.stderr and "Token indices" not in r.stderr, r.stderr
@@ -185,7 +193,7 @@ def test_cache_never_returns_a_score_measured_on_other_data(world, tmp_path, cap
     """1. The key holds a fingerprint of the pairs scored, not just the task name."""
     cache = tmp_path / "c.jsonl"
     base = ["score", "--model", str(world["model"]), "--cache", str(cache), "-q", "--no-bf16"]
-    assert main(base + ["--data-dir", str(world["small"]), PAPER_T]) == 0
+    assert main(base + ["--data-dir", str(world["small"]), "--validate-top", "0", PAPER_T]) == 0
     small = capsys.readouterr().out
     assert main(base + ["--data-dir", str(DATA), PAPER_T]) == 0
     full = capsys.readouterr().out
@@ -251,7 +259,7 @@ def test_unwritable_cache_is_said_once(world, tmp_path, capsys):
     """12. A cache that cannot be written: one warning, the scores still printed."""
     (tmp_path / "afile").write_text("x")
     code = main(["score", "--model", str(world["model"]), "--data-dir", str(world["small"]), "--cache",
-                 str(tmp_path / "afile" / "c.jsonl"), "-q", "--no-bf16", PAPER_T, "[X] means [MASK] ."])
+                 str(tmp_path / "afile" / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "0", PAPER_T, "[X] means [MASK] ."])
     out, err = capsys.readouterr()
     assert code == 0 and PAPER_T in out
     assert err.count("cannot use the score cache") == 1

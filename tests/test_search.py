@@ -73,7 +73,7 @@ def _vocab(tmp_path, **kw):
 
 def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
     out = tmp_path / "best.json"
-    g = Greedy(vocabulary=_vocab(tmp_path), max_steps=3, show_progress_bar=False)
+    g = Greedy(vocabulary=_vocab(tmp_path), max_steps=3, show_progress_bar=False, racing=None)  # exhaustive
     res = run_strategy(g, scorer, out, "tiny")
     d = json.loads(out.read_text())
     jsonschema.validate(d, schema())
@@ -91,7 +91,8 @@ def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
     n = res.scored
     # re-running reuses every cached score
     scorer2 = Scorer(bert_enc, dataset=DATASET, cache_path=scorer.cache_path)
-    res2 = run_strategy(Greedy(vocabulary=_vocab(tmp_path), max_steps=3, show_progress_bar=False), scorer2, out, "tiny")
+    res2 = run_strategy(Greedy(vocabulary=_vocab(tmp_path), max_steps=3, show_progress_bar=False, racing=None), scorer2,
+                        out, "tiny")
     assert scorer2.n_scored == 0  # every score came from the cache
     # the stats count what the file holds, each template once, however often the run resumes
     assert (res2.scored, res2.cached) == (n, 0) and len(res2.entries) == n
@@ -111,7 +112,8 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
 
     monkeypatch.setattr(scorer, "score", flaky)
     with pytest.raises(KeyboardInterrupt):
-        run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False), scorer, out, "tiny")
+        run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False, racing=None), scorer, out, "tiny",
+                     validate_top=0)
     d = load(out)
     assert {e["template"] for e in d["templates"]} == set(calls)
     s2 = Scorer(bert_enc, dataset=DATASET, cache_path=scorer.cache_path)

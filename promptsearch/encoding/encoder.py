@@ -10,6 +10,7 @@ denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import load_corpus
+from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
@@ -72,6 +74,7 @@ class PromptEncoder:
         self._corpus = corpus
         self.data_dir = data_dir  # where static-debiased finds the Wikipedia sample (with corpus=None)
         self.prompt = PromptModule(model, self.max_length, self.bf16, compat, padding_side)
+        self.int8 = False  # linear layers quantized (a screening copy, see with_precision)
         self.default_template: str | None = None  # set by a trained directory's promptsearch.json
         self.default_denoise = False
         self._biased_ids: frozenset[int] | None = None
@@ -95,6 +98,35 @@ class PromptEncoder:
         if cfg:
             enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
         return enc
+
+    PRECISIONS = ("fp32", "bf16", "int8")
+
+    @property
+    def precision(self) -> str:
+        """"int8" (quantized linear layers), "bf16" (autocast) or "fp32"."""
+        return "int8" if self.int8 else "bf16" if self.bf16 else "fp32"
+
+    def with_precision(self, precision: str) -> "PromptEncoder":
+        """This encoder in another precision, for screening: the same tokenizer, template handling
+        and soft prompts; ``bf16``/``fp32`` share the weights, ``int8`` runs a quantized copy (CPU)."""
+        if precision not in self.PRECISIONS:
+            raise PromptSearchError(f"unknown precision {precision!r}; choose {', '.join(self.PRECISIONS)} or auto")
+        if precision == self.precision:
+            return self
+        if precision == "bf16" and not bf16_supported(self.device):
+            raise PromptSearchError(f"bf16 is not fast on this {self.device.type} (no AMX/AVX512-BF16); use --precision fp32 or int8")
+        model = self.model
+        if precision == "int8":
+            from ..model.quantize import int8_copy
+
+            model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
+        other = PromptEncoder(model, batch_size=self.batch_size, bf16=precision == "bf16", add_period=self.add_period,
+                              max_length=self.max_length, show_progress_bar=self.show_progress_bar, corpus=self._corpus,
+                              compat=self.compat, data_dir=self.data_dir, padding_side=self.prompt.padding_side)
+        other.int8 = precision == "int8"
+        for t, v in self.soft_prompts.items():
+            other.set_soft_prompt(t, v.detach().clone())
+        return other
 
     # ---- small accessors -------------------------------------------------------------------
     @property

@@ -4,6 +4,11 @@ Stage 1 (relation): score ``[X] <relation> [MASK] .`` for every relation in the 
 and keep the best. Stage 2 (prefix): repeatedly try appending each prefix token just before
 [X] (or before its opening quote), or wrapping [X] in quotes; keep the best candidate if it
 beats the current template, stop when none does.
+
+By default each step is a race (:mod:`.racing`): candidates are screened on growing subsets of
+the dev pairs and only the finalists get a full-set score; ``racing=None`` scores every
+candidate on the full set (the paper's protocol). Either way the step's winner and every number
+in the path are full-set scores in the reference precision.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from tqdm.auto import tqdm
 
 from ..errors import PromptSearchError
 from ..library import load_json
+from .racing import Racing, race, race_key
 from .results import Results
 from .scorer import Scorer
 
@@ -55,13 +61,19 @@ class Greedy:
     max_steps: int = 8
     min_delta: float = 0.0
     show_progress_bar: bool | None = None
+    racing: Racing | None = field(default_factory=Racing)
     name: str = "greedy"
     path: list = field(default_factory=list)
 
     def settings(self) -> dict:
-        return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_delta": self.min_delta}
+        return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_delta": self.min_delta,
+                "racing": self.racing.settings() if self.racing else None}
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
+        """(full-set score, state) of the candidates that got one; the rest were dropped by the race."""
+        self._dropped = []
+        if self.racing is not None:
+            return self._race(scorer, results, states, source)
         out = []
         with tqdm(states, desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
             for s in bar:
@@ -71,9 +83,32 @@ class Greedy:
                 bar.set_postfix_str(f"{sc.spearman:.2f} {s.template[:40]}")
         return out
 
+    def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
+        by_text = {s.template: s for s in states}
+        texts = list(by_text)
+        races = results.extras.setdefault("x_races", {})
+        state = races.setdefault(race_key(scorer, texts, self.racing), {})
+        with tqdm(total=len(texts), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
+            def progress(label, done, total):
+                bar.set_description_str(f"{source}, {label}")
+                bar.total, bar.n = total, done
+                bar.refresh()
+
+            outcome = race(scorer, texts, self.racing, state, save=results.save, progress=progress)
+        results.add_seconds(outcome.seconds)
+        out = []
+        for sc in outcome.scores:
+            results.add(sc, source)
+            out.append((sc.spearman, by_text[sc.template]))
+        self._dropped = outcome.dropped
+        return out
+
     def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int):
-        self.path.append({"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
-                          "candidates": candidates})
+        row = {"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
+               "candidates": candidates}
+        if self.racing is not None:
+            row["dropped"] = list(self._dropped)  # raced out before a full-set score: no number recorded
+        self.path.append(row)
         results.extras["path"] = self.path
         results.save()
 
@@ -100,15 +135,27 @@ class Greedy:
             self._record(results, "prefix", step, best, best_score, len(scored))
 
 
-def format_path(path: list[dict]) -> str:
-    """The search path as a Table 4-style table."""
-    rows = [("Template", "STS-B dev")]
-    rows.append(("Searching for relationship tokens", ""))
-    rows += [(r["template"], f"{r['spearman']:.2f}") for r in path if r["stage"] == "relation"]
-    rows.append(("Searching for prefix tokens", ""))
-    rows += [(r["template"], f"{r['spearman']:.2f}") for r in path if r["stage"] == "prefix"]
+def format_path(path: list[dict], results: Results | None = None) -> str:
+    """The search path as a Table 4-style table (with held-out columns where the results have them)."""
+    val = (results.validation or {}).get("tasks", []) if results is not None else []
+    held = {t: e.validation or {} for t, e in results.entries.items()} if results is not None else {}
+
+    def row(template, score):
+        v = held.get(template, {})
+        return (template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
+
+    rows = [("Template", "STS-B dev", *val)]
+    rows.append(("Searching for relationship tokens", "", *("" for _ in val)))
+    rel = [r for r in path if r["stage"] == "relation"]
+    rows += [row(r["template"], r["spearman"]) for r in rel]
+    best = [r for r in path if r["stage"] == "relation:best"]
+    if best and best[-1].get("dropped"):
+        rows.append((f"({len(best[-1]['dropped'])} more raced out on subsets)", "", *("" for _ in val)))
+    rows.append(("Searching for prefix tokens", "", *("" for _ in val)))
+    rows += [row(r["template"], r["spearman"]) for r in path if r["stage"] == "prefix"]
     stop = [r for r in path if r["stage"] == "stop"]
     if stop:
-        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}"))
-    w = max(len(a) for a, _ in rows)
-    return "\n".join(f"{a.ljust(w)}  {b:>9}" for a, b in rows)
+        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}", *("" for _ in val)))
+    w = max(len(r[0]) for r in rows)
+    cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
+    return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)

@@ -3,16 +3,23 @@
 ::
 
     {
-      "schema": "promptsearch.results/1",
+      "schema": "promptsearch.results/2",
       "model": "default", "dataset": "stsb-dev", "strategy": "greedy", "denoise": true,
       "settings": {...},                       # the strategy's flags
       "created": "...", "updated": "...",
-      "stats": {"scored": 42, "cached": 3, "seconds": 201.7, "templates_per_minute": 12.5},
+      "stats": {"scored": 42, "cached": 3, "seconds": 201.7, "templates_per_minute": 12.5,
+                "encodings": 20.6,              # full-set-equivalent sentence encodings, all precisions
+                "encodings_by_precision": {"fp32": 14.0, "int8": 6.6}},
       "templates": [                           # ranked, best first
-        {"template": "...", "spearman": 73.4, "denoise": true, "seconds": 4.8, "source": "greedy:relation"}
+        {"template": "...", "spearman": 73.4, "denoise": true, "seconds": 4.8, "source": "greedy:relation",
+         "validation": {"stsb": 70.1, "sickr": 66.2}}   # held-out scores (top-k only)
       ],
+      "validation": {"tasks": ["stsb", "sickr"], "top": 5},
       "path": [...]                            # strategy-specific extras (greedy: the Table 4 path)
     }
+
+Schema history: ``/1`` had no ``encodings`` stats and no validation; a ``/1`` file still loads
+(and resumes: it is rewritten as ``/2``).
 
 The JSON Schema is ``promptsearch/search/results.schema.json``. Every write is atomic,
 and the file is rewritten after every scored template, so Ctrl-C loses nothing; a run
@@ -34,7 +41,8 @@ from ..errors import PromptSearchError
 from ..fileio import atomic_write
 from .scorer import Score
 
-SCHEMA_ID = "promptsearch.results/1"
+SCHEMA_ID = "promptsearch.results/2"
+READABLE = ("promptsearch.results/1", SCHEMA_ID)
 
 
 def schema() -> dict:
@@ -53,6 +61,7 @@ class Entry:
     seconds: float
     source: str = ""
     order: int = 0  # 1-based: when this template was first scored in the run
+    validation: dict | None = None  # held-out task -> Spearman (the top-k after a search)
 
 
 @dataclass
@@ -69,6 +78,9 @@ class Results:
     scored: int = 0
     cached: int = 0
     seconds: float = 0.0
+    work_before: dict = field(default_factory=dict)  # encodings by precision in earlier runs of this file
+    work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
+    validation: dict | None = None
 
     # ---- load / save -------------------------------------------------------------------------
     @classmethod
@@ -87,13 +99,23 @@ class Results:
             res.extras = {k: v for k, v in old.items() if k == "path" or k.startswith("x_")}
             st = old.get("stats", {})
             res.scored, res.cached, res.seconds = int(st.get("scored", 0)), int(st.get("cached", 0)), float(st.get("seconds", 0.0))
+            res.work_before = dict(st.get("encodings_by_precision", {}))
+            res.validation = old.get("validation")
             for e in old.get("templates", []):
                 res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
-                                                   e.get("order", 0))
+                                                   e.get("order", 0), e.get("validation"))
         if p is not None and not p.exists():
             res.save()  # fail now, not after an hour of scoring, if --out is not writable (an existing file is
             # rewritten at the first score, so a run that stops before scoring leaves it byte for byte)
         return res
+
+    def track(self, work: dict) -> None:
+        """Count the encodings a scorer does from now on (its live ``work`` tally) in the stats."""
+        self.work = work
+
+    def add_seconds(self, seconds: float) -> None:
+        """Time spent on work that recorded no score (a race's screening rungs)."""
+        self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
         old = self.entries.get(score.template)
@@ -106,7 +128,7 @@ class Results:
             self.seconds += score.seconds
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
-                  old.order if old else len(self.entries) + 1)
+                  old.order if old else len(self.entries) + 1, old.validation if old else None)
         self.entries[score.template] = e
         self.save()
         return e
@@ -121,6 +143,9 @@ class Results:
 
     def to_dict(self) -> dict:
         tpm = 60.0 * self.scored / self.seconds if self.seconds > 0 else None
+        work = dict(self.work_before)
+        for k, v in self.work.items():
+            work[k] = work.get(k, 0.0) + v
         d = {
             "schema": SCHEMA_ID,
             "model": self.model,
@@ -131,9 +156,13 @@ class Results:
             "created": self.created,
             "updated": _now(),
             "stats": {"scored": self.scored, "cached": self.cached, "seconds": round(self.seconds, 2),
-                      "templates_per_minute": round(tpm, 2) if tpm else None},
-            "templates": [asdict(e) for e in self.ranked()],
+                      "templates_per_minute": round(tpm, 2) if tpm else None,
+                      "encodings": round(sum(work.values()), 3),
+                      "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
+            "templates": [{k: v for k, v in asdict(e).items() if not (k == "validation" and v is None)} for e in self.ranked()],
         }
+        if self.validation is not None:
+            d["validation"] = self.validation
         d.update(self.extras)
         return d
 
@@ -151,7 +180,7 @@ def load(path) -> dict:
         raise PromptSearchError(f"no results file {p}") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
-    if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
+    if not isinstance(d, dict) or d.get("schema") not in READABLE:
         raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(d))
     if err is not None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..data import PairFormat, STSData, load_task
 from ..encoding import PromptEncoder
+from ..errors import PromptSearchError
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
@@ -44,16 +45,23 @@ class Score:
     denoise: bool
     seconds: float
     cached: bool = False
+    precision: str = ""  # the precision it was computed in (the scorer's reference precision)
 
 
 class Scorer:
     """Scores templates on a dataset (default STS-B dev) with a persistent cache."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str = "stsb-dev", denoise: bool = True, data_dir=None,
-                 cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None):
+                 cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None,
+                 screening: str = "auto"):
         self.encoder = encoder
+        if screening not in ("auto",) + PromptEncoder.PRECISIONS:
+            raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
+        self.screening_precision = encoder.precision if screening == "auto" else screening
+        self._screening: PromptEncoder | None = None
         self.dataset = dataset
         self.denoise = denoise
+        self.data_dir, self.fmt = data_dir, fmt
         self.data: STSData = load_task(dataset, data_dir, fmt)
         # The same evaluator (and so the same sentence order and batches) as ``evaluate_reps``.
         self.evaluator = STSEvaluator(self.data)
@@ -67,6 +75,25 @@ class Scorer:
         self.n_scored = 0  # templates actually encoded in this process
         self.seconds = 0.0
         self.last_seconds = 0.0
+        self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
+        self.hidden_size = int(encoder.word_embeddings.shape[1])
+
+    @property
+    def reference_precision(self) -> str:
+        """The precision of every score the scorer returns, records or caches."""
+        return self.encoder.precision
+
+    @property
+    def screening_encoder(self) -> PromptEncoder:
+        """The encoder racing and pruning rungs run on (``screening``): the reference encoder
+        itself unless another precision was asked for (int8: a quantized copy, made once)."""
+        if self._screening is None:
+            self._screening = self.encoder.with_precision(self.screening_precision)
+        return self._screening
+
+    def note_work(self, encodings: float, precision: str, seconds: float = 0.0) -> None:
+        self.work[precision] = self.work.get(precision, 0.0) + encodings
+        self.seconds += seconds
 
     # ---- cache -------------------------------------------------------------------------------
     def key(self, template: str, denoise: bool) -> str:
@@ -74,7 +101,7 @@ class Scorer:
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{self.dataset}:{self.data_fingerprint}",
-                           e.add_period, "bf16" if e.bf16 else "fp32", e.max_length] + ([soft_id] if soft_id else [])
+                           e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
                           ensure_ascii=False)
 
@@ -129,11 +156,12 @@ class Scorer:
         t = Template.parse(template).text
         hit = None if fresh else self.cached(t)
         if hit is not None:
-            return Score(t, hit, self.denoise, 0.0, cached=True)
+            return Score(t, hit, self.denoise, 0.0, cached=True, precision=self.reference_precision)
         t0 = time.perf_counter()
         st = self.encoder.prompt_states(self.sentences, t, denoise=True, show_progress_bar=False)
         value = self._finish(t, {False: st.raw, True: st.denoised}, t0)
-        return Score(t, value, self.denoise, self.last_seconds)
+        self.work[self.reference_precision] = self.work.get(self.reference_precision, 0.0) + 1.0
+        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision)
 
     def _finish(self, template: str, vecs: dict[bool, np.ndarray], t0: float) -> float:
         """Full-set scores of both variants: time them, count them, cache them; the run's variant back."""
@@ -148,8 +176,12 @@ class Scorer:
         """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
 
         Only the sentences new to each rung are encoded. The last rung is the full set, and
-        its score is cached like :meth:`score`.
+        its score is cached like :meth:`score`. With a screening precision other than the
+        reference one, the partial rungs run in it and the full set is :meth:`score`'s.
         """
+        if self.screening_precision != self.reference_precision:
+            yield from self._progressive_screened(template, rungs, seed)
+            return
         t = Template.parse(template).text
         n = len(self.gold)
         perm = np.random.default_rng(seed).permutation(n)
@@ -165,7 +197,28 @@ class Scorer:
                 st = self.encoder.prompt_states([self.sentences[i] for i in need], t, denoise=True, show_progress_bar=False)
                 vecs[False][need], vecs[True][need] = st.raw, st.denoised
                 done[need] = True
+                self.note_work(len(need) / len(self.sentences), self.reference_precision)
             if r == n:
                 yield r, self._finish(t, vecs, t0)
             else:
                 yield r, self.evaluator.spearman(vecs[self.denoise], pairs)
+
+    def _progressive_screened(self, template, rungs: list[int], seed: int) -> Iterator[tuple[int, float]]:
+        t = Template.parse(template).text
+        n = len(self.gold)
+        perm = np.random.default_rng(seed).permutation(n)
+        enc = self.screening_encoder
+        vecs = np.zeros((len(self.sentences), self.hidden_size), np.float32)
+        done = np.zeros(len(self.sentences), bool)
+        for r in sorted({min(r, n) for r in rungs} - {n}):
+            t0 = time.perf_counter()
+            pairs = perm[:r]
+            need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
+            need = need[~done[need]]
+            if len(need):
+                st = enc.prompt_states([self.sentences[i] for i in need], t, denoise=self.denoise, show_progress_bar=False)
+                vecs[need] = st.denoised if self.denoise else st.raw
+                done[need] = True
+            self.note_work(len(need) / len(self.sentences), enc.precision, time.perf_counter() - t0)
+            yield r, self.evaluator.spearman(vecs, pairs)
+        yield n, self.score(t).spearman

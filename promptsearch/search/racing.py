@@ -1,0 +1,164 @@
+"""Racing: many templates scored on growing random subsets of the dev pairs; only the ones
+still in contention get a full-set score.
+
+Every candidate sees the same pairs (one seeded permutation of the pairs; a rung is its first
+``fraction`` of them), so differences between candidates are paired. At each rung the
+candidates are ranked by their Spearman on the rung's pairs and two rules drop candidates:
+
+* **clearly behind** — a paired bootstrap over the rung's pairs (the same resamples for every
+  candidate) puts the rung's leader ahead of the candidate in more than ``1 - alpha`` of the
+  resamples;
+* **successive halving** — at most ``ceil(keep * n)`` candidates go on to the next rung.
+
+After the last rung, the best ``finalists`` survivors (by their last rung score) are scored on
+the full set by :meth:`Scorer.score`: in the reference precision, one pass over every sentence
+exactly as ``eval`` does, cached. Those are the only numbers a race returns; rung scores (which
+may come from a cheaper screening precision, see ``Scorer(screening=...)``) decide who is
+dropped and are never recorded. Sentences encoded at one rung are reused at the next.
+
+Work is counted in full-set-equivalent encodings: sentences encoded / distinct sentences of the
+data set (one exhaustive score = 1.0).
+
+A race's progress (which candidates are left after which rung) is kept in the results file, so an
+interrupted race resumes at the rung it was in and reaches the same decisions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.stats import rankdata
+
+from ..eval.sts import spearman100
+from .scorer import Score, Scorer
+
+
+@dataclass(frozen=True)
+class Racing:
+    fractions: tuple[float, ...] = (0.125, 0.25, 0.5)
+    keep: float = 0.5
+    alpha: float = 0.05
+    finalists: int = 2
+    seed: int = 0
+    bootstrap: int = 400
+
+    def settings(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    def check(self) -> "Racing":
+        from ..errors import PromptSearchError
+
+        if not self.fractions or any(not 0 < f < 1 for f in self.fractions) or list(self.fractions) != sorted(set(self.fractions)):
+            raise PromptSearchError("racing rungs must be increasing fractions between 0 and 1, e.g. 0.125,0.25,0.5")
+        if not 0 < self.keep <= 1:
+            raise PromptSearchError("racing keep must be in (0, 1]")
+        if self.finalists < 1:
+            raise PromptSearchError("racing finalists must be at least 1")
+        return self
+
+
+@dataclass
+class RaceOutcome:
+    scores: list[Score]                      # the finalists' full-set scores, in candidate order
+    dropped: list[dict] = field(default_factory=list)  # {"template", "rung": pairs seen when dropped}
+    encodings: float = 0.0                   # screening work of this race, full-set equivalents
+    seconds: float = 0.0                     # screening time (the finalists' scores carry their own)
+
+
+def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leader: str, alpha: float, n_boot: int,
+                            seed: int) -> set[str]:
+    """Candidates the leader beats in more than 1 - alpha of paired bootstrap resamples of the pairs."""
+    m = len(gold)
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    g = rankdata(gold[idx], axis=1)
+    g = (g - g.mean(1, keepdims=True)) / np.maximum(g.std(1, keepdims=True), 1e-12)
+
+    def rho(s: np.ndarray) -> np.ndarray:
+        r = rankdata(s[idx], axis=1)
+        r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
+        return (r * g).mean(1)
+
+    lead = rho(sims[leader])
+    return {t for t, s in sims.items() if t != leader and np.mean(lead > rho(s)) > 1 - alpha}
+
+
+def race_key(scorer: Scorer, templates: list[str], racing: Racing) -> str:
+    """Identifies one race: candidates, scoring set, precisions and racing settings."""
+    blob = json.dumps([templates, scorer.key("", scorer.denoise), scorer.screening_precision, racing.settings()])
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | None = None, save=None,
+         progress=None) -> RaceOutcome:
+    """Race ``templates`` (distinct, parsed). ``state`` is a dict kept in the results file; it
+    records the rungs done and the finalists, and ``save()`` is called after each rung, so an
+    interrupted race resumes where it was and reaches the same decisions.
+    ``progress(label, done, total)`` is called as candidates are encoded."""
+    state = state if state is not None else {}
+    n_pairs = scorer.evaluator.n_pairs
+    perm = np.random.default_rng(racing.seed).permutation(n_pairs)
+    rungs = [r for r in dict.fromkeys(max(3, int(round(f * n_pairs))) for f in racing.fractions) if r < n_pairs]
+    enc = scorer.screening_encoder
+    n_sent = len(scorer.sentences)
+    t0 = time.perf_counter()
+    encoded = 0
+    if "final" not in state:
+        # a candidate whose full-set score is known already costs nothing more: it is not raced
+        if "known" not in state:
+            state["known"] = [t for t in templates if scorer.cached(t) is not None]
+        known = set(state["known"])
+        contenders: list[str] = state.get("contenders", [t for t in templates if t not in known])
+        dropped: list[dict] = state.setdefault("dropped", [])
+        vecs: dict[str, np.ndarray] = {}
+        have: dict[str, np.ndarray] = {}
+        for k, r in enumerate(rungs):
+            if k < state.get("rungs_done", 0) or len(contenders) <= racing.finalists:
+                continue
+            pairs = perm[:r]
+            sims = {}
+            for j, t in enumerate(contenders):
+                if progress:
+                    progress(f"rung {k + 1}/{len(rungs)}: {r} pairs", j, len(contenders))
+                if t not in vecs:
+                    vecs[t] = np.zeros((n_sent, scorer.hidden_size), np.float32)
+                    have[t] = np.zeros(n_sent, bool)
+                # each rung's new sentences in one call, also when catching up after a resume: the
+                # same batches as an uninterrupted race
+                for p in (perm[:rr] for rr in rungs[: k + 1]):
+                    need = np.unique(np.concatenate([scorer.ia[p], scorer.ib[p]]))
+                    need = need[~have[t][need]]
+                    if len(need):
+                        st = enc.prompt_states([scorer.sentences[i] for i in need], t, denoise=scorer.denoise,
+                                               show_progress_bar=False)
+                        vecs[t][need] = st.denoised if scorer.denoise else st.raw
+                        have[t][need] = True
+                        encoded += len(need)
+                sims[t] = scorer.evaluator.similarities(vecs[t], pairs)
+            gold = scorer.evaluator.gold[pairs]
+            rung_score = {t: spearman100(s, gold) for t, s in sims.items()}
+            order = sorted(contenders, key=lambda t: (-np.nan_to_num(rung_score[t], nan=-200.0), contenders.index(t)))
+            behind = paired_bootstrap_behind(sims, gold, order[0], racing.alpha, racing.bootstrap, racing.seed + k)
+            cap = max(racing.finalists, math.ceil(racing.keep * len(order)))
+            keep = [t for t in order if t not in behind][:cap]
+            dropped += [{"template": t, "rung": int(r)} for t in order if t not in keep]
+            contenders = keep  # ranked by this rung
+            for t in [t for t in vecs if t not in keep]:
+                del vecs[t], have[t]
+            state.update({"contenders": contenders, "rungs_done": k + 1})
+            if save:
+                save()
+        last = rungs[min(state.get("rungs_done", 0), len(rungs)) - 1] if state.get("rungs_done") else 0
+        dropped += [{"template": t, "rung": int(last)} for t in contenders[racing.finalists:]]
+        state["final"] = [t for t in templates if t in known or t in contenders[: racing.finalists]]
+        state.pop("contenders", None)
+        if save:
+            save()
+    seconds = time.perf_counter() - t0
+    scorer.note_work(encoded / max(n_sent, 1), enc.precision, seconds)
+    scores = [scorer.score(t) for t in state["final"]]
+    return RaceOutcome(scores, list(state.get("dropped", [])), encoded / max(n_sent, 1), seconds)

@@ -1,0 +1,182 @@
+"""Racing greedy, screening precision and held-out validation (issue 13) — real STS data."""
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from promptsearch.cli import main
+from promptsearch.encoding.encoder import PromptStates
+from promptsearch.search import Results, Scorer, Score, run_strategy
+from promptsearch.search.greedy import Greedy
+from promptsearch.search.racing import Racing, race
+from promptsearch.search.results import SCHEMA_ID, load, schema
+from conftest import PAPER_T, REPO, make_encoder
+
+DATASET = "sts16"  # 1,186 real pairs
+
+
+class Synthetic:
+    """A stand-in screening encoder whose vectors give each template a chosen quality: the angle
+    between a pair's two vectors follows the gold score plus Gaussian noise of the template's size."""
+
+    precision = "synthetic"
+
+    def __init__(self, scorer, noise: dict[str, float]):
+        ev, rng = scorer.evaluator, np.random.default_rng(0)
+        self.index = {s: i for i, s in enumerate(scorer.sentences)}
+        self.vecs = {}
+        for t, sigma in noise.items():
+            angle = np.full(len(scorer.sentences), np.nan)
+            for a, b, y in zip(ev.ia, ev.ib, ev.gold):
+                if np.isnan(angle[a]):
+                    angle[a] = rng.uniform(0, 2 * np.pi)
+                if np.isnan(angle[b]):
+                    angle[b] = angle[a] + (1 - y / 5) * np.pi / 2 + sigma * rng.standard_normal()
+            self.vecs[t] = np.stack([np.cos(angle), np.sin(angle)], 1).astype(np.float32)
+        self.calls = 0
+
+    def prompt_states(self, sentences, template, denoise=True, show_progress_bar=None):
+        self.calls += 1
+        v = self.vecs[template][[self.index[s] for s in sentences]]
+        return PromptStates(raw=v, bias=np.zeros_like(v))
+
+
+def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(bert_enc, monkeypatch):
+    scorer = Scorer(bert_enc, dataset=DATASET, use_cache=False)
+    noise = {"[X] best [MASK] .": 0.05, "[X] worst [MASK] .": 50.0,
+             **{f"[X] middling{i} [MASK] .": 0.5 + 0.05 * i for i in range(8)}}
+    syn = Synthetic(scorer, noise)
+    scorer._screening, scorer.hidden_size = syn, 2
+    full = {t: scorer.evaluator.spearman(v) for t, v in syn.vecs.items()}
+    assert max(full, key=full.get) == "[X] best [MASK] ."  # the construction: one clearly best ...
+    assert full["[X] best [MASK] ."] - sorted(full.values())[-2] > 10 and full["[X] worst [MASK] ."] < 10  # ... one useless
+    monkeypatch.setattr(scorer, "score", lambda t: Score(t, full[t], True, 0.0))
+    racing = Racing()
+    out = race(scorer, list(noise), racing)
+    first_rung = round(racing.fractions[0] * scorer.evaluator.n_pairs)
+    assert "[X] best [MASK] ." in [s.template for s in out.scores]  # the true best reaches the full set
+    assert len(out.scores) <= racing.finalists
+    dropped = {d["template"]: d["rung"] for d in out.dropped}
+    assert dropped["[X] worst [MASK] ."] == first_rung  # out at the first rung
+    assert set(dropped) | {s.template for s in out.scores} == set(noise)  # every candidate accounted for
+    # work: far less than scoring all ten on the full set (the finalists' full scores come on top)
+    assert out.encodings < 0.4 * len(noise)
+
+
+def _vocab(tmp_path):
+    v = {"relations": ["means", "is", "", "like"], "prefix_tokens": ["This", "sentence", ":", "a"], "wrappers": ['"']}
+    p = tmp_path / "vocab.json"
+    p.write_text(json.dumps(v), encoding="utf-8")
+    return str(p)
+
+
+def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, tmp_path):
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    cache = tmp_path / "cache.jsonl"
+    scorer = Scorer(enc, dataset=DATASET, cache_path=cache, screening="int8")
+    g = Greedy(vocabulary=_vocab(tmp_path), max_steps=2, show_progress_bar=False)
+    res = run_strategy(g, scorer, tmp_path / "best.json", "tiny", validate_top=0)
+    assert scorer.screening_encoder.precision == "int8" and scorer.screening_encoder is not enc
+    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False)
+    screen = Scorer(scorer.screening_encoder, dataset=DATASET, use_cache=False)
+    differs = 0
+    for e in res.entries.values():
+        ref = reference.score(e.template).spearman
+        assert e.spearman == pytest.approx(ref, abs=1e-4)  # results round to 4 decimals
+        differs += abs(screen.score(e.template).spearman - ref) > 1e-3
+    assert differs  # int8 numbers are other numbers: had any been recorded, the check above would see it
+    for r in g.path:
+        if "spearman" in r:
+            assert r["spearman"] == pytest.approx(reference.score(r["template"]).spearman, abs=1e-4)
+    keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
+    assert keys and all("fp32" in k and "int8" not in k for k in keys)  # the cache holds reference scores only
+    d = load(tmp_path / "best.json")
+    assert d["stats"]["encodings_by_precision"]["int8"] > 0 and d["stats"]["encodings_by_precision"]["fp32"] >= len(res.entries)
+
+
+def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
+    vocab = _vocab(tmp_path)
+
+    def run(where, interrupt_at=None):
+        enc = make_encoder(tiny_bert_dir, bf16=False)
+        real, calls = enc.prompt_states, [0]
+
+        def flaky(*a, **kw):
+            calls[0] += 1
+            if calls[0] == interrupt_at:
+                raise KeyboardInterrupt
+            return real(*a, **kw)
+
+        enc.prompt_states = flaky
+        scorer = Scorer(enc, dataset=DATASET, cache_path=where / "cache.jsonl")
+        g = Greedy(vocabulary=vocab, max_steps=3, show_progress_bar=False)
+        run_strategy(g, scorer, where / "best.json", "tiny", validate_top=0)
+        return g.path, calls[0]
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    path, n_calls = run(tmp_path / "a")
+    assert any(r.get("dropped") for r in path)  # the race did drop candidates
+    # interrupt inside the first prefix step's race (the relation step takes the first ~10 calls)
+    at = n_calls // 2
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", interrupt_at=at)
+    state = load(tmp_path / "b" / "best.json")["x_races"]
+    assert state  # the race's progress was saved
+    resumed, _ = run(tmp_path / "b")
+    assert resumed == path
+
+
+def test_schema_v2_validates_and_a_v1_file_still_loads_and_resumes(tmp_path):
+    old = json.loads((REPO / "docs" / "results" / "greedy-default.json").read_text())
+    assert old["schema"] == "promptsearch.results/1"
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(old))
+    assert load(p)["templates"]  # still readable
+    res = Results.open(p, old["model"], old["dataset"], old["strategy"], old["denoise"], old["settings"])
+    res.save()
+    d = load(p)
+    assert d["schema"] == SCHEMA_ID and len(d["templates"]) == len(old["templates"])
+    jsonschema.validate(d, schema())
+    d["templates"][0]["validation"] = {"stsb": 101.0}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(d, schema())
+
+
+def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "best.json"
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--vocabulary", _vocab(tmp_path), "--max-steps",
+            "1", "--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "2",
+            "--validate-on", "sts13,sickr"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    d = load(out)
+    jsonschema.validate(d, schema())
+    assert d["validation"] == {"tasks": ["sts13", "sickr"], "top": 2}
+    ranked = d["templates"]
+    held = [e for e in ranked if "validation" in e]
+    path_templates = {r["template"] for r in d["path"] if r["stage"] in ("relation:best", "prefix")}
+    assert {e["template"] for e in held} == {e["template"] for e in ranked[:2]} | path_templates
+    from promptsearch.encoding import rep
+    from promptsearch.eval import evaluate_reps
+
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    for e in held:
+        r = rep(e["template"], denoise=True)
+        want = evaluate_reps(enc, [r], ["sts13", "sickr"])[r]
+        assert e["validation"] == {t: pytest.approx(want[t]["spearman"], abs=1e-4) for t in ("sts13", "sickr")}
+        assert f"{e['validation']['sickr']:.2f}" in printed
+    assert "sts13" in printed.splitlines()[0] and "full-set encodings" in printed
+
+
+def test_no_racing_scores_every_candidate(tiny_bert_dir, tmp_path):
+    out = tmp_path / "best.json"
+    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--vocabulary", _vocab(tmp_path),
+                 "--max-steps", "1", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
+                 "--no-racing"]) == 0
+    d = load(out)
+    assert len([r for r in d["path"] if r["stage"] == "relation"]) == 4
+    assert d["settings"]["racing"] is None and "validation" not in d
+    n = d["stats"]["scored"]
+    assert d["stats"]["encodings"] == pytest.approx(n)  # one full-set encoding per template scored
