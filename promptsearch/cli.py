@@ -461,6 +461,8 @@ def _train_flags(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--max-seq-length", type=int, default=32, help="sentence tokens kept per example")
     g.add_argument("--eval-steps", type=int, default=None, help="evaluate on STS-B dev every N steps")
     g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--seeds", default=None, metavar="S1,S2,...",
+                   help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
     g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
     g.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in --out and start over")
     g.add_argument("--final-tasks", default="sts-all", help="tasks of the before/after table at the end")
@@ -492,6 +494,7 @@ def cmd_optiprompt(args) -> int:
     from .library import paper_templates
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
 
+    _seeds(args)  # a bad --seeds fails before anything loads
     _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
     corpus = _corpus(args)
     _check_out(str(Path(args.out) / "promptsearch.json"))
@@ -504,17 +507,71 @@ def cmd_optiprompt(args) -> int:
         template = causal_templates()[0]
     else:
         template = Template.parse(paper_templates(enc.model.config.model_type)[0]).text
-    cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
-                           max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
-                           seed=args.seed, show_progress_bar=False if args.quiet else None)
-    summary = train_optiprompt(enc, corpus, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume,
-                               dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
-    print(f"OptiPrompt: STS-B dev {summary['manual_stsb_dev']:.2f} (manual template) -> {summary['best_stsb_dev']:.2f} "
-          f"(best vectors) in {summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {args.out}")
-    before = _encoder(args)
-    after = _encoder_from_dir(args, args.out)
-    print(_before_after(before, after, template, args.denoise, args.final_tasks, args.data_dir,
-                        ["manual template", "OptiPrompt vectors"], _show(args), _fmt(args)))
+    denoise = args.denoise
+
+    def train_one(seed: int, out: Path) -> None:
+        cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
+                               max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=denoise,
+                               seed=seed, show_progress_bar=False if args.quiet else None)
+        summary = train_optiprompt(enc if seed == seeds[0] else _encoder(args), corpus, cfg, str(out), args.model,
+                                   data_dir=args.data_dir, resume=not args.no_resume,
+                                   dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
+        print(f"OptiPrompt{f' (seed {seed})' if len(seeds) > 1 else ''}: STS-B dev {summary['manual_stsb_dev']:.2f} "
+              f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
+              f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {out}")
+
+    seeds = _seeds(args)
+    return _train_seeds(args, seeds, train_one, template, denoise, ["manual template", "OptiPrompt vectors"])
+
+
+def _seeds(args) -> list[int]:
+    """--seeds 0,1,2 (several runs, reported as mean ± std) or the single --seed."""
+    if args.seeds is None:
+        return [args.seed]
+    try:
+        seeds = list(dict.fromkeys(int(x) for x in args.seeds.split(",") if x.strip()))
+    except ValueError:
+        raise PromptSearchError(f"--seeds {quote(args.seeds)}: give integers separated by commas, e.g. 0,1,2") from None
+    if not seeds:
+        raise PromptSearchError("--seeds: give at least one seed, e.g. 0,1,2")
+    return seeds
+
+
+def _train_seeds(args, seeds: list[int], train_one, template: str, denoise: bool, labels: list[str]) -> int:
+    """Train once per seed (each in its own folder, each resumable), then the before/after table:
+    with several seeds, every run's numbers and their mean ± std (also written to OUT/seeds.json)."""
+    from .encoding import rep
+    from .eval import evaluate_reps
+    from .eval.tables import format_seed_table, mean_std
+    from .fileio import atomic_write
+
+    outs = [Path(args.out)] if len(seeds) == 1 else [Path(args.out) / f"seed-{s}" for s in seeds]
+    for s, out in zip(seeds, outs):
+        train_one(s, out)
+    if len(seeds) == 1:
+        print(_before_after(_encoder(args), _encoder_from_dir(args, outs[0]), template, denoise, args.final_tasks,
+                            args.data_dir, labels, _show(args), _fmt(args)))
+        return 0
+    tasks = expand_tasks(args.final_tasks)
+    r = rep(template, denoise=denoise)
+
+    def scores(enc):
+        return evaluate_reps(enc, [r], tasks, args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))[r]
+
+    before = scores(_encoder(args))
+    runs = [scores(_encoder_from_dir(args, out)) for out in outs]
+    rows = [(labels[0], [before])] + [(f"{labels[1]}, seed {s}", [res]) for s, res in zip(seeds, runs)]
+    rows.append((f"{labels[1]}, mean ± std over {len(seeds)} seeds", runs))
+    print(format_seed_table(rows, tasks))
+    ms = mean_std(runs, tasks)
+    atomic_write(Path(args.out) / "seeds.json", json.dumps({
+        "template": template, "denoise": denoise, "seeds": seeds, "std": "sample (ddof=1)",
+        "tasks": {t: {"mean": round(m, 4), "std": round(sd, 4),
+                      "runs": [round(res[t]["spearman"], 4) for res in runs] if t in tasks else None}
+                  for t, (m, sd) in ms.items()},
+        "before": {t: round(before[t]["spearman"], 4) for t in tasks}}, indent=2) + "\n")
+    print(f"(mean ± sample std over seeds {', '.join(map(str, seeds))}; per-seed models in {args.out}/seed-N; numbers in "
+          f"{Path(args.out) / 'seeds.json'})")
     return 0
 
 
@@ -532,6 +589,7 @@ def cmd_finetune(args) -> int:
     from .search.results import top_templates
     from .train.finetune import FinetuneConfig, finetune
 
+    _seeds(args)  # a bad --seeds fails before anything loads
     _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
     templates = [Template.parse(_template(args, t)).text for t in (args.template or [])]
     if args.templates:
@@ -558,21 +616,25 @@ def cmd_finetune(args) -> int:
                                 "which trains only the template's vectors)")
     if soft is not None:
         enc.set_soft_prompt(dir_cfg["template"], soft.to(enc.device))
-    cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
-                         micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
-                         max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=args.seed,
-                         show_progress_bar=False if args.quiet else None)
-    print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
-    summary = finetune(enc, data, cfg, args.out, args.model, data_dir=args.data_dir, resume=not args.no_resume,
-                       dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
-    print(f"finetune {args.mode}: STS-B dev {summary['start_stsb_dev']:.2f} (start) -> {summary['best_stsb_dev']:.2f} (best "
-          f"checkpoint) in {summary['steps']} steps of {cfg.batch_size}, {summary['seconds']:.0f}s "
-          f"({summary['steps_per_second']} steps/s on {summary['device']}); saved to {args.out}")
-    before = _encoder(args)
-    after = _encoder_from_dir(args, args.out)
-    print(_before_after(before, after, cfg.templates[0], args.denoise, args.final_tasks, args.data_dir,
-                        [f"{args.model} (start)", f"fine-tuned ({args.mode})"], _show(args), _fmt(args)))
-    return 0
+    def train_one(seed: int, out: Path) -> None:
+        e = enc if seed == seeds[0] else _encoder(args)
+        if soft is not None and e is not enc:
+            e.set_soft_prompt(dir_cfg["template"], soft.to(e.device))
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
+                             micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
+                             max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=seed,
+                             show_progress_bar=False if args.quiet else None)
+        if seed == seeds[0]:
+            print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
+        summary = finetune(e, data, cfg, str(out), args.model, data_dir=args.data_dir, resume=not args.no_resume,
+                           dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
+        print(f"finetune {args.mode}{f' (seed {seed})' if len(seeds) > 1 else ''}: STS-B dev {summary['start_stsb_dev']:.2f} "
+              f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
+              f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s on {summary['device']}); saved to {out}")
+
+    seeds = _seeds(args)
+    return _train_seeds(args, seeds, train_one, templates[0], args.denoise,
+                        [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
 
 
 # ---- predictions ----------------------------------------------------------------------------

@@ -160,3 +160,33 @@ def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys)
                  "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "finetune sup: STS-B dev" in out and "fine-tuned (sup)" in out
+
+
+@pytest.mark.parametrize("command", ["optiprompt", "finetune"])
+def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path, capsys):
+    """--seeds trains once per seed (each its own folder) and reports mean ± std per task, which are
+    the mean and sample std of what the saved per-seed models score."""
+    from promptsearch.cli import main
+    from promptsearch.encoding import PromptEncoder, rep
+    from promptsearch.eval import evaluate_reps
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    out = tmp_path / command
+    argv = [command, "--model", str(tiny_bert_dir), "--train-file", str(train), "--train-batch-size", "8",
+            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps", "1"]
+    argv += ["--steps", "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "seeds.json").read_text())
+    assert summary["seeds"] == [0, 1, 2] and set(summary["tasks"]) == {"sts16", "sts13", "Avg."}
+    r = rep(summary["template"], denoise=summary["denoise"])
+    per_seed = []
+    for s in (0, 1, 2):
+        enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), bf16=False, show_progress_bar=False)
+        per_seed.append(evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"])
+    assert len({round(v, 6) for v in per_seed}) == 3  # three different runs
+    got = summary["tasks"]["sts16"]
+    assert got["runs"] == pytest.approx(per_seed, abs=1e-4)
+    assert got["mean"] == pytest.approx(np.mean(per_seed), abs=1e-4)
+    assert got["std"] == pytest.approx(np.std(per_seed, ddof=1), abs=1e-4)
+    assert f"{got['mean']:.2f} ± {got['std']:.2f}" in printed and "mean ± std over 3 seeds" in printed

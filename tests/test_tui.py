@@ -8,12 +8,14 @@ from textual.widgets import DataTable, Input
 from promptsearch.tui import PromptSearchApp
 
 
-def _results(path, rows):
+def _results(path, rows, validation=None):
+    validation = validation or {}
     path.write_text(json.dumps({
         "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy", "denoise": True,
         "settings": {}, "created": "", "updated": "", "stats": {"scored": len(rows), "cached": 0, "seconds": 1.0,
                                                                 "templates_per_minute": 1.0},
-        "templates": [{"template": t, "spearman": s, "denoise": True, "seconds": 1.0, "order": i + 1}
+        "templates": [{"template": t, "spearman": s, "denoise": True, "seconds": 1.0, "order": i + 1,
+                       **({"validation": validation[t]} if t in validation else {})}
                       for i, (t, s) in enumerate(rows)]}))
 
 
@@ -36,9 +38,12 @@ def test_leaderboard_follows_the_results_file(tmp_path):
             await _wait_for(pilot, lambda: table.row_count == 2)
             assert "best so far" in str(app.screen.query_one("#info").render())
             # another process writes a better template: the leaderboard picks it up
-            _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0), ("This [X] means [MASK] .", 75.5)])
+            _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0), ("This [X] means [MASK] .", 75.5)],
+                     validation={"This [X] means [MASK] .": {"stsb": 71.0, "sickr": 66.25}})
             await _wait_for(pilot, lambda: table.row_count == 3)
             assert table.get_row_at(0)[2] == "This [X] means [MASK] ."
+            assert table.get_row_at(0)[3] == "stsb 71.00 · sickr 66.25"  # held-out scores beside the dev score
+            assert table.get_row_at(1)[3] == ""  # not validated
             assert app.screen.query_one("#spark").data == [70.0, 68.0, 75.5]
             await pilot.press("question_mark")
             assert app.screen.__class__.__name__ == "HelpScreen"

@@ -49,3 +49,28 @@ def rep_fields(r: Rep) -> dict:
         return {"template": r.template, "denoise": r.denoise, "pooling": "topk-static" if isinstance(r, TopKStatic) else None,
                 "head": None}
     return {"template": None, "denoise": False, "pooling": r.name, "head": f"{r.layer}-{r.head}" if isinstance(r, Ditto) else None}
+
+
+def mean_std(per_seed: Sequence[dict[str, dict]], tasks: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """{task: (mean, std)} of Spearman over runs (seeds), plus "Avg." (of each run's average);
+    std is the sample standard deviation (ddof=1), 0 for a single run."""
+    cols = {t: [r[t]["spearman"] for r in per_seed] for t in tasks}
+    if len(tasks) > 1:
+        cols["Avg."] = [float(np.mean([r[t]["spearman"] for t in tasks])) for r in per_seed]
+    return {t: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0) for t, v in cols.items()}
+
+
+def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str], markdown: bool = True) -> str:
+    """One row per (label, runs): each cell "mean ± std" over the runs (a single run: its number)."""
+    cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else [])
+    body = []
+    for label, runs in rows:
+        ms = mean_std(runs, tasks)
+        body.append([label] + [f"{m:.2f} ± {s:.2f}" if len(runs) > 1 else f"{m:.2f}" for m, s in ms.values()])
+    header = ["representation"] + cols
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body])
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    fmt = lambda row: "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])

@@ -8,9 +8,11 @@ candidates are ranked by their Spearman on the rung's pairs and two rules drop c
 * **clearly behind** — a paired bootstrap over the rung's pairs (the same resamples for every
   candidate) puts the rung's leader ahead of the candidate in more than ``1 - alpha`` of the
   resamples;
-* **successive halving** — at most ``ceil(keep * n)`` candidates go on to the next rung.
+* **successive halving** — at most ``ceil(keep * n)`` candidates go on to the next rung (the
+  defaults were chosen with ``scripts/racing_simulation.py`` and ``benchmarks/search_speed.py``:
+  see the README's "Faster search").
 
-After the last rung, the best ``finalists`` survivors (by their last rung score) are scored on
+After the last rung (or once no more than ``finalists`` are left), the best ``finalists`` survivors are scored on
 the full set by :meth:`Scorer.score`: in the reference precision, one pass over every sentence
 exactly as ``eval`` does, cached. Those are the only numbers a race returns; rung scores (which
 may come from a cheaper screening precision, see ``Scorer(screening=...)``) decide who is

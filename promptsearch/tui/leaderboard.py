@@ -39,7 +39,7 @@ class LeaderboardScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one("#board", DataTable)
-        table.add_columns("#", "STS-B dev", "template")
+        table.add_columns("#", "STS-B dev", "template", "held-out")
         self.refresh_board(force=True)
         self.set_interval(self.poll_seconds, self.refresh_board)
 
@@ -50,7 +50,7 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#board", DataTable)
         table.clear()
         for i, (score, template) in enumerate(b.rows, 1):
-            table.add_row(str(i), f"{score:.2f}", template, key=template)
+            table.add_row(str(i), f"{score:.2f}", template, b.held_out_text(template), key=template)
         self.query_one("#spark", Sparkline).data = b.history or [0.0]
         self._update_info()
 

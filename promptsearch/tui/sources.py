@@ -19,6 +19,11 @@ class Board:
     rows: list[tuple[float, str]] = field(default_factory=list)  # (spearman, template), best first
     history: list[float] = field(default_factory=list)  # scores in the order they were produced
     error: str = ""
+    held_out: dict[str, dict[str, float]] = field(default_factory=dict)  # template -> {task: Spearman} (top-k)
+
+    def held_out_text(self, template: str) -> str:
+        v = self.held_out.get(template) or {}
+        return " · ".join(f"{task} {score:.2f}" for task, score in v.items())
 
     @property
     def best(self) -> float | None:
@@ -66,8 +71,9 @@ class ResultsFileSource(_Polled):
         timeline = [float(e["spearman"]) for e in sorted(entries, key=lambda e: e.get("order", 0))]
         stats = d.get("stats", {})
         trials = d.get("x_study", {}).get("finished") or (stats.get("scored", 0) + stats.get("cached", 0)) or len(entries)
+        held = {e["template"]: e["validation"] for e in entries if e.get("validation")}
         return Board(d.get("strategy", "-"), d.get("model", "-"), d.get("dataset", "-"), bool(d.get("denoise", True)),
-                     int(trials), rows, timeline)
+                     int(trials), rows, timeline, held_out=held)
 
 
 class OptunaSource(_Polled):
