@@ -130,7 +130,13 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
 
 def test_schema_v2_validates_and_a_v1_file_still_loads_and_resumes(tmp_path):
     old = json.loads((REPO / "docs" / "results" / "greedy-default.json").read_text())
-    assert old["schema"] == "promptsearch.results/1"
+    # the same run as a /1 file: no encodings stats, no validation
+    old["schema"] = "promptsearch.results/1"
+    for k in ("encodings", "encodings_by_precision"):
+        old["stats"].pop(k, None)
+    old.pop("validation", None)
+    for e in old["templates"]:
+        e.pop("validation", None)
     p = tmp_path / "old.json"
     p.write_text(json.dumps(old))
     assert load(p)["templates"]  # still readable
@@ -180,3 +186,17 @@ def test_no_racing_scores_every_candidate(tiny_bert_dir, tmp_path):
     assert d["settings"]["racing"] is None and "validation" not in d
     n = d["stats"]["scored"]
     assert d["stats"]["encodings"] == pytest.approx(n)  # one full-set encoding per template scored
+
+
+def test_pruning_rungs_screen_in_int8_but_the_full_score_is_the_reference(tiny_bert_dir, tmp_path):
+    """Optuna's progressive scoring with a screening precision: partial rungs in int8, the last one
+    the reference precision's one-pass score (and only that is cached)."""
+    cache = tmp_path / "c.jsonl"
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache_path=cache, screening="int8")
+    steps = list(scorer.score_progressive(PAPER_T, [100, 300]))
+    assert [n for n, _ in steps] == [100, 300, 1186]
+    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False).score(PAPER_T).spearman
+    assert steps[-1][1] == pytest.approx(reference, abs=1e-9)
+    assert scorer.work["int8"] > 0 and scorer.work["fp32"] == 1.0
+    keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
+    assert len(keys) == 2 and all("fp32" in k for k in keys)  # raw + denoised, reference precision only
