@@ -162,6 +162,7 @@ def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp
     assert d["validation"] == {"tasks": ["sts13", "sickr"], "top": 2}
     ranked = d["templates"]
     held = [e for e in ranked if "validation" in e]
+    assert [r["candidates"] for r in d["path"] if r["stage"] == "relation:best"] == [4]  # all considered, not the finalists
     path_templates = {r["template"] for r in d["path"] if r["stage"] in ("relation:best", "prefix")}
     assert {e["template"] for e in held} == {e["template"] for e in ranked[:2]} | path_templates
     from promptsearch.encoding import rep

@@ -28,9 +28,13 @@ def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str], 
             cells.append(f"{average(res):.2f}")
         cells += [extra.get(label, {}).get(c, "") for c in extra_cols]
         body.append([label] + cells)
-    header = ["representation"] + cols
+    return _render(["representation"] + cols, body, markdown)
+
+
+def _render(header: list[str], body: list[list[str]], markdown: bool) -> str:
+    """A table with a left-aligned label column and right-aligned number columns: markdown or plain."""
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
@@ -67,10 +71,4 @@ def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: 
     for label, runs in rows:
         ms = mean_std(runs, tasks)
         body.append([label] + [f"{m:.2f} ± {s:.2f}" if len(runs) > 1 else f"{m:.2f}" for m, s in ms.values()])
-    header = ["representation"] + cols
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body])
-    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    fmt = lambda row: "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
+    return _render(["representation"] + cols, body, markdown)

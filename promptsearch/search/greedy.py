@@ -70,8 +70,7 @@ class Greedy:
                 "racing": self.racing.settings() if self.racing else None}
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
-        """(full-set score, state) of the candidates that got one; the rest were dropped by the race."""
-        self._dropped = []
+        """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
         if self.racing is not None:
             return self._race(scorer, results, states, source)
         out = []
@@ -81,7 +80,7 @@ class Greedy:
                 results.add(sc, source)
                 out.append((sc.spearman, s))
                 bar.set_postfix_str(f"{sc.spearman:.2f} {s.template[:40]}")
-        return out
+        return out, []
 
     def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         by_text = {s.template: s for s in states}
@@ -100,14 +99,14 @@ class Greedy:
         for sc in outcome.scores:
             results.add(sc, source)
             out.append((sc.spearman, by_text[sc.template]))
-        self._dropped = outcome.dropped
-        return out
+        return out, outcome.dropped
 
-    def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int):
+    def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int,
+                dropped: list[dict]):
         row = {"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
                "candidates": candidates}
         if self.racing is not None:
-            row["dropped"] = list(self._dropped)  # raced out before a full-set score: no number recorded
+            row["dropped"] = list(dropped)  # raced out before a full-set score: no number recorded
         self.path.append(row)
         results.extras["path"] = self.path
         results.save()
@@ -117,22 +116,22 @@ class Greedy:
         self.path = []
         suffix = v["suffix"]
         rel_states = [GreedyState(relation=r, suffix=suffix, mask=v["mask"]) for r in dict.fromkeys(v["relations"])]
-        scored = self._score_all(scorer, results, rel_states, "relation")
+        scored, dropped = self._score_all(scorer, results, rel_states, "relation")
         for sc, st in scored:
             self.path.append({"stage": "relation", "step": 0, "template": st.template, "spearman": round(sc, 4), "candidates": 1})
         best_score, best = max(scored, key=lambda x: x[0])
-        self._record(results, "relation:best", 0, best, best_score, len(scored))
+        self._record(results, "relation:best", 0, best, best_score, len(rel_states), dropped)
         for step in range(1, self.max_steps + 1):
             cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
                 cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
-            scored = self._score_all(scorer, results, cands, f"prefix step {step}")
+            scored, dropped = self._score_all(scorer, results, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
             if cand_score <= best_score + self.min_delta:
-                self._record(results, "stop", step, cand, cand_score, len(scored))
+                self._record(results, "stop", step, cand, cand_score, len(cands), dropped)
                 break
             best_score, best = cand_score, cand
-            self._record(results, "prefix", step, best, best_score, len(scored))
+            self._record(results, "prefix", step, best, best_score, len(cands), dropped)
 
 
 def format_path(path: list[dict], results: Results | None = None) -> str:
@@ -144,18 +143,19 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         v = held.get(template, {})
         return (template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
+    blank = ("",) * len(val)
     rows = [("Template", "STS-B dev", *val)]
-    rows.append(("Searching for relationship tokens", "", *("" for _ in val)))
+    rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r["stage"] == "relation"]
     rows += [row(r["template"], r["spearman"]) for r in rel]
     best = [r for r in path if r["stage"] == "relation:best"]
     if best and best[-1].get("dropped"):
-        rows.append((f"({len(best[-1]['dropped'])} more raced out on subsets)", "", *("" for _ in val)))
-    rows.append(("Searching for prefix tokens", "", *("" for _ in val)))
+        rows.append((f"({len(best[-1]['dropped'])} more raced out on subsets)", "", *blank))
+    rows.append(("Searching for prefix tokens", "", *blank))
     rows += [row(r["template"], r["spearman"]) for r in path if r["stage"] == "prefix"]
     stop = [r for r in path if r["stage"] == "stop"]
     if stop:
-        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}", *("" for _ in val)))
+        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}", *blank))
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)

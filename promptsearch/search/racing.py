@@ -116,7 +116,7 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
         known = set(state["known"])
         contenders: list[str] = state.get("contenders", [t for t in templates if t not in known])
         dropped: list[dict] = state.setdefault("dropped", [])
-        vecs: dict[str, np.ndarray] = {}
+        vecs: dict[str, dict[bool, np.ndarray]] = {}  # template -> {denoise: vectors of the sentences encoded}
         have: dict[str, np.ndarray] = {}
         for k, r in enumerate(rungs):
             if k < state.get("rungs_done", 0) or len(contenders) <= racing.finalists:
@@ -127,20 +127,13 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 if progress:
                     progress(f"rung {k + 1}/{len(rungs)}: {r} pairs", j, len(contenders))
                 if t not in vecs:
-                    vecs[t] = np.zeros((n_sent, scorer.hidden_size), np.float32)
+                    vecs[t] = {scorer.denoise: np.zeros((n_sent, scorer.hidden_size), np.float32)}
                     have[t] = np.zeros(n_sent, bool)
                 # each rung's new sentences in one call, also when catching up after a resume: the
                 # same batches as an uninterrupted race
-                for p in (perm[:rr] for rr in rungs[: k + 1]):
-                    need = np.unique(np.concatenate([scorer.ia[p], scorer.ib[p]]))
-                    need = need[~have[t][need]]
-                    if len(need):
-                        st = enc.prompt_states([scorer.sentences[i] for i in need], t, denoise=scorer.denoise,
-                                               show_progress_bar=False)
-                        vecs[t][need] = st.denoised if scorer.denoise else st.raw
-                        have[t][need] = True
-                        encoded += len(need)
-                sims[t] = scorer.evaluator.similarities(vecs[t], pairs)
+                for rr in rungs[: k + 1]:
+                    encoded += scorer.encode_pairs(enc, t, perm[:rr], vecs[t], have[t])
+                sims[t] = scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs)
             gold = scorer.evaluator.gold[pairs]
             rung_score = {t: spearman100(s, gold) for t, s in sims.items()}
             order = sorted(contenders, key=lambda t: (-np.nan_to_num(rung_score[t], nan=-200.0), contenders.index(t)))
@@ -161,6 +154,6 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
         if save:
             save()
     seconds = time.perf_counter() - t0
-    scorer.note_work(encoded / max(n_sent, 1), enc.precision, seconds)
+    scorer.seconds += seconds
     scores = [scorer.score(t) for t in state["final"]]
     return RaceOutcome(scores, list(state.get("dropped", [])), encoded / max(n_sent, 1), seconds)

@@ -91,9 +91,8 @@ class Scorer:
             self._screening = self.encoder.with_precision(self.screening_precision)
         return self._screening
 
-    def note_work(self, encodings: float, precision: str, seconds: float = 0.0) -> None:
+    def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
-        self.seconds += seconds
 
     # ---- cache -------------------------------------------------------------------------------
     def key(self, template: str, denoise: bool) -> str:
@@ -160,7 +159,7 @@ class Scorer:
         t0 = time.perf_counter()
         st = self.encoder.prompt_states(self.sentences, t, denoise=True, show_progress_bar=False)
         value = self._finish(t, {False: st.raw, True: st.denoised}, t0)
-        self.work[self.reference_precision] = self.work.get(self.reference_precision, 0.0) + 1.0
+        self._count_work(self.reference_precision, 1.0)
         return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision)
 
     def _finish(self, template: str, vecs: dict[bool, np.ndarray], t0: float) -> float:
@@ -172,6 +171,21 @@ class Scorer:
         self._remember(template, scores, secs)
         return scores[self.denoise]
 
+    def encode_pairs(self, enc: PromptEncoder, template: str, pairs: np.ndarray, vecs: dict[bool, np.ndarray],
+                     done: np.ndarray) -> int:
+        """Encode with ``enc`` the sentences of ``pairs`` not ``done`` yet, in one call, into ``vecs``
+        (raw at False, denoised at True: the variants it holds); the count encoded, also added to
+        the work tally in ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
+        need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
+        need = need[~done[need]]
+        if len(need):
+            st = enc.prompt_states([self.sentences[i] for i in need], template, denoise=True in vecs, show_progress_bar=False)
+            for dn, v in vecs.items():
+                v[need] = st.denoised if dn else st.raw
+            done[need] = True
+            self._count_work(enc.precision, len(need) / len(self.sentences))
+        return len(need)
+
     def score_progressive(self, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
         """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
 
@@ -179,46 +193,21 @@ class Scorer:
         its score is cached like :meth:`score`. With a screening precision other than the
         reference one, the partial rungs run in it and the full set is :meth:`score`'s.
         """
-        if self.screening_precision != self.reference_precision:
-            yield from self._progressive_screened(template, rungs, seed)
-            return
-        t = Template.parse(template).text
-        n = len(self.gold)
-        perm = np.random.default_rng(seed).permutation(n)
-        vecs = {dn: np.zeros((len(self.sentences), self.encoder.word_embeddings.shape[1]), np.float32) for dn in (False, True)}
-        done = np.zeros(len(self.sentences), bool)
-        t0 = time.perf_counter()
-        rungs = sorted({min(r, n) for r in rungs} | {n})
-        for r in rungs:
-            pairs = perm[:r]
-            need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
-            need = need[~done[need]]
-            if len(need):
-                st = self.encoder.prompt_states([self.sentences[i] for i in need], t, denoise=True, show_progress_bar=False)
-                vecs[False][need], vecs[True][need] = st.raw, st.denoised
-                done[need] = True
-                self.note_work(len(need) / len(self.sentences), self.reference_precision)
-            if r == n:
-                yield r, self._finish(t, vecs, t0)
-            else:
-                yield r, self.evaluator.spearman(vecs[self.denoise], pairs)
-
-    def _progressive_screened(self, template, rungs: list[int], seed: int) -> Iterator[tuple[int, float]]:
         t = Template.parse(template).text
         n = len(self.gold)
         perm = np.random.default_rng(seed).permutation(n)
         enc = self.screening_encoder
-        vecs = np.zeros((len(self.sentences), self.hidden_size), np.float32)
+        reuse = enc is self.encoder  # the rungs' vectors are the reference's: the full set completes them
+        vecs = {dn: np.zeros((len(self.sentences), self.hidden_size), np.float32)
+                for dn in ((False, True) if reuse else (self.denoise,))}
         done = np.zeros(len(self.sentences), bool)
+        t0 = time.perf_counter()
         for r in sorted({min(r, n) for r in rungs} - {n}):
-            t0 = time.perf_counter()
-            pairs = perm[:r]
-            need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
-            need = need[~done[need]]
-            if len(need):
-                st = enc.prompt_states([self.sentences[i] for i in need], t, denoise=self.denoise, show_progress_bar=False)
-                vecs[need] = st.denoised if self.denoise else st.raw
-                done[need] = True
-            self.note_work(len(need) / len(self.sentences), enc.precision, time.perf_counter() - t0)
-            yield r, self.evaluator.spearman(vecs, pairs)
-        yield n, self.score(t).spearman
+            self.encode_pairs(enc, t, perm[:r], vecs, done)
+            yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
+        if reuse:
+            self.encode_pairs(enc, t, perm, vecs, done)
+            yield n, self._finish(t, vecs, t0)
+        else:
+            self.seconds += time.perf_counter() - t0
+            yield n, self.score(t).spearman

@@ -15,26 +15,23 @@ from .scorer import Scorer
 DEFAULT_VALIDATE_ON = ("stsb", "sickr")  # the STS-B and SICK-R test sets
 
 
-def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None) -> dict:
+def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None) -> None:
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. greedy's
-    path) on every task; store them in the results (saved) and return {template: {task: score}}."""
+    path) on every task; store them in their entries' ``validation`` and save the results."""
     tasks = list(dict.fromkeys(tasks))
     chosen = [e.template for e in results.ranked()[:top]]
     chosen += [t for t in extra if t in results.entries and t not in chosen]
     results.validation = {"tasks": tasks, "top": top}
-    if not tasks or not chosen:
-        results.save()
-        return {}
-    out: dict[str, dict[str, float]] = {t: dict(results.entries[t].validation or {}) for t in chosen}
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
         for task in tasks:
             held = Scorer(scorer.encoder, dataset=task, denoise=results.denoise, data_dir=scorer.data_dir,
                           cache_path=scorer.cache_path, use_cache=scorer.use_cache, fmt=scorer.fmt)
             for t in chosen:
-                out[t][task] = round(held.score(t).spearman, 4)  # not search work: not in the stats
+                e = results.entries[t]
+                e.validation = {**(e.validation or {}), task: round(held.score(t).spearman, 4)}  # not search work
                 bar.update(1)
-    for t, v in out.items():
-        results.entries[t].validation = {k: v[k] for k in tasks if k in v}
+    for t in chosen:  # in the order of --validate-on
+        v = results.entries[t].validation or {}
+        results.entries[t].validation = {k: v[k] for k in tasks if k in v} or None
     results.save()
-    return out
