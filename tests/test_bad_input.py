@@ -148,6 +148,8 @@ CASES = [
     (["finetune", "--model", "{gpt2}", "--template", "PromptEOL", "--out", "{afile}.d", "-q"], "is a causal LM"),
     # training commands refuse the reference inputs
     (["optiprompt", "--model", "{model}", "--compat", "reference"], "--compat reference"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "cuda:99"], "that CUDA device is not available here"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "gpu"], "--device 'gpu' is not a device"),
     # issue 13: racing, screening precision, held-out validation
     (S[:-2] + [PAPER_T], "held-out validation: missing data file"),
     (S[:-2] + ["--validate-top", "-1", PAPER_T], "--validate-top must be 0 (off) or more"),

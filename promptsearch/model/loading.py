@@ -146,6 +146,19 @@ def _head_is_missing(info: dict, base_prefix: str) -> bool:
     return any(not k.startswith(base_prefix + ".") for k in missing)
 
 
+def _check_device(device) -> None:
+    """A device that cannot be used fails here, in one line, before any weights are read."""
+    if device is None or str(device) == "auto":
+        return
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ModelError(f"--device {device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ModelError(f"--device {device}: that CUDA device is not available here ({torch.cuda.device_count()} GPU(s) "
+                         "visible); use --device cpu, or leave --device out")
+
+
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,
                mask_head: str | None = None) -> LoadedModel:
     """Load a model by name; raise :class:`ModelError` with a one-line fix on failure.
@@ -156,6 +169,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
+    _check_device(device)
     path = resolve_model_path(name)
     if os.path.sep in path and not Path(path).exists() and not path.startswith(("http:", "https:")):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
