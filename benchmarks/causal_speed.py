@@ -2,6 +2,7 @@
 Llama-shaped model built from its config (no download: speed needs no trained weights).
 
     python benchmarks/causal_speed.py --preset small            # CPU-sized (12 layers x 768)
+    python benchmarks/causal_speed.py --preset tiny --device cpu # a smoke run of every code path
     python benchmarks/causal_speed.py --preset 7b --device cuda # Llama-2-7B's shape, bf16, one GPU
 
 Both the tool's encoder (deduplicated, length-sorted batches, inference mode, bf16 where fast) and
@@ -15,12 +16,14 @@ import argparse
 import json
 import resource
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+from _device import add_device_flag, device_name, resolve, timed
 
 PRESETS = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                 intermediate_size=128),  # a smoke run: every code path, seconds on any machine
     "small": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=12,
                   intermediate_size=2048),
     "7b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
@@ -60,7 +63,7 @@ def naive(enc, sentences: list[str], batch_size: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=list(PRESETS), default="small")
-    ap.add_argument("--device", default=None)
+    add_device_flag(ap)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args()
@@ -72,26 +75,21 @@ def main() -> None:
     sentences = a + b
     with tempfile.TemporaryDirectory() as tmp:
         build(args.preset, Path(tmp), sentences)
-        device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = resolve(args.device)
         fast = PromptEncoder.from_pretrained(tmp, device=str(device), batch_size=args.batch_size, show_progress_bar=False)
         slow = PromptEncoder(fast.model, batch_size=args.batch_size, bf16=False, show_progress_bar=False)
         fast.encode(sentences[:64], template=TEMPLATE)  # warm-up
         if device.type == "cuda":
-            torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        fast.encode(sentences, template=TEMPLATE, denoise=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t_fast = time.perf_counter() - t0
+        times = []
+        with timed(device, times):
+            fast.encode(sentences, template=TEMPLATE, denoise=True)
         peak = (torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda"
                 else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-        t0 = time.perf_counter()
-        naive(slow, sentences, args.batch_size)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t_naive = time.perf_counter() - t0
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+        with timed(device, times):
+            naive(slow, sentences, args.batch_size)
+        t_fast, t_naive = times
+    where = device_name(device)
     print(f"STS-B dev, {len(sentences)} sentences ({len(set(sentences))} distinct), PromptEOL, on {where}")
     print(f"{'':34} {'seconds':>8} {'sentences/s':>12}")
     print(f"{'plain loop (fp32, in order)':34} {t_naive:8.2f} {len(sentences) / t_naive:12.1f}")

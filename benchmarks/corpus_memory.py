@@ -5,7 +5,9 @@ Each variant runs in a fresh process (load the model, load the corpus, train a f
 its peak RSS; what the corpus costs is the difference to the same run on a 1,000-line corpus, whose
 peak is the model's and the training's own.
 
-    python benchmarks/corpus_memory.py --lines 1000000 --steps 5
+    python benchmarks/corpus_memory.py --lines 1000000 --steps 5 [--device cpu|cuda]
+
+Peak RSS is host memory: on a GPU the corpus still lives on the host, so the comparison holds there too.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def worker(variant: str, path: str, steps: int, model: str) -> None:
+def worker(variant: str, path: str, steps: int, model: str, device: str | None) -> None:
     from promptsearch import PromptEncoder
     from promptsearch.data import load_texts
     from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 
     template = 'This sentence : "[X]" means [MASK] .'
-    enc = PromptEncoder.from_pretrained(model, show_progress_bar=False)
+    enc = PromptEncoder.from_pretrained(model, device=device, show_progress_bar=False)
     t0 = time.time()
     if variant == "datasets":
         corpus = load_texts(path)
@@ -55,10 +57,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--model", default="default")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available, else cpu)")
     ap.add_argument("--worker", nargs=2, metavar=("VARIANT", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker[0], args.worker[1], args.steps, args.model)
+        worker(args.worker[0], args.worker[1], args.steps, args.model, args.device)
         return
     from promptsearch.data import load_corpus
 
@@ -74,7 +77,8 @@ def main() -> None:
         rows = []
         for variant in ("small", "datasets", "list"):
             out = subprocess.run([sys.executable, __file__, "--worker", variant, str(path), "--steps", str(args.steps),
-                                  "--model", args.model], capture_output=True, text=True, env=env)
+                                  "--model", args.model, *(["--device", args.device] if args.device else [])],
+                                 capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 sys.exit(out.stderr)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

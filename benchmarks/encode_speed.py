@@ -8,7 +8,7 @@ what a plain matmul of the model's FFN shape reaches in the same run, in the sam
 for the model and for a randomly initialised BERT-base-sized ``BertForMaskedLM`` (``BertConfig()``
 defaults: bert-base's FLOPs, no download).
 
-    python benchmarks/encode_speed.py [--model default] [--template T] [--batch-size 64] [--no-bert-base]
+    python benchmarks/encode_speed.py [--model default] [--device cpu|cuda] [--template T] [--batch-size 64] [--no-bert-base]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import torch
+from _device import add_device_flag, device_name, resolve, sync, timed
 
 from promptsearch import PromptEncoder
 from promptsearch.data import load_task
@@ -27,6 +28,7 @@ from promptsearch.eval import score_task
 def naive_encode(enc: PromptEncoder, sentences, template, batch_size):
     """What a first implementation does: every sentence, in order, padded batches, fp32."""
     r = enc.rendered(template)
+    dev = enc.device
     out = []
     with torch.no_grad():
         for start in range(0, len(sentences), batch_size):
@@ -34,10 +36,10 @@ def naive_encode(enc: PromptEncoder, sentences, template, batch_size):
             rows = [r.ids(ids) for ids in enc.sentence_ids(chunk, template)]
             n = max(len(ids) for ids, _ in rows)
             pad = enc.tokenizer.pad_token_id or 0
-            ids = torch.tensor([x + [pad] * (n - len(x)) for x, _ in rows])
-            att = torch.tensor([[1] * len(x) + [0] * (n - len(x)) for x, _ in rows])
+            ids = torch.tensor([x + [pad] * (n - len(x)) for x, _ in rows], device=dev)
+            att = torch.tensor([[1] * len(x) + [0] * (n - len(x)) for x, _ in rows], device=dev)
             h = enc.encoder(input_ids=ids, attention_mask=att).last_hidden_state
-            out.append(h[torch.arange(len(rows)), torch.tensor([p for _, p in rows])].numpy())
+            out.append(h[torch.arange(len(rows), device=dev), torch.tensor([p for _, p in rows], device=dev)].float().cpu().numpy())
     return np.concatenate(out)
 
 
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--data-dir", default=None)
+    add_device_flag(ap)
     ap.add_argument("--no-bert-base", dest="bert_base", action="store_false", help="skip the BERT-base-sized roofline")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="fp32 even where bf16 is fast")
     args = ap.parse_args()
@@ -54,21 +57,25 @@ def main():
     data = load_task("stsb-dev", args.data_dir)
     a, b, _ = data.subsets["dev"]
     sentences = a + b
-    fast = PromptEncoder.from_pretrained(args.model, batch_size=args.batch_size, bf16=args.bf16, show_progress_bar=False)
+    device = resolve(args.device)
+    fast = PromptEncoder.from_pretrained(args.model, device=str(device), batch_size=args.batch_size, bf16=args.bf16,
+                                         show_progress_bar=False)
     slow = PromptEncoder(fast.model, batch_size=args.batch_size, bf16=False, show_progress_bar=False)
     fast.encode(sentences[:64], template=args.template)  # warm-up (thread pools, kernels)
+    naive_encode(slow, sentences[:64], args.template, args.batch_size)
 
-    t0 = time.perf_counter()
-    v_naive = naive_encode(slow, sentences, args.template, args.batch_size)
-    t_naive = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    v_fast = fast.encode(sentences, template=args.template)
-    t_fast = time.perf_counter() - t0
+    times = []
+    with timed(device, times):
+        v_naive = naive_encode(slow, sentences, args.template, args.batch_size)
+    with timed(device, times):
+        v_fast = fast.encode(sentences, template=args.template)
+    t_naive, t_fast = times
 
     def sp(v):
         return score_task(data, lambda ss, idx={s: i for i, s in enumerate(sentences)}: v[[idx[s] for s in ss]])["spearman"]
 
-    print(f"STS-B dev: {len(sentences)} sentences ({len(set(sentences))} distinct), template {args.template!r}")
+    print(f"STS-B dev: {len(sentences)} sentences ({len(set(sentences))} distinct), template {args.template!r}, "
+          f"on {device_name(device)}")
     print(f"{'':28} {'seconds':>8} {'Spearman':>9}")
     print(f"{'naive loop (fp32, in order)':28} {t_naive:8.2f} {sp(v_naive):9.2f}")
     print(f"{'PromptEncoder (' + ('bf16' if fast.bf16 else 'fp32') + ')':28} {t_fast:8.2f} {sp(v_fast):9.2f}")
@@ -95,23 +102,27 @@ def matmul_gflops(enc: PromptEncoder, m: int = 1600) -> float:
     """GFLOP/s of a plain (m x hidden) @ (hidden x intermediate) product, in the encoder's precision."""
     cfg = enc.model.config
     h, i = cfg.hidden_size, getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)
-    x, w = torch.randn(m, h), torch.randn(h, i)
+    x, w = torch.randn(m, h, device=enc.device), torch.randn(h, i, device=enc.device)
     with torch.inference_mode(), enc.autocast():
         for _ in range(3):
             x @ w
+        sync(enc.device)
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < 2.0:
-            x @ w
-            n += 1
+            for _ in range(10):
+                x @ w
+            sync(enc.device)
+            n += 10
     return 2 * m * h * i * n / (time.perf_counter() - t0) / 1e9
 
 
 def roofline(enc: PromptEncoder, sentences, template, seconds, label) -> None:
     if seconds is None:
         enc.encode(sentences[:64], template=template)  # warm-up
-        t0 = time.perf_counter()
-        enc.encode(sentences, template=template)
-        seconds = time.perf_counter() - t0
+        times = []
+        with timed(enc.device, times):
+            enc.encode(sentences, template=template)
+        seconds = times[0]
     tokens, flops = linear_flops(enc, sentences, template)
     reached, plain = flops / seconds / 1e9, matmul_gflops(enc)
     prec = "bf16" if enc.bf16 else "fp32"
@@ -131,7 +142,8 @@ def bert_base(like: PromptEncoder) -> PromptEncoder:
     d = tempfile.mkdtemp(prefix="bert-base-random-")
     BertForMaskedLM(BertConfig(vocab_size=like.tokenizer.vocab_size)).save_pretrained(d)
     like.tokenizer.save_pretrained(d)
-    return PromptEncoder.from_pretrained(d, batch_size=like.batch_size, bf16=like.bf16, show_progress_bar=False)
+    return PromptEncoder.from_pretrained(d, device=str(like.device), batch_size=like.batch_size, bf16=like.bf16,
+                                         show_progress_bar=False)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,12 @@ Prints wall time, full-set-equivalent encodings, the final template and its full
 the ratios against exhaustive. Then Kendall's tau between int8 and fp32 full-set scores over
 every template the exhaustive run scored (how often int8 screening would change a decision).
 
-    python benchmarks/search_speed.py [--model default] [--precision fp32] [--avx2] [--json out.json]
+    python benchmarks/search_speed.py [--model default] [--device cpu|cuda] [--precision fp32] [--avx2] [--json out.json]
 
 The reference precision is fp32 (``--precision bf16`` on a machine with fast bf16). ``--avx2``
 re-runs the benchmark with oneDNN, MKL, ATen and fbgemm restricted to AVX2 kernels: a CPU
-without AVX512/AMX (no fast bf16, no VNNI), the machine the int8 target is about.
+without AVX512/AMX (no fast bf16, no VNNI), the machine the int8 target is about. On a GPU
+(``--device cuda``) int8 screening does not exist (it is a CPU route): those runs are skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import os
 import platform
 import subprocess
 import sys
-import time
+
+from _device import add_device_flag, device_name, resolve, timed
 
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
@@ -36,19 +38,20 @@ def cpu_name() -> str:
     return platform.processor() or "?"
 
 
-def run_greedy(model: str, precision: str, racing, screening: str, data_dir, vocabulary: str, max_steps: int):
+def run_greedy(model: str, precision: str, racing, screening: str, data_dir, vocabulary: str, max_steps: int, device):
     from promptsearch.encoding import PromptEncoder
     from promptsearch.search import Scorer, run_strategy
     from promptsearch.search.greedy import Greedy
 
-    enc = PromptEncoder.from_pretrained(model, bf16=precision == "bf16", show_progress_bar=False)
+    enc = PromptEncoder.from_pretrained(model, device=str(device), bf16=precision == "bf16", show_progress_bar=False)
     enc.encode(["warm up the thread pools ."] * 8, template="[X] means [MASK] .")
     enc.clear_cache()
-    t0 = time.perf_counter()
-    scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, use_cache=False, screening=screening)
-    g = Greedy(vocabulary=vocabulary, max_steps=max_steps, show_progress_bar=False, racing=racing)
-    res = run_strategy(g, scorer, None, model, validate_top=0)
-    wall = time.perf_counter() - t0
+    times = []
+    with timed(device, times):
+        scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, use_cache=False, screening=screening)
+        g = Greedy(vocabulary=vocabulary, max_steps=max_steps, show_progress_bar=False, racing=racing)
+        res = run_strategy(g, scorer, None, model, validate_top=0)
+    wall = times[0]
     best = res.best
     stats = res.to_dict()["stats"]
     return {"wall_s": round(wall, 1), "encodings": stats["encodings"], "by_precision": stats["encodings_by_precision"],
@@ -85,6 +88,7 @@ def main():
     ap.add_argument("--race-rungs", default=None, help="racing rungs, e.g. 0.125,0.25,0.5 (default: Racing's)")
     ap.add_argument("--skip", default="", help="comma-separated runs to skip: exhaustive,racing,int8,tau")
     ap.add_argument("--data-dir", default=None)
+    add_device_flag(ap)
     ap.add_argument("--json", default=None, help="also write the numbers here")
     args = ap.parse_args()
     if args.avx2 and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2":
@@ -96,7 +100,10 @@ def main():
     from promptsearch.search.racing import Racing
 
     skip = set(filter(None, args.skip.split(",")))
-    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+    device = resolve(args.device)
+    if device.type != "cpu":
+        skip |= {"int8", "tau"}  # int8 screening is a CPU route
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, device {device_name(device)}, torch {torch.__version__}, "
           f"kernels {'AVX2 only' if os.environ.get('ONEDNN_MAX_CPU_ISA') == 'AVX2' else 'native'}; "
           f"reference precision {args.precision}; model {args.model}", flush=True)
     runs = {}
@@ -112,7 +119,7 @@ def main():
         if name in skip:
             continue
         r = runs[name] = run_greedy(args.model, args.precision, racing, screening, args.data_dir, args.vocabulary,
-                                    args.max_steps)
+                                    args.max_steps, device)
         print(f"{name:>10}: {r['wall_s']:7.1f} s  {r['encodings']:6.1f} full-set encodings {r['by_precision']}  "
               f"final {r['final']!r} {r['final_dev']:.2f}", flush=True)
     if "exhaustive" in runs:

@@ -17,6 +17,28 @@ os.environ.setdefault("PROMPTSEARCH_DATA_DIR", str(DATA))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# Under pytest-xdist (-n N) each worker gets its share of the cores, it and the commands it starts:
+# N workers each running torch's default of one thread a core would oversubscribe the machine many
+# times over (the suite crawled to a halt with -n 8 on 16 cores).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _threads = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = _threads
+    torch.set_num_threads(int(_threads))
+
+# Tests whose numbers depend on the CPU's kernels or on the precision: .ci/run runs them a second
+# time with AVX2-only kernels (scripts/test-avx2.sh), so a machine with AVX-512/AMX catches what
+# would fail on a CPU without them.
+KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_search", "test_racing", "test_train", "test_reference",
+                    "test_default_model", "test_causal", "test_predict", "test_user_data", "test_head"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module.__name__ in KERNEL_SENSITIVE or "precision" in params:
+            item.add_marker(pytest.mark.kernels)
+
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."
 
@@ -100,12 +122,19 @@ def tiny_distilbert_dir(tmp_path_factory, tiny_bert_dir) -> Path:
     return d
 
 
-def make_encoder(path, **kw):
+# Where things run. Library tests build their encoders on the CPU (they compare with forwards the
+# test computes by hand there); the CLI, like any user, takes the default device: CUDA where there
+# is one. A test that compares what a command printed with an encoder of its own builds that
+# encoder on CLI_DEVICE, so both sides run the same arithmetic on one device.
+CLI_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def make_encoder(path, device="cpu", **kw):
     from promptsearch import PromptEncoder
 
     kw.setdefault("bf16", False)
     kw.setdefault("show_progress_bar", False)
-    return PromptEncoder.from_pretrained(str(path), device="cpu", **kw)
+    return PromptEncoder.from_pretrained(str(path), device=device, **kw)
 
 
 @pytest.fixture(scope="session")

@@ -140,7 +140,7 @@ def test_loading_paths(tiny_bert_dir, tiny_bert_encoder_only_dir, tiny_distilber
     # the encoder weights are the checkpoint's, not a fresh init
     from transformers import BertModel
     ref = BertModel.from_pretrained(tiny_bert_encoder_only_dir)
-    assert torch.equal(ref.embeddings.word_embeddings.weight, m2.encoder.embeddings.word_embeddings.weight)
+    assert torch.equal(ref.embeddings.word_embeddings.weight, m2.encoder.embeddings.word_embeddings.weight.cpu())  # loaded on the default device
     d = make_encoder(tiny_distilbert_dir)
     v = d.encode(SENTS, template=PAPER_T, denoise=True)
     assert v.shape == (4, 32) and np.isfinite(v).all()

@@ -12,7 +12,7 @@ from promptsearch.search import Results, Scorer, Score, run_strategy
 from promptsearch.search.greedy import Greedy
 from promptsearch.search.racing import Racing, race
 from promptsearch.search.results import SCHEMA_ID, load, schema
-from conftest import PAPER_T, REPO, make_encoder
+from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder
 
 DATASET = "sts16"  # 1,186 real pairs
 
@@ -168,7 +168,7 @@ def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp
     from promptsearch.encoding import rep
     from promptsearch.eval import evaluate_reps
 
-    enc = make_encoder(tiny_bert_dir, bf16=False)
+    enc = make_encoder(tiny_bert_dir, device=CLI_DEVICE, bf16=False)  # the device and precision the command used
     for e in held:
         r = rep(e["template"], denoise=True)
         want = evaluate_reps(enc, [r], ["sts13", "sickr"])[r]

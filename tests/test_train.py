@@ -9,7 +9,7 @@ import torch
 from promptsearch import PromptEncoder
 from promptsearch.train.finetune import FinetuneConfig, _loss, _views, finetune, train_step
 from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
-from conftest import PAPER_T, make_encoder
+from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
 T2 = 'This sentence of "[X]" means [MASK] .'
 
@@ -180,11 +180,18 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
     summary = json.loads((out / "seeds.json").read_text())
     assert summary["seeds"] == [0, 1, 2] and set(summary["tasks"]) == {"sts16", "sts13", "Avg."}
     r = rep(summary["template"], denoise=summary["denoise"])
-    per_seed = []
+    per_seed, last = [], []
     for s in (0, 1, 2):
-        enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), bf16=False, show_progress_bar=False)
+        # the saved model is the best checkpoint on the dev set, which may be the untrained start for
+        # every seed (no step beat it: that depends on rounding, so on the machine); what each seed
+        # guarantees is its own trajectory: other batches, other dropout, other weights after the last step
+        ck = torch.load(next((out / f"seed-{s}").glob("*-checkpoint.pt")), map_location="cpu", weights_only=False)
+        assert ck["step"] == 2
+        state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
+        last.append(state)
+        enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), device=CLI_DEVICE, bf16=False, show_progress_bar=False)
         per_seed.append(evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"])
-    assert len({round(v, 6) for v in per_seed}) == 3  # three different runs
+    assert not any(torch.equal(last[i], last[j]) for i, j in ((0, 1), (0, 2), (1, 2)))  # three different runs
     got = summary["tasks"]["sts16"]
     assert got["runs"] == pytest.approx(per_seed, abs=1e-4)
     assert got["mean"] == pytest.approx(np.mean(per_seed), abs=1e-4)

@@ -1,0 +1,38 @@
+"""What every benchmark shares about the device it runs on: the ``--device`` flag (the library's
+default, CUDA where there is one, when not given) and timing that waits for the device's queue."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+
+
+def add_device_flag(ap) -> None:
+    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available, else cpu)")
+
+
+def resolve(device: str | None) -> torch.device:
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def sync(device) -> None:
+    """Wait for the device's queued work (a CUDA kernel returns before it has run)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def timed(device, into: list):
+    """Wall seconds of the block, the device's queued work included: appended to ``into``."""
+    sync(device)
+    t0 = time.perf_counter()
+    yield
+    sync(device)
+    into.append(time.perf_counter() - t0)
+
+
+def device_name(device) -> str:
+    d = torch.device(device)
+    return torch.cuda.get_device_name(d) if d.type == "cuda" else "CPU"

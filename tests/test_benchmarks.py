@@ -1,0 +1,52 @@
+"""Every benchmark runs, on the CPU and (where there is one) on a GPU: a smoke run of each on a tiny
+model, in a subprocess as a user runs it, checking the lines it must print. Speed itself is never
+asserted here (benchmarks print ratios measured in one run)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import DATA, REPO
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def bench(name, *args, timeout=300):
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *map(str, args)], capture_output=True,
+                         text=True, timeout=timeout, env={**__import__("os").environ, "PROMPTSEARCH_DATA_DIR": str(DATA)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_encode_speed(device, tiny_bert_dir):
+    out = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--no-bert-base")
+    where = "CPU" if device == "cpu" else torch.cuda.get_device_name()
+    assert f"on {where}" in out and "naive loop" in out and "speed-up:" in out and "of linear layers" in out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_causal_speed(device):
+    out = bench("causal_speed.py", "--preset", "tiny", "--device", device)
+    assert "PromptEncoder" in out and "speed-up" in out and ("RSS" if device == "cpu" else "GPU memory") in out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_search_speed(device, tiny_bert_dir, tmp_path):
+    vocab = tmp_path / "v.json"
+    vocab.write_text(json.dumps({"relations": ["means", "is"], "prefix_tokens": ["this", "a"], "wrappers": ['"']}))
+    out = bench("search_speed.py", "--model", tiny_bert_dir, "--device", device, "--vocabulary", vocab, "--max-steps", 1,
+                "--json", tmp_path / "s.json")
+    got = json.loads((tmp_path / "s.json").read_text())
+    assert {"exhaustive", "racing"} <= set(got) and "against exhaustive greedy" in out
+    assert ("int8" in got) == (device == "cpu")  # int8 screening is a CPU route
+
+
+@pytest.mark.slow  # three fresh processes, ~40 s; its code paths (OptiPrompt, load_texts) are tested elsewhere
+def test_corpus_memory(tiny_bert_dir):
+    out = bench("corpus_memory.py", "--lines", 3000, "--steps", 1, "--model", tiny_bert_dir, "--device", "cpu")
+    assert "datasets (memory-mapped)" in out and "Python list" in out
