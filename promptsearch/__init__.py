@@ -1,8 +1,17 @@
 """promptsearch: find prompt templates that turn a masked LM into a sentence encoder."""
 
-from .encoding import PromptEncoder, PromptStates, rep
 from .errors import PromptSearchError, TemplateError
 from .template import Template
 
 __version__ = "0.1.0"
 __all__ = ["PromptEncoder", "PromptStates", "rep", "Template", "PromptSearchError", "TemplateError", "__version__"]
+
+
+def __getattr__(name: str):
+    """``PromptEncoder``, ``PromptStates`` and ``rep`` load torch: imported on first use, so that the
+    command line starts (and answers ``--help``, a bad flag or Ctrl-C) before torch is loaded."""
+    if name in ("PromptEncoder", "PromptStates", "rep"):
+        from . import encoding
+
+        return getattr(encoding, name)
+    raise AttributeError(f"module 'promptsearch' has no attribute {name!r}")

@@ -22,6 +22,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+def _at_least(minimum: int):
+    """An argparse type: a whole number >= ``minimum`` (checked when the flags are read)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {v}")
+        return v
+    return parse
+
+
+def _positive(text: str) -> float:
+    """An argparse type: a finite number > 0 (learning rates, epochs)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v > 0 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
+    return v
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
@@ -35,11 +59,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a column grouping a user data set's pairs into subsets (SentEval's 'all' aggregation)")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: spread a large model over the devices "
                                                 "there are (default: cuda if available)")
-    g.add_argument("--batch-size", type=int, default=64)
+    g.add_argument("--batch-size", type=_at_least(1), default=64)
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
     g.add_argument("--no-period", dest="add_period", action="store_false",
                    help="don't append '.' to sentences that don't end in . ? \" ' before they fill [X]")
-    g.add_argument("--max-length", type=int, default=None, help="token limit per input (sentence truncated inside [X])")
+    g.add_argument("--max-length", type=_at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")
     g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
                    help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
                         "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
@@ -83,6 +107,15 @@ def _check_data(args, tasks) -> None:
     """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not)."""
     if any(t in TASK_NAMES for t in tasks):
         sts_dir(args.data_dir)
+
+
+def _one_dataset(spec: str) -> str:
+    """The one data set a search or a dev evaluation scores on (a group such as sts-all is several)."""
+    tasks = expand_tasks(spec)
+    if len(tasks) != 1:
+        raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
+                                "scores on one, e.g. stsb-dev")
+    return tasks[0]
 
 
 def _show(args):
@@ -141,7 +174,7 @@ def cmd_eval(args) -> int:
 def cmd_ditto_search(args) -> int:
     from .eval.ditto import format_heads, search_heads
 
-    (task,) = expand_tasks(args.dataset)[:1]
+    task = _one_dataset(args.dataset)
     _check_data(args, [task])
     enc = _encoder(args)
     scores = search_heads(enc, task, data_dir=args.data_dir, show_progress_bar=_show(args), fmt=_fmt(args))
@@ -163,6 +196,8 @@ def cmd_report(args) -> int:
 
     tasks = expand_tasks(args.tasks)
     _check_data(args, tasks + ["stsb-dev"])  # the Ditto head is chosen on STS-B dev
+    if args.json:
+        _check_report_file(args.json)
     enc = _encoder(args)
     t0 = time.time()
     l, h, s = search_heads(enc, data_dir=args.data_dir, show_progress_bar=_show(args))[0]
@@ -192,6 +227,21 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _check_report_file(path) -> None:
+    """report --json overwrites FILE: only a report of its own, or a new file (never, say, a results file)."""
+    p = Path(path)
+    _check_out(p)
+    if p.exists():
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+            ok = isinstance(d, dict) and set(d) == {"model", "results"}
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            raise PromptSearchError(f"--json {p} exists and is not a report written by promptsearch report; give a new "
+                                    "file name")
+
+
 # ---- search commands ------------------------------------------------------------------------
 
 def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
@@ -205,7 +255,7 @@ def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
                    help="screening precision for racing/pruning rungs (auto: the reference precision, bf16 where fast "
                         "else fp32; int8: quantized linear layers, CPU). Recorded scores are always the reference precision's")
-    g.add_argument("--validate-top", type=int, default=5, metavar="K",
+    g.add_argument("--validate-top", type=_at_least(0), default=5, metavar="K",
                    help="after the search, score the best K templates on held-out sets (default 5; 0: off)")
     g.add_argument("--validate-on", default="stsb,sickr", metavar="TASKS",
                    help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
@@ -214,15 +264,15 @@ def _search_flags(p: argparse.ArgumentParser, out: str) -> None:
 def _scorer(args, enc=None):
     from .search import Scorer
 
-    (dataset,) = expand_tasks(args.dataset)[:1]
+    dataset = _one_dataset(args.dataset)
+    if getattr(args, "out", None) and args.cache and not args.no_cache and Path(args.cache).resolve() == Path(args.out).resolve():
+        raise PromptSearchError(f"--cache and --out are both {args.out}; the cache is a separate file (e.g. scores.jsonl)")
     return Scorer(enc or _encoder(args), dataset=dataset, denoise=args.denoise, data_dir=args.data_dir,
                   cache_path=args.cache, use_cache=not args.no_cache, fmt=_fmt(args), screening=args.precision)
 
 
 def _validation(args) -> dict:
     """run_strategy's held-out validation arguments (checked before anything is scored)."""
-    if args.validate_top < 0:
-        raise PromptSearchError("--validate-top must be 0 (off) or more")
     from .data import load_task
     from .errors import DataError
 
@@ -282,7 +332,7 @@ def cmd_greedy(args) -> int:
 
     _check_out(args.out)
     load_vocabulary(args.vocabulary)
-    _check_data(args, expand_tasks(args.dataset))
+    _check_data(args, [_one_dataset(args.dataset)])
     racing = None if args.no_racing else _racing(args)
     val = _validation(args)
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=_show(args), racing=racing)
@@ -335,7 +385,7 @@ def cmd_score(args) -> int:
     templates = _read_templates(args)
     if args.out:
         _check_out(args.out)
-    _check_data(args, expand_tasks(args.dataset))
+    _check_data(args, [_one_dataset(args.dataset)])
     scorer = _scorer(args, enc)
     for t in templates:  # every template usable with this tokenizer before anything is written
         scorer.encoder.check_template(t)
@@ -389,7 +439,7 @@ def cmd_optuna(args) -> int:
         from .search.results import load
 
         load(args.compare)
-    _check_data(args, expand_tasks(args.dataset))
+    _check_data(args, [_one_dataset(args.dataset)])
     storage = args.storage or f"sqlite:///{Path(args.out).resolve().with_suffix('.db')}"
     name = args.study_name or f"promptsearch-{_slug(args.model)}-{args.dataset}-{'denoised' if args.denoise else 'raw'}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -427,9 +477,7 @@ def cmd_t5(args) -> int:
 
     _check_out(args.out)
     read_wordnet(args.wordnet_dir)  # fail fast on a missing WordNet
-    _check_data(args, expand_tasks(args.dataset))
-    if args.num_templates < 1:
-        raise PromptSearchError("--num-templates must be at least 1")
+    _check_data(args, [_one_dataset(args.dataset)])
     strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
                            num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
                            show_progress_bar=False if args.quiet else None)
@@ -456,11 +504,12 @@ def _train_flags(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--text-column", default=None, help="the text column of --train-file (default: text, sentence, ...)")
     g.add_argument("--dataset", default="stsb-dev", help="dev set for choosing the best checkpoint (default stsb-dev; "
                                                          "any data set the tool reads)")
-    g.add_argument("--train-batch-size", type=int, default=None)
-    g.add_argument("--lr", type=float, default=None)
-    g.add_argument("--max-seq-length", type=int, default=32, help="sentence tokens kept per example")
-    g.add_argument("--eval-steps", type=int, default=None, help="evaluate on STS-B dev every N steps")
-    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--train-batch-size", type=_at_least(2), default=None,
+                   help="sentences per step (at least 2: the other sentences of a batch are the negatives)")
+    g.add_argument("--lr", type=_positive, default=None)
+    g.add_argument("--max-seq-length", type=_at_least(1), default=32, help="sentence tokens kept per example")
+    g.add_argument("--eval-steps", type=_at_least(1), default=None, help="evaluate on STS-B dev every N steps")
+    g.add_argument("--seed", type=_at_least(0), default=42)
     g.add_argument("--seeds", default=None, metavar="S1,S2,...",
                    help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
     g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
@@ -495,7 +544,7 @@ def cmd_optiprompt(args) -> int:
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
 
     _seeds(args)  # a bad --seeds fails before anything loads
-    _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
+    _check_data(args, expand_tasks(args.final_tasks) + [_one_dataset(args.dataset)])
     corpus = _corpus(args)
     _check_out(str(Path(args.out) / "promptsearch.json"))
     enc = _encoder(args)
@@ -515,7 +564,7 @@ def cmd_optiprompt(args) -> int:
                                seed=seed, show_progress_bar=False if args.quiet else None)
         summary = train_optiprompt(enc if seed == seeds[0] else _encoder(args), corpus, cfg, str(out), args.model,
                                    data_dir=args.data_dir, resume=not args.no_resume,
-                                   dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
+                                   dev_dataset=_one_dataset(args.dataset), fmt=_fmt(args))
         print(f"OptiPrompt{f' (seed {seed})' if len(seeds) > 1 else ''}: STS-B dev {summary['manual_stsb_dev']:.2f} "
               f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
               f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {out}")
@@ -530,8 +579,11 @@ def _seeds(args) -> list[int]:
         return [args.seed]
     try:
         seeds = list(dict.fromkeys(int(x) for x in args.seeds.split(",") if x.strip()))
+        if any(x < 0 for x in seeds):
+            raise ValueError
     except ValueError:
-        raise PromptSearchError(f"--seeds {quote(args.seeds)}: give integers separated by commas, e.g. 0,1,2") from None
+        raise PromptSearchError(f"--seeds {quote(args.seeds)}: give whole numbers of 0 or more separated by commas, "
+                                "e.g. 0,1,2") from None
     if not seeds:
         raise PromptSearchError("--seeds: give at least one seed, e.g. 0,1,2")
     return seeds
@@ -590,10 +642,14 @@ def cmd_finetune(args) -> int:
     from .train.finetune import FinetuneConfig, finetune
 
     _seeds(args)  # a bad --seeds fails before anything loads
-    _check_data(args, expand_tasks(args.final_tasks) + expand_tasks(args.dataset))
+    _check_data(args, expand_tasks(args.final_tasks) + [_one_dataset(args.dataset)])
     templates = [Template.parse(_template(args, t)).text for t in (args.template or [])]
     if args.templates:
-        templates += [e["template"] for e in top_templates(args.templates, 2 if args.mode == "unsup" else 1)]
+        best = top_templates(args.templates, 2 if args.mode == "unsup" else 1)
+        if not best:
+            raise PromptSearchError(f"--templates {args.templates} holds no scored templates yet; run a search into it "
+                                    "first, or give --template T")
+        templates += [e["template"] for e in best]
     dir_cfg, soft = None, None
     if args.template_dir:
         from .model.saved import load_template_dir
@@ -627,7 +683,7 @@ def cmd_finetune(args) -> int:
         if seed == seeds[0]:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
         summary = finetune(e, data, cfg, str(out), args.model, data_dir=args.data_dir, resume=not args.no_resume,
-                           dev_dataset=expand_tasks(args.dataset)[0], fmt=_fmt(args))
+                           dev_dataset=_one_dataset(args.dataset), fmt=_fmt(args))
         print(f"finetune {args.mode}{f' (seed {seed})' if len(seeds) > 1 else ''}: STS-B dev {summary['start_stsb_dev']:.2f} "
               f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
               f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s on {summary['device']}); saved to {out}")
@@ -729,7 +785,7 @@ def cmd_tui(args) -> int:
 
     if bool(args.storage) != bool(args.study_name):
         raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
-    (dataset,) = expand_tasks(args.dataset)[:1]
+    dataset = _one_dataset(args.dataset)
     PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
                     mask_head=args.mlm_head, dataset=dataset).run()
     return 0
@@ -761,7 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("ditto-search", help="grid-search the Ditto attention head on STS-B dev")
     _common(d)
     d.add_argument("--dataset", default="stsb-dev", help="the set heads are scored on (default stsb-dev; any data set)")
-    d.add_argument("--top", type=int, default=10)
+    d.add_argument("--top", type=_at_least(1), default=10)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_ditto_search)
 
@@ -776,7 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(pr)
     pr.add_argument("sentences", nargs="*")
     pr.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
-    pr.add_argument("--top-k", type=int, default=5)
+    pr.add_argument("--top-k", type=_at_least(1), default=5)
     pr.add_argument("--denoise", choices=["both", "yes", "no"], default="both", help="which columns to show")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=cmd_predict)
@@ -794,16 +850,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma list: wiki (Wikipedia sample), wordnet (glosses + examples), snli, sts (STS-B/SICK train), "
                          "or text files / data sets (one sentence a line, or a text column)")
     th.add_argument("--wordnet-dir", default=None, help="WordNet data files (default /usr/share/wordnet)")
-    th.add_argument("--max-sentences", type=int, default=None, help="use a random subset of the corpus")
+    th.add_argument("--max-sentences", type=_at_least(1), default=None, help="use a random subset of the corpus")
     th.add_argument("--decoder", choices=["rank", "full", "tied"], default="rank",
                     help="rank: word embeddings + a trainable low-rank correction (small file); full: untied; tied: BERT's")
-    th.add_argument("--rank", type=int, default=64)
-    th.add_argument("--depth", type=int, default=1, help="dense+GELU+LayerNorm blocks before the decoder")
-    th.add_argument("--epochs", type=int, default=4)
-    th.add_argument("--head-batch-size", type=int, default=1024, help="masked states per training step")
-    th.add_argument("--lr", type=float, default=2e-3)
-    th.add_argument("--heldout", type=int, default=2000, help="sentences whose masked tokens are held out")
-    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--rank", type=_at_least(1), default=64)
+    th.add_argument("--depth", type=_at_least(1), default=1, help="dense+GELU+LayerNorm blocks before the decoder")
+    th.add_argument("--epochs", type=_at_least(1), default=4)
+    th.add_argument("--head-batch-size", type=_at_least(1), default=1024, help="masked states per training step")
+    th.add_argument("--lr", type=_positive, default=2e-3)
+    th.add_argument("--heldout", type=_at_least(1), default=2000, help="sentences whose masked tokens are held out")
+    th.add_argument("--seed", type=_at_least(0), default=0)
     th.add_argument("--cache-dir", default=None, help="where masked states are cached (default ~/.cache/promptsearch/head)")
     th.set_defaults(func=cmd_train_head)
 
@@ -811,25 +867,25 @@ def build_parser() -> argparse.ArgumentParser:
     _common(gr)
     _search_flags(gr, "best.json")
     gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
-    gr.add_argument("--max-steps", type=int, default=8, help="most prefix tokens to add")
+    gr.add_argument("--max-steps", type=_at_least(0), default=8, help="most prefix tokens to add")
     gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's "
                                                              "protocol; default: race them on growing subsets)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
-    gr.add_argument("--finalists", type=int, default=2, help="candidates per step that get a full-set score (default 2)")
+    gr.add_argument("--finalists", type=_at_least(1), default=2, help="candidates per step that get a full-set score (default 2)")
     gr.set_defaults(func=cmd_greedy)
 
     op = sub.add_parser("optuna", help="TPE search over a template grammar with successive-halving pruning (resumable, multi-worker)")
     _common(op)
     _search_flags(op, "optuna.json")
-    op.add_argument("--trials", type=int, default=60, help="total finished trials for the study (all workers together)")
+    op.add_argument("--trials", type=_at_least(1), default=60, help="total finished trials for the study (all workers together)")
     op.add_argument("--grammar", default="grammar", help="grammar JSON: a shipped name or a path")
     op.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///<out>.db beside --out); share it to run several workers")
     op.add_argument("--study-name", help="default: promptsearch-<model>-<dataset>-<denoised|raw>")
-    op.add_argument("--seed", type=int, default=None, help="TPE sampler seed")
+    op.add_argument("--seed", type=_at_least(0), default=None, help="TPE sampler seed")
     op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
     op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")
-    op.add_argument("--top", type=int, default=10)
+    op.add_argument("--top", type=_at_least(1), default=10)
     op.set_defaults(func=cmd_optuna)
 
     t5 = sub.add_parser("t5", help="definition-driven generation: T5 (or the MLM) fills spans around WordNet (word, definition) pairs")
@@ -837,20 +893,20 @@ def build_parser() -> argparse.ArgumentParser:
     _search_flags(t5, "t5.json")
     t5.add_argument("--generator", choices=["t5", "mlm"], default="t5", help="t5 (needs --model-t5) or mlm (offline: the searched model)")
     t5.add_argument("--model-t5", default="google-t5/t5-base", help="T5 HF id or local path")
-    t5.add_argument("--num-templates", type=int, default=500, help="distinct templates to collect and score")
-    t5.add_argument("--num-pairs", type=int, default=200, help="WordNet pairs per generation round")
-    t5.add_argument("--num-beams", type=int, default=8, help="T5 beam size (= sequences kept per pair)")
+    t5.add_argument("--num-templates", type=_at_least(1), default=500, help="distinct templates to collect and score")
+    t5.add_argument("--num-pairs", type=_at_least(1), default=200, help="WordNet pairs per generation round")
+    t5.add_argument("--num-beams", type=_at_least(1), default=8, help="T5 beam size (= sequences kept per pair)")
     t5.add_argument("--wordnet-dir", default="/usr/share/wordnet", help="folder with WordNet's data.noun/verb/adj/adv")
-    t5.add_argument("--seed", type=int, default=0)
+    t5.add_argument("--seed", type=_at_least(0), default=0)
     t5.add_argument("--compare", metavar="RESULTS", help="a results file to compare the best with")
-    t5.add_argument("--top", type=int, default=10)
+    t5.add_argument("--top", type=_at_least(1), default=10)
     t5.set_defaults(func=cmd_t5)
 
     o = sub.add_parser("optiprompt", help="learn continuous template vectors with the encoder frozen (unsup SimCSE loss)")
     _common(o)
     _train_flags(o, "runs/optiprompt")
     o.add_argument("--template", help="manual template to start from (default: the paper's first)")
-    o.add_argument("--steps", type=int, default=200)
+    o.add_argument("--steps", type=_at_least(1), default=200)
     o.add_argument("--denoise", action="store_true", help="train and evaluate the denoised [MASK] state")
     o.set_defaults(func=cmd_optiprompt)
 
@@ -862,9 +918,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
     f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
     f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
-    f.add_argument("--micro-batch", type=int, default=64, help="micro-batch for gradient caching (0: whole batch at once)")
-    f.add_argument("--epochs", type=float, default=1.0)
-    f.add_argument("--max-steps", type=int, default=None)
+    f.add_argument("--micro-batch", type=_at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
+    f.add_argument("--epochs", type=_positive, default=1.0)
+    f.add_argument("--max-steps", type=_at_least(1), default=None)
     f.set_defaults(func=cmd_finetune)
 
     tu = sub.add_parser("tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
@@ -902,6 +958,27 @@ def _on_sigterm(signum, frame):  # SIGTERM ends a job like Ctrl-C: what is saved
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a command started (start-up, reading the arguments)
+        _ignore_further_interrupts()
+        print("promptsearch: interrupted", file=sys.stderr)
+        return 130
+
+
+def _ignore_further_interrupts() -> None:
+    """The command is ending: a second Ctrl-C (or SIGTERM) must not break the goodbye or the exit
+    into a traceback."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -909,7 +986,10 @@ def main(argv: list[str] | None = None) -> int:
     except PromptSearchError as exc:
         print(f"promptsearch: error: {exc}", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line, already printed), --help or --version: an exit code
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -927,10 +1007,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"promptsearch {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _ignore_further_interrupts()
         out = getattr(args, "out", None)
-        hint = f"; scored templates are saved in {out}, re-run the same command to resume" if out else ""
+        hint = f"; scored templates are saved in {out}, re-run the same command to resume" if out and Path(out).is_file() else ""
         if args.command == "train-head":
             hint = f"; masked states are cached and finished epochs saved in {out}, re-run the same command to resume"
+        elif args.command in ("optiprompt", "finetune"):
+            saved = out and any(Path(out).rglob("*-checkpoint.pt"))
+            hint = f"; the last checkpoint is in {out}, re-run the same command to resume" if saved else ""
         what = "terminated" if terminated else "interrupted"
         print(f"promptsearch {args.command}: {what}{hint}", file=sys.stderr)
         return 143 if terminated else 130

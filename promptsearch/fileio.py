@@ -1,4 +1,5 @@
-"""Atomic writes, the only implementation: a crash never leaves a half-written file."""
+"""Atomic writes, the only implementation: a crash never leaves a half-written file; and the lock
+that keeps two processes from writing one results file."""
 
 from __future__ import annotations
 
@@ -49,3 +50,37 @@ def _read_umask() -> int:
 
 
 _UMASK = _read_umask()  # read once, at import: os.umask is process-wide, so never toggle it later
+
+
+_HELD: dict[str, int] = {}  # results files this process writes: path -> the descriptor holding its lock
+
+
+def hold_write_lock(path: str | os.PathLike) -> None:
+    """Take the lock on ``path`` for the rest of this process (kept until it exits; taking it again in
+    the same process is a no-op), or raise a one-line error naming the process that holds it.
+
+    The file itself is replaced at every write (:func:`atomic_replace`), so the lock lives on a
+    hidden file beside it, ``.NAME.lock``. The kernel drops it when the process ends, killed or not."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return
+    p = Path(path).resolve()
+    if str(p) in _HELD:
+        return
+    lock = p.parent / f".{p.name}.lock"
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    except OSError:
+        return  # a folder we cannot write: the results write itself will say so
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise PromptSearchError(f"{p} is being written by another promptsearch run (pid {holder}); wait for it to end, "
+                                "or pass another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _HELD[str(p)] = fd

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 
 from .errors import DataError
@@ -10,6 +12,28 @@ from .errors import DataError
 ENV_VAR = "PROMPTSEARCH_DATA_DIR"
 CACHE_ENV = "PROMPTSEARCH_CACHE"
 STS_FOLDERS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
+
+
+def hub_offline_if_unreachable() -> bool:
+    """Before a Hugging Face Hub id is loaded: if the hub does not answer one connection within a
+    few seconds, switch the hub libraries to offline mode (as ``HF_HUB_OFFLINE=1`` would), so that a
+    cached copy still loads and a missing one fails at once instead of after ~30 s of retries.
+    Returns whether the libraries are offline (set here or by the environment)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()
+        return False
+    except OSError:
+        constants.HF_HUB_OFFLINE = True
+        import sys
+
+        if "datasets" in sys.modules:
+            sys.modules["datasets"].config.HF_HUB_OFFLINE = True
+        return True
 
 
 def cache_dir() -> Path:
@@ -39,6 +63,9 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     if given:
         p = Path(given).expanduser()
         src = "--data-dir" if data_dir else ENV_VAR
+        if p.exists() and not p.is_dir():
+            raise DataError(f"data directory {p} ({src}) is a file, not a folder; point it at the STS data folder "
+                            "(e.g. ../shared/data/sts)")
         if not p.is_dir():
             raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. ../shared/data/sts)")
         if (p / "sts").is_dir():

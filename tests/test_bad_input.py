@@ -79,7 +79,40 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     w["baddemos"] = d / "baddemos.tsv"
     for k in ("nocol.csv", "badscore.csv", "few.csv", "header-only.csv", "empty.csv", "splits"):
         w["u_" + k.replace(".csv", "").replace("-", "_")] = d / k
+    # issue 19: a model folder without tokenizer files, data whose Spearman is undefined or whose
+    # columns have the wrong type, files that are not what they are named, interrupted writes
+    (d / "notok").mkdir()
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_bert_dir / f, d / "notok" / f)
+    sents = [f"a man plays the tune {i}" for i in range(12)]
+    _table(d / "const.csv", sents, 3.0)
+    _table(d / "ids.csv", sents, None, id=list(range(12)))
+    _table(d / "blank.csv", sents, None, sentence2=["  "] + sents[1:])
+    import datasets
+    datasets.Dataset.from_dict({"sentence1": [[x] for x in sents], "sentence2": sents, "score": list(range(12))}).to_parquet(
+        str(d / "lists.parquet"))
+    datasets.Dataset.from_dict({"sentence1": sents, "sentence2": sents, "score": [[i] for i in range(12)]}).to_parquet(
+        str(d / "listscore.parquet"))
+    (d / "trunc.parquet").write_bytes((d / "lists.parquet").read_bytes()[:300])
+    (d / "utf16.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(12)), encoding="utf-16")
+    (d / "latin1.csv").write_bytes(("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
+                                    + "caf\xe9 5,b 5,5\n").encode("latin-1"))
+    (d / "bad.json").write_text('[{"sentence1": "a", "sentence2": "b", "score": 1},\n {"sentence1": "a" "sentence2": "b"}]')
+    (d / "bad.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"sentence1": "a", "score": 2\n')
+    (d / "quote.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
+                                 + '"a 5,b 5,5\n' + "".join(f"a {i},b {i},{i}\n" for i in range(6, 12)))
+    (d / "results-empty.json").write_text(json.dumps({**good, "templates": []}))
+    for k in ("notok", "const.csv", "ids.csv", "blank.csv", "lists.parquet", "listscore.parquet", "trunc.parquet",
+              "utf16.csv", "latin1.csv", "bad.json", "bad.jsonl", "quote.csv", "results-empty.json"):
+        w[k.replace(".", "_").replace("-", "_")] = d / k
     return w
+
+
+def _table(path, sents, score, **cols):
+    import datasets
+    data = {"sentence1": sents, "sentence2": sents[::-1], "score": [score] * len(sents) if score is not None else
+            [float(i % 5) for i in range(len(sents))]}
+    datasets.Dataset.from_dict({**data, **cols}).to_csv(str(path), index=False)
 
 
 S = ["score", "--model", "{model}", "--data-dir", "{small}", "--cache", "{cache}", "-q", "--no-bf16", "--validate-top", "0"]
@@ -152,11 +185,70 @@ CASES = [
     (["eval", "--model", "{model}", "--pooling", "mean", "--device", "gpu"], "--device 'gpu' is not a device"),
     # issue 13: racing, screening precision, held-out validation
     (S[:-2] + [PAPER_T], "held-out validation: missing data file"),
-    (S[:-2] + ["--validate-top", "-1", PAPER_T], "--validate-top must be 0 (off) or more"),
+    (S[:-2] + ["--validate-top", "-1", PAPER_T], "argument --validate-top: must be at least 0, not -1"),
     (S + ["--validate-on", "nosuchtask", "--validate-top", "3", PAPER_T], "held-out validation: unknown task 'nosuchtask'"),
     (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"], "--race-rungs '0.5,x': give fractions"),
     (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,0.25"], "racing rungs must be increasing"),
-    (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], "racing finalists must be at least 1"),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], "argument --finalists: must be at least 1, not 0"),
+    # issue 19 — W2: a model folder without tokenizer files (every word would be [UNK])
+    (["eval", "--model", "{notok}", "--pooling", "mean", "-q"], "has no tokenizer files"),
+    # W3: Spearman undefined — constant gold scores, one-pair or constant subsets
+    (S + ["--dataset", "{const_csv}", "--out", "{out}", PAPER_T], "every gold score of"),
+    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{const_csv}", "-q"], "a Spearman correlation is undefined"),
+    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{ids_csv}", "--subset-column", "id", "-q"],
+     "subset '0' of"),
+    # W4: column types
+    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{lists_parquet}", "-q"],
+     "column 'sentence1' of"),
+    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{listscore_parquet}", "-q"], "not scores"),
+    # L1: a cache that is not one; the cache and the results file the same path
+    (S[:5] + ["--cache", "{out}", "-q", "--no-bf16", "--validate-top", "0", "--out", "{new}", PAPER_T],
+     "is not a promptsearch score cache"),
+    (S[:5] + ["--cache", "{new}", "-q", "--no-bf16", "--validate-top", "0", "--out", "{new}", PAPER_T],
+     "--cache and --out are both"),
+    (S[:5] + ["--cache", "{small}", "-q", "--no-bf16", "--validate-top", "0", PAPER_T], "is a folder"),
+    # T3: repeated columns
+    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence1,score", "--out", "{out}", PAPER_T], "names 'sentence1' twice"),
+    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,sentence1", "--out", "{out}", PAPER_T], "twice"),
+    (S + ["--dataset", "{ids_csv}", "--subset-column", "score", "--out", "{out}", PAPER_T], "is one of the pair columns"),
+    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,id", "--subset-column", "id", "--out", "{out}", PAPER_T],
+     "is one of the pair columns"),
+    # T4: numeric and device flags, checked when the flags are read
+    (S + ["--batch-size", "0", "--out", "{out}", PAPER_T], "argument --batch-size: must be at least 1, not 0"),
+    (["eval", "--batch-size", "-3"], "argument --batch-size: must be at least 1, not -3"),
+    (["eval", "--max-length", "-4"], "argument --max-length: must be at least 1, not -4"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "meta"], "a meta device does not run a model"),
+    (["predict", "--top-k", "-1", "a man ."], "argument --top-k: must be at least 1, not -1"),
+    (["finetune", "--lr", "-1"], "argument --lr: must be a number above 0, not -1"),
+    (["finetune", "--lr", "nan"], "argument --lr: must be a number above 0, not nan"),
+    (["finetune", "--max-steps", "-1"], "argument --max-steps: must be at least 1, not -1"),
+    (["finetune", "--train-batch-size", "-4"], "argument --train-batch-size: must be at least 2, not -4"),
+    (["finetune", "--epochs", "0"], "argument --epochs: must be a number above 0, not 0"),
+    (["optiprompt", "--steps", "0"], "argument --steps: must be at least 1, not 0"),
+    (["optiprompt", "--seeds", "0,-1"], "give whole numbers of 0 or more"),
+    (["optuna", "--trials", "0"], "argument --trials: must be at least 1, not 0"),
+    (["greedy", "--max-steps", "-2"], "argument --max-steps: must be at least 0, not -2"),
+    (["train-head", "--rank", "0"], "argument --rank: must be at least 1, not 0"),
+    (["t5", "--num-beams", "0"], "argument --num-beams: must be at least 1, not 0"),
+    (["eval", "--seed", "1"], "unrecognized arguments"),
+    # U1: files that are not what they are named, each said with the file, the cause and the fix
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{utf16_csv}", "-q"], "is UTF-16 encoded; save it as UTF-8"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{latin1_csv}", "-q"], "latin1.csv:7: not valid UTF-8"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_json}", "-q"], "bad.json:2: not valid JSON"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_jsonl}", "-q"], "bad.jsonl:2: not valid JSON"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{trunc_parquet}", "-q"], "is not a readable parquet file"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{quote_csv}", "-q"],
+     "quote.csv:7: a quoted field opens here and never closes"),
+    # smaller: a group where one set is scored, empty sentences, an empty results file, paths of the wrong kind
+    (S + ["--dataset", "sts-all", "--out", "{out}", PAPER_T], "names 7 data sets"),
+    (["ditto-search", "--model", "{model}", "--dataset", "sts-all"], "names 7 data sets"),
+    (S + ["--dataset", "{blank_csv}", "--out", "{out}", PAPER_T], "have an empty sentence, the first at"),
+    (["finetune", "--model", "{model}", "--templates", "{results_empty_json}", "--out", "{afile}.d", "-q"],
+     "holds no scored templates yet"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--data-dir", "{afile}"], "is a file, not a folder"),
+    (["predict", "--model", "{model}", "--mlm-head", "{small}", "a man ."], "is a folder; pass the head.safetensors"),
+    (["eval", "--model", "{afile}", "--pooling", "mean"], "is a file; pass the model's folder"),
+    (["report", "--model", "{model}", "--tasks", "sts16", "--json", "{out}", "-q"], "is not a report written by"),
 ]
 
 
@@ -298,3 +390,154 @@ def test_loading_a_model_leaves_progress_bars_as_they_were(tiny_bert_dir):
         hf_logging.enable_progress_bar()
     load_model(str(tiny_bert_dir))
     assert hf_logging.is_progress_bar_enabled()
+
+
+# ---- issue 19: the second round ------------------------------------------------------------------
+
+def test_a_plain_tsv_keeps_its_quotes_and_rows(tmp_path):
+    """W1. A TSV has no quoting: quotes stay in the sentences and never merge rows; a pandas-written
+    TSV (CSV-style quoting) still reads as it was written."""
+    import datasets
+
+    from promptsearch.data import load_task
+    from promptsearch.data.user import load_pairs
+
+    a, b, y = load_task("stsb-dev").subsets["dev"]
+    rows = list(zip(a, b, y))[:760]
+    assert sum('"' in x for x, _, _ in rows) > 5  # the data holds quote characters
+    plain = tmp_path / "plain.tsv"
+    plain.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{x}\t{z}\t{s}\n" for x, z, s in rows), encoding="utf-8")
+    got = load_pairs(str(plain)).subsets["all"]
+    assert got == ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    balanced = tmp_path / "balanced.tsv"
+    balanced.write_text("sentence1\tsentence2\tscore\n" + "".join(f'he said "hi {i}" .\tshe said "bye {i}" .\t{i % 5}\n'
+                                                                  for i in range(40)), encoding="utf-8")
+    got = load_pairs(str(balanced)).subsets["all"]
+    assert len(got[0]) == 40 and got[0][3] == 'he said "hi 3" .'
+    pandas_tsv = tmp_path / "pandas.tsv"
+    datasets.Dataset.from_dict({"sentence1": a[:760], "sentence2": b[:760], "score": y[:760]}).to_csv(
+        str(pandas_tsv), sep="\t", index=False)
+    assert '""' in pandas_tsv.read_text(encoding="utf-8")  # CSV-style quoting really is in that file
+    assert load_pairs(str(pandas_tsv)).subsets["all"] == ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
+def test_constant_similarities_are_an_error_not_nan(tiny_bert_dir):
+    """W3. The gold scores vary (checked on loading); similarities that do not give no number."""
+    from promptsearch import PromptSearchError
+    from promptsearch.data import load_task
+    from promptsearch.eval import STSEvaluator
+
+    ev = STSEvaluator(load_task("sts16"))
+    same = np.ones((len(ev.sentences), 4), np.float32)
+    with pytest.raises(PromptSearchError, match="undefined: every pair got the same similarity"):
+        ev.score(same)
+    with pytest.raises(PromptSearchError, match="undefined"):
+        ev.spearman(same)
+    assert np.isnan(ev.spearman(same, np.arange(5)))  # a racing rung may be NaN; it is never recorded
+
+
+def test_a_damaged_cache_line_is_skipped_with_one_warning(world, tmp_path, capsys):
+    """T2. A line cut inside a UTF-8 character (an interrupted write): skipped, said once, the score the same."""
+    cache = tmp_path / "c.jsonl"
+    argv = ["score", "--model", str(world["model"]), "--data-dir", str(world["small"]), "--cache", str(cache), "-q",
+            "--no-bf16", "--validate-top", "0", PAPER_T]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    with open(cache, "ab") as f:
+        f.write(b'{"key": "caf\xc3')
+    for _ in range(2):  # the damaged line stays (the file is only appended), and is said once a run
+        assert main(argv + ["[X] means [MASK] ."]) == 0
+        out, err = capsys.readouterr()
+        assert err.count("skipped 1 damaged line(s) of the score cache") == 1 and "Traceback" not in err
+        assert first.splitlines()[-1].split()[-1] in out  # the cached score of the paper template, unchanged
+
+
+def _cli(argv, env=None, **kw):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "promptsearch"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={k: v for k, v in env.items() if v is not None}, **kw)
+
+
+def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
+    """L2. While one process writes --out, another is refused in one line and the file is untouched;
+    once the first ends (the kernel drops its lock), the same command runs."""
+    out = tmp_path / "best.json"
+    argv = ["score", "--model", str(world["model"]), "--data-dir", str(world["small"]), "--no-cache", "-q", "--no-bf16",
+            "--validate-top", "0", "--out", str(out), PAPER_T]
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from promptsearch.fileio import hold_write_lock; "
+                               "hold_write_lock(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(out)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out.write_text("{}")  # what the holder has written so far
+        second = _cli(argv)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 2, err
+        assert err.strip().splitlines() == [f"promptsearch score: error: {out.resolve()} is being written by another "
+                                            f"promptsearch run (pid {holder.pid}); wait for it to end, or pass another --out"]
+        assert out.read_text() == "{}"
+    finally:
+        holder.kill()
+        holder.wait()
+    out.unlink()
+    again = _cli(argv)
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert json.loads(out.read_text())["templates"]
+
+
+@pytest.mark.parametrize("signals, code", [(["SIGINT"], 130), (["SIGTERM"], 143), (["SIGINT", "SIGINT"], 130)])
+def test_interrupting_optuna_is_one_line_and_leaves_no_running_trial(signals, code, tiny_bert_dir, tmp_path):
+    """T1. Ctrl-C / SIGTERM / Ctrl-C twice during a study: the CLI's one line (no Optuna traceback),
+    the interrupted trial failed rather than left RUNNING, and the study resumes."""
+    import optuna
+
+    out = tmp_path / "o.json"
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    argv = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--trials", "500", "--out", str(out),
+            "--storage", storage, "--study-name", "s", "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+    p = _cli(argv)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not (out.exists() and json.loads(out.read_text() or "{}").get("templates")):
+        time.sleep(0.02)
+    for s in signals:
+        p.send_signal(getattr(signal, s))
+        time.sleep(0.02)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "failed" not in err, err
+    what = "terminated" if code == 143 else "interrupted"
+    assert err.strip().splitlines()[-1] == (f"promptsearch optuna: {what}; scored templates are saved in {out}, re-run the "
+                                            "same command to resume")
+    states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
+    assert optuna.trial.TrialState.RUNNING not in states and states
+    done = sum(s in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for s in states)
+    argv[argv.index("--trials") + 1] = str(done + 1)
+    again = _cli(argv)
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    assert json.loads(out.read_text())["x_study"]["finished"] >= done + 1
+
+
+@pytest.mark.parametrize("after", [0.5, 1.5])
+def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
+    """T5. Ctrl-C while the command starts (imports, model loading): one line, exit 130, and no claim
+    that results were saved where nothing was written."""
+    out = tmp_path / "never.json"
+    p = _cli(["greedy", "--model", "default", "--out", str(out), "--no-cache", "-q"])
+    time.sleep(after)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "interrupted" in err and "saved" not in err and not out.exists()
+
+
+def test_an_unreachable_hub_fails_at_once(tiny_bert_dir):
+    """U2. HF_HUB_OFFLINE unset and the hub unreachable (here: a closed port on this machine): one
+    line, not a dozen lines of retries."""
+    p = _cli(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "nobody/no-such-set@test", "-q"],
+             env={"HF_HUB_OFFLINE": None, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert "cannot load 'nobody/no-such-set' from the Hugging Face Hub" in err

@@ -34,6 +34,20 @@ class STSData:
     def n_pairs(self) -> int:
         return sum(len(v[2]) for v in self.subsets.values())
 
+    def check(self) -> "STSData":
+        """A Spearman correlation needs two pairs with different gold scores: on the whole set and
+        on every subset (SentEval reports each). Raise a one-line error where it is undefined."""
+        ys = [v for _, _, y in self.subsets.values() for v in y]
+        if len(set(ys)) < 2:
+            raise DataError(f"every gold score of {self.name} is {ys[0] if ys else 'missing'}: a Spearman correlation is "
+                            "undefined; give pairs with different scores")
+        if len(self.subsets) > 1:
+            for name, (_, _, y) in self.subsets.items():
+                if len(set(y)) < 2:
+                    raise DataError(f"subset {name!r} of {self.name} has {len(y)} pair(s), all scored {y[0]}: its Spearman "
+                                    "correlation is undefined; group the pairs by another column (--subset-column) or by none")
+        return self
+
     def sentences(self) -> list[str]:
         out: list[str] = []
         for a, b, _ in self.subsets.values():

@@ -16,6 +16,7 @@ into subsets for SentEval's "all" aggregation.
 from __future__ import annotations
 
 import contextlib
+import csv
 import math
 import re
 import sys
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, first_line
+from ..paths import hub_offline_if_unreachable
 from .sts import STSData, _tokens
 
 PAIR_COLUMNS = [("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B", "relatedness_score"),
@@ -32,6 +34,26 @@ TEXT_COLUMNS = ("text", "sentence", "sent0", "sentence1")
 FILE_BUILDERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".json": ("json", {}),
                  ".jsonl": ("json", {}), ".parquet": ("parquet", {}), ".txt": ("text", {})}
 MIN_PAIRS = 10
+_QUOTED_FIELD = re.compile(r'^"(?:[^"]|"")*"$')
+
+
+def tsv_quoting(path: Path) -> int:
+    """How a .tsv file quotes (a ``csv`` module constant). A plain TSV has no quoting: a tab never
+    occurs in a sentence, a quote character often does, and reading it with CSV quoting strips
+    quotes and merges rows. pandas' ``to_csv(sep="\t")`` does quote, CSV-style: every field that
+    holds a quote is wrapped in quotes with the inner ones doubled. So: CSV quoting if every field
+    holding a quote is such a field (and one is), no quoting otherwise."""
+    quoted = False
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            if '"' not in line:
+                continue
+            for field in line.rstrip("\r\n").split("\t"):
+                if '"' in field:
+                    if not _QUOTED_FIELD.match(field):
+                        return csv.QUOTE_NONE
+                    quoted = True
+    return csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
 _HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?(@[\w.\[\]:%+-]+)?$")
 
 
@@ -49,6 +71,13 @@ class PairFormat:
             cols = tuple(c.strip() for c in columns.split(","))
             if len(cols) != 3 or not all(cols):
                 raise DataError(f"--columns {columns!r}: give three names, sentence1,sentence2,score")
+            twice = next((c for c in cols if cols.count(c) > 1), None)
+            if twice:
+                raise DataError(f"--columns {columns!r} names {twice!r} twice; give three different columns, "
+                                "sentence1,sentence2,score")
+        if subset_column and subset_column in (cols or ()):
+            raise DataError(f"--subset-column {subset_column!r} is one of the pair columns; give a column that groups "
+                            "the pairs (a genre, a source)")
         return cls(cols, subset_column or None)
 
 
@@ -75,7 +104,7 @@ def _quiet_datasets():
 
     level = datasets.logging.get_verbosity()
     bars = datasets.utils.logging.is_progress_bar_enabled()
-    datasets.logging.set_verbosity_error()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # builders log a failed read at ERROR, then raise
     datasets.utils.logging.disable_progress_bar()
     try:
         yield
@@ -95,6 +124,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
         try:
             if p.is_file():
                 builder, kw = FILE_BUILDERS.get(p.suffix.lower(), (None, {}))
+                if p.suffix.lower() == ".tsv":
+                    kw = {**kw, "quoting": tsv_quoting(p)}
                 if builder is None:
                     raise DataError(f"{p}: unknown file type {p.suffix!r}; give .csv, .tsv, .json, .jsonl, .parquet "
                                     "or .txt, a dataset folder, or a hub id")
@@ -106,6 +137,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
             if p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
                 ds = datasets.load_from_disk(str(p))
             else:
+                if not p.is_dir():
+                    hub_offline_if_unreachable()  # fail at once, not after ~30 s of retries
                 ds = datasets.load_dataset(name if not p.is_dir() else str(p), config)
         except DataError:
             raise
@@ -117,9 +150,100 @@ def load_table(spec: str, text_file_builder: str | None = None):
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
             if p.is_file() and "corresponds to no data" in str(exc):
                 raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None
+            if p.is_file():
+                raise DataError(diagnose_file(p, exc)) from None
             where = str(p) if p.exists() else repr(name)
             raise DataError(f"cannot load {where}: {type(exc).__name__}: {first_line(exc, 160)}") from None
     return _pick_split(ds, spec, split)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error under ``datasets``' wrappers (DatasetGenerationError says only "An error occurred")."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def _utf8_problem(p: Path) -> str | None:
+    """Why a text file is not UTF-8 (a UTF-16/32 byte order mark, or the first line with a bad byte)."""
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if head[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
+        return f"{p} is UTF-32 encoded; save it as UTF-8"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return f"{p} is UTF-16 encoded; save it as UTF-8"
+    with open(p, "rb") as f:
+        for i, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{p}:{i}: not valid UTF-8 (byte {line[exc.start]:#04x}); save the file as UTF-8"
+    return None
+
+
+def _open_quote_line(p: Path) -> int | None:
+    """The line where a CSV quoted field opens and never closes (quotes stay open to the end of the
+    file): count quote characters line by line; a doubled quote inside a field counts twice."""
+    opened, parity = None, 0
+    with open(p, encoding="utf-8-sig") as f:
+        for i, line in enumerate(f, 1):
+            n = line.count('"')
+            if n % 2:
+                parity ^= 1
+                opened = i if parity else None
+    return opened if parity else None
+
+
+def _json_problem(p: Path) -> str | None:
+    """Where a .json / .jsonl file stops being JSON: line by line for JSON Lines (a .jsonl, or a .json
+    whose first line is a whole JSON value), else the position in the one document."""
+    import json
+
+    text = p.read_text(encoding="utf-8-sig")
+    lines = text.splitlines()
+    first = next((x for x in lines if x.strip()), "")
+    try:
+        json.loads(first)
+        per_line = True
+    except json.JSONDecodeError:
+        per_line = p.suffix.lower() == ".jsonl"
+    if per_line:
+        for i, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError as exc:
+                    return f"{p}:{i}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line"
+        return None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"{p}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix the file there"
+    return None
+
+
+def diagnose_file(p: Path, exc: BaseException) -> str:
+    """One line that says what is wrong with a data file ``datasets`` could not read, and the fix."""
+    suffix = p.suffix.lower()
+    cause = _root_cause(exc)
+    if suffix == ".parquet":
+        return (f"{p} is not a readable parquet file ({first_line(cause, 120)}); write it again, "
+                "e.g. with pandas DataFrame.to_parquet")
+    if suffix in (".csv", ".tsv", ".json", ".jsonl", ".txt"):
+        bad = _utf8_problem(p)
+        if bad:
+            return bad
+    if suffix == ".csv":
+        line = _open_quote_line(p)
+        if line:
+            return f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters (\"\" for a quote inside one)"
+    if suffix in (".json", ".jsonl"):
+        bad = _json_problem(p)
+        if bad:
+            return bad
+    return f"cannot read {p}: {type(cause).__name__}: {first_line(cause, 160)}"
 
 
 def _pick_split(ds, spec: str, split: str | None):
@@ -158,18 +282,45 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
                     "sentence1,sentence2,score")
 
 
+def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: str | None) -> None:
+    """Sentences must be text and scores numbers (or text holding numbers); a column of lists,
+    say, would otherwise be scored as the text of the list."""
+    import datasets
+
+    def kind(col):
+        f = ds.features[col]
+        return f.dtype if isinstance(f, datasets.Value) else type(f).__name__
+
+    for col in text_cols:
+        if kind(col) not in ("string", "large_string"):
+            raise DataError(f"column {col!r} of {spec} holds {kind(col)} values, not text; give a column of sentences "
+                            "(--columns a,b,score)")
+    k = kind(score_col)
+    if not (k in ("string", "large_string", "bool") or k.startswith(("int", "uint", "float", "double", "decimal"))):
+        raise DataError(f"column {score_col!r} of {spec} holds {k} values, not scores; give a column of numbers "
+                        "(--columns a,b,score)")
+    if subset_col and not isinstance(ds.features[subset_col], datasets.Value):
+        raise DataError(f"--subset-column {subset_col!r} of {spec} holds {kind(subset_col)} values; give a column of "
+                        "names or numbers")
+
+
 def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
     """Labelled sentence pairs from a user data set, as :class:`STSData` (scored like the built-ins)."""
     fmt = fmt or PairFormat()
     ds = load_table(spec)
     names = list(ds.column_names)
     a_col, b_col, y_col = pair_columns(names, spec, fmt)
+    if fmt.subset_column in (a_col, b_col, y_col):
+        raise DataError(f"--subset-column {fmt.subset_column!r} is one of the pair columns of {spec}; give a column that "
+                        "groups the pairs (a genre, a source)")
     if fmt.subset_column and fmt.subset_column not in names:
         raise DataError(f"{spec} has no column {fmt.subset_column!r} for --subset-column; its columns are {', '.join(names)}")
+    _check_column_types(ds, spec, (a_col, b_col), y_col, fmt.subset_column)
     cols = ds.select_columns([c for c in (a_col, b_col, y_col, fmt.subset_column) if c])
     a, b, raw = cols[a_col], cols[b_col], cols[y_col]
     subsets_of = cols[fmt.subset_column] if fmt.subset_column else None
     bad: list[int] = []
+    empty: list[int] = []
     subsets: dict[str, tuple[list, list, list]] = {}
     for i, (sa, sb, y) in enumerate(zip(a, b, raw)):
         try:
@@ -179,6 +330,9 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
         if not math.isfinite(score) or sa is None or sb is None:
             bad.append(i)
             continue
+        if not str(sa).strip() or not str(sb).strip():
+            empty.append(i)
+            continue
         key = str(subsets_of[i]) if subsets_of is not None else "all"
         sub = subsets.setdefault(key, ([], [], []))
         sub[0].append(_tokens(str(sa)))
@@ -187,11 +341,15 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
     if bad:
         raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first at "
                         f"{_row_ref(spec, bad[0])}; fix or remove them")
+    if empty:
+        raise DataError(f"{len(empty)} row(s) of {spec} have an empty sentence, the first at {_row_ref(spec, empty[0])}; "
+                        "fix or remove them")
     data = STSData(spec, subsets)
     if data.n_pairs == 0:
         raise DataError(f"{spec} holds no sentence pairs; give a data set with rows of {a_col},{b_col},{y_col}")
     if data.n_pairs < MIN_PAIRS:
         raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least {MIN_PAIRS}")
+    data.check()  # a Spearman correlation is defined on the whole set and on every subset
     seen: set = set()
     dups = 0
     for sa, sb, _ in subsets.values():

@@ -7,13 +7,15 @@ dev evaluation all go through it.
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 
 from ..data import PairFormat, STSData, load_task
 from ..encoding import PromptEncoder, Rep
+from ..errors import PromptSearchError
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -23,7 +25,10 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
-    return float(spearmanr(pred, gold).statistic * 100)
+    """Spearman ×100; NaN where one side is constant (the evaluator says what that means)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantInputWarning)
+        return float(spearmanr(pred, gold).statistic * 100)
 
 
 class STSEvaluator:
@@ -38,7 +43,7 @@ class STSEvaluator:
     """
 
     def __init__(self, data: STSData):
-        self.data = data
+        self.data = data.check()
         self.name = data.name
         self.sentences: list[str] = list(dict.fromkeys(data.sentences()))
         index = {s: i for i, s in enumerate(self.sentences)}
@@ -60,14 +65,25 @@ class STSEvaluator:
         return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
-        """Spearman ×100 over the given pairs (all of them by default) — the "all" number."""
-        return spearman100(self.similarities(vecs, pairs), self.gold[pairs])
+        """Spearman ×100 over the given pairs (all of them by default) — the "all" number. On a
+        subset of the pairs (a racing rung) it may be NaN; on all of them it is a number or an error."""
+        value = spearman100(self.similarities(vecs, pairs), self.gold[pairs])
+        return self._defined(value) if isinstance(pairs, slice) and pairs == slice(None) else value
 
     def score(self, vecs: np.ndarray) -> dict:
         """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``."""
         sims = self.similarities(vecs)
-        subsets = {name: spearman100(sims[sl], self.gold[sl]) for name, sl in self.subsets.items()}
-        return {"spearman": spearman100(sims, self.gold), "subsets": subsets, "pairs": self.n_pairs}
+        subsets = {name: self._defined(spearman100(sims[sl], self.gold[sl]), name) for name, sl in self.subsets.items()}
+        return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": subsets, "pairs": self.n_pairs}
+
+    def _defined(self, value: float, subset: str | None = None) -> float:
+        """The gold scores vary (checked on loading), so NaN means the similarities do not: never a
+        number to record or rank."""
+        if not np.isfinite(value):
+            where = f"subset {subset!r} of {self.name}" if subset and len(self.subsets) > 1 else self.name
+            raise PromptSearchError(f"Spearman on {where} is undefined: every pair got the same similarity (the "
+                                    "representation does not depend on the sentence); try another template or pooling")
+        return value
 
 
 def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelError, first_line
+from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
 
 DEFAULT_MODEL = "default"
@@ -146,6 +148,23 @@ def _head_is_missing(info: dict, base_prefix: str) -> bool:
     return any(not k.startswith(base_prefix + ".") for k in missing)
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, e.g. google-bert/bert-base-uncased
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "sentencepiece.model")
+
+
+def _check_tokenizer_files(folder: Path) -> None:
+    """A model folder saved without its tokenizer (config + weights only) would load a tokenizer
+    of the special tokens alone, every word [UNK], and give a number: refuse it instead."""
+    if (folder / "config.json").is_file() and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(f"model folder {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])} ...); "
+                         "save the tokenizer beside the weights (tokenizer.save_pretrained(folder)) or copy its files "
+                         "from the base model")
+
+
+COMPUTE_DEVICES = ("cpu", "cuda", "mps")  # "meta" holds shapes, no numbers
+
+
 def _check_device(device) -> None:
     """A device that cannot be used fails here, in one line, before any weights are read."""
     if device is None or str(device) == "auto":
@@ -154,6 +173,10 @@ def _check_device(device) -> None:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
         raise ModelError(f"--device {device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+    if dev.type not in COMPUTE_DEVICES:
+        raise ModelError(f"--device {device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or auto")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelError(f"--device {device}: there is no Apple GPU (MPS) here; use --device cpu, or leave --device out")
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
         raise ModelError(f"--device {device}: that CUDA device is not available here ({torch.cuda.device_count()} GPU(s) "
                          "visible); use --device cpu, or leave --device out")
@@ -171,8 +194,14 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
 
     _check_device(device)
     path = resolve_model_path(name)
-    if os.path.sep in path and not Path(path).exists() and not path.startswith(("http:", "https:")):
+    if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
+    if Path(path).is_file():
+        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+    if Path(path).is_dir():
+        _check_tokenizer_files(Path(path))
+    else:
+        hub_offline_if_unreachable()  # a hub id: a cached copy still loads, a missing one fails at once
     with _quiet_transformers():
         try:
             config = AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model

@@ -113,6 +113,8 @@ def load_head(path: str | Path, word_embeddings: torch.Tensor) -> MaskHead:
     from safetensors.torch import load_file
 
     path = Path(path)
+    if path.is_dir():
+        raise ModelError(f"head file {path} is a folder; pass the head.safetensors inside it (written by train-head)")
     if not path.is_file():
         raise ModelError(f"head file {path} does not exist; train one with promptsearch train-head")
     cfg, meta = read_head_meta(path)

@@ -14,8 +14,12 @@ at one URL and study name — share it. ``--trials N`` is the study's total of f
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import random
+import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -27,6 +31,98 @@ from .results import Entry, Results
 from .scorer import Score, Scorer
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class _Interrupts:
+    """Ctrl-C and SIGTERM during a study: raised at once while a template is being encoded, held back
+    while Optuna writes to its storage — an interrupt there left trials RUNNING, broke Optuna
+    itself (``UnboundLocalError: updated_state``) or left a SQLite transaction open. Optuna then
+    records the interrupted trial as failed and re-raises; its log of that failure (a traceback) is
+    dropped, so nothing is printed but the CLI's one line.
+
+    An interrupt stays requested until it is seen leaving the objective: a signal handler can run
+    inside a garbage-collector callback, where Python swallows the exception ("Exception ignored
+    in ..."), so it is raised again at the next checkpoint (after each encoded rung). Signals after
+    that are ignored while the study unwinds. The handlers that were installed (the CLI's SIGTERM
+    one) still run."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.scoring = False
+        self.requested = None  # (signum, frame) of a signal not yet seen leaving the objective
+        self.delivered = False
+        self.previous: dict = {}
+        self.handlers: list = []
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: signals are the main thread's business
+                pass
+        # Optuna's records propagate from child loggers to the handlers of "optuna": filter there
+        self.handlers = list(logging.getLogger("optuna").handlers)
+        for h in self.handlers:
+            h.addFilter(self._quiet_after_interrupt)
+        self.unraisable, sys.unraisablehook = sys.unraisablehook, self._swallowed
+        return self
+
+    def _swallowed(self, unraisable) -> None:
+        """Python prints an exception raised in a GC callback ("Exception ignored in ..."): not ours,
+        which is raised again at the next checkpoint."""
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.unraisable(unraisable)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for h in self.handlers:
+            h.removeFilter(self._quiet_after_interrupt)
+        sys.unraisablehook = self.unraisable
+        if self.requested and not self.delivered and exc[0] is None:
+            self._raise()
+
+    def _handle(self, signum, frame):
+        if self.delivered or self.requested:
+            return  # already on its way out
+        self.requested = (signum, frame)
+        if self.scoring:
+            self._raise()
+
+    def _raise(self):
+        signum, frame = self.requested
+        handler = self.previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)  # the default SIGINT handler raises KeyboardInterrupt itself
+        raise KeyboardInterrupt
+
+    def _quiet_after_interrupt(self, record: logging.LogRecord) -> bool:
+        """Optuna logs the interrupted trial as failed, with a traceback: an interrupt is no failure to show."""
+        return not self.requested or record.levelno >= logging.ERROR
+
+    @contextlib.contextmanager
+    def objective(self):
+        """Around the whole objective: notes the interrupt leaving it."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.delivered = True
+            raise
+
+    @contextlib.contextmanager
+    def scoring_region(self):
+        """Where an interrupt may land at once: encoding, no storage write. One held back, or
+        swallowed on the way, is raised here, before and after."""
+        if self.requested:
+            self._raise()
+        self.scoring = True
+        try:
+            yield
+        finally:
+            self.scoring = False
+        if self.requested:
+            self._raise()
 
 
 def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
@@ -88,6 +184,13 @@ class OptunaSearch:
         rungs = [max(n // 8, 1), max(n // 4, 1), max(n // 2, 1), n]
 
         def objective(trial: optuna.Trial) -> float:
+            with interrupts.objective():
+                return score(trial)
+
+        def score(trial: optuna.Trial) -> float:
+            # Optuna's trial calls write to the storage: an interrupt is held back during them (one
+            # landing inside a SQLite write left its transaction open, and the next write waited out
+            # the lock timeout); it lands at once only while a rung is being encoded.
             choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
             template = grammar.render(choice)
             trial.set_user_attr("template", template)
@@ -96,7 +199,13 @@ class OptunaSearch:
             if hit is not None:
                 results.add(Score(template, hit, scorer.denoise, 0.0, cached=True), f"optuna:trial {trial.number}")
                 return hit
-            for pairs, value in scorer.score_progressive(template, rungs, seed=0):
+            rungs_done = scorer.score_progressive(template, rungs, seed=0)
+            while True:
+                with interrupts.scoring_region():
+                    step = next(rungs_done, None)
+                if step is None:
+                    break
+                pairs, value = step
                 if pairs < n:
                     trial.report(value, pairs)
                     if trial.should_prune():
@@ -119,10 +228,13 @@ class OptunaSearch:
 
         done = len(study.get_trials(deepcopy=False, states=FINISHED))
         remaining = max(self.trials - done, 0)
-        if remaining:
-            study.optimize(objective, n_trials=remaining, callbacks=[optuna.study.MaxTrialsCallback(self.trials, states=FINISHED), sync],
-                           show_progress_bar=self.show_progress_bar is not False, gc_after_trial=False)
-        sync(study, None)
+        interrupts = _Interrupts()
+        with interrupts:
+            if remaining:
+                study.optimize(objective, n_trials=remaining,
+                               callbacks=[optuna.study.MaxTrialsCallback(self.trials, states=FINISHED), sync],
+                               show_progress_bar=self.show_progress_bar is not False, gc_after_trial=False)
+            sync(study, None)
 
 
 def _entry(t, denoise):

@@ -38,7 +38,7 @@ from pathlib import Path
 import jsonschema
 
 from ..errors import PromptSearchError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, hold_write_lock
 from .scorer import Score
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -88,6 +88,8 @@ class Results:
         """A new results file, or the existing one at ``path`` to resume (same model/dataset/strategy)."""
         p = Path(path) if path else None
         res = cls(p, model, dataset, strategy, denoise, dict(settings or {}))
+        if p is not None:
+            hold_write_lock(p)  # a second process on the same file is refused, not a silent last-writer-wins
         if p is not None and p.exists():
             old = load(p)
             mismatch = [(k, old.get(k), v) for k, v in

@@ -104,20 +104,37 @@ class Scorer:
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
                           ensure_ascii=False)
 
+    RECORD_START = b'{"key": '  # how every line _remember writes begins
+
     def _load_cache(self) -> dict[str, float]:
+        """Read the cache; a file that is not one is refused before anything is appended to it, and
+        damaged lines (cut by an interrupted write, even inside a UTF-8 character) are skipped with
+        one warning."""
         out: dict[str, float] = {}
+        damaged, first = 0, True
         try:
-            with open(self.cache_path, encoding="utf-8") as f:
+            with open(self.cache_path, "rb") as f:
                 for line in f:
+                    if not line.strip():
+                        continue
+                    if first and not line.startswith(self.RECORD_START):
+                        raise PromptSearchError(f"--cache {self.cache_path} is not a promptsearch score cache (its first line "
+                                                "is no score record); give a new file name, or an existing cache")
+                    first = False
                     try:
-                        rec = json.loads(line)
+                        rec = json.loads(line.decode("utf-8"))
                         out[rec["key"]] = float(rec["spearman"])
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a line cut by an interrupted write
+                    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
+                        damaged += 1
         except FileNotFoundError:
             pass
+        except IsADirectoryError:
+            raise PromptSearchError(f"--cache {self.cache_path} is a folder; give a file name such as scores.jsonl") from None
         except OSError as exc:
             self._cache_unusable(exc)
+        if damaged:
+            print(f"warning: skipped {damaged} damaged line(s) of the score cache {self.cache_path} (cut by an interrupted "
+                  "write); those templates are scored again", file=sys.stderr)
         return out
 
     def _remember(self, template: str, scores: dict[bool, float], seconds: float) -> None:
