@@ -87,7 +87,7 @@ def _encoder(args):
     return PromptEncoder.from_pretrained(
         args.model, device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
         add_period=args.add_period, max_length=args.max_length, compat=args.compat, data_dir=args.data_dir,
-        show_progress_bar=False if args.quiet else None,
+        show_progress_bar=_show(args),
     )
 
 
@@ -444,7 +444,7 @@ def cmd_optuna(args) -> int:
     name = args.study_name or f"promptsearch-{_slug(args.model)}-{args.dataset}-{'denoised' if args.denoise else 'raw'}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     strat = OptunaSearch(storage=storage, study_name=name, trials=args.trials, grammar=args.grammar, seed=args.seed,
-                         prune=not args.no_prune, show_progress_bar=False if args.quiet else None)
+                         prune=not args.no_prune, show_progress_bar=_show(args))
     print(f"study {name!r} in {storage}: grammar {g.source} has {g.size} templates; target {args.trials} finished trials",
           file=sys.stderr)
     val = _validation(args)
@@ -480,7 +480,7 @@ def cmd_t5(args) -> int:
     _check_data(args, [_one_dataset(args.dataset)])
     strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
                            num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
-                           show_progress_bar=False if args.quiet else None)
+                           show_progress_bar=_show(args))
     strat.name = "t5"
     val = _validation(args)
     res = run_strategy(strat, _scorer(args), args.out, args.model, **val)
@@ -540,7 +540,7 @@ def _before_after(before_enc, after_enc, template: str, denoise: bool, tasks_spe
 
 
 def cmd_optiprompt(args) -> int:
-    from .library import paper_templates
+    from .library import default_template
     from .train.optiprompt import OptiPromptConfig, train_optiprompt
 
     _seeds(args)  # a bad --seeds fails before anything loads
@@ -550,18 +550,14 @@ def cmd_optiprompt(args) -> int:
     enc = _encoder(args)
     if args.template:
         template = Template.parse(_template(args, args.template)).text
-    elif enc.model.causal:
-        from .library import causal_templates
-
-        template = causal_templates()[0]
     else:
-        template = Template.parse(paper_templates(enc.model.config.model_type)[0]).text
+        template = default_template(enc.model.config.model_type, enc.model.causal)
     denoise = args.denoise
 
     def train_one(seed: int, out: Path) -> None:
         cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
                                max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=denoise,
-                               seed=seed, show_progress_bar=False if args.quiet else None)
+                               seed=seed, show_progress_bar=_show(args))
         summary = train_optiprompt(enc if seed == seeds[0] else _encoder(args), corpus, cfg, str(out), args.model,
                                    data_dir=args.data_dir, resume=not args.no_resume,
                                    dev_dataset=_one_dataset(args.dataset), fmt=_fmt(args))
@@ -633,7 +629,7 @@ def _encoder_from_dir(args, path):
 
     return PromptEncoder.from_pretrained(str(path), device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
                                          add_period=args.add_period, max_length=args.max_length,
-                                         show_progress_bar=False if args.quiet else None)
+                                         show_progress_bar=_show(args))
 
 
 def cmd_finetune(args) -> int:
@@ -679,7 +675,7 @@ def cmd_finetune(args) -> int:
         cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
                              micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
                              max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=seed,
-                             show_progress_bar=False if args.quiet else None)
+                             show_progress_bar=_show(args))
         if seed == seeds[0]:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(cfg.templates), file=sys.stderr)
         summary = finetune(e, data, cfg, str(out), args.model, data_dir=args.data_dir, resume=not args.no_resume,

@@ -35,6 +35,12 @@ def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> l
     return [Template.parse(t).text for t in data[family]]
 
 
+def default_template(model_type: str, causal: bool) -> str:
+    """The template a command starts from when none is given: PromptEOL for a causal LM (it reads
+    the last token), else the paper's first template in the model family's spelling."""
+    return causal_templates()[0] if causal else paper_templates(model_type)[0]
+
+
 def named_template(text: str) -> str:
     """A shipped causal-LM template by name (``PromptEOL``, ``PretendedCoT``, ``KnowledgeEnhancement``,
     case-insensitive), else the text as given."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from .errors import DataError
@@ -23,6 +24,8 @@ def hub_offline_if_unreachable() -> bool:
 
     if constants.HF_HUB_OFFLINE:
         return True
+    if urllib.request.getproxies():  # behind a proxy a direct connection proves nothing: leave it to the libraries
+        return False
     url = urllib.parse.urlsplit(constants.ENDPOINT)
     try:
         socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()

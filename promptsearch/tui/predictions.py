@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..data import load_task
 from ..errors import PromptSearchError
-from ..library import named_template
+from ..library import default_template, named_template
 
 DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
@@ -66,8 +66,8 @@ class PredictionsScreen(Screen):
 
         try:
             enc = self.app.get_encoder()
-            if enc.model.causal and template == DEFAULT_TEMPLATE:  # a causal LM reads the last token: PromptEOL
-                template = named_template("PromptEOL")
+            if enc.model.causal and template == DEFAULT_TEMPLATE:  # the masked-LM default: a causal LM's instead
+                template = default_template(enc.model.config.model_type, causal=True)
                 self.app.call_from_thread(self.set_template, template)
             pred = predict(enc, enc.prepare([sentence]), named_template(template), top_k=5)[0]
         except PromptSearchError as exc:
