@@ -954,12 +954,21 @@ def _on_sigterm(signum, frame):  # SIGTERM ends a job like Ctrl-C: what is saved
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C before a command started (start-up, reading the arguments)
         _ignore_further_interrupts()
         print("promptsearch: interrupted", file=sys.stderr)
         return 130
+    finally:  # main() called from Python (tests, a notebook) leaves the handlers as it found them:
+        for sig, handler in before.items():  # an ignored SIGINT would be inherited by every child process
+            try:
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            except ValueError:  # not the main thread
+                pass
 
 
 def _ignore_further_interrupts() -> None:
