@@ -80,7 +80,7 @@ def test_default_compat_differs_from_the_reference_on_roberta(sentences, tiny_ro
     t = Template.parse(REF_BERT[0])
     # the reference's template-only input re-tokenizes the template text: the closing quote follows
     # a space there ('Ġ"'), and positions start at 0
-    ids_ref, start, _ = ref.prompt._reference_template_only(t)
+    ids_ref, start, _ = ref.prompt.inputs.template_only(t)
     r = roberta_enc.rendered(t)
     assert ids_ref != list(r.before) + list(r.after) and start == len(r.before)
     with torch.no_grad():

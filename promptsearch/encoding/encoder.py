@@ -27,7 +27,7 @@ from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, length_order, pad, prepare, unique
 from .prompt import PromptModule
-from .reps import Batch, Ditto, MaskState, Pooling, Rep, StaticDebiased, TopKStatic, biased_token_ids, rep
+from .reps import Batch, Pooling, Rep, biased_token_ids, rep
 
 
 @dataclass
@@ -186,6 +186,14 @@ class PromptEncoder:
     def autocast(self):
         return self.prompt.autocast()
 
+    def word_logits(self, states) -> torch.Tensor:
+        """Head logits of [MASK] states with special tokens ([CLS], <s>, [MASK] ...) excluded:
+        predictions are words."""
+        logits = self.model.mlm_logits(torch.as_tensor(states, device=self.device)).float()
+        special = [i for i in getattr(self.tokenizer, "all_special_ids", []) if i < logits.shape[-1]]
+        logits[..., special] = float("-inf")
+        return logits
+
     def _progress(self, total: int, desc: str, show: bool | None):
         if show is None:
             show = self.show_progress_bar
@@ -234,18 +242,19 @@ class PromptEncoder:
         """The representation ready for this model: a Ditto head checked against its shape,
         static-debiased given its token ids (counted once on the corpus or the data folder's
         Wikipedia sample)."""
-        if isinstance(r, Ditto):
-            return r.check(self.model.num_layers, self.model.num_heads)
-        if isinstance(r, StaticDebiased) and r.token_ids is None:
-            if self._biased_ids is None:
-                corpus = self._corpus if self._corpus is not None else load_corpus(data_dir=data_dir or self.data_dir)
-                self._biased_ids = frozenset(biased_token_ids(self.tokenizer, list(corpus)))
-            return StaticDebiased(self._biased_ids)
-        return r
+        return r.resolve(self, data_dir)
+
+    def biased_token_ids(self, data_dir: str | os.PathLike | None = None) -> frozenset[int]:
+        """The token ids static-debiased drops, counted once on the corpus (or the data folder's
+        Wikipedia sample)."""
+        if self._biased_ids is None:
+            corpus = self._corpus if self._corpus is not None else load_corpus(data_dir=data_dir or self.data_dir)
+            self._biased_ids = frozenset(biased_token_ids(self.tokenizer, list(corpus)))
+        return self._biased_ids
 
     def biased_token_mask(self, data_dir: str | os.PathLike | None = None) -> torch.Tensor:
         """Boolean mask over the vocabulary of the tokens static-debiased drops."""
-        ids = self.resolve(StaticDebiased(), data_dir).token_ids
+        ids = self.biased_token_ids(data_dir)
         mask = torch.zeros(self.word_embeddings.shape[0], dtype=torch.bool)
         mask[[i for i in ids if i < mask.numel()]] = True
         return mask.to(self.device)
@@ -255,16 +264,14 @@ class PromptEncoder:
         """Vectors of ``sentences`` for every rep, sharing forward passes: one template pass gives
         raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
         out: dict[Rep, np.ndarray] = {}
-        masked = [r for r in reps if isinstance(r, MaskState)]
+        masked = [r for r in reps if r.prompt]
         for template in dict.fromkeys(r.template for r in masked):
             mine = [r for r in masked if r.template == template]
             st = self.prompt_states(sentences, template, denoise=any(r.denoise for r in mine), batch_size=batch_size,
                                     show_progress_bar=show_progress_bar)
             for r in mine:
-                out[r] = st.denoised if r.denoise else st.raw
-                if isinstance(r, TopKStatic):
-                    out[r] = topk_static_from_states(self, out[r], k=r.k)
-        pooled = {r: self.resolve(r, data_dir) for r in reps if isinstance(r, Pooling)}
+                out[r] = r.from_states(st.raw, st.denoised, self)
+        pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt}
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)
@@ -364,24 +371,3 @@ class PromptEncoder:
 
 
 _rep = rep  # encode() has an argument named ``rep``
-
-
-def word_logits(enc: PromptEncoder, states) -> torch.Tensor:
-    """Head logits with special tokens ([CLS], <s>, [MASK] ...) excluded: predictions are words."""
-    logits = enc.model.mlm_logits(torch.as_tensor(states, device=enc.device)).float()
-    special = [i for i in getattr(enc.tokenizer, "all_special_ids", []) if i < logits.shape[-1]]
-    logits[..., special] = float("-inf")
-    return logits
-
-
-@torch.inference_mode()
-def topk_static_from_states(enc: PromptEncoder, states: np.ndarray, k: int = 200, batch_size: int = 256) -> np.ndarray:
-    """Eq. 3: Σ_{v in top-k} P(v | h) · e_v / Σ P over the MLM's top-k tokens, for [MASK] states h."""
-    emb = enc.word_embeddings.float()
-    out = []
-    for start in range(0, len(states), batch_size):
-        p = word_logits(enc, states[start : start + batch_size]).softmax(-1)
-        v, ix = p.topk(min(k, p.shape[-1]), dim=-1)
-        w = v / v.sum(-1, keepdim=True)
-        out.append(torch.einsum("bk,bkd->bd", w, emb[ix]).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, emb.shape[1]), np.float32)

@@ -23,6 +23,7 @@ from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
 from .batching import autocast, pad
+from .inputs import PromptInputs, ReferenceInputs
 
 COMPAT_MODES = ("promptsearch", "reference")
 BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptModule.template_bias)
@@ -55,7 +56,7 @@ class PromptModule(nn.Module):
         self.compat = compat
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
-        self._reference_inputs: dict[str, tuple[list[int], int, int]] = {}
+        self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
         self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
         self._bias_version: tuple | None = None
 
@@ -103,56 +104,8 @@ class PromptModule(nn.Module):
 
         By default the template's pieces and the sentence are tokenized apart and the bias length
         is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
-        string, as kongds/Prompt-BERT's ``evaluation.py`` does (see :meth:`_reference_rows`)."""
-        if self.compat == "reference":
-            return self._reference_rows(sentences, Template.parse(template))
-        r = self.rendered(template)
-        return [(*r.ids(s), len(s)) for s in self.sentence_ids(sentences, template)]
-
-    def _reference_template_only(self, template: Template) -> tuple[list[int], int, int]:
-        """The reference's ``get_delta`` input: (ids, first shifted index, [MASK] index).
-
-        The template text with [X] replaced by a space, runs of three spaces collapsed to one,
-        tokenized as one string; positions start at 0 (for RoBERTa too) and the tokens from the
-        first one after the prefix on are shifted by the sentence length."""
-        hit = self._reference_inputs.get(template.text)
-        if hit is None:
-            tok = self.tokenizer
-            text = template.text.replace("[MASK]", tok.mask_token).replace("[X]", " ").strip().replace("   ", " ")
-            ids = list(tok(text)["input_ids"])
-            lead, _ = self._specials()
-            prefix = template.text.split("[X]", 1)[0].replace("[MASK]", tok.mask_token).strip()
-            start = len(lead) + (len(tok(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0)
-            hit = self._reference_inputs[template.text] = (ids, start, ids.index(tok.mask_token_id))
-        return hit
-
-    def _reference_rows(self, sentences: Sequence[str], template: Template) -> list[tuple[list[int], int, int]]:
-        """The reference's batcher input: the template with the sentence in place of [X], stripped,
-        tokenized as one string (BPE merges across the [X] boundary included); [MASK] is found by
-        id; the bias length is the input's length minus the template-only input's."""
-        if self.soft_prompt(template) is not None:
-            raise PromptSearchError("compat='reference' reproduces plain templates; a soft prompt (OptiPrompt) needs the default compat")
-        tok = self.tokenizer
-        t_ids, _, _ = self._reference_template_only(template)
-        text = template.text.replace("[MASK]", tok.mask_token)
-        rows = []
-        for s in sentences:
-            ids = list(tok(text.replace("[X]", s).strip())["input_ids"])
-            if len(ids) > self.max_length:  # the reference never truncates; keep as many words as fit
-                words = s.split()
-                lo, hi = 0, len(words)
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    if len(tok(text.replace("[X]", " ".join(words[:mid])).strip())["input_ids"]) <= self.max_length:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                ids = list(tok(text.replace("[X]", " ".join(words[:lo])).strip())["input_ids"])
-            mask = [i for i, x in enumerate(ids) if x == tok.mask_token_id]
-            if len(mask) != 1:
-                raise PromptSearchError(f"sentence {s[:60]!r} holds the mask token itself; remove it from the sentence")
-            rows.append((ids, mask[0], max(len(ids) - len(t_ids), 0)))
-        return rows
+        string, as kongds/Prompt-BERT's ``evaluation.py`` does (:class:`ReferenceInputs`)."""
+        return self.inputs.rows(sentences, Template.parse(template))
 
     def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
         """Soft prompt (OptiPrompt) for a template: (n_soft, hidden) vectors that replace the static
@@ -241,11 +194,7 @@ class PromptModule(nn.Module):
         return ids, pos, mask
 
     def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:
-        if self.compat == "reference":
-            ids, start, mask = self._reference_template_only(template)
-            rows = [(ids, list(range(start)) + [i + n for i in range(start, len(ids))], mask) for n in lengths]
-        else:
-            rows = [self.template_only_inputs(template, n) for n in lengths]
+        rows = self.inputs.bias_rows(template, lengths)
         ids = torch.as_tensor([r[0] for r in rows], device=self.device)
         pos = torch.as_tensor([r[1] for r in rows], device=self.device)
         with self.autocast():
@@ -256,9 +205,7 @@ class PromptModule(nn.Module):
 
     def _longest_sentence(self, template: Template) -> int:
         """The most sentence tokens an input can hold (the bias lengths there are)."""
-        if self.compat == "reference":
-            return max(self.max_length - len(self._reference_template_only(template)[0]), 0)
-        return max(self.max_length - self.rendered(template).n_template_tokens, 0)
+        return max(self.max_length - self.inputs.n_template_tokens(template), 0)
 
     def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
         """The template's [MASK] state for each sentence length.

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from ..errors import PromptSearchError
@@ -38,10 +39,24 @@ class Batch:
 
 
 class Rep:
-    """A sentence representation. Subclasses are frozen dataclasses (hashable: results are keyed by them)."""
+    """A sentence representation. Subclasses are frozen dataclasses (hashable: results are keyed by them).
+
+    Each one says how it is computed: ``prompt`` (read from a template pass, :meth:`from_states`)
+    or a plain-sentence pass (:meth:`Pooling.pool`); :meth:`resolve` fills in what it needs from
+    an encoder (a checked head, token ids); :meth:`fields` is its JSON form."""
+
+    prompt: ClassVar[bool] = False  # computed from a template's [MASK] states
 
     @property
     def label(self) -> str:  # pragma: no cover - every subclass names itself
+        raise NotImplementedError
+
+    def resolve(self, encoder, data_dir=None) -> "Rep":
+        """This representation ready for ``encoder``'s model (itself unless it needs something)."""
+        return self
+
+    def fields(self) -> dict:  # pragma: no cover - every subclass says
+        """{template, denoise, pooling, head} as results files write them (None where unused)."""
         raise NotImplementedError
 
 
@@ -51,6 +66,7 @@ class MaskState(Rep):
 
     template: str
     denoise: bool = False
+    prompt: ClassVar[bool] = True
 
     def __post_init__(self):
         object.__setattr__(self, "template", Template.parse(self.template).text)
@@ -59,16 +75,39 @@ class MaskState(Rep):
     def label(self) -> str:
         return self.template + (" (denoised)" if self.denoise else "")
 
+    pooling: ClassVar[str | None] = None
+
+    def fields(self) -> dict:
+        return {"template": self.template, "denoise": self.denoise, "pooling": self.pooling, "head": None}
+
+    def from_states(self, raw: np.ndarray, denoised: np.ndarray, encoder) -> np.ndarray:
+        """The vectors from the template pass's raw and denoised [MASK] states."""
+        return denoised if self.denoise else raw
+
 
 @dataclass(frozen=True)
 class TopKStatic(MaskState):
     """Eq. 3: the MLM head's top-k tokens' static embeddings weighted by their probabilities."""
 
     k: int = 200
+    pooling: ClassVar[str | None] = "topk-static"
 
     @property
     def label(self) -> str:
         return self.template + f" [avg top-{self.k}]" + (" (denoised)" if self.denoise else "")
+
+    @torch.inference_mode()
+    def from_states(self, raw, denoised, encoder, batch_size: int = 256) -> np.ndarray:
+        """Eq. 3: Σ_{v in top-k} P(v | h) · e_v / Σ P over the MLM's top-k tokens, for [MASK] states h."""
+        states = super().from_states(raw, denoised, encoder)
+        emb = encoder.word_embeddings.float()
+        out = []
+        for start in range(0, len(states), batch_size):
+            p = encoder.word_logits(states[start : start + batch_size]).softmax(-1)
+            v, ix = p.topk(min(self.k, p.shape[-1]), dim=-1)
+            w = v / v.sum(-1, keepdim=True)
+            out.append(torch.einsum("bk,bkd->bd", w, emb[ix]).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, emb.shape[1]), np.float32)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -88,6 +127,9 @@ class Pooling(Rep):
     @property
     def label(self) -> str:
         return self.name
+
+    def fields(self) -> dict:
+        return {"template": None, "denoise": False, "pooling": self.name, "head": None}
 
     def pool(self, b: Batch, word_embeddings: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -141,6 +183,9 @@ class StaticDebiased(Pooling):
     help: ClassVar[str] = "static average without top-36 frequent tokens, subwords and punctuation"
     forward: ClassVar[bool] = False
 
+    def resolve(self, encoder, data_dir=None) -> "StaticDebiased":
+        return self if self.token_ids is not None else StaticDebiased(encoder.biased_token_ids(data_dir))
+
     def pool(self, b, word_embeddings):
         if self.token_ids is None:
             raise PromptSearchError("static-debiased needs its token ids: resolve it with the encoder first")
@@ -185,6 +230,12 @@ class Ditto(Pooling):
             raise PromptSearchError(f"--head {self.layer}-{self.head} is out of range: this model has layers "
                                     f"0-{num_layers - 1} and heads 0-{num_heads - 1}")
         return self
+
+    def resolve(self, encoder, data_dir=None) -> "Ditto":
+        return self.check(encoder.model.num_layers, encoder.model.num_heads)
+
+    def fields(self) -> dict:
+        return {**super().fields(), "head": f"{self.layer}-{self.head}"}
 
     def pool(self, b, word_embeddings):
         w = ditto_weights(b.attentions, self.layer, self.head, b.attention_mask)

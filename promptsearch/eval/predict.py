@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from ..encoding import PromptEncoder
-from ..encoding.encoder import word_logits
 from ..encoding.reps import TopKStatic
 
 
@@ -26,7 +25,7 @@ class Prediction:
 def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw, denoised) vocabulary logits at [MASK]; denoised = head(h − template bias)."""
     st = enc.prompt_states(list(sentences), template, denoise=True, show_progress_bar=False)
-    return word_logits(enc, st.raw), word_logits(enc, st.denoised)
+    return enc.word_logits(st.raw), enc.word_logits(st.denoised)
 
 
 def predict(enc: PromptEncoder, sentences: Sequence[str], template: str, top_k: int = 5) -> list[Prediction]:

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..data import TASK_NAMES
-from ..encoding.reps import Ditto, MaskState, Rep, TopKStatic
+from ..encoding.reps import Rep
 
 
 def average(task_results: dict[str, dict]) -> float:
@@ -49,10 +49,7 @@ def results_json(rows: list[tuple[Rep, dict[str, dict]]], model: str) -> str:
 
 def rep_fields(r: Rep) -> dict:
     """A representation as JSON fields: {template, denoise, pooling, head} (None where unused)."""
-    if isinstance(r, MaskState):
-        return {"template": r.template, "denoise": r.denoise, "pooling": "topk-static" if isinstance(r, TopKStatic) else None,
-                "head": None}
-    return {"template": None, "denoise": False, "pooling": r.name, "head": f"{r.layer}-{r.head}" if isinstance(r, Ditto) else None}
+    return r.fields()
 
 
 def mean_std(per_seed: Sequence[dict[str, dict]], tasks: Sequence[str]) -> dict[str, tuple[float, float]]:
