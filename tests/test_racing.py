@@ -48,7 +48,7 @@ def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(ber
     noise = {"[X] best [MASK] .": 0.05, "[X] worst [MASK] .": 50.0,
              **{f"[X] middling{i} [MASK] .": 0.5 + 0.05 * i for i in range(8)}}
     syn = Synthetic(scorer, noise)
-    scorer._screening, scorer.hidden_size = syn, 2
+    scorer.screening_encoder = syn
     full = {t: scorer.evaluator.spearman(v) for t, v in syn.vecs.items()}
     assert max(full, key=full.get) == "[X] best [MASK] ."  # the construction: one clearly best ...
     assert full["[X] best [MASK] ."] - sorted(full.values())[-2] > 10 and full["[X] worst [MASK] ."] < 10  # ... one useless
@@ -63,6 +63,22 @@ def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(ber
     assert set(dropped) | {s.template for s in out.scores} == set(noise)  # every candidate accounted for
     # work: far less than scoring all ten on the full set (the finalists' full scores come on top)
     assert out.encodings < 0.4 * len(noise)
+
+
+def test_the_racing_rule_is_a_pure_function_of_rung_scores():
+    # two candidates' similarities on a rung's pairs, and their gold: the rule alone decides
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 400)
+    sims = {"good": gold + rng.normal(0, 0.3, 400), "noise": rng.normal(0, 1, 400),
+            "ok": gold + rng.normal(0, 1.5, 400), "tie": gold + rng.normal(0, 1.5, 400)}
+    racing = Racing(finalists=1)
+    keep, dropped = racing.decide(sims, gold)
+    assert keep[0] == "good" and "noise" in dropped  # clearly behind: out
+    assert len(keep) <= max(racing.finalists, -(-len(sims) // 2))  # successive halving's cap
+    assert sorted(keep + dropped) == sorted(sims)
+    assert racing.decide(sims, gold) == (keep, dropped)  # deterministic: same resamples
+    # the leader itself never counts as behind, even alone
+    assert Racing().decide({"only": sims["good"]}, gold) == (["only"], [])
 
 
 def _vocab(tmp_path):

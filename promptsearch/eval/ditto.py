@@ -38,7 +38,7 @@ def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, 
     L, H = encoder.model.num_layers, encoder.model.num_heads
 
     every = EveryDittoHead()
-    flat = encoder.forward_pooled(sentences, [every], show_progress_bar=show_progress_bar)[every]
+    flat = ev.encode(encoder, [every], show_progress_bar=show_progress_bar)[every]
     per_head = flat.reshape(len(sentences), L, H, -1)
     scores = [(layer, head, ev.spearman(per_head[:, layer, head])) for layer in range(L) for head in range(H)]
     return sorted(scores, key=lambda x: -x[2])

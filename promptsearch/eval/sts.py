@@ -70,11 +70,24 @@ class STSEvaluator:
         value = spearman100(self.similarities(vecs, pairs), self.gold[pairs])
         return self._defined(value) if isinstance(pairs, slice) and pairs == slice(None) else value
 
-    def score(self, vecs: np.ndarray) -> dict:
-        """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``."""
+    def score(self, vecs: np.ndarray, subsets: bool = True) -> dict:
+        """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``
+        (``subsets=False``: the "all" number only, as a search or a dev evaluation uses it)."""
         sims = self.similarities(vecs)
-        subsets = {name: self._defined(spearman100(sims[sl], self.gold[sl]), name) for name, sl in self.subsets.items()}
-        return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": subsets, "pairs": self.n_pairs}
+        per = ({name: self._defined(spearman100(sims[sl], self.gold[sl]), name) for name, sl in self.subsets.items()}
+               if subsets else {})
+        return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": per, "pairs": self.n_pairs}
+
+    def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None, data_dir=None) -> dict[Rep, np.ndarray]:
+        """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere)."""
+        return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
+
+    def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None, data_dir=None,
+                 subsets: bool = True) -> dict[Rep, dict]:
+        """Encode, then score: {rep: :meth:`score`} — the one evaluation call of ``eval``, ``report``,
+        the search scorer and training's dev evaluation."""
+        vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
+        return {r: self.score(vecs[r], subsets=subsets) for r in reps}
 
     def _defined(self, value: float, subset: str | None = None) -> float:
         """The gold scores vary (checked on loading), so NaN means the similarities do not: never a
@@ -93,16 +106,21 @@ def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
     return ev.score(np.asarray(vecs))
 
 
-def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str], data_dir=None,
-                  show_progress_bar=None, fmt: PairFormat | None = None) -> dict[Rep, dict[str, dict]]:
-    """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task.
+def evaluators(tasks: Sequence[str], data_dir=None, fmt: PairFormat | None = None) -> dict[str, STSEvaluator]:
+    """Task names resolved once into evaluators (each data set read and checked here)."""
+    return {t: STSEvaluator(load_task(t, data_dir, fmt)) for t in tasks}
+
+
+def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str] | dict[str, STSEvaluator],
+                  data_dir=None, show_progress_bar=None, fmt: PairFormat | None = None) -> dict[Rep, dict[str, dict]]:
+    """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task (names, or
+    evaluators from :func:`evaluators`).
 
     Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
     numbers do not depend on which other tasks were asked for."""
-    evaluators = {t: STSEvaluator(load_task(t, data_dir, fmt)) for t in tasks}
+    evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data_dir, fmt)
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
-    for t, ev in evaluators.items():
-        vecs = encoder.encode_reps(ev.sentences, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
-        for r in reps:
-            results[r][t] = ev.score(vecs[r])
+    for t, ev in evs.items():
+        for r, res in ev.evaluate(encoder, reps, show_progress_bar=show_progress_bar, data_dir=data_dir).items():
+            results[r][t] = res
     return results

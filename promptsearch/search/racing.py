@@ -63,6 +63,18 @@ class Racing:
             raise PromptSearchError("racing finalists must be at least 1")
         return self
 
+    def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0) -> tuple[list[str], list[str]]:
+        """The racing rule at rung ``rung`` — a pure function of the candidates' similarities on the
+        rung's pairs (in candidate order; ties keep it) and the pairs' gold scores, like an Optuna
+        pruner: (kept, ranked by the rung's Spearman; dropped, in that ranking)."""
+        contenders = list(sims)
+        rung_score = {t: spearman100(s, gold) for t, s in sims.items()}
+        order = sorted(contenders, key=lambda t: (-np.nan_to_num(rung_score[t], nan=-200.0), contenders.index(t)))
+        behind = paired_bootstrap_behind(sims, gold, order[0], self.alpha, self.bootstrap, self.seed + rung)
+        cap = max(self.finalists, math.ceil(self.keep * len(order)))
+        keep = [t for t in order if t not in behind][:cap]
+        return keep, [t for t in order if t not in keep]
+
 
 @dataclass
 class RaceOutcome:
@@ -91,7 +103,7 @@ def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leade
 
 def race_key(scorer: Scorer, templates: list[str], racing: Racing) -> str:
     """Identifies one race: candidates, scoring set, precisions and racing settings."""
-    blob = json.dumps([templates, scorer.key("", scorer.denoise), scorer.screening_precision, racing.settings()])
+    blob = json.dumps([templates, scorer.settings_key(), scorer.screening_precision, racing.settings()])
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -127,20 +139,15 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 if progress:
                     progress(f"rung {k + 1}/{len(rungs)}: {r} pairs", j, len(contenders))
                 if t not in vecs:
-                    vecs[t] = {scorer.denoise: np.zeros((n_sent, scorer.hidden_size), np.float32)}
+                    vecs[t] = {scorer.denoise: None}  # filled as sentences are encoded
                     have[t] = np.zeros(n_sent, bool)
                 # each rung's new sentences in one call, also when catching up after a resume: the
                 # same batches as an uninterrupted race
                 for rr in rungs[: k + 1]:
                     encoded += scorer.encode_pairs(enc, t, perm[:rr], vecs[t], have[t])
                 sims[t] = scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs)
-            gold = scorer.evaluator.gold[pairs]
-            rung_score = {t: spearman100(s, gold) for t, s in sims.items()}
-            order = sorted(contenders, key=lambda t: (-np.nan_to_num(rung_score[t], nan=-200.0), contenders.index(t)))
-            behind = paired_bootstrap_behind(sims, gold, order[0], racing.alpha, racing.bootstrap, racing.seed + k)
-            cap = max(racing.finalists, math.ceil(racing.keep * len(order)))
-            keep = [t for t in order if t not in behind][:cap]
-            dropped += [{"template": t, "rung": int(r)} for t in order if t not in keep]
+            keep, out = racing.decide(sims, scorer.evaluator.gold[pairs], k)
+            dropped += [{"template": t, "rung": int(r)} for t in out]
             contenders = keep  # ranked by this rung
             for t in [t for t in vecs if t not in keep]:
                 del vecs[t], have[t]
@@ -154,6 +161,6 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
         if save:
             save()
     seconds = time.perf_counter() - t0
-    scorer.seconds += seconds
+    scorer.count_time(seconds)
     scores = [scorer.score(t) for t in state["final"]]
     return RaceOutcome(scores, list(state.get("dropped", [])), encoded / max(n_sent, 1), seconds)

@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from ..data import PairFormat, STSData, load_task
-from ..encoding import PromptEncoder
+from ..encoding import MaskState, PromptEncoder
 from ..errors import PromptSearchError
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
@@ -86,10 +86,24 @@ class Scorer:
     @property
     def screening_encoder(self) -> PromptEncoder:
         """The encoder racing and pruning rungs run on (``screening``): the reference encoder
-        itself unless another precision was asked for (int8: a quantized copy, made once)."""
+        itself unless another precision was asked for (int8: a quantized copy, made once).
+        Anything with ``prompt_states`` and ``precision`` may be set in its place."""
         if self._screening is None:
             self._screening = self.encoder.with_precision(self.screening_precision)
         return self._screening
+
+    @screening_encoder.setter
+    def screening_encoder(self, encoder) -> None:
+        self._screening = encoder
+
+    def count_time(self, seconds: float) -> None:
+        """Add screening time (racing's rungs) to the scoring time this scorer reports."""
+        self.seconds += seconds
+
+    def settings_key(self) -> str:
+        """What every cache key of this scorer shares: model, data, denoise and the settings that
+        change numbers (a race's identity is built on it)."""
+        return self.key("", self.denoise)
 
     def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
@@ -174,14 +188,14 @@ class Scorer:
         if hit is not None:
             return Score(t, hit, self.denoise, 0.0, cached=True, precision=self.reference_precision)
         t0 = time.perf_counter()
-        st = self.encoder.prompt_states(self.sentences, t, denoise=True, show_progress_bar=False)
-        value = self._finish(t, {False: st.raw, True: st.denoised}, t0)
+        reps = {dn: MaskState(t, dn) for dn in (False, True)}  # one pass gives both
+        res = self.evaluator.evaluate(self.encoder, list(reps.values()), show_progress_bar=False, subsets=False)
+        value = self._record(t, {dn: res[r]["spearman"] for dn, r in reps.items()}, t0)
         self._count_work(self.reference_precision, 1.0)
         return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision)
 
-    def _finish(self, template: str, vecs: dict[bool, np.ndarray], t0: float) -> float:
+    def _record(self, template: str, scores: dict[bool, float], t0: float) -> float:
         """Full-set scores of both variants: time them, count them, cache them; the run's variant back."""
-        scores = {dn: self.evaluator.spearman(v) for dn, v in vecs.items()}
         secs = self.last_seconds = time.perf_counter() - t0
         self.n_scored += 1
         self.seconds += secs
@@ -191,14 +205,18 @@ class Scorer:
     def encode_pairs(self, enc: PromptEncoder, template: str, pairs: np.ndarray, vecs: dict[bool, np.ndarray],
                      done: np.ndarray) -> int:
         """Encode with ``enc`` the sentences of ``pairs`` not ``done`` yet, in one call, into ``vecs``
-        (raw at False, denoised at True: the variants it holds); the count encoded, also added to
-        the work tally in ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
+        (raw at False, denoised at True: the variants it holds; a ``None`` value becomes an array
+        over every sentence at the first call); the count encoded, also added to the work tally in
+        ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
         need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
         need = need[~done[need]]
         if len(need):
             st = enc.prompt_states([self.sentences[i] for i in need], template, denoise=True in vecs, show_progress_bar=False)
-            for dn, v in vecs.items():
-                v[need] = st.denoised if dn else st.raw
+            for dn in vecs:
+                new = st.denoised if dn else st.raw
+                if vecs[dn] is None:
+                    vecs[dn] = np.zeros((len(self.sentences), new.shape[1]), np.float32)
+                vecs[dn][need] = new
             done[need] = True
             self._count_work(enc.precision, len(need) / len(self.sentences))
         return len(need)
@@ -224,7 +242,7 @@ class Scorer:
             yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
         if reuse:
             self.encode_pairs(enc, t, perm, vecs, done)
-            yield n, self._finish(t, vecs, t0)
+            yield n, self._record(t, {dn: self.evaluator.spearman(v) for dn, v in vecs.items()}, t0)
         else:
             self.seconds += time.perf_counter() - t0
             yield n, self.score(t).spearman

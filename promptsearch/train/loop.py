@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..data import PairFormat, load_task
-from ..encoding import PromptEncoder
+from ..encoding import MaskState, PromptEncoder
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
 
@@ -56,8 +56,8 @@ class DevEval:
         was_training = prompt.training
         prompt.eval()
         try:
-            st = self.encoder.prompt_states(self.evaluator.sentences, template, denoise=denoise, show_progress_bar=False)
-            return self.evaluator.spearman(st.denoised if denoise else st.raw)
+            r = MaskState(template, denoise)
+            return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
         finally:
             prompt.train(was_training)
 
