@@ -84,3 +84,16 @@ def hold_write_lock(path: str | os.PathLike) -> None:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _HELD[str(p)] = fd
+
+
+def check_writable(path, flag: str = "--out") -> None:
+    """Fail before loading anything if ``path`` (a file) cannot be written."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise PromptSearchError(f"{flag} {p} is a directory; give a file name such as best.json")
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise PromptSearchError(f"{flag} {p} is not writable; choose a path in a writable folder")

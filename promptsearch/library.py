@@ -79,3 +79,28 @@ def with_demos(template: str, path: str) -> str:
 
 def load_json(name_or_path: str) -> dict:
     return _read(name_or_path)
+
+
+def resolve_template(text: str | Template, demos: str | None = None) -> Template:
+    """A template as a user gives it: a shipped name (PromptEOL ...) or text, with ``demos``
+    (a 'sentence<TAB>word' file) put before it."""
+    t = named_template(text.text if isinstance(text, Template) else text)
+    return Template.parse(with_demos(t, demos) if demos else t)
+
+
+def read_templates(items=(), file: str | None = None, demos: str | None = None) -> list[Template]:
+    """Templates given as arguments and/or in ``file`` (one a line, ``#`` comments)."""
+    items = list(items or [])
+    if file:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise PromptSearchError(f"cannot read --file {file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            line = Path(file).read_bytes()[: exc.start].count(b"\n") + 1
+            raise PromptSearchError(f"--file {file}:{line}: not valid UTF-8 (byte {exc.object[exc.start]:#04x}); "
+                                    "save the file as UTF-8") from None
+        items += [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
+    if not items:
+        raise PromptSearchError("give templates as arguments or with --file (one per line)")
+    return [resolve_template(t, demos) for t in items]

@@ -1,11 +1,11 @@
 """Readers: the STS tasks (SentEval layout) and sentence corpora."""
 
-from .corpora import (load_corpus, read_snli_sentences, read_wordnet, read_wordnet_texts,
+from .corpora import (load_corpus, training_corpus, read_snli_sentences, read_wordnet, read_wordnet_texts,
                       snli_triplets)
 from .sts import TASK_GROUPS, TASK_NAMES, TASKS, STSData, read_sick, read_sts_year, read_stsb
-from .tasks import expand_tasks, load_task
+from .tasks import check_data, expand_tasks, load_task, one_dataset
 from .user import PairFormat, load_pairs, load_texts, load_triplets
 
-__all__ = ["STSData", "TASKS", "TASK_NAMES", "TASK_GROUPS", "expand_tasks", "load_task", "read_sts_year", "read_stsb",
-           "read_sick", "load_corpus", "read_wordnet", "read_wordnet_texts", "snli_triplets",
+__all__ = ["STSData", "TASKS", "TASK_NAMES", "TASK_GROUPS", "expand_tasks", "load_task", "check_data", "one_dataset",
+           "read_sts_year", "read_stsb", "read_sick", "training_corpus", "load_corpus", "read_wordnet", "read_wordnet_texts", "snli_triplets",
            "read_snli_sentences", "PairFormat", "load_pairs", "load_texts", "load_triplets"]

@@ -38,3 +38,24 @@ def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSDat
     if is_user_dataset(task):
         return load_pairs(task, fmt)
     raise DataError(f"unknown task {task!r}")
+
+
+def one_dataset(spec: str) -> str:
+    """The one data set a search or a dev evaluation scores on (a group such as sts-all is several)."""
+    from ..template import quote
+
+    tasks = expand_tasks(spec)
+    if len(tasks) != 1:
+        from ..errors import PromptSearchError
+
+        raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
+                                "scores on one, e.g. stsb-dev")
+    return tasks[0]
+
+
+def check_data(tasks, data_dir=None) -> None:
+    """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not)."""
+    from ..paths import sts_dir
+
+    if any(t in TASK_NAMES for t in tasks):
+        sts_dir(data_dir)

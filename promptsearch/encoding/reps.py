@@ -281,6 +281,18 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
     return POOLINGS[name]()
 
 
+def rep_from_options(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
+                     head: str | None = None) -> Rep:
+    """:func:`rep` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
+    pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash."""
+    if template and pooling not in (None, "mask", "topk-static"):
+        raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
+                                "mask or topk-static)")
+    if not template and pooling == "ditto" and not head:
+        raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
+    return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None)
+
+
 # ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------
 
 PUNCT = set(string.punctuation) | {"``", "''", "–", "—", "…", "’", "‘", "“", "”"}

@@ -56,3 +56,6 @@ def format_heads(scores: list[tuple[int, int, float]], top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def best_head_line(scores: list[tuple[int, int, float]]) -> str:
+    l, h, s = scores[0]
+    return f"\nbest head: {l}-{h} (STS-B dev {s:.2f}); use it with: promptsearch eval --pooling ditto --head {l}-{h}"

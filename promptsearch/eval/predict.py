@@ -28,6 +28,18 @@ def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> 
     return enc.word_logits(st.raw), enc.word_logits(st.denoised)
 
 
+def check_sentences(sentences: Sequence[str]) -> list[str]:
+    """Sentences to predict for: at least one, none empty (one-line errors)."""
+    from ..errors import PromptSearchError
+
+    if not sentences:
+        raise PromptSearchError("give one or more sentences to predict [MASK] for")
+    empty = [i for i, x in enumerate(sentences, 1) if not x.strip()]
+    if empty:
+        raise PromptSearchError(f"sentence {empty[0]} is empty; give sentences with text in them")
+    return list(sentences)
+
+
 def predict(enc: PromptEncoder, sentences: Sequence[str], template: str, top_k: int = 5) -> list[Prediction]:
     raw, den = mask_logits(enc, sentences, template)
     tok = enc.tokenizer
@@ -65,3 +77,21 @@ def format_predictions(preds: list[Prediction], template: str, show: str = "both
 def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False, k: int = 200) -> np.ndarray:
     """Eq. 3 for sentences (from the raw or the denoised [MASK] state)."""
     return enc.encode(list(sentences), rep=TopKStatic(template, denoise, k))
+
+
+def head_note(enc: PromptEncoder, model_name: str, quiet: bool = False) -> str | None:
+    """Where the [MASK] predictions come from, when it is not the model's own MLM head (``quiet``:
+    only when there is no head at all)."""
+    from pathlib import Path
+
+    from ..model import shipped_head_path
+
+    if not enc.model.has_mlm_head:
+        return f"note: {model_name} has no MLM head: tokens come from projecting [MASK] states on the word embeddings"
+    if enc.model.mask_head is None or quiet:
+        return None
+    meta = getattr(enc.model.mask_head, "meta", {}) or {}
+    acc = (f" (held-out masked-token top-5 {100 * meta['heldout_top5']:.1f} %, unigram "
+           f"{100 * meta['unigram_top5']:.1f} %)") if "heldout_top5" in meta else ""
+    which = "the shipped head" if Path(enc.model.mask_head_path) == shipped_head_path() else enc.model.mask_head_path
+    return f"note: [MASK] tokens from a head trained on the frozen encoder ({which}){acc}"

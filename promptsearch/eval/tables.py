@@ -69,3 +69,102 @@ def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: 
         ms = mean_std(runs, tasks)
         body.append([label] + [f"{m:.2f} ± {s:.2f}" if len(runs) > 1 else f"{m:.2f}" for m, s in ms.values()])
     return _render(["representation"] + cols, body, markdown)
+
+
+# ---- the report (every baseline, the paper's templates raw and denoised, the best Ditto head) ----
+
+REPORT_POOLINGS = ("cls", "mean", "first-last", "static", "static-debiased")
+
+
+def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, show_progress_bar=None):
+    """The report's rows: the baselines, the best Ditto head on STS-B dev, and each template raw
+    and denoised (default: the paper's three, or the shipped causal-LM ones with ``demos``);
+    returns (reps, (layer, head, STS-B dev))."""
+    from ..encoding.reps import Ditto, rep
+    from ..library import causal_templates, paper_templates, resolve_template
+    from .ditto import search_heads
+
+    best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
+    if templates is None and enc.model.causal:
+        templates = [resolve_template(t, demos) for t in causal_templates()]
+    elif templates is None:
+        templates = paper_templates(enc.model.config.model_type, compat=enc.compat)
+    reps = [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])]
+    for t in templates:
+        reps += [rep(t), rep(t, denoise=True)]
+    return reps, best
+
+
+def report(enc, tasks, model: str, templates=None, demos=None, data_dir=None, show_progress_bar=None, fmt=None,
+           json_path=None, log=print) -> str:
+    """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by
+    :func:`report_table`."""
+    reps, (l, h, s) = report_reps(enc, templates, demos, data_dir, show_progress_bar)
+    log(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})")
+    return report_table(enc, reps, tasks, model, data_dir, show_progress_bar, fmt, json_path)
+
+
+def report_table(enc, reps, tasks, model: str, data_dir=None, show_progress_bar=None, fmt=None, json_path=None) -> str:
+    """The report's Markdown table (with anisotropy); every number also to ``json_path`` if given."""
+    from ..fileio import atomic_write
+    from .anisotropy import anisotropy
+    from .sts import evaluate_reps
+
+    res = evaluate_reps(enc, reps, tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)
+    aniso = anisotropy(enc, reps, data_dir=data_dir)
+    extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
+    if json_path:
+        atomic_write(json_path, results_json([(r, res[r]) for r in reps], model))
+    return format_table([(r.label, res[r]) for r in reps], tasks, extra, markdown=True)
+
+
+def check_report_file(path) -> None:
+    """report --json overwrites FILE: only a report of its own, or a new file (never, say, a results file)."""
+    from pathlib import Path
+
+    from ..errors import PromptSearchError
+    from ..fileio import check_writable
+
+    p = Path(path)
+    check_writable(p, "--json")
+    if p.exists():
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+            ok = isinstance(d, dict) and set(d) == {"model", "results"}
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            raise PromptSearchError(f"--json {p} exists and is not a report written by promptsearch report; give a new "
+                                    "file name")
+
+
+def scores_json(res: dict[str, dict], extra: dict | None = None) -> dict:
+    """``eval --json``: {task: Spearman} to 4 decimals, "avg" over several tasks, then ``extra``."""
+    out = {t: round(v["spearman"], 4) for t, v in res.items()}
+    if len(res) > 1:
+        out["avg"] = round(sum(v["spearman"] for v in res.values()) / len(res), 4)
+    return {**out, **(extra or {})}
+
+
+def table9(enc, template: str, tasks, data_dir=None, show_progress_bar=None, fmt=None) -> str:
+    """PromptBERT Table 9: the [MASK] state against Eq. 3 (the average of the top-200 tokens' static
+    embeddings), each raw and denoised."""
+    from ..encoding import MaskState, TopKStatic
+    from .sts import evaluate_reps
+
+    reps = {f"{name}{' (denoised)' if d else ''}": cls(template, d)
+            for name, cls in (("[MASK] token", MaskState), ("avg. top-200 tokens", TopKStatic)) for d in (False, True)}
+    res = evaluate_reps(enc, list(reps.values()), tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)
+    return format_table([(label, res[r]) for label, r in reps.items()], tasks, markdown=True)
+
+
+def eval_output(rep, res: dict[str, dict], tasks, anisotropy: float | None = None, as_json: bool = False,
+                markdown: bool = False, subsets: bool = False) -> str:
+    """What ``promptsearch eval`` prints for one representation: JSON (:func:`scores_json`), or the
+    table (with anisotropy) and, if asked, each task's per-subset Spearman."""
+    if as_json:
+        return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}), indent=2)
+    extra = {rep.label: {"anisotropy": f"{anisotropy:.3f}"}} if anisotropy is not None else {}
+    lines = [format_table([(rep.label, res)], tasks, extra, markdown=markdown)]
+    lines += [f"\n{t}: " + ", ".join(f"{k} {s:.2f}" for k, s in v["subsets"].items()) for t, v in res.items()] if subsets else []
+    return "\n".join(lines)

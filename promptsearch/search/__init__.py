@@ -8,6 +8,7 @@ it asks the scorer for scores (cached, never computed twice) and adds them to th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .results import Results
@@ -28,14 +29,45 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
                  validate_on=DEFAULT_VALIDATE_ON, validate_top: int = 5, show_progress_bar=None) -> Results:
     """Open (or resume) the results file, run the strategy, validate its best ``validate_top``
     templates on the held-out ``validate_on`` tasks (:mod:`.validate`), return the results."""
+    if hasattr(strategy, "check"):  # optional: refuse bad input before the results file is opened
+        strategy.check(scorer)
     results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, strategy.settings())
     results.track(scorer.work)
     strategy.run(scorer, results)
     results.save()
     if validate_top > 0 and validate_on:
-        extra = [r["template"] for r in results.extras.get("path", []) if r.get("stage") in ("relation:best", "prefix")]
+        extra = getattr(strategy, "validation_extra", lambda results: [])(results)  # optional: more templates to validate
         validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar)
     return results
 
 
-__all__ = ["Strategy", "Scorer", "Score", "Results", "run_strategy", "validate", "DEFAULT_VALIDATE_ON"]
+@dataclass
+class GivenTemplates:
+    """The strategy of ``promptsearch score``: the templates given, each scored once, in order."""
+
+    templates: list
+    name: str = "score"
+
+    def settings(self) -> dict:
+        return {"templates": len(self.templates)}
+
+    def check(self, scorer: Scorer) -> None:
+        for t in self.templates:  # every template usable with this tokenizer before anything is written
+            scorer.encoder.check_template(t)
+
+    def run(self, scorer: Scorer, results: Results) -> None:
+        for t in self.templates:
+            results.add(scorer.score(t), "score")
+
+
+def greedy_search(encoder, out, model_name: str = "default", dataset: str = "stsb-dev", show_progress_bar=False,
+                  **greedy) -> Results:
+    """A greedy search with the command's defaults (racing, held-out validation on STS-B and SICK-R
+    test) into the results file ``out`` (resumed if it exists): what ``promptsearch greedy`` runs."""
+    from .greedy import Greedy
+
+    strategy = Greedy(show_progress_bar=show_progress_bar, **greedy)
+    return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name, show_progress_bar=show_progress_bar)
+
+
+__all__ = ["greedy_search", "GivenTemplates", "Strategy", "Scorer", "Score", "Results", "run_strategy", "validate", "DEFAULT_VALIDATE_ON"]

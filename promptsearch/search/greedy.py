@@ -69,6 +69,10 @@ class Greedy:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_delta": self.min_delta,
                 "racing": self.racing.settings() if self.racing else None}
 
+    def validation_extra(self, results: Results) -> list[str]:
+        """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step)."""
+        return [r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
+
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
         if self.racing is not None:

@@ -18,10 +18,12 @@ import contextlib
 import logging
 import os
 import random
+import re
 import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
@@ -162,10 +164,17 @@ class OptunaSearch:
     show_progress_bar: bool | None = None
     name: str = "optuna"
     study: optuna.Study | None = None
+    done_before: int = 0  # trials the study had finished when this run started
+    started: float = 0.0
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
                 "prune": self.prune, "seed": self.seed}
+
+    def describe(self) -> str:
+        g = Grammar.load(self.grammar)
+        return (f"study {self.study_name!r} in {self.storage}: grammar {g.source} has {g.size} templates; target "
+                f"{self.trials} finished trials")
 
     def open_study(self, n_pairs: int = 1500) -> optuna.Study:
         """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs."""
@@ -176,9 +185,22 @@ class OptunaSearch:
                                    pruner=pruner, direction="maximize", load_if_exists=True)
 
     def run(self, scorer: Scorer, results: Results) -> None:
+        try:
+            self._run(scorer, results)
+        except optuna.exceptions.StorageInternalError as exc:
+            from ..errors import PromptSearchError
+
+            raise PromptSearchError(f"Optuna storage {self.storage} failed ({exc}); check the --storage URL") from None
+
+    def summary(self) -> str:
+        """The study's trial counts and this run's throughput."""
+        return format_study_summary(self.study, self.done_before, time.time() - self.started)
+
+    def _run(self, scorer: Scorer, results: Results) -> None:
         grammar = Grammar.load(self.grammar)
         n = len(scorer.gold)
         study = self.study = self.open_study(n)
+        self.done_before, self.started = finished_trials(study), time.time()
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
         rungs = [max(n // 8, 1), max(n // 4, 1), max(n // 2, 1), n]
@@ -244,3 +266,33 @@ def _entry(t, denoise):
 def optuna_summary(study: optuna.Study) -> dict:
     states = [t.state for t in study.get_trials(deepcopy=False)]
     return {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
+
+
+def default_study_name(model: str, dataset: str, denoise: bool) -> str:
+    """promptsearch-<model>-<dataset>-<denoised|raw>: one study per (model, data, variant)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
+    return f"promptsearch-{slug}-{dataset}-{'denoised' if denoise else 'raw'}"
+
+
+def default_storage(out) -> str:
+    """A SQLite study beside the results file (``best.json`` → ``best.db``)."""
+    return f"sqlite:///{Path(out).resolve().with_suffix('.db')}"
+
+
+def format_study_summary(study: optuna.Study, done_before: int, seconds: float) -> str:
+    """The study's trial counts and this run's throughput, with a note on trials left running."""
+    s = optuna_summary(study)
+    ran = finished_trials(study) - done_before
+    out = (f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed, {s['running']} running trials; "
+           f"this run finished {ran} trials in {seconds:.0f}s ({60 * ran / max(seconds, 1e-9):.1f} trials/min)")
+    if s["running"]:
+        out += (f"\nnote: {s['running']} trial(s) still marked running: another worker's, or left by a worker that was "
+                "killed; those are failed and retried once their heartbeat is 90 s old, when a worker of this study next "
+                "starts a trial")
+    return out
+
+
+def finished_trials(study: optuna.Study) -> int:
+    """Complete and pruned trials (what ``--trials`` counts)."""
+    s = optuna_summary(study)
+    return s["complete"] + s["pruned"]

@@ -63,6 +63,18 @@ class Racing:
             raise PromptSearchError("racing finalists must be at least 1")
         return self
 
+    @classmethod
+    def parse(cls, rungs: str, finalists: int = 2) -> "Racing":
+        """Racing from ``--race-rungs 0.125,0.25,0.5`` and ``--finalists``, checked."""
+        from ..errors import PromptSearchError
+        from ..template import quote
+
+        try:
+            fractions = tuple(float(x) for x in rungs.split(","))
+        except ValueError:
+            raise PromptSearchError(f"--race-rungs {quote(rungs)}: give fractions such as 0.125,0.25,0.5") from None
+        return cls(fractions=fractions, finalists=finalists).check()
+
     def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0) -> tuple[list[str], list[str]]:
         """The racing rule at rung ``rung`` — a pure function of the candidates' similarities on the
         rung's pairs (in candidate order; ties keep it) and the pairs' gold scores, like an Optuna

@@ -91,25 +91,50 @@ class Results:
         if p is not None:
             hold_write_lock(p)  # a second process on the same file is refused, not a silent last-writer-wins
         if p is not None and p.exists():
-            old = load(p)
-            mismatch = [(k, old.get(k), v) for k, v in
-                        (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise)) if old.get(k) != v]
+            old = cls.load(p)
+            mismatch = [(k, getattr(old, k), v) for k, v in
+                        (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise))
+                        if getattr(old, k) != v]
             if mismatch:
                 k, was, now = mismatch[0]
                 raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
-            res.created = old.get("created", res.created)
-            res.extras = {k: v for k, v in old.items() if k == "path" or k.startswith("x_")}
-            st = old.get("stats", {})
-            res.scored, res.cached, res.seconds = int(st.get("scored", 0)), int(st.get("cached", 0)), float(st.get("seconds", 0.0))
-            res.work_before = dict(st.get("encodings_by_precision", {}))
-            res.validation = old.get("validation")
-            for e in old.get("templates", []):
-                res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
-                                                   e.get("order", 0), e.get("validation"))
+            old.settings = res.settings
+            res = old
         if p is not None and not p.exists():
             res.save()  # fail now, not after an hour of scoring, if --out is not writable (an existing file is
             # rewritten at the first score, so a run that stops before scoring leaves it byte for byte)
         return res
+
+    @classmethod
+    def load(cls, path) -> "Results":
+        """A results file read back (schema checked; one-line error if it is not one), to read —
+        :meth:`open` is the way to write to one."""
+        d = load(path)
+        st = d.get("stats", {})
+        res = cls(Path(path), d["model"], d["dataset"], d["strategy"], bool(d["denoise"]), dict(d.get("settings") or {}),
+                  created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
+                  seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
+                  validation=d.get("validation"),
+                  extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
+        for e in d.get("templates", []):
+            res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
+                                               e.get("order", 0), e.get("validation"))
+        return res
+
+    @property
+    def path_steps(self) -> list[dict]:
+        """Greedy's path (one record per step) when the file holds one."""
+        return list(self.extras.get("path", []))
+
+    @property
+    def generated(self) -> dict:
+        """What a generating strategy (t5) made: {"distinct", "pairs_used", "kept"}."""
+        return dict(self.extras.get("x_generated", {}))
+
+    @property
+    def finished_trials(self) -> int:
+        """Trials (Optuna) or templates the run has finished."""
+        return int(self.extras.get("x_study", {}).get("finished") or (self.scored + self.cached) or len(self.entries))
 
     def track(self, work: dict) -> None:
         """Count the encodings a scorer does from now on (its live ``work`` tally) in the stats."""
@@ -172,6 +197,47 @@ class Results:
         if self.path is not None:
             atomic_write(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
+    # ---- what a command prints ---------------------------------------------------------------
+    def format_ranking(self, top: int | None = None) -> str:
+        """The best ``top`` templates with their score and any held-out scores."""
+        ranked = self.ranked()[:top] if top else self.ranked()
+        w = max([len(e.template) for e in ranked] + [8])
+        kind = "denoised" if self.denoise else "raw"
+        held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
+        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {self.dataset + ' (' + kind + ')':>20}"
+                 + "".join(f"  {t:>10}" for t in held)]
+        for i, e in enumerate(ranked, 1):
+            v = e.validation or {}
+            lines.append(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}"
+                         + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in held))
+        if held:
+            lines.append(f"(held-out: the best {self.validation['top']} by {self.dataset}, scored on {', '.join(held)})")
+        return "\n".join(lines)
+
+    def format_stats(self) -> str:
+        d = self.to_dict()["stats"]
+        tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
+        work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
+        work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
+        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}; {d['cached']} came from the cache; "
+                f"results: {self.path}")
+
+    def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
+        """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
+        compares with the results file ``compare``'s."""
+        parts = ([self.format_ranking(top)] if top else []) + ([self.format_stats()] if stats else [])
+        line = self.compare(Results.load(compare)) if compare else ""
+        return "\n".join(parts + ([line] if line else []))
+
+    def compare(self, other: "Results") -> str:
+        """One line: this run's best against another run's (empty if the other holds none)."""
+        ob, b = other.best, self.best
+        if ob is None or b is None:
+            return ""
+        diff = b.spearman - ob.spearman
+        verdict = "is at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
+        return f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best {ob.spearman:.2f} ({ob.template})"
+
 
 def load(path) -> dict:
     """Read a results file, checking the schema; one-line error if it is not one."""
@@ -193,8 +259,6 @@ def load(path) -> dict:
     return d
 
 
-def top_templates(path, k: int = 2) -> list[dict]:
+def top_templates(path, k: int = 2) -> list[Entry]:
     """The best ``k`` entries of a results file (what the fine-tuner reads)."""
-    d = load(path)
-    ranked = sorted(d["templates"], key=lambda e: -e["spearman"])
-    return ranked[:k]
+    return sorted(Results.load(path).entries.values(), key=lambda e: -e.spearman)[:k]

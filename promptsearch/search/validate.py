@@ -35,3 +35,18 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
         v = results.entries[t].validation or {}
         results.entries[t].validation = {k: v[k] for k in tasks if k in v} or None
     results.save()
+
+
+def held_out_tasks(spec: str, top: int, data_dir=None, fmt=None) -> list[str]:
+    """The held-out tasks ``spec`` names (none when ``top`` is 0), each read now — not after the search."""
+    from ..data import expand_tasks, load_task
+    from ..errors import DataError, PromptSearchError
+
+    try:
+        tasks = expand_tasks(spec) if top and spec.strip() else []
+        for t in tasks:
+            load_task(t, data_dir, fmt)
+    except DataError as exc:
+        raise PromptSearchError(f"held-out validation: {exc}; pass --validate-on TASKS, or --validate-top 0 to skip "
+                                "it") from None
+    return tasks

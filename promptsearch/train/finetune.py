@@ -197,3 +197,50 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
                                     "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
                                     **info}})
     write_sentence_transformers_files(out)
+
+
+def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):
+    """The templates a fine-tuning run trains with: ``template_dir``'s (an OptiPrompt run, whose
+    vectors come along: returned as the second value), then the given ones, then the best of a
+    search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both)."""
+    from ..errors import PromptSearchError
+    from ..search.results import top_templates
+
+    chosen = [Template.parse(t).text for t in templates]
+    if results:
+        best = top_templates(results, 2 if mode == "unsup" else 1)
+        if not best:
+            raise PromptSearchError(f"--templates {results} holds no scored templates yet; run a search into it "
+                                    "first, or give --template T")
+        chosen += [e.template for e in best]
+    soft = None
+    if template_dir:
+        from ..model.saved import load_template_dir
+
+        cfg, soft = load_template_dir(template_dir)
+        chosen.insert(0, cfg["template"])
+    if not chosen:
+        raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
+    if mode == "unsup" and len(chosen) == 1:
+        chosen = chosen * 2
+    return (chosen[:2] if mode == "unsup" else chosen[:1]), soft
+
+
+def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=None) -> PromptEncoder:
+    """The encoder to fine-tune: a masked LM (one-line error for a causal LM), with an OptiPrompt
+    run's vectors (``soft``, from :func:`choose_templates`) on its template."""
+    if enc.model.causal:
+        from ..errors import PromptSearchError
+
+        raise PromptSearchError(f"{model_name} is a causal LM; fine-tuning covers masked LMs (for a causal LM: "
+                                "optiprompt, which trains only the template's vectors)")
+    if soft is not None:
+        enc.set_soft_prompt(template, soft.to(enc.device))
+    return enc
+
+
+def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False) -> str:
+    """What a finished fine-tuning run says."""
+    return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['start_stsb_dev']:.2f} "
+            f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
+            f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s on {summary['device']}); saved to {out}")

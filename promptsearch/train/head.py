@@ -33,9 +33,6 @@ from tqdm.auto import tqdm
 
 from ..errors import PromptSearchError
 
-from ..data import load_corpus, load_task, load_texts, read_snli_sentences, read_wordnet_texts
-from ..data.user import is_user_dataset
-from ..data.corpora import WORDNET_DIR
 from ..encoding.batching import pad
 from ..fileio import atomic_replace, atomic_write
 from ..model.loading import model_fingerprint
@@ -43,44 +40,7 @@ from ..paths import cache_dir as cache_dir_path
 from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
 
 
-# ---- corpus ----------------------------------------------------------------------------------
-
-CORPORA = ("wiki", "wordnet", "snli", "sts")
-
-
-def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None) -> dict[str, list[str]]:
-    """Sentences per source: the Wikipedia sample, WordNet glosses and examples, SNLI dev+test
-    sentences, the *training* splits of STS-B and SICK (evaluation splits stay unseen), or a
-    user corpus (a file or data set with a text column)."""
-    out: dict[str, list[str]] = {}
-    for part in parts:
-        if part == "wiki":
-            out[part] = load_corpus(data_dir=data_dir)
-        elif part == "wordnet":
-            out[part] = read_wordnet_texts(wordnet_dir or WORDNET_DIR)
-        elif part == "snli":
-            out[part] = read_snli_sentences(data_dir)
-        elif part == "sts":
-            s: list[str] = []
-            for task in ("stsb-train", "sickr-train"):
-                s += load_task(task, data_dir).sentences()
-            out[part] = s
-        elif is_user_dataset(part):  # a text file, a table with a text column, a hub id
-            out[part] = list(load_texts(part)["text"])
-        else:
-            raise PromptSearchError(f"unknown corpus {part!r}; choose from {', '.join(CORPORA)} or give a text file")
-    return out
-
-
-def dedupe(sentences: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for s in sentences:
-        k = s.lower()
-        if k not in seen:
-            seen.add(k)
-            out.append(s)
-    return out
+from .head_corpus import CORPORA, dedupe, head_corpus, training_sentences  # noqa: F401  (the job's corpus)
 
 
 # ---- masked states ---------------------------------------------------------------------------
@@ -396,3 +356,16 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     path = save_head(head, out / "head.safetensors", info)
     atomic_write(out / "train-head.json", json.dumps(info, indent=2) + "\n")
     return HeadReport(head, path, acc, uni, hist, len(sentences), len(train.targets))
+
+
+def head_model(name: str, device=None, log: Callable[[str], None] = print):
+    """The model a [MASK] head is trained on (its own MLM head left out); one-line error if its
+    tokenizer has no mask token."""
+    from ..model import load_model
+
+    model = load_model(name, device=device, mask_head="none")
+    if model.tokenizer.mask_token is None:
+        raise PromptSearchError(f"{name}'s tokenizer has no mask token; a [MASK] head needs one")
+    if model.mlm is not None:
+        log(f"note: {name} has its own MLM head; the trained one is used only when passed with --mlm-head")
+    return model

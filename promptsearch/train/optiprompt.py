@@ -103,3 +103,10 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(time.time() - t0, 1), "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
     return summary
+
+
+def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
+    """What a finished OptiPrompt run says."""
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['manual_stsb_dev']:.2f} "
+            f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
+            f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {out}")

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..errors import PromptSearchError
 from .leaderboard import LeaderboardScreen
 from .predictions import PredictionsScreen
 from .sources import OptunaSource, ResultsFileSource
@@ -47,6 +48,8 @@ class PromptSearchApp(App):
                  model: str = "default", encoder=None, poll_seconds: float = 1.0, mask_head: str | None = None,
                  dataset: str = "stsb-dev"):
         super().__init__()
+        if bool(storage) != bool(study_name):
+            raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
         if storage and study_name:
             self.source = OptunaSource(storage, study_name)
             self.sub_title = f"study {study_name}"

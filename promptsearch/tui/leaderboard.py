@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -95,11 +92,15 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:
-        cmd = [sys.executable, "-m", "promptsearch", "greedy", "--model", self.app.model_name, "--dataset", self.app.dataset,
-               "--out", out, "-q"]
-        self.app.call_from_thread(self._set_status, f"running: {' '.join(cmd[2:])}")
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        msg = "search finished" if p.returncode == 0 else f"search failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
+        from ..errors import PromptSearchError
+        from ..search import greedy_search  # torch loads with the first search, not at start-up
+
+        self.app.call_from_thread(self._set_status, f"running: greedy on {self.app.dataset} into {out}")
+        try:
+            greedy_search(self.app.get_encoder(), out, self.app.model_name, self.app.dataset)
+            msg = "search finished"
+        except PromptSearchError as exc:
+            msg = f"search failed: {exc}"
         self.app.call_from_thread(self._set_status, msg)
 
     def _set_status(self, text: str) -> None:

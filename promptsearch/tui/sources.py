@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from ..search.results import load
+from ..search.results import Results
 
 
 @dataclass
@@ -63,17 +63,13 @@ class ResultsFileSource(_Polled):
         if not self.path.exists():
             return Board(error=f"waiting for {self.path} ...")
         try:
-            d = load(self.path)  # the schema checked: a file of another kind says so
+            res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
             return Board(error=str(exc))
-        entries = d.get("templates", [])
-        rows = sorted(((float(e["spearman"]), e["template"]) for e in entries), key=lambda r: -r[0])
-        timeline = [float(e["spearman"]) for e in sorted(entries, key=lambda e: e.get("order", 0))]
-        stats = d.get("stats", {})
-        trials = d.get("x_study", {}).get("finished") or (stats.get("scored", 0) + stats.get("cached", 0)) or len(entries)
-        held = {e["template"]: e["validation"] for e in entries if e.get("validation")}
-        return Board(d.get("strategy", "-"), d.get("model", "-"), d.get("dataset", "-"), bool(d.get("denoise", True)),
-                     int(trials), rows, timeline, held_out=held)
+        rows = [(float(e.spearman), e.template) for e in res.ranked()]
+        timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
+        held = {e.template: e.validation for e in res.entries.values() if e.validation}
+        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held)
 
 
 class OptunaSource(_Polled):

@@ -1,0 +1,77 @@
+"""eval, ditto-search, report, predict, table9: numbers and predictions for given representations."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..data import check_data, expand_tasks, one_dataset
+from ..encoding.reps import rep_from_options
+from ..eval import anisotropy, evaluate_reps, evaluators
+from ..eval.ditto import best_head_line, format_heads, search_heads
+from ..eval.predict import check_sentences, format_predictions, head_note, predict
+from ..eval.tables import check_report_file, eval_output, report, table9
+from . import options as o
+
+
+def cmd_eval(args) -> int:
+    tasks = expand_tasks(args.tasks)
+    check_data(tasks, args.data_dir)  # fail fast on a missing data dir, before loading the model
+    enc, template, denoise = None, args.template, args.denoise
+    if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template
+        enc = o.template_dir_encoder(args)
+        template, denoise = enc.default_template, args.denoise or enc.default_denoise
+    rep = rep_from_options(template and o.template(args, template), denoise, args.pooling, args.head)
+    enc = enc or (o.template_dir_encoder(args) if args.template_dir else o.encoder(args))
+    rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
+    t0 = time.time()
+    res = evaluate_reps(enc, [rep], evaluators(tasks, args.data_dir, o.fmt(args)), args.data_dir, o.show(args))[rep]
+    aniso = anisotropy(enc, [rep], data_dir=args.data_dir)[rep] if args.anisotropy else None
+    if not args.json:
+        print(f"model: {args.model}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
+    print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))
+    return 0
+
+
+def cmd_ditto_search(args) -> int:
+    task = one_dataset(args.dataset)
+    check_data([task], args.data_dir)
+    scores = search_heads(o.encoder(args), task, data_dir=args.data_dir, show_progress_bar=o.show(args), fmt=o.fmt(args))
+    heads = [{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores]
+    print(json.dumps(heads, indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{best_head_line(scores)}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Every baseline, the paper's templates raw and denoised, and the best Ditto head."""
+    tasks = expand_tasks(args.tasks)
+    check_data(tasks + ["stsb-dev"], args.data_dir)  # the Ditto head is chosen on STS-B dev
+    if args.json:
+        check_report_file(args.json)
+    enc, t0 = o.encoder(args), time.time()
+    table = report(enc, tasks, args.model, [o.template(args, t) for t in args.template] if args.template else None, args.demos,
+                   args.data_dir, o.show(args), o.fmt(args), args.json, log=lambda line: print(line, file=sys.stderr))
+    print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
+          f"Wikipedia pairs)\n{table}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    template, sentences = o.template(args, args.template).text, check_sentences(args.sentences)
+    enc = o.encoder(args)
+    if note := head_note(enc, args.model, args.quiet):
+        print(note, file=sys.stderr)
+    preds = predict(enc, enc.prepare(sentences), template, top_k=args.top_k)
+    rows = [{"sentence": p.sentence, "raw": p.raw, "denoised": p.denoised} for p in preds]
+    print(json.dumps(rows, indent=2) if args.json else format_predictions(preds, template, args.denoise))
+    return 0
+
+
+def cmd_table9(args) -> int:
+    """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
+    tasks, template = expand_tasks(args.tasks), o.template(args, args.template).text
+    check_data(tasks, args.data_dir)
+    table = table9(o.encoder(args), template, tasks, args.data_dir, o.show(args), o.fmt(args))
+    print(f"model: {args.model}   template: {template}\n{table}")
+    return 0

@@ -1,0 +1,40 @@
+"""What the commands share: the encoder the model-and-data flags describe, templates as given."""
+
+from __future__ import annotations
+
+from ..data import PairFormat
+from ..encoding import PromptEncoder
+from ..errors import PromptSearchError
+from ..library import resolve_template
+from ..model.saved import template_dir_config
+
+
+def show(args):
+    return False if args.quiet else None
+
+
+def fmt(args) -> PairFormat:
+    return PairFormat.parse(args.columns, args.subset_column)
+
+
+def template(args, text: str):
+    """A template given on the command line: a shipped name (PromptEOL ...) or text, with --demos."""
+    return resolve_template(text, getattr(args, "demos", None))
+
+
+def encoder(args, path=None, training: bool = False) -> PromptEncoder:
+    """The encoder the flags describe: ``--model``, or a trained directory ``path`` (its own settings)."""
+    if training and args.compat == "reference":
+        raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
+                                "default inputs, so drop --compat")
+    kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
+              add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
+    if path is not None:
+        return PromptEncoder.from_pretrained(str(path), **kw)
+    return PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
+
+
+def template_dir_encoder(args) -> PromptEncoder:
+    """eval/score --template-dir: the directory's model, template and vectors (checked first)."""
+    template_dir_config(args.template_dir)  # one-line error if it is not one
+    return encoder(args, args.template_dir)

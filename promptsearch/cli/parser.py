@@ -1,0 +1,246 @@
+"""The command line's flags: every subcommand and what it takes (commands load when they run)."""
+
+from __future__ import annotations
+
+import argparse
+
+PAPER_T = 'This sentence : "[X]" means [MASK] .'
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says what to do."""
+
+    def error(self, message):  # noqa: D401
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def at_least(minimum: int, kind=int):
+    """An argparse type: a number (``kind``) of at least ``minimum``, checked when the flags are read;
+    ``kind=float`` with ``minimum=0`` wants a finite number above 0 (learning rates, epochs)."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if kind is float and not (minimum < v < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a number above {minimum}, not {text}")
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {v}")
+        return v
+    return parse
+
+
+positive = at_least(0, float)
+
+
+def _command(sub, name: str, func: str, **kw) -> Parser:
+    """A subcommand whose ``func`` ("module:function" of this package) loads only when it runs."""
+    p = sub.add_parser(name, **kw)
+    p.set_defaults(func=func)
+    return p
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model and data")
+    g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
+    g.add_argument("--mlm-head", default=None, metavar="FILE",
+                   help="a head.safetensors from train-head for [MASK] predictions ('none': no trained head; "
+                        "default: the shipped head for the default model)")
+    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
+    g.add_argument("--columns", default=None, metavar="A,B,SCORE",
+                   help="pair columns of a user data set (default: sentence1,sentence2,score or a common spelling)")
+    g.add_argument("--subset-column", default=None, metavar="NAME",
+                   help="a column grouping a user data set's pairs into subsets (SentEval's 'all' aggregation)")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: spread a large model over the devices "
+                                                "there are (default: cuda if available)")
+    g.add_argument("--batch-size", type=at_least(1), default=64)
+    g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
+    g.add_argument("--no-period", dest="add_period", action="store_false",
+                   help="don't append '.' to sentences that don't end in . ? \" ' before they fill [X]")
+    g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")
+    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
+                   help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
+                        "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
+    g.add_argument("--demos", default=None, metavar="FILE",
+                   help="in-context demonstrations put before the template (PromptEOL style, causal LMs): "
+                        "'sentence<TAB>word' lines")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def _evaluate(sub) -> None:
+    e = _command(sub, "eval", "evaluate:cmd_eval", help="evaluate one template or pooling on STS tasks",
+                       description="Spearman x100 of cosine similarity on STS tasks for one representation.")
+    _common(e)
+    e.add_argument("--template", help="e.g. 'This sentence : \"[X]\" means [MASK] .'")
+    e.add_argument("--denoise", action="store_true", help="subtract the template bias (position-shifted template-only pass)")
+    e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto; with --template: topk-static (Eq. 3)")
+    e.add_argument("--head", help="Ditto head as L-H, 0-based (with --pooling ditto)")
+    e.add_argument("--tasks", default="stsb-dev", help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
+    e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
+    e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    e.add_argument("--subsets", action="store_true", help="also print per-subset Spearman")
+    e.add_argument("--anisotropy", action="store_true", help="also report mean cosine of random Wikipedia pairs")
+    e.add_argument("--template-dir", help="a directory written by optiprompt or finetune (its model, template, vectors)")
+
+    d = _command(sub, "ditto-search", "evaluate:cmd_ditto_search", help="grid-search the Ditto attention head on STS-B dev")
+    _common(d)
+    d.add_argument("--dataset", default="stsb-dev", help="the set heads are scored on (default stsb-dev; any data set)")
+    d.add_argument("--top", type=at_least(1), default=10)
+    d.add_argument("--json", action="store_true")
+
+    r = _command(sub, "report", "evaluate:cmd_report", help="the README table: every baseline, paper templates +/- denoising, best Ditto head")
+    _common(r)
+    r.add_argument("--tasks", default="sts-all")
+    r.add_argument("--template", action="append", help="template(s) instead of the paper's three (repeatable)")
+    r.add_argument("--json", metavar="FILE", help="also write all numbers (with subsets) to FILE")
+
+    pr = _command(sub, "predict", "evaluate:cmd_predict", help="top-k [MASK] tokens without and with template denoising (Table 7)")
+    _common(pr)
+    pr.add_argument("sentences", nargs="*")
+    pr.add_argument("--template", default=PAPER_T)
+    pr.add_argument("--top-k", type=at_least(1), default=5)
+    pr.add_argument("--denoise", choices=["both", "yes", "no"], default="both", help="which columns to show")
+    pr.add_argument("--json", action="store_true")
+
+    t9 = _command(sub, "table9", "evaluate:cmd_table9", help="[MASK] state vs avg. top-200 static embeddings (Eq. 3), +/- denoising")
+    _common(t9)
+    t9.add_argument("--template", default=PAPER_T)
+    t9.add_argument("--tasks", default="stsb-dev,stsb")
+
+
+def _search_flags(p, out: str | None) -> None:
+    _common(p)
+    g = p.add_argument_group("scoring")
+    g.add_argument("--out", default=out, help=f"results JSON (default {out}); an existing one is resumed")
+    g.add_argument("--dataset", default="stsb-dev", help="scoring set (default stsb-dev)")
+    g.add_argument("--no-denoise", dest="denoise", action="store_false",
+                   help="rank by the raw [MASK] state (default: denoised; both are cached)")
+    g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
+    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
+                   help="screening precision for racing/pruning rungs (auto: the reference precision, bf16 where fast "
+                        "else fp32; int8: quantized linear layers, CPU). Recorded scores are always the reference precision's")
+    g.add_argument("--validate-top", type=at_least(0), default=5, metavar="K",
+                   help="after the search, score the best K templates on held-out sets (default 5; 0: off)")
+    g.add_argument("--validate-on", default="stsb,sickr", metavar="TASKS",
+                   help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
+
+
+def _search(sub) -> None:
+    gr = _command(sub, "greedy", "search:cmd_greedy", help="greedy template search (relation tokens, then prefix tokens; PromptBERT Table 4)")
+    _search_flags(gr, "best.json")
+    gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
+    gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
+    gr.add_argument("--no-racing", action="store_true",
+                    help="score every candidate on the full set (the paper's protocol; default: race them on growing subsets)")
+    gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
+                    help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
+    gr.add_argument("--finalists", type=at_least(1), default=2, help="candidates per step that get a full-set score (default 2)")
+
+    op = _command(sub, "optuna", "search:cmd_optuna", help="TPE search over a template grammar with successive-halving pruning (resumable, multi-worker)")
+    _search_flags(op, "optuna.json")
+    op.add_argument("--trials", type=at_least(1), default=60, help="total finished trials for the study (all workers together)")
+    op.add_argument("--grammar", default="grammar", help="grammar JSON: a shipped name or a path")
+    op.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///<out>.db beside --out); share it to run several workers")
+    op.add_argument("--study-name", help="default: promptsearch-<model>-<dataset>-<denoised|raw>")
+    op.add_argument("--seed", type=at_least(0), default=None, help="TPE sampler seed")
+    op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
+    op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")
+    op.add_argument("--top", type=at_least(1), default=10)
+
+    t5 = _command(sub, "t5", "search:cmd_t5", help="definition-driven generation: T5 (or the MLM) fills spans around WordNet (word, definition) pairs")
+    _search_flags(t5, "t5.json")
+    t5.add_argument("--generator", choices=["t5", "mlm"], default="t5", help="t5 (needs --model-t5) or mlm (offline: the searched model)")
+    t5.add_argument("--model-t5", default="google-t5/t5-base", help="T5 HF id or local path")
+    t5.add_argument("--num-templates", type=at_least(1), default=500, help="distinct templates to collect and score")
+    t5.add_argument("--num-pairs", type=at_least(1), default=200, help="WordNet pairs per generation round")
+    t5.add_argument("--num-beams", type=at_least(1), default=8, help="T5 beam size (= sequences kept per pair)")
+    t5.add_argument("--wordnet-dir", default="/usr/share/wordnet", help="folder with WordNet's data.noun/verb/adj/adv")
+    t5.add_argument("--seed", type=at_least(0), default=0)
+    t5.add_argument("--compare", metavar="RESULTS", help="a results file to compare the best with")
+    t5.add_argument("--top", type=at_least(1), default=10)
+
+    sc = _command(sub, "score", "search:cmd_score", help="score given templates on STS-B dev and print the ranking")
+    _search_flags(sc, None)
+    sc.add_argument("templates", nargs="*", help="templates, each with one [X] and one [MASK]")
+    sc.add_argument("--file", help="a file with one template a line (# comments allowed)")
+    sc.add_argument("--template-dir", help="a directory written by optiprompt or finetune (scores its template with its vectors)")
+
+
+def _train_flags(p, out: str) -> None:
+    _common(p)
+    g = p.add_argument_group("training")
+    g.add_argument("--train-file", help="a .txt (one sentence a line), a .csv/.tsv/.json/.jsonl/.parquet file or dataset "
+                                        "folder with a text column, or a hub id (default: the Wikipedia sample in the "
+                                        "data folder's train/); finetune --mode sup: sent0,sent1,hard_neg columns")
+    g.add_argument("--text-column", default=None, help="the text column of --train-file (default: text, sentence, ...)")
+    g.add_argument("--dataset", default="stsb-dev", help="dev set for choosing the best checkpoint (default stsb-dev; any data set)")
+    g.add_argument("--train-batch-size", type=at_least(2), default=None,
+                   help="sentences per step (at least 2: the other sentences of a batch are the negatives)")
+    g.add_argument("--lr", type=positive, default=None)
+    g.add_argument("--max-seq-length", type=at_least(1), default=32, help="sentence tokens kept per example")
+    g.add_argument("--eval-steps", type=at_least(1), default=None, help="evaluate on STS-B dev every N steps")
+    g.add_argument("--seed", type=at_least(0), default=42)
+    g.add_argument("--seeds", default=None, metavar="S1,S2,...",
+                   help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
+    g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
+    g.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in --out and start over")
+    g.add_argument("--final-tasks", default="sts-all", help="tasks of the before/after table at the end")
+
+
+def _train(sub) -> None:
+    th = _command(sub, "train-head", "train:cmd_train_head", help="learn a [MASK] prediction head on the frozen encoder (models without an MLM head)")
+    _common(th)
+    th.add_argument("--out", default="head", help="output directory (head.safetensors, train-head.json, checkpoint)")
+    th.add_argument("--corpus", default="wiki,wordnet,snli,sts",
+                    help="comma list: wiki (Wikipedia sample), wordnet (glosses + examples), snli, sts (STS-B/SICK train), "
+                         "or text files / data sets (one sentence a line, or a text column)")
+    th.add_argument("--wordnet-dir", default=None, help="WordNet data files (default /usr/share/wordnet)")
+    th.add_argument("--max-sentences", type=at_least(1), default=None, help="use a random subset of the corpus")
+    th.add_argument("--decoder", choices=["rank", "full", "tied"], default="rank",
+                    help="rank: word embeddings + a trainable low-rank correction (small file); full: untied; tied: BERT's")
+    th.add_argument("--rank", type=at_least(1), default=64)
+    th.add_argument("--depth", type=at_least(1), default=1, help="dense+GELU+LayerNorm blocks before the decoder")
+    th.add_argument("--epochs", type=at_least(1), default=4)
+    th.add_argument("--head-batch-size", type=at_least(1), default=1024, help="masked states per training step")
+    th.add_argument("--lr", type=positive, default=2e-3)
+    th.add_argument("--heldout", type=at_least(1), default=2000, help="sentences whose masked tokens are held out")
+    th.add_argument("--seed", type=at_least(0), default=0)
+    th.add_argument("--cache-dir", default=None, help="where masked states are cached (default ~/.cache/promptsearch/head)")
+
+    op = _command(sub, "optiprompt", "train:cmd_optiprompt", help="learn continuous template vectors with the encoder frozen (unsup SimCSE loss)")
+    _train_flags(op, "runs/optiprompt")
+    op.add_argument("--template", help="manual template to start from (default: the paper's first)")
+    op.add_argument("--steps", type=at_least(1), default=200)
+    op.add_argument("--denoise", action="store_true", help="train and evaluate the denoised [MASK] state")
+
+    f = _command(sub, "finetune", "train:cmd_finetune", help="prompt-based contrastive fine-tuning with template denoising (unsup or sup NLI)")
+    _train_flags(f, "runs/finetune")
+    f.add_argument("--mode", choices=["unsup", "sup"], default="unsup")
+    f.add_argument("--templates", metavar="RESULTS", help="a search's results JSON: unsup takes its top-2, sup its best")
+    f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
+    f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
+    f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
+    f.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
+    f.add_argument("--epochs", type=positive, default=1.0)
+    f.add_argument("--max-steps", type=at_least(1), default=None)
+
+
+def build_parser() -> Parser:
+    from .. import __version__
+
+    p = Parser(prog="promptsearch", description="Find prompt templates that turn a masked LM into a sentence encoder.")
+    p.add_argument("--version", action="version", version=f"promptsearch {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    _evaluate(sub)
+    _train(sub)
+    _search(sub)
+    tu = _command(sub, "tui", "search:cmd_tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
+    tu.add_argument("--results", default="best.json", help="results JSON to follow (default best.json)")
+    tu.add_argument("--storage", help="an Optuna storage URL to follow instead")
+    tu.add_argument("--study-name")
+    tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
+    tu.add_argument("--mlm-head", default=None, metavar="FILE", help="a head.safetensors from train-head for the predictions")
+    tu.add_argument("--dataset", default="stsb-dev", help="data set for searches started from the TUI and for random "
+                                                          "sentences (default stsb-dev; any data set the tool reads)")
+    return p

@@ -1,0 +1,84 @@
+"""greedy, optuna, t5, score, tui: template search into one results file, through one scorer."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+
+from ..data import check_data, one_dataset, read_wordnet
+from ..errors import PromptSearchError
+from ..fileio import check_writable
+from ..library import read_templates
+from ..search import GivenTemplates, Results, Scorer, run_strategy
+from ..search.generate import GenerateSearch
+from ..search.grammar import Grammar
+from ..search.greedy import Greedy, format_path, load_vocabulary
+from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
+from ..search.racing import Racing
+from ..search.validate import held_out_tasks
+from . import options as o
+
+
+def _run(args, strategy, *checks, enc=None) -> Results:
+    """Check what fails fast (--out, ``checks``, the data, the held-out sets, --cache) before a model
+    loads, then run ``strategy`` into --out with held-out validation."""
+    if args.out:
+        check_writable(args.out)
+    for check in checks:
+        check()
+    check_data([one_dataset(args.dataset)], args.data_dir)
+    tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
+    if args.out and args.cache and not args.no_cache and Path(args.cache).resolve() == Path(args.out).resolve():
+        raise PromptSearchError(f"--cache and --out are both {args.out}; the cache is a separate file (e.g. scores.jsonl)")
+    scorer = Scorer(enc or o.encoder(args), dataset=one_dataset(args.dataset), denoise=args.denoise, data_dir=args.data_dir,
+                    cache_path=args.cache, use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision)
+    return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args))
+
+
+def cmd_greedy(args) -> int:
+    racing = None if args.no_racing else Racing.parse(args.race_rungs, args.finalists)
+    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), racing=racing)
+    res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
+    print(f"{format_path(strat.path, res)}\n\nbest: {res.best.template}   {res.best.spearman:.2f}\n{res.summary()}")
+    return 0
+
+
+def cmd_score(args) -> int:
+    enc = o.template_dir_encoder(args) if args.template_dir and not (args.templates or args.file) else None
+    templates = read_templates([enc.default_template] if enc else args.templates, args.file, args.demos)
+    res = _run(args, GivenTemplates([t.text for t in templates]), enc=enc)
+    print(res.summary(top=len(res.entries), stats=bool(args.out)))
+    return 0
+
+
+def cmd_optuna(args) -> int:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
+                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise),
+                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args))
+    res = _run(args, strat, lambda: Grammar.load(args.grammar), lambda: args.compare and Results.load(args.compare),
+               lambda: print(strat.describe(), file=sys.stderr))
+    print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
+    return 0
+
+
+def cmd_t5(args) -> int:
+    strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
+                           num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
+                           show_progress_bar=o.show(args), name="t5")
+    res = _run(args, strat, lambda: read_wordnet(args.wordnet_dir))  # fail fast on a missing WordNet
+    g = res.generated
+    print(f"generated {g.get('distinct', '?')} distinct templates from {g.get('pairs_used', '?')} WordNet (word, definition) "
+          f"pairs with the {args.generator} generator; scored the top {g.get('kept', '?')}\n"
+          + res.summary(top=args.top, compare=args.compare))
+    return 0
+
+
+def cmd_tui(args) -> int:
+    from ..tui import PromptSearchApp
+
+    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
+                    mask_head=args.mlm_head, dataset=one_dataset(args.dataset)).run()
+    return 0

@@ -1,0 +1,90 @@
+"""optiprompt, finetune, train-head: training runs, each resumable, with their before/after tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
+from ..encoding.batching import bf16_supported
+from ..fileio import check_writable
+from ..library import default_template
+from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
+from ..train.finetune import summary_line as finetune_line
+from ..train.head import HeadConfig, HeadTrainSettings, head_model, run_train_head
+from ..train.head_corpus import corpus_parts, training_sentences
+from ..train.optiprompt import OptiPromptConfig, train_optiprompt
+from ..train.optiprompt import summary_line as optiprompt_line
+from ..train.seeds import parse_seeds, seed_outputs, seeds_report
+from . import options as o
+
+
+def _start(args) -> list[int]:
+    """What fails fast (--seeds, the data) before the corpus or a model loads; the seeds."""
+    seeds = parse_seeds(args.seeds, args.seed)
+    check_data(expand_tasks(args.final_tasks) + [one_dataset(args.dataset)], args.data_dir)
+    return seeds
+
+
+def _dev(args) -> dict:
+    """The training keywords every run shares: dev set, resume, data."""
+    return dict(data_dir=args.data_dir, resume=not args.no_resume, dev_dataset=one_dataset(args.dataset), fmt=o.fmt(args))
+
+
+def _table(args, seeds, template: str, labels) -> int:
+    """The before/after table (several seeds: mean ± std, also in OUT/seeds.json)."""
+    print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), template, args.denoise,
+                       expand_tasks(args.final_tasks), args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args)))
+    return 0
+
+
+def cmd_optiprompt(args) -> int:
+    seeds, corpus = _start(args), training_corpus(args.train_file, args.text_column, args.data_dir)
+    check_writable(Path(args.out) / "promptsearch.json")
+    enc = o.encoder(args, training=True)
+    template = (o.template(args, args.template).text if args.template
+                else default_template(enc.model.config.model_type, enc.model.causal))
+    for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
+        cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
+                               max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
+                               seed=seed, show_progress_bar=o.show(args))
+        summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
+                                   **_dev(args))
+        print(optiprompt_line(summary, cfg, out, len(seeds) > 1))
+    return _table(args, seeds, template, ["manual template", "OptiPrompt vectors"])
+
+
+def cmd_finetune(args) -> int:
+    seeds = _start(args)
+    templates, soft = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
+                                       args.template_dir)
+    if args.mode == "unsup":
+        data = training_corpus(args.train_file, args.text_column, args.data_dir)
+    else:
+        data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
+    check_writable(Path(args.out) / "promptsearch.json")
+    for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
+        enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
+        if i == 0:
+            print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
+                             micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
+                             max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=seed,
+                             show_progress_bar=o.show(args))
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
+    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
+
+
+def cmd_train_head(args) -> int:
+    """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
+    sentences, counts = training_sentences(args.corpus, args.data_dir, args.wordnet_dir, args.max_sentences, args.seed)
+    print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
+    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank,
+                     depth=args.depth)
+    settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
+                                 bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
+    rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,
+                         show_progress_bar=not args.quiet, meta={"corpus": corpus_parts(args.corpus)})
+    print(f"{rep.summary()}\nwrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
+    return 0
