@@ -20,10 +20,10 @@ def cmd_eval(args) -> int:
     check_data(tasks, args.data_dir)  # fail fast on a missing data dir, before loading the model
     enc, template, denoise = None, args.template, args.denoise
     if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template
-        enc = o.template_dir_encoder(args)
+        enc = o.encoder(args, args.template_dir)
         template, denoise = enc.default_template, args.denoise or enc.default_denoise
     rep = rep_from_options(template and o.template(args, template), denoise, args.pooling, args.head)
-    enc = enc or (o.template_dir_encoder(args) if args.template_dir else o.encoder(args))
+    enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()
     res = evaluate_reps(enc, [rep], evaluators(tasks, args.data_dir, o.fmt(args)), args.data_dir, o.show(args))[rep]

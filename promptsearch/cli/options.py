@@ -23,18 +23,14 @@ def template(args, text: str):
 
 
 def encoder(args, path=None, training: bool = False) -> PromptEncoder:
-    """The encoder the flags describe: ``--model``, or a trained directory ``path`` (its own settings)."""
+    """The encoder the flags describe: ``--model``, or a directory ``path`` written by optiprompt or
+    finetune (checked first; its own model, template and vectors)."""
     if training and args.compat == "reference":
         raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
                                 "default inputs, so drop --compat")
     kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
               add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
     if path is not None:
+        template_dir_config(path)  # one-line error if it is not one
         return PromptEncoder.from_pretrained(str(path), **kw)
     return PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
-
-
-def template_dir_encoder(args) -> PromptEncoder:
-    """eval/score --template-dir: the directory's model, template and vectors (checked first)."""
-    template_dir_config(args.template_dir)  # one-line error if it is not one
-    return encoder(args, args.template_dir)

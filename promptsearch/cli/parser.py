@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from ..template import quote
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 
@@ -12,6 +15,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):  # noqa: D401
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """Arguments from the shell arrive with undecodable bytes as lone surrogates: say so."""
+        for a in sys.argv[1:] if args is None else args:
+            try:
+                a.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                self.exit(2, f"{self.prog}: error: argument {quote(shown, 80)} is not valid UTF-8; pass text in UTF-8\n")
+        return super().parse_args(args, namespace)
 
 
 def at_least(minimum: int, kind=int):
@@ -62,8 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
                         "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
     g.add_argument("--demos", default=None, metavar="FILE",
-                   help="in-context demonstrations put before the template (PromptEOL style, causal LMs): "
-                        "'sentence<TAB>word' lines")
+                   help="in-context demonstrations put before the template (PromptEOL style, causal LMs): 'sentence<TAB>word' lines")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -170,9 +182,8 @@ def _search(sub) -> None:
 def _train_flags(p, out: str) -> None:
     _common(p)
     g = p.add_argument_group("training")
-    g.add_argument("--train-file", help="a .txt (one sentence a line), a .csv/.tsv/.json/.jsonl/.parquet file or dataset "
-                                        "folder with a text column, or a hub id (default: the Wikipedia sample in the "
-                                        "data folder's train/); finetune --mode sup: sent0,sent1,hard_neg columns")
+    g.add_argument("--train-file", help="a .txt (one sentence a line), a .csv/.tsv/.json/.jsonl/.parquet file or dataset folder "
+                   "with a text column, or a hub id (default: the data folder's Wikipedia sample); sup: sent0,sent1,hard_neg")
     g.add_argument("--text-column", default=None, help="the text column of --train-file (default: text, sentence, ...)")
     g.add_argument("--dataset", default="stsb-dev", help="dev set for choosing the best checkpoint (default stsb-dev; any data set)")
     g.add_argument("--train-batch-size", type=at_least(2), default=None,

@@ -46,7 +46,7 @@ def cmd_greedy(args) -> int:
 
 
 def cmd_score(args) -> int:
-    enc = o.template_dir_encoder(args) if args.template_dir and not (args.templates or args.file) else None
+    enc = o.encoder(args, args.template_dir) if args.template_dir and not (args.templates or args.file) else None
     templates = read_templates([enc.default_template] if enc else args.templates, args.file, args.demos)
     res = _run(args, GivenTemplates([t.text for t in templates]), enc=enc)
     print(res.summary(top=len(res.entries), stats=bool(args.out)))

@@ -20,15 +20,22 @@ from . import options as o
 
 
 def _start(args) -> list[int]:
-    """What fails fast (--seeds, the data) before the corpus or a model loads; the seeds."""
+    """What fails fast (--seeds, the data, --out) before the corpus or a model loads; the seeds."""
     seeds = parse_seeds(args.seeds, args.seed)
     check_data(expand_tasks(args.final_tasks) + [one_dataset(args.dataset)], args.data_dir)
+    check_writable(Path(args.out) / "promptsearch.json")
     return seeds
 
 
 def _dev(args) -> dict:
     """The training keywords every run shares: dev set, resume, data."""
     return dict(data_dir=args.data_dir, resume=not args.no_resume, dev_dataset=one_dataset(args.dataset), fmt=o.fmt(args))
+
+
+def _config(args, seed: int) -> dict:
+    """The config fields both trainers take from the flags (None: the trainer's default)."""
+    return dict(lr=args.lr, batch_size=args.train_batch_size, max_seq_length=args.max_seq_length, eval_steps=args.eval_steps,
+                denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
 
 
 def _table(args, seeds, template: str, labels) -> int:
@@ -40,14 +47,10 @@ def _table(args, seeds, template: str, labels) -> int:
 
 def cmd_optiprompt(args) -> int:
     seeds, corpus = _start(args), training_corpus(args.train_file, args.text_column, args.data_dir)
-    check_writable(Path(args.out) / "promptsearch.json")
     enc = o.encoder(args, training=True)
-    template = (o.template(args, args.template).text if args.template
-                else default_template(enc.model.config.model_type, enc.model.causal))
+    template = o.template(args, args.template).text if args.template else default_template(enc.model.config.model_type, enc.model.causal)
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
-        cfg = OptiPromptConfig(template=template, steps=args.steps, batch_size=args.train_batch_size or 64, lr=args.lr or 3e-3,
-                               max_seq_length=args.max_seq_length, eval_steps=args.eval_steps or 50, denoise=args.denoise,
-                               seed=seed, show_progress_bar=o.show(args))
+        cfg = OptiPromptConfig(template=template, steps=args.steps, **_config(args, seed))
         summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
                                    **_dev(args))
         print(optiprompt_line(summary, cfg, out, len(seeds) > 1))
@@ -62,15 +65,12 @@ def cmd_finetune(args) -> int:
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
     else:
         data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
-    check_writable(Path(args.out) / "promptsearch.json")
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
         enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
         if i == 0:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
-        cfg = FinetuneConfig(mode=args.mode, templates=templates, lr=args.lr, batch_size=args.train_batch_size,
-                             micro_batch=args.micro_batch, max_seq_length=args.max_seq_length, epochs=args.epochs,
-                             max_steps=args.max_steps, eval_steps=args.eval_steps or 25, denoise=args.denoise, seed=seed,
-                             show_progress_bar=o.show(args))
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, micro_batch=args.micro_batch, epochs=args.epochs,
+                             max_steps=args.max_steps, **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
 

@@ -47,7 +47,7 @@ class FinetuneConfig:
     temperature: float = 0.05
     epochs: float = 1.0
     max_steps: int | None = None
-    eval_steps: int = 25
+    eval_steps: int | None = 25
     denoise: bool = True
     seed: int = 42
     show_progress_bar: bool | None = None
@@ -57,6 +57,7 @@ class FinetuneConfig:
         d = DEFAULTS[self.mode]
         self.lr = self.lr if self.lr is not None else d["lr"]
         self.batch_size = self.batch_size or d["batch_size"]
+        self.eval_steps = self.eval_steps or 25
         self.templates = [Template.parse(t).text for t in self.templates]
 
 

@@ -38,6 +38,11 @@ class OptiPromptConfig:
     show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
 
+    def __post_init__(self):  # None (a flag left out): the default
+        for name in ("batch_size", "lr", "eval_steps"):
+            if getattr(self, name) is None:
+                setattr(self, name, type(self).__dataclass_fields__[name].default)
+
 
 def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
     r = enc.rendered(template)
