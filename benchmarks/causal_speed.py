@@ -57,7 +57,7 @@ def naive(enc, sentences: list[str], batch_size: int) -> None:
     with torch.no_grad():
         for i in range(0, len(sentences), batch_size):
             ids = enc.sentence_ids(enc.prepare(sentences[i : i + batch_size]), TEMPLATE)
-            enc.mask_states(ids, TEMPLATE)
+            enc.prompt(ids, TEMPLATE)
 
 
 def main() -> None:

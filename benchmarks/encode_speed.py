@@ -89,7 +89,7 @@ def main():
 
 def linear_flops(enc: PromptEncoder, sentences, template) -> tuple[int, float]:
     """(tokens fed, FLOPs of the linear layers) for encoding the distinct sentences once."""
-    rows = enc.input_rows(list(dict.fromkeys(enc.prepare(sentences))), template)
+    rows = enc.prompt.input_rows(list(dict.fromkeys(enc.prepare(sentences))), template)
     tokens = sum(len(ids) for ids, _, _ in rows)
     per_token = 0
     for m in enc.encoder.modules():

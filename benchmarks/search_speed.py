@@ -45,7 +45,7 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
 
     enc = PromptEncoder.from_pretrained(model, device=str(device), bf16=precision == "bf16", show_progress_bar=False)
     enc.encode(["warm up the thread pools ."] * 8, template="[X] means [MASK] .")
-    enc.clear_cache()
+    enc.prompt.clear_cache()
     times = []
     with timed(device, times):
         scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, use_cache=False, screening=screening)

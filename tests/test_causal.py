@@ -52,7 +52,7 @@ def test_denoising_subtracts_the_template_alone_with_shifted_positions(kind, req
         np.testing.assert_allclose(st.bias[i], _last_state(enc, ids, pos), atol=1e-5)
     np.testing.assert_allclose(enc.encode(SENTS, template=CAUSAL_T, denoise=True), st.raw - st.bias, atol=1e-6)
     with torch.no_grad():
-        b = enc.template_bias(CAUSAL_T, [1, 20]).numpy()
+        b = enc.prompt.template_bias(CAUSAL_T, [1, 20]).numpy()
     assert np.abs(b[0] - b[1]).max() > 1e-4  # the bias depends on the shift
 
 

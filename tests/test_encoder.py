@@ -59,7 +59,7 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(kind, temp
     assert all((t, n) in enc.prompt._bias_cache for n in lengths)
     # the bias really depends on the shift
     with torch.no_grad():
-        b = enc.template_bias(template, [1, 20]).numpy()
+        b = enc.prompt.template_bias(template, [1, 20]).numpy()
     assert not np.allclose(b[0], b[1], atol=1e-4)
 
 

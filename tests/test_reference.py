@@ -84,7 +84,7 @@ def test_default_compat_differs_from_the_reference_on_roberta(sentences, tiny_ro
     r = roberta_enc.rendered(t)
     assert ids_ref != list(r.before) + list(r.after) and start == len(r.before)
     with torch.no_grad():
-        b_ref, b_ps = ref.template_bias(t, [3]).numpy(), roberta_enc.template_bias(t, [3]).numpy()
+        b_ref, b_ps = ref.prompt.template_bias(t, [3]).numpy(), roberta_enc.prompt.template_bias(t, [3]).numpy()
     assert np.abs(b_ref - b_ps).max() > 1e-3
 
 

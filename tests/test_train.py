@@ -43,12 +43,12 @@ def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
 def test_the_bias_cache_follows_the_weights(fresh):
     """No cache to clear by hand: an in-place weight update (an optimizer step) empties it."""
     with torch.no_grad():
-        before = fresh.template_bias(PAPER_T, [5]).clone()
+        before = fresh.prompt.template_bias(PAPER_T, [5]).clone()
         assert fresh.prompt._bias_cache
         torch.manual_seed(0)
         for p in fresh.encoder.parameters():
             p.add_(0.1 * torch.randn_like(p))
-        after = fresh.template_bias(PAPER_T, [5])
+        after = fresh.prompt.template_bias(PAPER_T, [5])
         again = fresh.prompt.template_bias(PAPER_T, [5], cache=False)
     assert (before - after).abs().max() > 1e-2  # recomputed with the new weights ...
     torch.testing.assert_close(after, again, atol=1e-5, rtol=0)  # ... as a fresh computation gives (fp32, other batch)
@@ -76,11 +76,11 @@ def test_denoised_training_views_subtract_the_template_only_forward(fresh):
     fresh.encoder.eval()  # no dropout, so the two computations are comparable
     ids = fresh.sentence_ids(fresh.prepare(["a man plays .", "two dogs run in the park ."]), PAPER_T)
     with torch.enable_grad():
-        den = fresh.mask_states(ids, PAPER_T, denoise=True)
-        raw = fresh.mask_states(ids, PAPER_T, denoise=False)
+        den = fresh.prompt(ids, PAPER_T, denoise=True)
+        raw = fresh.prompt(ids, PAPER_T, denoise=False)
         assert den.requires_grad
     for i, s in enumerate(ids):
-        t_ids, pos, m = fresh.template_only_inputs(PAPER_T, len(s))
+        t_ids, pos, m = fresh.prompt.template_only_inputs(PAPER_T, len(s))
         with torch.no_grad():
             h = fresh.encoder(input_ids=torch.tensor([t_ids]), position_ids=torch.tensor([pos])).last_hidden_state[0, m]
         torch.testing.assert_close(den[i].detach(), raw[i].detach() - h, atol=1e-5, rtol=0)

@@ -163,25 +163,8 @@ class PromptEncoder:
     def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
         return self.prompt.sentence_ids(sentences, template)
 
-    def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
-        return self.prompt.input_rows(sentences, template)
-
-    def template_only_inputs(self, template: str | Template, length: int):
-        return self.prompt.template_only_inputs(template, length)
-
-    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
-        return self.prompt.template_bias(template, lengths, cache=cache)
-
-    def mask_states(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
-                    cache: bool | None = None) -> torch.Tensor:
-        """[MASK] states of token-id sentences (:meth:`PromptModule.forward`)."""
-        return self.prompt(sent_ids, template, denoise=denoise, cache=cache)
-
     def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
         self.prompt.set_soft_prompt(template, vectors)
-
-    def clear_cache(self) -> None:
-        self.prompt.clear_cache()
 
     def autocast(self):
         return self.prompt.autocast()

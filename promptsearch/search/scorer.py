@@ -78,6 +78,11 @@ class Scorer:
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
         self.hidden_size = int(encoder.word_embeddings.shape[1])
 
+    def on(self, dataset: str) -> "Scorer":
+        """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
+        return Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
+                      use_cache=self.use_cache, fmt=self.fmt)
+
     @property
     def reference_precision(self) -> str:
         """The precision of every score the scorer returns, records or caches."""

@@ -25,8 +25,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
         for task in tasks:
-            held = Scorer(scorer.encoder, dataset=task, denoise=results.denoise, data_dir=scorer.data_dir,
-                          cache_path=scorer.cache_path, use_cache=scorer.use_cache, fmt=scorer.fmt)
+            held = scorer.on(task)
             for t in chosen:
                 e = results.entries[t]
                 e.validation = {**(e.validation or {}), task: round(held.score(t).spearman, 4)}  # not search work
