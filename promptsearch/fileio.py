@@ -86,12 +86,12 @@ def hold_write_lock(path: str | os.PathLike) -> None:
     _HELD[str(p)] = fd
 
 
-def check_writable(path, flag: str = "--out") -> None:
+def check_writable(path, flag: str = "--out", example: str = "best.json") -> None:
     """Fail before loading anything if ``path`` (a file) cannot be written."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
-        raise PromptSearchError(f"{flag} {p} is a directory; give a file name such as best.json")
+        raise PromptSearchError(f"{flag} {p} is a directory; give a file name such as {example}")
     probe = parent
     while not probe.exists():
         probe = probe.parent

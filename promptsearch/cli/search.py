@@ -13,7 +13,6 @@ from ..fileio import check_writable
 from ..library import read_templates
 from ..search import GivenTemplates, Results, Scorer, run_strategy
 from ..search.generate import GenerateSearch
-from ..search.grammar import Grammar
 from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
@@ -58,7 +57,7 @@ def cmd_optuna(args) -> int:
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
                          study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise),
                          seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args))
-    res = _run(args, strat, lambda: Grammar.load(args.grammar), lambda: args.compare and Results.load(args.compare),
+    res = _run(args, strat, strat.load_grammar, lambda: args.compare and Results.load(args.compare),
                lambda: print(strat.describe(), file=sys.stderr))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0

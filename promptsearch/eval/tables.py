@@ -126,7 +126,7 @@ def check_report_file(path) -> None:
     from ..fileio import check_writable
 
     p = Path(path)
-    check_writable(p, "--json")
+    check_writable(p, "--json", "report.json")
     if p.exists():
         try:
             d = json.loads(p.read_text(encoding="utf-8"))

@@ -22,7 +22,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
@@ -166,13 +166,14 @@ class OptunaSearch:
     study: optuna.Study | None = None
     done_before: int = 0  # trials the study had finished when this run started
     started: float = 0.0
+    _grammar: Grammar | None = field(default=None, repr=False)
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
                 "prune": self.prune, "seed": self.seed}
 
     def describe(self) -> str:
-        g = Grammar.load(self.grammar)
+        g = self.load_grammar()
         return (f"study {self.study_name!r} in {self.storage}: grammar {g.source} has {g.size} templates; target "
                 f"{self.trials} finished trials")
 
@@ -196,8 +197,14 @@ class OptunaSearch:
         """The study's trial counts and this run's throughput."""
         return format_study_summary(self.study, self.done_before, time.time() - self.started)
 
+    def load_grammar(self) -> Grammar:
+        """The grammar, read once per strategy (a bad file fails here, before anything is written)."""
+        if self._grammar is None:
+            self._grammar = Grammar.load(self.grammar)
+        return self._grammar
+
     def _run(self, scorer: Scorer, results: Results) -> None:
-        grammar = Grammar.load(self.grammar)
+        grammar = self.load_grammar()
         n = len(scorer.gold)
         study = self.study = self.open_study(n)
         self.done_before, self.started = finished_trials(study), time.time()
@@ -282,7 +289,7 @@ def default_storage(out) -> str:
 def format_study_summary(study: optuna.Study, done_before: int, seconds: float) -> str:
     """The study's trial counts and this run's throughput, with a note on trials left running."""
     s = optuna_summary(study)
-    ran = finished_trials(study) - done_before
+    ran = s["complete"] + s["pruned"] - done_before
     out = (f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed, {s['running']} running trials; "
            f"this run finished {ran} trials in {seconds:.0f}s ({60 * ran / max(seconds, 1e-9):.1f} trials/min)")
     if s["running"]:

@@ -76,7 +76,6 @@ class Scorer:
         self.seconds = 0.0
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
-        self.hidden_size = int(encoder.word_embeddings.shape[1])
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
@@ -238,8 +237,7 @@ class Scorer:
         perm = np.random.default_rng(seed).permutation(n)
         enc = self.screening_encoder
         reuse = enc is self.encoder  # the rungs' vectors are the reference's: the full set completes them
-        vecs = {dn: np.zeros((len(self.sentences), self.hidden_size), np.float32)
-                for dn in ((False, True) if reuse else (self.denoise,))}
+        vecs = {dn: None for dn in ((False, True) if reuse else (self.denoise,))}
         done = np.zeros(len(self.sentences), bool)
         t0 = time.perf_counter()
         for r in sorted({min(r, n) for r in rungs} - {n}):
