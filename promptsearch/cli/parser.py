@@ -124,7 +124,8 @@ def _search_flags(p, out: str | None) -> None:
     _common(p)
     g = p.add_argument_group("scoring")
     g.add_argument("--out", default=out, help=f"results JSON (default {out}); an existing one is resumed")
-    g.add_argument("--dataset", default="stsb-dev", help="scoring set (default stsb-dev)")
+    g.add_argument("--dataset", default="stsb-dev", help="scoring set(s): stsb-dev, or a list such as stsb-dev,sick-trial")
+    g.add_argument("--objective", choices=["mean", "min"], default="mean", help="over several sets: their mean or min Spearman")
     g.add_argument("--no-denoise", dest="denoise", action="store_false",
                    help="rank by the raw [MASK] state (default: denoised; both are cached)")
     g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import optuna
 
-from ..data import check_data, one_dataset, read_wordnet
+from ..data import check_data, expand_tasks, one_dataset, read_wordnet
 from ..errors import PromptSearchError
 from ..fileio import check_writable
 from ..library import read_templates
@@ -27,12 +27,12 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         check_writable(args.out)
     for check in checks:
         check()
-    check_data([one_dataset(args.dataset)], args.data_dir)
+    check_data(expand_tasks(args.dataset), args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
     if args.out and args.cache and not args.no_cache and Path(args.cache).resolve() == Path(args.out).resolve():
         raise PromptSearchError(f"--cache and --out are both {args.out}; the cache is a separate file (e.g. scores.jsonl)")
-    scorer = Scorer(enc or o.encoder(args), dataset=one_dataset(args.dataset), denoise=args.denoise, data_dir=args.data_dir,
-                    cache_path=args.cache, use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision)
+    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
+                    use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
     return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args))
 
 

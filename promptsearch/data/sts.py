@@ -21,6 +21,9 @@ TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "ST
               "sickr-dev": "SICK-R dev", "sickr-train": "SICK-R train", "stsb-original-dev": "STS-B dev (original)",
               "stsb-original-test": "STS-B test (original)"}
 TASK_GROUPS = {"sts-all": TASKS}
+# Other names of built-in splits: SICK's files are SICK_trial / SICK_train / SICK_test_annotated.
+TASK_ALIASES = {"sick-trial": "sickr-dev", "sick-train": "sickr-train", "sick-test": "sickr", "sickr-test": "sickr",
+                "stsb-test": "stsb"}
 
 
 @dataclass

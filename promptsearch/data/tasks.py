@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DataError
-from .sts import STS_YEARS, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
+from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
 from .user import PairFormat, is_user_dataset, load_pairs
 
 
@@ -12,11 +12,12 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     out: list[str] = []
     for n in (x.strip() for x in names if x.strip()):
-        low = n.lower()
+        low = TASK_ALIASES.get(n.lower(), n.lower())
         group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
         for t in group:
             if t not in TASK_NAMES and not is_user_dataset(t):
-                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, or give a data "
+                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, "
+                                f"{', '.join(TASK_ALIASES)}, or give a data "
                                 "file, a dataset folder or a hub id (owner/name[:config][@split])")
             if t not in out:
                 out.append(t)
@@ -27,6 +28,7 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
 
 def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSData:
     """A built-in task by name, or a user data set (``fmt``: its columns and subsets)."""
+    task = TASK_ALIASES.get(task, task)
     if task in STS_YEARS:
         return read_sts_year(task, data_dir)
     if task.startswith("stsb-original-"):

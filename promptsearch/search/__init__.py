@@ -31,7 +31,10 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     templates on the held-out ``validate_on`` tasks (:mod:`.validate`), return the results."""
     if hasattr(strategy, "check"):  # optional: refuse bad input before the results file is opened
         strategy.check(scorer)
-    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, strategy.settings())
+    settings = strategy.settings()
+    if len(scorer.datasets) > 1:  # the objective over several dev sets
+        settings["objective"] = scorer.objective
+    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings)
     results.track(scorer.work)
     strategy.run(scorer, results)
     results.save()

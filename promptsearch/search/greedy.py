@@ -140,15 +140,20 @@ class Greedy:
 
 def format_path(path: list[dict], results: Results | None = None) -> str:
     """The search path as a Table 4-style table (with held-out columns where the results have them)."""
-    val = (results.validation or {}).get("tasks", []) if results is not None else []
-    held = {t: e.validation or {} for t, e in results.entries.items()} if results is not None else {}
+    from ..data import TASK_NAMES
+
+    dataset = results.dataset if results is not None else "stsb-dev"
+    sets = dataset.split(",") if "," in dataset else []  # each set's column beside the objective's
+    val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
+    held = {t: {**(e.sets or {}), **(e.validation or {})} for t, e in results.entries.items()} if results is not None else {}
 
     def row(template, score):
         v = held.get(template, {})
         return (template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
     blank = ("",) * len(val)
-    rows = [("Template", "STS-B dev", *val)]
+    head = results.settings.get("objective", "mean") if sets else TASK_NAMES.get(dataset, dataset)
+    rows = [("Template", head, *val)]
     rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r["stage"] == "relation"]
     rows += [row(r["template"], r["spearman"]) for r in rel]

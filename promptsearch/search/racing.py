@@ -75,14 +75,18 @@ class Racing:
             raise PromptSearchError(f"--race-rungs {quote(rungs)}: give fractions such as 0.125,0.25,0.5") from None
         return cls(fractions=fractions, finalists=finalists).check()
 
-    def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0) -> tuple[list[str], list[str]]:
+    def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0, groups: np.ndarray | None = None,
+               objective: str = "mean") -> tuple[list[str], list[str]]:
         """The racing rule at rung ``rung`` — a pure function of the candidates' similarities on the
         rung's pairs (in candidate order; ties keep it) and the pairs' gold scores, like an Optuna
-        pruner: (kept, ranked by the rung's Spearman; dropped, in that ranking)."""
+        pruner: (kept, ranked by the rung's score; dropped, in that ranking). ``groups`` (the dev set
+        of each pair) makes the score the ``objective`` of each set's Spearman, and the bootstrap
+        resamples within each set."""
         contenders = list(sims)
-        rung_score = {t: spearman100(s, gold) for t, s in sims.items()}
+        rung_score = {t: grouped_spearman(s, gold, groups, objective) for t, s in sims.items()}
         order = sorted(contenders, key=lambda t: (-np.nan_to_num(rung_score[t], nan=-200.0), contenders.index(t)))
-        behind = paired_bootstrap_behind(sims, gold, order[0], self.alpha, self.bootstrap, self.seed + rung)
+        behind = paired_bootstrap_behind(sims, gold, order[0], self.alpha, self.bootstrap, self.seed + rung, groups,
+                                         objective)
         cap = max(self.finalists, math.ceil(self.keep * len(order)))
         keep = [t for t in order if t not in behind][:cap]
         return keep, [t for t in order if t not in keep]
@@ -96,21 +100,41 @@ class RaceOutcome:
     seconds: float = 0.0                     # screening time (the finalists' scores carry their own)
 
 
+def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
+    """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
+    if groups is None:
+        return spearman100(sims, gold)
+    from ..eval.objective import combine
+
+    return combine([spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
+                    for g in np.unique(groups)], objective)
+
+
+def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
+                   objective: str = "mean") -> dict[str, np.ndarray]:
+    """Each candidate's Spearman (×1, Pearson of ranks) on ``n_boot`` paired resamples of the pairs —
+    the same resamples for every candidate; with ``groups``, resampled within each group and
+    combined by ``objective``."""
+    rng = np.random.default_rng(seed)
+    parts = [np.arange(len(gold))] if groups is None else [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    per = {t: [] for t in sims}
+    for pos in parts:
+        m = len(pos)
+        idx = pos[rng.integers(0, m, size=(n_boot, m))]
+        g = rankdata(gold[idx], axis=1)
+        g = (g - g.mean(1, keepdims=True)) / np.maximum(g.std(1, keepdims=True), 1e-12)
+        for t, s in sims.items():
+            r = rankdata(s[idx], axis=1)
+            r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
+            per[t].append((r * g).mean(1))
+    return {t: (v[0] if len(v) == 1 else (np.mean(v, 0) if objective == "mean" else np.min(v, 0))) for t, v in per.items()}
+
+
 def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leader: str, alpha: float, n_boot: int,
-                            seed: int) -> set[str]:
+                            seed: int, groups: np.ndarray | None = None, objective: str = "mean") -> set[str]:
     """Candidates the leader beats in more than 1 - alpha of paired bootstrap resamples of the pairs."""
-    m = len(gold)
-    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
-    g = rankdata(gold[idx], axis=1)
-    g = (g - g.mean(1, keepdims=True)) / np.maximum(g.std(1, keepdims=True), 1e-12)
-
-    def rho(s: np.ndarray) -> np.ndarray:
-        r = rankdata(s[idx], axis=1)
-        r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
-        return (r * g).mean(1)
-
-    lead = rho(sims[leader])
-    return {t for t, s in sims.items() if t != leader and np.mean(lead > rho(s)) > 1 - alpha}
+    rho = bootstrap_rhos(sims, gold, n_boot, seed, groups, objective)
+    return {t for t in sims if t != leader and np.mean(rho[leader] > rho[t]) > 1 - alpha}
 
 
 def race_key(scorer: Scorer, templates: list[str], racing: Racing) -> str:
@@ -158,7 +182,9 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 for rr in rungs[: k + 1]:
                     encoded += scorer.encode_pairs(enc, t, perm[:rr], vecs[t], have[t])
                 sims[t] = scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs)
-            keep, out = racing.decide(sims, scorer.evaluator.gold[pairs], k)
+            ev = scorer.evaluator
+            groups = ev.groups[pairs] if len(ev.names) > 1 else None
+            keep, out = racing.decide(sims, ev.gold[pairs], k, groups, ev.objective)
             dropped += [{"template": t, "rung": int(r)} for t in out]
             contenders = keep  # ranked by this rung
             for t in [t for t in vecs if t not in keep]:

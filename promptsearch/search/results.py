@@ -62,6 +62,7 @@ class Entry:
     source: str = ""
     order: int = 0  # 1-based: when this template was first scored in the run
     validation: dict | None = None  # held-out task -> Spearman (the top-k after a search)
+    sets: dict | None = None  # dev set -> Spearman, when the objective (``spearman``) spans several
 
 
 @dataclass
@@ -95,6 +96,8 @@ class Results:
             mismatch = [(k, getattr(old, k), v) for k, v in
                         (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise))
                         if getattr(old, k) != v]
+            if old.settings.get("objective", "mean") != res.settings.get("objective", "mean"):
+                mismatch.append(("objective", old.settings.get("objective", "mean"), res.settings.get("objective", "mean")))
             if mismatch:
                 k, was, now = mismatch[0]
                 raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
@@ -118,7 +121,7 @@ class Results:
                   extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
         for e in d.get("templates", []):
             res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
-                                               e.get("order", 0), e.get("validation"))
+                                               e.get("order", 0), e.get("validation"), e.get("sets"))
         return res
 
     @property
@@ -155,7 +158,8 @@ class Results:
             self.seconds += score.seconds
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
-                  old.order if old else len(self.entries) + 1, old.validation if old else None)
+                  old.order if old else len(self.entries) + 1, old.validation if old else None,
+                  score.sets or (old.sets if old else None))
         self.entries[score.template] = e
         self.save()
         return e
@@ -186,7 +190,8 @@ class Results:
                       "templates_per_minute": round(tpm, 2) if tpm else None,
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
-            "templates": [{k: v for k, v in asdict(e).items() if not (k == "validation" and v is None)} for e in self.ranked()],
+            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets") and v is None)}
+                          for e in self.ranked()],
         }
         if self.validation is not None:
             d["validation"] = self.validation
@@ -204,12 +209,14 @@ class Results:
         w = max([len(e.template) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
-        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {self.dataset + ' (' + kind + ')':>20}"
-                 + "".join(f"  {t:>10}" for t in held)]
+        sets = self.dataset.split(",") if any(e.sets for e in ranked) else []
+        objective = self.settings.get("objective", "mean") + " " if sets else ""
+        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {objective + ('' if sets else self.dataset + ' ') + '(' + kind + ')':>20}"
+                 + "".join(f"  {t:>10}" for t in sets + held)]
         for i, e in enumerate(ranked, 1):
-            v = e.validation or {}
+            v = {**(e.sets or {}), **(e.validation or {})}
             lines.append(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}"
-                         + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in held))
+                         + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
             lines.append(f"(held-out: the best {self.validation['top']} by {self.dataset}, scored on {', '.join(held)})")
         return "\n".join(lines)

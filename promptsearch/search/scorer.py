@@ -21,9 +21,10 @@ from typing import Iterator
 
 import numpy as np
 
-from ..data import PairFormat, STSData, load_task
+from ..data import PairFormat, STSData, expand_tasks, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..errors import PromptSearchError
+from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
@@ -46,29 +47,33 @@ class Score:
     seconds: float
     cached: bool = False
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
+    sets: dict[str, float] | None = None  # each dev set's score, when the objective spans several
 
 
 class Scorer:
-    """Scores templates on a dataset (default STS-B dev) with a persistent cache."""
+    """Scores templates on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
+    ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str = "stsb-dev", denoise: bool = True, data_dir=None,
                  cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None,
-                 screening: str = "auto"):
+                 screening: str = "auto", objective: str = "mean"):
         self.encoder = encoder
         if screening not in ("auto",) + PromptEncoder.PRECISIONS:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
         self.screening_precision = encoder.precision if screening == "auto" else screening
         self._screening: PromptEncoder | None = None
-        self.dataset = dataset
+        self.datasets = expand_tasks(dataset)
+        self.dataset = ",".join(self.datasets)
         self.denoise = denoise
         self.data_dir, self.fmt = data_dir, fmt
-        self.data: STSData = load_task(dataset, data_dir, fmt)
-        # The same evaluator (and so the same sentence order and batches) as ``evaluate_reps``.
-        self.evaluator = STSEvaluator(self.data)
+        sets = {d: STSEvaluator(load_task(d, data_dir, fmt)) for d in self.datasets}
+        # Over one set, exactly that set's evaluator (the same sentence order and batches as ``eval``).
+        self.evaluator = Objective(sets, objective)
+        self.objective = objective
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder.model)
-        self.data_fingerprint = data_fingerprint(self.data)
+        self.data_fingerprints = {d: data_fingerprint(ev.data) for d, ev in sets.items()}
         self.cache_path = Path(cache_path) if cache_path else default_cache_path()
         self.use_cache = use_cache
         self._cache: dict[str, float] = self._load_cache() if use_cache else {}
@@ -76,11 +81,12 @@ class Scorer:
         self.seconds = 0.0
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
+        self.last_sets: dict[str, float] | None = None
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
         return Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
-                      use_cache=self.use_cache, fmt=self.fmt)
+                      use_cache=self.use_cache, fmt=self.fmt, objective=self.objective)
 
     @property
     def reference_precision(self) -> str:
@@ -107,17 +113,21 @@ class Scorer:
     def settings_key(self) -> str:
         """What every cache key of this scorer shares: model, data, denoise and the settings that
         change numbers (a race's identity is built on it)."""
-        return self.key("", self.denoise)
+        if len(self.datasets) == 1:
+            return self.key("", self.denoise)
+        return json.dumps([self.key("", self.denoise, d) for d in self.datasets] + [self.objective])
 
     def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
 
     # ---- cache -------------------------------------------------------------------------------
-    def key(self, template: str, denoise: bool) -> str:
+    def key(self, template: str, denoise: bool, dataset: str | None = None) -> str:
+        """The cache key of one set's score (the first set's by default)."""
+        dataset = dataset or self.datasets[0]
         e = self.encoder
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
-        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{self.dataset}:{self.data_fingerprint}",
+        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
                           ensure_ascii=False)
@@ -155,12 +165,13 @@ class Scorer:
                   "write); those templates are scored again", file=sys.stderr)
         return out
 
-    def _remember(self, template: str, scores: dict[bool, float], seconds: float) -> None:
+    def _remember(self, template: str, scores: dict[bool, dict[str, float]], seconds: float) -> None:
         lines = []
-        for dn, s in scores.items():
-            k = self.key(template, dn)
-            self._cache[k] = s
-            lines.append(json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)}, ensure_ascii=False))
+        for dn, per_set in scores.items():
+            for d, s in per_set.items():
+                k = self.key(template, dn, d)
+                self._cache[k] = s
+                lines.append(json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)}, ensure_ascii=False))
         if not self.use_cache:
             return
         try:
@@ -177,9 +188,20 @@ class Scorer:
                   "kept across runs (pass --cache PATH in a writable folder)", file=sys.stderr)
         self.use_cache = False
 
-    def cached(self, template: str | Template, denoise: bool | None = None) -> float | None:
+    def cached_sets(self, template: str | Template, denoise: bool | None = None) -> dict[str, float] | None:
+        """Every set's cached score, or None unless all of them are cached."""
         t = Template.parse(template).text
-        return self._cache.get(self.key(t, self.denoise if denoise is None else denoise))
+        dn = self.denoise if denoise is None else denoise
+        out = {d: self._cache.get(self.key(t, dn, d)) for d in self.datasets}
+        return None if any(v is None for v in out.values()) else out
+
+    def cached(self, template: str | Template, denoise: bool | None = None) -> float | None:
+        """The cached objective (every set's score cached), or None."""
+        per = self.cached_sets(template, denoise)
+        return None if per is None else self.evaluator.value(per)
+
+    def _sets(self, per_set: dict[str, float] | None) -> dict[str, float] | None:
+        return dict(per_set) if per_set and len(self.datasets) > 1 else None
 
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, template: str | Template, fresh: bool = False) -> Score:
@@ -188,23 +210,26 @@ class Scorer:
         ``fresh`` skips the cache lookup (training evaluates the same template as weights change).
         """
         t = Template.parse(template).text
-        hit = None if fresh else self.cached(t)
+        hit = None if fresh else self.cached_sets(t)
         if hit is not None:
-            return Score(t, hit, self.denoise, 0.0, cached=True, precision=self.reference_precision)
+            return Score(t, self.evaluator.value(hit), self.denoise, 0.0, cached=True, precision=self.reference_precision,
+                         sets=self._sets(hit))
         t0 = time.perf_counter()
         reps = {dn: MaskState(t, dn) for dn in (False, True)}  # one pass gives both
-        res = self.evaluator.evaluate(self.encoder, list(reps.values()), show_progress_bar=False, subsets=False)
-        value = self._record(t, {dn: res[r]["spearman"] for dn, r in reps.items()}, t0)
+        vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
+        value = self._record(t, {dn: self.evaluator.scores(vecs[r]) for dn, r in reps.items()}, t0)
         self._count_work(self.reference_precision, 1.0)
-        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision)
+        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets)
 
-    def _record(self, template: str, scores: dict[bool, float], t0: float) -> float:
-        """Full-set scores of both variants: time them, count them, cache them; the run's variant back."""
+    def _record(self, template: str, scores: dict[bool, dict[str, float]], t0: float) -> float:
+        """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
+        variant's objective back (its sets' scores in ``last_sets``)."""
         secs = self.last_seconds = time.perf_counter() - t0
         self.n_scored += 1
         self.seconds += secs
         self._remember(template, scores, secs)
-        return scores[self.denoise]
+        self.last_sets = self._sets(scores[self.denoise])
+        return self.evaluator.value(scores[self.denoise])
 
     def encode_pairs(self, enc: PromptEncoder, template: str, pairs: np.ndarray, vecs: dict[bool, np.ndarray],
                      done: np.ndarray) -> int:
@@ -245,7 +270,7 @@ class Scorer:
             yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
         if reuse:
             self.encode_pairs(enc, t, perm, vecs, done)
-            yield n, self._record(t, {dn: self.evaluator.spearman(v) for dn, v in vecs.items()}, t0)
+            yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, t0)
         else:
             self.seconds += time.perf_counter() - t0
             yield n, self.score(t).spearman

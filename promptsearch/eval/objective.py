@@ -1,0 +1,92 @@
+"""A search objective over one or several dev sets: ``--dataset stsb-dev,sick-trial --objective mean``.
+
+:class:`Objective` looks like one :class:`~.sts.STSEvaluator` to the scorer, racing and the
+pruner — one list of distinct sentences, pairs indexed into it, gold scores — and adds ``groups``
+(which set each pair belongs to). Its number is the mean (or the min) of each set's Spearman ×100.
+Over a single set it is that set's evaluator exactly: the same sentences in the same order, the
+same pairs, bit-identical numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..encoding import PromptEncoder, Rep
+from ..errors import PromptSearchError
+from .sts import STSEvaluator, spearman100
+
+OBJECTIVES = ("mean", "min")
+
+
+def combine(values: Sequence[float], objective: str = "mean") -> float:
+    """The objective of per-set scores; sets without a defined score (a racing rung too small to
+    hold two of its pairs) are left out, NaN if none is defined."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=np.float64)
+    if not len(v):
+        return float("nan")
+    return float(v.mean() if objective == "mean" else v.min())
+
+
+class Objective:
+    """Several dev sets scored as one: ``spearman(vecs)`` is the ``objective`` of their Spearmans."""
+
+    def __init__(self, evaluators: dict[str, STSEvaluator], objective: str = "mean"):
+        if objective not in OBJECTIVES:
+            raise PromptSearchError(f"--objective {objective!r}: choose mean or min")
+        if not evaluators:
+            raise PromptSearchError("no dev set to score on; give --dataset, e.g. stsb-dev")
+        self.sets, self.objective = dict(evaluators), objective
+        self.names = list(self.sets)
+        self.name = ",".join(self.names)
+        self.sentences: list[str] = list(dict.fromkeys(s for ev in self.sets.values() for s in ev.sentences))
+        index = {s: i for i, s in enumerate(self.sentences)}
+        ia, ib, gold, groups = [], [], [], []
+        for g, ev in enumerate(self.sets.values()):
+            remap = np.asarray([index[s] for s in ev.sentences], dtype=np.int64)
+            ia.append(remap[ev.ia])
+            ib.append(remap[ev.ib])
+            gold.append(ev.gold)
+            groups.append(np.full(ev.n_pairs, g, dtype=np.int64))
+        self.ia, self.ib = np.concatenate(ia), np.concatenate(ib)
+        self.gold, self.groups = np.concatenate(gold), np.concatenate(groups)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.gold)
+
+    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
+        from .sts import cosine
+
+        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
+
+    def per_set_from(self, sims: np.ndarray, gold: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+        """Each set's Spearman over the given pairs' similarities (NaN where a set has too few)."""
+        return {name: (spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan"))
+                for g, name in enumerate(self.names)}
+
+    def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
+        return self.per_set_from(self.similarities(vecs, pairs), self.gold[pairs], self.groups[pairs])
+
+    def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
+        """The objective over the given pairs (all of them by default; there every set's score must
+        be defined, as :meth:`STSEvaluator.spearman` requires)."""
+        if len(self.sets) == 1:
+            return next(iter(self.sets.values())).spearman(vecs, pairs)
+        if isinstance(pairs, slice) and pairs == slice(None):
+            return combine(self.scores(vecs).values(), self.objective)
+        return combine(self.per_set(vecs, pairs).values(), self.objective)
+
+    def scores(self, vecs: np.ndarray) -> dict[str, float]:
+        """Every set's full-set Spearman (each checked: a NaN is an error, as in ``eval``)."""
+        sims = self.similarities(vecs)
+        return {name: ev._defined(spearman100(sims[self.groups == g], self.gold[self.groups == g]))
+                for g, (name, ev) in enumerate(self.sets.items())}
+
+    def value(self, scores: dict[str, float]) -> float:
+        """The objective of full-set per-set scores (a single set's score is itself)."""
+        return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names], self.objective)
+
+    def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
+        return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
