@@ -10,7 +10,8 @@ from promptsearch.data import expand_tasks, load_task
 from promptsearch.eval.objective import Objective, combine
 from promptsearch.eval.sts import STSEvaluator
 from promptsearch.search import Scorer
-from promptsearch.search.racing import Racing, grouped_spearman
+from promptsearch.eval.objective import grouped_spearman
+from promptsearch.search.racing import Racing
 
 T = 'This sentence : "[X]" means [MASK] .'
 
@@ -105,3 +106,58 @@ def test_cli_unknown_scoring_set_is_one_line(tiny_bert_dir, tmp_path, capsys):
     code = main(["score", T, "--model", str(tiny_bert_dir), "--dataset", "stsb-dev,sick-dev", "--out", str(out), "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "unknown task 'sick-dev'" in err and "\n" not in err and not out.exists()
+
+
+# ---- decisions that respect noise (item 2) ---------------------------------------------------------
+def test_gain_is_the_objectives_difference_with_a_paired_bootstrap_error():
+    ev = STSEvaluator(load_task("sick-trial"))
+    obj = Objective({"sickr-dev": ev})
+    rng = np.random.default_rng(0)
+    before = ev.gold + rng.normal(0, 1.5, ev.n_pairs)
+    assert obj.gain(before, before) == (0.0, 0.0)  # a template against itself: no gain, no noise
+    after = ev.gold + rng.normal(0, 1.2, ev.n_pairs)
+    gain, se = obj.gain(before, after)
+    from promptsearch.eval.sts import spearman100
+
+    assert gain == pytest.approx(spearman100(after, ev.gold) - spearman100(before, ev.gold), abs=1e-9)
+    # the error of a difference measured on a quarter of the pairs is about twice as large (1/sqrt(n))
+    quarter = Objective({"q": STSEvaluator(type(load_task("sick-trial"))("q", {"q": tuple(
+        v[:125] for v in load_task("sick-trial").subsets["dev"])}))})
+    _, se_q = quarter.gain(before[:125], after[:125])
+    assert 1.4 < se_q / se < 2.8
+
+
+def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
+    from promptsearch.search import run_strategy
+    from promptsearch.search.greedy import Greedy
+    from tests.conftest import make_encoder
+    from tests.test_racing import _vocab
+
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    paths = {}
+    for mg in ("auto", 0):
+        scorer = Scorer(enc, dataset="sts16", cache_path=tmp_path / "c.jsonl")
+        g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg)
+        res = run_strategy(g, scorer, tmp_path / f"best-{mg}.json", "tiny", validate_top=0)
+        path = paths[mg] = res.path_steps
+        prev = [r for r in path if r["stage"] == "relation:best"][0]
+        for r in path:
+            if r["stage"] not in ("prefix", "stop"):
+                continue
+            assert r["gain"] == pytest.approx(r["spearman"] - prev["spearman"], abs=2e-4)
+            assert r["min_gain"] == (r["se"] if mg == "auto" else 0) and r["se"] > 0
+            assert (r["gain"] > r["min_gain"]) == (r["stage"] == "prefix")
+            prev = r if r["stage"] == "prefix" else prev
+        assert res.best.template == prev["template"]  # the product is the path's end, not a noisier higher score
+    steps = {mg: [r["template"] for r in p if r["stage"] == "prefix"] for mg, p in paths.items()}
+    assert steps["auto"] == steps[0][: len(steps["auto"])]  # the noise rule stops on the same path, no later
+
+
+def test_cli_min_gain_must_be_auto_or_points(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    for bad in ("-1", "lots", "nan"):
+        out = tmp_path / "best.json"
+        code = main(["greedy", "--model", str(tiny_bert_dir), "--min-gain", bad, "--out", str(out), "-q"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and "--min-gain must be auto or a number" in err and "\n" not in err and not out.exists()

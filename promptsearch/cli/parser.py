@@ -144,8 +144,8 @@ def _search(sub) -> None:
     _search_flags(gr, "best.json")
     gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
     gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
-    gr.add_argument("--no-racing", action="store_true",
-                    help="score every candidate on the full set (the paper's protocol; default: race them on growing subsets)")
+    gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's protocol)")
+    gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
     gr.add_argument("--finalists", type=at_least(1), default=2, help="candidates per step that get a full-set score (default 2)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from scipy.stats import rankdata
 
 from ..encoding import PromptEncoder, Rep
 from ..errors import PromptSearchError
@@ -27,6 +28,34 @@ def combine(values: Sequence[float], objective: str = "mean") -> float:
     if not len(v):
         return float("nan")
     return float(v.mean() if objective == "mean" else v.min())
+
+
+def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
+    """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
+    if groups is None:
+        return spearman100(sims, gold)
+    return combine([spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
+                    for g in np.unique(groups)], objective)
+
+
+def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
+                   objective: str = "mean") -> dict[str, np.ndarray]:
+    """Each candidate's Spearman (×1, Pearson of ranks) on ``n_boot`` paired resamples of the pairs —
+    the same resamples for every candidate; with ``groups``, resampled within each group and
+    combined by ``objective``."""
+    rng = np.random.default_rng(seed)
+    parts = [np.arange(len(gold))] if groups is None else [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    per = {t: [] for t in sims}
+    for pos in parts:
+        m = len(pos)
+        idx = pos[rng.integers(0, m, size=(n_boot, m))]
+        g = rankdata(gold[idx], axis=1)
+        g = (g - g.mean(1, keepdims=True)) / np.maximum(g.std(1, keepdims=True), 1e-12)
+        for t, s in sims.items():
+            r = rankdata(s[idx], axis=1)
+            r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
+            per[t].append((r * g).mean(1))
+    return {t: (v[0] if len(v) == 1 else (np.mean(v, 0) if objective == "mean" else np.min(v, 0))) for t, v in per.items()}
 
 
 class Objective:
@@ -90,3 +119,13 @@ class Objective:
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
+
+    def gain(self, before: np.ndarray, after: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
+        """(gain, its bootstrap standard error), ×100: the objective of the pairs' similarities
+        ``after`` minus that of ``before`` on all pairs, and the standard deviation of that
+        difference over paired resamples of the pairs (the same resamples for both; within each set)."""
+        groups = self.groups if len(self.sets) > 1 else None
+        rho = bootstrap_rhos({"before": before, "after": after}, self.gold, n_boot, seed, groups, self.objective)
+        full = (grouped_spearman(after, self.gold, groups, self.objective)
+                - grouped_spearman(before, self.gold, groups, self.objective))
+        return float(full), float(100 * np.std(rho["after"] - rho["before"], ddof=1))

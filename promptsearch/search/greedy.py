@@ -3,7 +3,12 @@
 Stage 1 (relation): score ``[X] <relation> [MASK] .`` for every relation in the vocabulary
 and keep the best. Stage 2 (prefix): repeatedly try appending each prefix token just before
 [X] (or before its opening quote), or wrapping [X] in quotes; keep the best candidate if it
-beats the current template, stop when none does.
+beats the current template by more than ``min_gain`` points, stop when none does.
+
+``min_gain="auto"`` (the default) is the step's own noise: the standard error of the gain over
+paired bootstrap resamples of the dev pairs (within each set when there are several), so a step
+is taken only when it is more than one standard error ahead; ``min_gain=0`` is the paper's rule
+(any gain). Each step records its gain, that error and the threshold in the path.
 
 By default each step is a race (:mod:`.racing`): candidates are screened on growing subsets of
 the dev pairs and only the finalists get a full-set score; ``racing=None`` scores every
@@ -59,14 +64,25 @@ def load_vocabulary(path: str = "greedy") -> dict:
 class Greedy:
     vocabulary: str = "greedy"
     max_steps: int = 8
-    min_delta: float = 0.0
+    min_gain: float | str | None = "auto"  # points a step must gain; "auto"/None: its paired-bootstrap standard error
     show_progress_bar: bool | None = None
     racing: Racing | None = field(default_factory=Racing)
     name: str = "greedy"
     path: list = field(default_factory=list)
 
+    def __post_init__(self):
+        if self.min_gain is None or self.min_gain == "auto":
+            self.min_gain = "auto"
+            return
+        try:
+            self.min_gain = float(self.min_gain)
+        except (TypeError, ValueError):
+            self.min_gain = float("nan")
+        if not 0 <= self.min_gain < float("inf"):
+            raise PromptSearchError("--min-gain must be auto or a number of points ≥ 0 (0: take any gain, the paper's rule)")
+
     def settings(self) -> dict:
-        return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_delta": self.min_delta,
+        return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
                 "racing": self.racing.settings() if self.racing else None}
 
     def validation_extra(self, results: Results) -> list[str]:
@@ -106,9 +122,9 @@ class Greedy:
         return out, outcome.dropped
 
     def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int,
-                dropped: list[dict]):
+                dropped: list[dict], gain: dict | None = None):
         row = {"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
-               "candidates": candidates}
+               "candidates": candidates, **(gain or {})}
         if self.racing is not None:
             row["dropped"] = list(dropped)  # raced out before a full-set score: no number recorded
         self.path.append(row)
@@ -131,11 +147,15 @@ class Greedy:
                 cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
             scored, dropped = self._score_all(scorer, results, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
-            if cand_score <= best_score + self.min_delta:
-                self._record(results, "stop", step, cand, cand_score, len(cands), dropped)
+            gain, se = scorer.gain(best.template, cand.template, seed=step)
+            need = se if self.min_gain == "auto" else self.min_gain
+            noise = {"gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)}
+            if cand_score <= best_score + need:
+                self._record(results, "stop", step, cand, cand_score, len(cands), dropped, noise)
                 break
             best_score, best = cand_score, cand
-            self._record(results, "prefix", step, best, best_score, len(cands), dropped)
+            self._record(results, "prefix", step, best, best_score, len(cands), dropped, noise)
+        results.choose(best.template)
 
 
 def format_path(path: list[dict], results: Results | None = None) -> str:
@@ -147,9 +167,9 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
     held = {t: {**(e.sets or {}), **(e.validation or {})} for t, e in results.entries.items()} if results is not None else {}
 
-    def row(template, score):
+    def row(template, score, label=None):
         v = held.get(template, {})
-        return (template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
+        return (label or template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
     blank = ("",) * len(val)
     head = results.settings.get("objective", "mean") if sets else TASK_NAMES.get(dataset, dataset)
@@ -161,10 +181,17 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     if best and best[-1].get("dropped"):
         rows.append((f"({len(best[-1]['dropped'])} more raced out on subsets)", "", *blank))
     rows.append(("Searching for prefix tokens", "", *blank))
-    rows += [row(r["template"], r["spearman"]) for r in path if r["stage"] == "prefix"]
+    rows += [row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}") for r in path if r["stage"] == "prefix"]
     stop = [r for r in path if r["stage"] == "stop"]
     if stop:
-        rows.append((f"(stopped: best next candidate {stop[-1]['template']})", f"{stop[-1]['spearman']:.2f}", *blank))
+        s = stop[-1]
+        why = f" gains {s['gain']:+.2f} ± {s['se']:.2f}, not above the min gain {s['min_gain']:.2f}" if "se" in s else ""
+        rows.append(row(s["template"], s["spearman"], f"(stopped: best next candidate {s['template']}{why})"))
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
+
+
+def _gain(row: dict) -> str:
+    """A step's gain over the template before it, ± its paired-bootstrap standard error."""
+    return f"   ({row['gain']:+.2f} ± {row['se']:.2f})" if "se" in row else ""

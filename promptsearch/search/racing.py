@@ -34,9 +34,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.stats import rankdata
 
-from ..eval.sts import spearman100
+from ..eval.objective import bootstrap_rhos, grouped_spearman
 from .scorer import Score, Scorer
 
 
@@ -98,36 +97,6 @@ class RaceOutcome:
     dropped: list[dict] = field(default_factory=list)  # {"template", "rung": pairs seen when dropped}
     encodings: float = 0.0                   # screening work of this race, full-set equivalents
     seconds: float = 0.0                     # screening time (the finalists' scores carry their own)
-
-
-def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
-    """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
-    if groups is None:
-        return spearman100(sims, gold)
-    from ..eval.objective import combine
-
-    return combine([spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
-                    for g in np.unique(groups)], objective)
-
-
-def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
-                   objective: str = "mean") -> dict[str, np.ndarray]:
-    """Each candidate's Spearman (×1, Pearson of ranks) on ``n_boot`` paired resamples of the pairs —
-    the same resamples for every candidate; with ``groups``, resampled within each group and
-    combined by ``objective``."""
-    rng = np.random.default_rng(seed)
-    parts = [np.arange(len(gold))] if groups is None else [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    per = {t: [] for t in sims}
-    for pos in parts:
-        m = len(pos)
-        idx = pos[rng.integers(0, m, size=(n_boot, m))]
-        g = rankdata(gold[idx], axis=1)
-        g = (g - g.mean(1, keepdims=True)) / np.maximum(g.std(1, keepdims=True), 1e-12)
-        for t, s in sims.items():
-            r = rankdata(s[idx], axis=1)
-            r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
-            per[t].append((r * g).mean(1))
-    return {t: (v[0] if len(v) == 1 else (np.mean(v, 0) if objective == "mean" else np.min(v, 0))) for t, v in per.items()}
 
 
 def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leader: str, alpha: float, n_boot: int,

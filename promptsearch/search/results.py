@@ -167,10 +167,18 @@ class Results:
     def ranked(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.template))
 
+    def choose(self, template: str) -> None:
+        """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
+        stops before a candidate that scored higher by less than its noise)."""
+        self.extras["x_chosen"] = template
+        self.save()
+
     @property
     def best(self) -> Entry | None:
+        """The strategy's chosen template if it named one, else the highest-scoring."""
+        chosen = self.entries.get(self.extras.get("x_chosen", ""))
         r = self.ranked()
-        return r[0] if r else None
+        return chosen or (r[0] if r else None)
 
     def to_dict(self) -> dict:
         tpm = 60.0 * self.scored / self.seconds if self.seconds > 0 else None
@@ -267,5 +275,7 @@ def load(path) -> dict:
 
 
 def top_templates(path, k: int = 2) -> list[Entry]:
-    """The best ``k`` entries of a results file (what the fine-tuner reads)."""
-    return sorted(Results.load(path).entries.values(), key=lambda e: -e.spearman)[:k]
+    """The best ``k`` entries of a results file (what the fine-tuner reads): the chosen one first."""
+    res = Results.load(path)
+    best = res.best
+    return ([best] + [e for e in sorted(res.entries.values(), key=lambda e: -e.spearman) if e is not best])[:k] if best else []

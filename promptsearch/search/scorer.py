@@ -82,6 +82,7 @@ class Scorer:
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
         self.last_sets: dict[str, float] | None = None
+        self._sims: dict[str, np.ndarray] = {}  # template -> its pairs' similarities (the run's variant), this process
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
@@ -217,9 +218,27 @@ class Scorer:
         t0 = time.perf_counter()
         reps = {dn: MaskState(t, dn) for dn in (False, True)}  # one pass gives both
         vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
+        self._sims[t] = self.evaluator.similarities(vecs[reps[self.denoise]])
         value = self._record(t, {dn: self.evaluator.scores(vecs[r]) for dn, r in reps.items()}, t0)
         self._count_work(self.reference_precision, 1.0)
         return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets)
+
+    def similarities(self, template: str | Template) -> np.ndarray:
+        """The cosine similarity of every pair (the objective's pairs, the run's variant) under
+        ``template`` in the reference precision: kept from its full-set score in this process, else
+        encoded (a score read from the cache file has none)."""
+        t = Template.parse(template).text
+        if t not in self._sims:
+            rep = MaskState(t, self.denoise)
+            vecs = self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)
+            self._sims[t] = self.evaluator.similarities(vecs[rep])
+            self._count_work(self.reference_precision, 1.0)
+        return self._sims[t]
+
+    def gain(self, before: str | Template, after: str | Template, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
+        """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
+        difference), ×100, on the scorer's pairs: how much of a gain is noise."""
+        return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
     def _record(self, template: str, scores: dict[bool, dict[str, float]], t0: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
@@ -270,6 +289,7 @@ class Scorer:
             yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
         if reuse:
             self.encode_pairs(enc, t, perm, vecs, done)
+            self._sims[t] = self.evaluator.similarities(vecs[self.denoise])
             yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, t0)
         else:
             self.seconds += time.perf_counter() - t0
