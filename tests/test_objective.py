@@ -17,13 +17,13 @@ T = 'This sentence : "[X]" means [MASK] .'
 
 
 def test_builtin_dev_splits_by_name():
-    assert expand_tasks("sick-trial,sick-train,stsb-train") == ["sickr-dev", "sickr-train", "stsb-train"]
+    assert expand_tasks("sick-trial,sick-train,stsb-train") == ["sick-trial", "sick-train", "stsb-train"]
     assert [load_task(n).n_pairs for n in ("sick-trial", "sick-train", "stsb-train")] == [500, 4500, 5749]
 
 
 def test_one_set_objective_is_that_sets_evaluator():
     ev = STSEvaluator(load_task("sick-trial"))
-    obj = Objective({"sickr-dev": ev})
+    obj = Objective({"sick-trial": ev})
     assert obj.sentences == ev.sentences and (obj.ia == ev.ia).all() and (obj.ib == ev.ib).all()
     vecs = np.random.default_rng(0).normal(size=(len(ev.sentences), 8))
     assert obj.spearman(vecs) == ev.spearman(vecs)
@@ -33,14 +33,14 @@ def test_one_set_objective_is_that_sets_evaluator():
 
 def test_two_sets_share_sentences_and_score_each_as_alone():
     a, b = STSEvaluator(load_task("sick-trial")), STSEvaluator(load_task("sts16"))
-    obj = Objective({"sickr-dev": a, "sts16": b}, "min")
+    obj = Objective({"sick-trial": a, "sts16": b}, "min")
     assert len(obj.sentences) == len(set(a.sentences) | set(b.sentences)) and obj.n_pairs == a.n_pairs + b.n_pairs
     vecs = np.random.default_rng(1).normal(size=(len(obj.sentences), 8))
     index = {s: i for i, s in enumerate(obj.sentences)}
-    alone = {n: ev.spearman(vecs[[index[s] for s in ev.sentences]]) for n, ev in (("sickr-dev", a), ("sts16", b))}
+    alone = {n: ev.spearman(vecs[[index[s] for s in ev.sentences]]) for n, ev in (("sick-trial", a), ("sts16", b))}
     assert obj.scores(vecs) == alone  # each set's number is exactly what that set alone gives
     assert obj.spearman(vecs) == min(alone.values())
-    assert Objective({"sickr-dev": a, "sts16": b}).spearman(vecs) == pytest.approx(np.mean(list(alone.values())), abs=1e-12)
+    assert Objective({"sick-trial": a, "sts16": b}).spearman(vecs) == pytest.approx(np.mean(list(alone.values())), abs=1e-12)
 
 
 def test_combine_skips_undefined_sets():
@@ -69,7 +69,7 @@ def test_scorer_objective_records_each_set_and_caches_them_apart(bert_enc, tmp_p
     cache = tmp_path / "c.jsonl"
     both = Scorer(bert_enc, dataset="sick-trial,sts16", cache_path=cache)
     s = both.score(T)
-    assert set(s.sets) == {"sickr-dev", "sts16"}
+    assert set(s.sets) == {"sick-trial", "sts16"}
     assert s.spearman == pytest.approx(np.mean(list(s.sets.values())), abs=1e-12)
     lines = [json.loads(x) for x in cache.read_text().splitlines()]
     assert len(lines) == 4  # raw and denoised, each set
@@ -89,9 +89,9 @@ def test_cli_search_on_two_sets_writes_each_sets_score(tiny_bert_dir, tmp_path, 
             "--objective", "min", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
     assert main(argv) == 0
     d = json.loads(out.read_text())
-    assert d["dataset"] == "sickr-dev,sts16" and d["settings"]["objective"] == "min"
+    assert d["dataset"] == "sick-trial,sts16" and d["settings"]["objective"] == "min"
     for e in d["templates"]:
-        assert set(e["sets"]) == {"sickr-dev", "sts16"} and e["spearman"] == pytest.approx(min(e["sets"].values()), abs=1e-4)
+        assert set(e["sets"]) == {"sick-trial", "sts16"} and e["spearman"] == pytest.approx(min(e["sets"].values()), abs=1e-4)
     # resuming the file with another objective is refused, and the file is left as it was
     before = out.read_bytes()
     capsys.readouterr()
@@ -111,7 +111,7 @@ def test_cli_unknown_scoring_set_is_one_line(tiny_bert_dir, tmp_path, capsys):
 # ---- decisions that respect noise (item 2) ---------------------------------------------------------
 def test_gain_is_the_objectives_difference_with_a_paired_bootstrap_error():
     ev = STSEvaluator(load_task("sick-trial"))
-    obj = Objective({"sickr-dev": ev})
+    obj = Objective({"sick-trial": ev})
     rng = np.random.default_rng(0)
     before = ev.gold + rng.normal(0, 1.5, ev.n_pairs)
     assert obj.gain(before, before) == (0.0, 0.0)  # a template against itself: no gain, no noise

@@ -50,7 +50,3 @@ def main(argv: list[str] | None = None) -> int:
             what = "terminated" if terminated else "interrupted"
             print(f"promptsearch {args.command}: {what}{_saved_hint(args)}" if args else f"promptsearch: {what}", file=sys.stderr)
             return 143 if terminated else 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -87,6 +87,7 @@ def _evaluate(sub) -> None:
     e.add_argument("--denoise", action="store_true", help="subtract the template bias (position-shifted template-only pass)")
     e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto; with --template: topk-static (Eq. 3)")
     e.add_argument("--head", help="Ditto head as L-H, 0-based (with --pooling ditto)")
+    e.add_argument("--layer", type=int, help="read the template's state at this layer (0: embeddings; default: the last)")
     e.add_argument("--tasks", default="stsb-dev", help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
     e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
     e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
@@ -145,6 +146,7 @@ def _search(sub) -> None:
     gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
     gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
     gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's protocol)")
+    gr.add_argument("--layers", help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
     gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")

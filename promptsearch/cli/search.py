@@ -7,7 +7,7 @@ from pathlib import Path
 
 import optuna
 
-from ..data import check_data, expand_tasks, one_dataset, read_wordnet
+from ..data import check_data, one_dataset, read_wordnet, scoring_sets
 from ..errors import PromptSearchError
 from ..fileio import check_writable
 from ..library import read_templates
@@ -27,7 +27,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         check_writable(args.out)
     for check in checks:
         check()
-    check_data(expand_tasks(args.dataset), args.data_dir)
+    check_data(scoring_sets(args.dataset), args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
     if args.out and args.cache and not args.no_cache and Path(args.cache).resolve() == Path(args.out).resolve():
         raise PromptSearchError(f"--cache and --out are both {args.out}; the cache is a separate file (e.g. scores.jsonl)")
@@ -38,9 +38,9 @@ def _run(args, strategy, *checks, enc=None) -> Results:
 
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
-                   racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
+                   layers=args.layers, racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
-    print(f"{format_path(strat.path, res)}\n\nbest: {res.best.template}   {res.best.spearman:.2f}\n{res.summary()}")
+    print(f"{format_path(strat.path, res)}\n\nbest: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}")
     return 0
 
 

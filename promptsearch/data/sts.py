@@ -18,11 +18,11 @@ STS_YEARS = {"sts12": "STS12-en-test", "sts13": "STS13-en-test", "sts14": "STS14
 TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]
 TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
               "stsb": "STS-B", "sickr": "SICK-R", "stsb-dev": "STS-B dev", "stsb-train": "STS-B train",
-              "sickr-dev": "SICK-R dev", "sickr-train": "SICK-R train", "stsb-original-dev": "STS-B dev (original)",
+              "sick-trial": "SICK-R trial", "sick-train": "SICK-R train", "stsb-original-dev": "STS-B dev (original)",
               "stsb-original-test": "STS-B test (original)"}
 TASK_GROUPS = {"sts-all": TASKS}
 # Other names of built-in splits: SICK's files are SICK_trial / SICK_train / SICK_test_annotated.
-TASK_ALIASES = {"sick-trial": "sickr-dev", "sick-train": "sickr-train", "sick-test": "sickr", "sickr-test": "sickr",
+TASK_ALIASES = {"sickr-dev": "sick-trial", "sickr-train": "sick-train", "sick-test": "sickr", "sickr-test": "sickr",
                 "stsb-test": "stsb"}
 
 
@@ -150,4 +150,4 @@ SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_
 def read_sick(split: str = "test", data_dir=None) -> STSData:
     path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
     rows = _read_pair_table(path, (1, 2, 3), header=True, what="pair_ID, sentence_A, sentence_B, relatedness_score")
-    return STSData("sickr" if split == "test" else f"sickr-{split}", {split: rows})
+    return STSData({"test": "sickr", "dev": "sick-trial", "train": "sick-train"}[split], {split: rows})

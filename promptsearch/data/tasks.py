@@ -16,8 +16,7 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
         group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
         for t in group:
             if t not in TASK_NAMES and not is_user_dataset(t):
-                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, "
-                                f"{', '.join(TASK_ALIASES)}, or give a data "
+                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, or give a data "
                                 "file, a dataset folder or a hub id (owner/name[:config][@split])")
             if t not in out:
                 out.append(t)
@@ -35,8 +34,8 @@ def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSDat
         return read_stsb(task[len("stsb-original-"):], data_dir, original=True)
     if task in TASK_NAMES and task.startswith("stsb"):
         return read_stsb(task.split("-", 1)[1] if "-" in task else "test", data_dir)
-    if task in TASK_NAMES and task.startswith("sickr"):
-        return read_sick(task.split("-", 1)[1] if "-" in task else "test", data_dir)
+    if task in TASK_NAMES and task.startswith("sick"):
+        return read_sick({"sickr": "test", "sick-trial": "dev", "sick-train": "train"}[task], data_dir)
     if is_user_dataset(task):
         return load_pairs(task, fmt)
     raise DataError(f"unknown task {task!r}")
@@ -53,6 +52,19 @@ def one_dataset(spec: str) -> str:
         raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
                                 "scores on one, e.g. stsb-dev")
     return tasks[0]
+
+
+def scoring_sets(spec: str) -> list[str]:
+    """The dev set(s) a search scores on: one, or a comma list (``stsb-dev,sick-trial``). A group such as
+    sts-all is the test sets, for reporting: refused here."""
+    from ..errors import PromptSearchError
+    from ..template import quote
+
+    tasks = expand_tasks(spec)
+    if any(n.strip().lower() in TASK_GROUPS for n in spec.split(",")):
+        raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
+                                "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
+    return tasks
 
 
 def check_data(tasks, data_dir=None) -> None:

@@ -197,13 +197,15 @@ class PromptEncoder:
         normalize_embeddings: bool = False,
         top_k: int = 200,
         rep: Rep | None = None,
+        layer: int | None = None,
     ) -> np.ndarray:
         """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
 
         Give a :class:`~promptsearch.encoding.reps.Rep`, or the words for one: with ``template``
         the vector is the last hidden state at [MASK] (minus the template bias when ``denoise``);
         ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k tokens' static
-        embeddings weighted by probability. Without a template, ``pooling`` picks a baseline
+        embeddings weighted by probability. ``layer`` reads the template's state at another layer
+        (as ``hidden_states`` counts them: 0 the embeddings; default the last). Without a template, ``pooling`` picks a baseline
         (default ``mean``): ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``,
         ``ditto`` (with ``head="L-H"``, the attention head). A model directory written by
         ``finetune``/``optiprompt`` supplies its own template and denoise setting when neither
@@ -213,7 +215,7 @@ class PromptEncoder:
             if template is None and pooling is None and self.default_template:
                 template = self.default_template
                 denoise = self.default_denoise if denoise is None else denoise
-            rep = _rep(template, bool(denoise), pooling, head, top_k)
+            rep = _rep(template, bool(denoise), pooling, head, top_k, layer)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)
         out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]
@@ -250,10 +252,14 @@ class PromptEncoder:
         masked = [r for r in reps if r.prompt]
         for template in dict.fromkeys(r.template for r in masked):
             mine = [r for r in masked if r.template == template]
+            # every read-out layer of a template from one pass (the last hidden state alone unless one is asked for)
+            layers = (None if all(r.layer is None for r in mine)
+                      else list(dict.fromkeys(self.prompt.layer_index(r.layer) for r in mine)))
             st = self.prompt_states(sentences, template, denoise=any(r.denoise for r in mine), batch_size=batch_size,
-                                    show_progress_bar=show_progress_bar)
+                                    show_progress_bar=show_progress_bar, layers=layers)
             for r in mine:
-                out[r] = r.from_states(st.raw, st.denoised, self)
+                s = st if layers is None else st[self.prompt.layer_index(r.layer)]
+                out[r] = r.from_states(s.raw, s.denoised, self)
         pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt}
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
@@ -274,26 +280,32 @@ class PromptEncoder:
         denoise: bool = True,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
-    ) -> PromptStates:
-        """[MASK] states for the sentences and, if ``denoise``, each one's template bias."""
+        layers: Sequence[int | None] | None = None,
+    ) -> PromptStates | dict[int, PromptStates]:
+        """[MASK] states for the sentences and, if ``denoise``, each one's template bias — or, with
+        ``layers`` (read-out layers as ``hidden_states`` counts them, None the last), {layer: states}
+        for every one of them from the same forward passes."""
         template = Template.parse(template)
         uniq, inverse = unique(self.prepare(sentences))
         rows = self.prompt.input_rows(uniq, template)
         hidden = self.word_embeddings.shape[1]
-        states = np.zeros((len(rows), hidden), dtype=np.float32)
+        ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
+        states = np.zeros((1 if ls is None else len(ls), len(rows), hidden), dtype=np.float32)
         order = length_order([ids for ids, _, _ in rows])
         bs = batch_size or self.batch_size
         with torch.inference_mode(), self._progress((len(rows) + bs - 1) // bs, "encode", show_progress_bar) as bar:
             for start in range(0, len(rows), bs):
                 idx = order[start : start + bs]
-                states[idx] = self.prompt.states_for_rows([rows[i] for i in idx], template).float().cpu().numpy()
+                states[:, idx] = self.prompt.states_for_rows([rows[i] for i in idx], template, ls).float().cpu().numpy()
                 bar.update(1)
-            if denoise:
-                bias = self.prompt.template_bias(template, [n for _, _, n in rows]).numpy()[inverse]
-            else:
-                bias = np.zeros((len(sentences), hidden), dtype=np.float32)
-        raw = states[inverse]
-        return PromptStates(raw=raw, bias=bias)
+            out = {}
+            for j, k in enumerate([None] if ls is None else ls):
+                if denoise:
+                    bias = self.prompt.template_bias(template, [n for _, _, n in rows], layer=k).numpy()[inverse]
+                else:
+                    bias = np.zeros((len(sentences), hidden), dtype=np.float32)
+                out[k] = PromptStates(raw=states[j][inverse], bias=bias)
+        return out[None] if ls is None else out
 
     # ---- pooling baselines -------------------------------------------------------------------
     @torch.inference_mode()

@@ -57,8 +57,9 @@ class PromptModule(nn.Module):
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
         self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
-        self._bias_cache: dict[tuple[str, int], torch.Tensor] = {}
+        self._bias_cache: dict[tuple, torch.Tensor] = {}  # (template, length) or (template, length, layer)
         self._bias_version: tuple | None = None
+        self.n_layers = int(model.encoder.config.num_hidden_layers)
 
     @property
     def device(self) -> torch.device:
@@ -168,10 +169,23 @@ class PromptModule(nn.Module):
             out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache).to(out.device)
         return out
 
-    def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template) -> torch.Tensor:
+    def layer_index(self, layer: int | None) -> int:
+        """A read-out layer as ``hidden_states`` counts them: 0 the embeddings, ``n_layers`` the last
+        (None); negative counts from the end. A one-line error outside the model's range."""
+        if layer is None:
+            return self.n_layers
+        if not -(self.n_layers + 1) <= int(layer) <= self.n_layers:
+            raise PromptSearchError(f"layer {layer} is out of range: this model has hidden states 0 (the embeddings) to "
+                                    f"{self.n_layers} (the last)")
+        return int(layer) % (self.n_layers + 1)
+
+    def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template,
+                        layers: Sequence[int] | None = None) -> torch.Tensor:
         """One padded forward of (ids, read-out index, sentence length) rows: the [MASK] (or, for a
-        causal LM, the last template token's) states. Right padding by default; with left padding
-        (``padding_side="left"``) the position ids count from each row's first real token."""
+        causal LM, the last template token's) states, (B, hidden) — or, for ``layers`` (indices of
+        ``hidden_states``), every one of those layers' states from the same pass, (len(layers), B,
+        hidden). Right padding by default; with left padding (``padding_side="left"``) the
+        position ids count from each row's first real token."""
         seqs = [x for x, _, _ in rows]
         ids, att = pad(seqs, self.tokenizer.pad_token_id or 0, self.device, side=self.padding_side)
         shifts = [ids.shape[1] - len(x) if self.padding_side == "left" else 0 for x in seqs]
@@ -179,10 +193,13 @@ class PromptModule(nn.Module):
         if self.padding_side == "left":
             extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
         with self.autocast():
-            h = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows], shifts), attention_mask=att,
-                             **extra).last_hidden_state
-        pos = torch.as_tensor([p + sh for (_, p, _), sh in zip(rows, shifts)], device=self.device)
-        return h[torch.arange(len(rows), device=self.device), pos].float()
+            o = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows], shifts), attention_mask=att,
+                             output_hidden_states=layers is not None, **extra)
+        at = (torch.arange(len(rows), device=self.device),
+              torch.as_tensor([p + sh for (_, p, _), sh in zip(rows, shifts)], device=self.device))
+        if layers is None:
+            return o.last_hidden_state[at].float()
+        return torch.stack([o.hidden_states[k][at] for k in layers]).float()
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
         """(ids, position ids, [MASK] index) of the template alone, as if a sentence of
@@ -193,22 +210,27 @@ class PromptModule(nn.Module):
         pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
         return ids, pos, mask
 
-    def _bias_forward(self, template: Template, lengths: list[int]) -> torch.Tensor:
+    def _bias_forward(self, template: Template, lengths: list[int], layers: Sequence[int] | None = None) -> torch.Tensor:
+        """The template-alone [MASK] states, (len(lengths), hidden), or (len(layers), len(lengths), hidden)."""
         rows = self.inputs.bias_rows(template, lengths)
         ids = torch.as_tensor([r[0] for r in rows], device=self.device)
         pos = torch.as_tensor([r[1] for r in rows], device=self.device)
         with self.autocast():
             # A sentence of length 0 in the soft-prompt layout: the template tokens sit side by side.
-            h = self.encoder(**self._inputs(ids, template, [0] * len(rows)), attention_mask=torch.ones_like(ids),
-                             position_ids=pos).last_hidden_state
-        return h[:, rows[0][2]].float()
+            o = self.encoder(**self._inputs(ids, template, [0] * len(rows)), attention_mask=torch.ones_like(ids),
+                             position_ids=pos, output_hidden_states=layers is not None)
+        if layers is None:
+            return o.last_hidden_state[:, rows[0][2]].float()
+        return torch.stack([o.hidden_states[k][:, rows[0][2]] for k in layers]).float()
 
     def _longest_sentence(self, template: Template) -> int:
         """The most sentence tokens an input can hold (the bias lengths there are)."""
         return max(self.max_length - self.inputs.n_template_tokens(template), 0)
 
-    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None) -> torch.Tensor:
-        """The template's [MASK] state for each sentence length.
+    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None,
+                      layer: int | None = None) -> torch.Tensor:
+        """The template's [MASK] state for each sentence length (at ``layer`` of ``hidden_states``;
+        default the last hidden state).
 
         By default, without gradients and with dropout off the result is cached per (template,
         length) — the cache empties itself when the weights change; with gradients on (training)
@@ -225,9 +247,12 @@ class PromptModule(nn.Module):
         if version != self._bias_version:  # weights changed since the cache was filled
             self._bias_cache.clear()
             self._bias_version = version
+        layers = None if layer is None else list(range(self.n_layers + 1))  # one pass caches every layer
+        key = (lambda n: (t.text, n)) if layer is None else (lambda n: (t.text, n, self.layer_index(layer)))
         if not cache:
             uniq = sorted(set(lengths))
-            vec = self._bias_forward(t, uniq)
+            vec = self._bias_forward(t, uniq, None if layer is None else [self.layer_index(layer)])
+            vec = vec if layer is None else vec[0]
             where = {n: i for i, n in enumerate(uniq)}
             return vec[torch.as_tensor([where[n] for n in lengths], device=vec.device)]
         # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,
@@ -236,10 +261,15 @@ class PromptModule(nn.Module):
         top = self._longest_sentence(t)
         todo: dict[int, int] = {}  # bucket -> longest length asked for in it
         for n in lengths:
-            if (t.text, n) not in self._bias_cache:
+            if key(n) not in self._bias_cache:
                 todo[n // BIAS_BUCKET] = max(todo.get(n // BIAS_BUCKET, 0), n)
         for k, longest in sorted(todo.items()):
             chunk = list(range(k * BIAS_BUCKET, min((k + 1) * BIAS_BUCKET - 1, max(top, longest)) + 1))
-            for n, v in zip(chunk, self._bias_forward(t, chunk).cpu()):
-                self._bias_cache[(t.text, n)] = v
-        return torch.stack([self._bias_cache[(t.text, n)] for n in lengths])
+            vec = self._bias_forward(t, chunk, layers).cpu()
+            for i, n in enumerate(chunk):
+                if layers is None:
+                    self._bias_cache[(t.text, n)] = vec[i]
+                else:
+                    for j in layers:
+                        self._bias_cache[(t.text, n, j)] = vec[j, i]
+        return torch.stack([self._bias_cache[key(n)] for n in lengths])

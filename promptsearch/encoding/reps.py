@@ -62,10 +62,12 @@ class Rep:
 
 @dataclass(frozen=True)
 class MaskState(Rep):
-    """The last hidden state at [MASK] (PromptBERT Eq. 2), minus the template bias when ``denoise``."""
+    """The last hidden state at [MASK] (PromptBERT Eq. 2), minus the template bias when ``denoise``;
+    ``layer`` reads another layer instead (as ``hidden_states`` counts: 0 the embeddings)."""
 
     template: str
     denoise: bool = False
+    layer: int | None = None
     prompt: ClassVar[bool] = True
 
     def __post_init__(self):
@@ -73,12 +75,19 @@ class MaskState(Rep):
 
     @property
     def label(self) -> str:
-        return self.template + (" (denoised)" if self.denoise else "")
+        return self.template + (f" @layer {self.layer}" if self.layer is not None else "") + (" (denoised)" if self.denoise else "")
 
     pooling: ClassVar[str | None] = None
 
+    def resolve(self, encoder, data_dir=None) -> "MaskState":
+        """Itself, once its layer is known to exist in ``encoder``'s model (a one-line error if not)."""
+        if self.layer is not None:
+            encoder.prompt.layer_index(self.layer)
+        return self
+
     def fields(self) -> dict:
-        return {"template": self.template, "denoise": self.denoise, "pooling": self.pooling, "head": None}
+        f = {"template": self.template, "denoise": self.denoise, "pooling": self.pooling, "head": None}
+        return f if self.layer is None else {**f, "layer": self.layer}
 
     def from_states(self, raw: np.ndarray, denoised: np.ndarray, encoder) -> np.ndarray:
         """The vectors from the template pass's raw and denoised [MASK] states."""
@@ -94,7 +103,8 @@ class TopKStatic(MaskState):
 
     @property
     def label(self) -> str:
-        return self.template + f" [avg top-{self.k}]" + (" (denoised)" if self.denoise else "")
+        return (self.template + (f" @layer {self.layer}" if self.layer is not None else "") + f" [avg top-{self.k}]"
+                + (" (denoised)" if self.denoise else ""))
 
     @torch.inference_mode()
     def from_states(self, raw, denoised, encoder, batch_size: int = 256) -> np.ndarray:
@@ -261,7 +271,7 @@ def parse_head(text: str | tuple[int, int] | None) -> tuple[int, int]:
 
 
 def rep(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
-        head: str | tuple[int, int] | None = None, top_k: int = 200) -> Rep:
+        head: str | tuple[int, int] | None = None, top_k: int = 200, layer: int | None = None) -> Rep:
     """The representation the words name: a template ([MASK] state, or ``pooling="topk-static"``
     for Eq. 3), or a pooling baseline (``head="L-H"`` for Ditto). One-line errors for the rest."""
     if template is not None:
@@ -269,7 +279,11 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
             raise PromptSearchError(f"pooling {pooling!r} does not take a template; with --template use "
                                     f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop --template")
         text = Template.parse(template).text
-        return TopKStatic(text, bool(denoise), top_k) if pooling == "topk-static" else MaskState(text, bool(denoise))
+        if pooling == "topk-static":
+            return TopKStatic(text, bool(denoise), layer, k=top_k)
+        return MaskState(text, bool(denoise), layer)
+    if layer is not None:
+        raise PromptSearchError("--layer reads a template's [MASK] state at another layer; give a --template")
     if denoise:
         raise PromptSearchError("--denoise needs a --template (it subtracts the template's own [MASK] state)")
     name = pooling or "mean"
@@ -282,7 +296,7 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 
 
 def rep_from_options(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
-                     head: str | None = None) -> Rep:
+                     head: str | None = None, layer: int | None = None) -> Rep:
     """:func:`rep` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
     pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash."""
     if template and pooling not in (None, "mask", "topk-static"):
@@ -290,7 +304,8 @@ def rep_from_options(template: str | Template | None = None, denoise: bool = Fal
                                 "mask or topk-static)")
     if not template and pooling == "ditto" and not head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
-    return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None)
+    return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None,
+               layer=layer)
 
 
 # ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------

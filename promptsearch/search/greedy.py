@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from ..errors import PromptSearchError
 from ..library import load_json
 from .racing import Racing, race, race_key
-from .results import Results
+from .results import Results, entry_key
 from .scorer import Scorer
 
 
@@ -67,6 +67,7 @@ class Greedy:
     min_gain: float | str | None = "auto"  # points a step must gain; "auto"/None: its paired-bootstrap standard error
     show_progress_bar: bool | None = None
     racing: Racing | None = field(default_factory=Racing)
+    layers: str | list | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
     name: str = "greedy"
     path: list = field(default_factory=list)
 
@@ -83,11 +84,34 @@ class Greedy:
 
     def settings(self) -> dict:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
-                "racing": self.racing.settings() if self.racing else None}
+                "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {})}
+
+    def check(self, scorer: Scorer) -> None:
+        """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
+        load_vocabulary(self.vocabulary)
+        self.layer_list(scorer)
+
+    def layer_list(self, scorer: Scorer) -> list[int]:
+        """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 0 … the last)."""
+        n = scorer.encoder.prompt.n_layers
+        if not self.layers:
+            return []
+        if self.layers == "all":
+            return list(range(1, n + 1))
+        try:
+            asked = [int(x) for x in (self.layers.split(",") if isinstance(self.layers, str) else self.layers)]
+        except ValueError:
+            raise PromptSearchError(f"--layers {self.layers!r}: give all, or layer numbers such as 3,4,5,6") from None
+        out = list(dict.fromkeys(scorer.encoder.prompt.layer_index(k) for k in asked))
+        if 0 in out:  # no attention yet: the state at [MASK] is the same for every sentence
+            raise PromptSearchError(f"--layers: layer 0 (the embeddings) reads the same vector for every sentence; choose "
+                                    f"from 1 to {n}, or all")
+        return out
 
     def validation_extra(self, results: Results) -> list[str]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step)."""
-        return [r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
+        return ([r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
+                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer"])
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
@@ -155,7 +179,27 @@ class Greedy:
                 break
             best_score, best = cand_score, cand
             self._record(results, "prefix", step, best, best_score, len(cands), dropped, noise)
-        results.choose(best.template)
+        results.choose(self._layer_step(scorer, results, best.template, best_score) if self.layers else best.template)
+
+    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> str:
+        """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
+        layers = self.layer_list(scorer)
+        scores = scorer.score_layers(template, layers)
+        for k, sc in scores.items():
+            results.add(sc, "greedy:layer")
+            self.path.append({"stage": "layer", "step": len(self.path), "template": template, "layer": k,
+                              "spearman": round(sc.spearman, 4), "candidates": 1})
+        k = max(layers, key=lambda k: (scores[k].spearman, k))
+        gain, se = scorer.evaluator.gain(scorer.similarities(template), scorer.at_layer(k).similarities(template),
+                                         seed=len(self.path))
+        need = se if self.min_gain == "auto" else self.min_gain
+        taken = scores[k].spearman > score + need
+        self.path.append({"stage": "layer:best", "step": len(self.path), "template": template, "layer": k,
+                          "spearman": round(scores[k].spearman, 4), "candidates": len(layers), "taken": taken,
+                          "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
+        results.extras["path"] = self.path
+        results.save()
+        return entry_key(template, k) if taken else template
 
 
 def format_path(path: list[dict], results: Results | None = None) -> str:
@@ -187,6 +231,13 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         s = stop[-1]
         why = f" gains {s['gain']:+.2f} ± {s['se']:.2f}, not above the min gain {s['min_gain']:.2f}" if "se" in s else ""
         rows.append(row(s["template"], s["spearman"], f"(stopped: best next candidate {s['template']}{why})"))
+    layer_rows = [r for r in path if r["stage"] == "layer"]
+    if layer_rows:
+        rows.append(("Searching for the read-out layer", "", *blank))
+        rows += [row(entry_key(r["template"], r["layer"]), r["spearman"]) for r in layer_rows]
+        lb = [r for r in path if r["stage"] == "layer:best"][-1]
+        verdict = "taken" if lb["taken"] else f"not above the min gain {lb['min_gain']:.2f}: the last layer stays"
+        rows.append((f"(best layer {lb['layer']}: {lb['gain']:+.2f} ± {lb['se']:.2f} over the last, {verdict})", "", *blank))
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)

@@ -63,6 +63,16 @@ class Entry:
     order: int = 0  # 1-based: when this template was first scored in the run
     validation: dict | None = None  # held-out task -> Spearman (the top-k after a search)
     sets: dict | None = None  # dev set -> Spearman, when the objective (``spearman``) spans several
+    layer: int | None = None  # read-out layer (``hidden_states`` index), when not the last hidden state
+
+    @property
+    def key(self) -> str:
+        return entry_key(self.template, self.layer)
+
+
+def entry_key(template: str, layer: int | None = None) -> str:
+    """How a results file keys an entry: the template, with its read-out layer when it has one."""
+    return template if layer is None else f"{template} @layer {layer}"
 
 
 @dataclass
@@ -120,8 +130,9 @@ class Results:
                   validation=d.get("validation"),
                   extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
         for e in d.get("templates", []):
-            res.entries[e["template"]] = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""),
-                                               e.get("order", 0), e.get("validation"), e.get("sets"))
+            entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
+                          e.get("validation"), e.get("sets"), e.get("layer"))
+            res.entries[entry.key] = entry
         return res
 
     @property
@@ -148,7 +159,8 @@ class Results:
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
-        old = self.entries.get(score.template)
+        key = entry_key(score.template, score.layer)
+        old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
             if score.cached:
                 self.cached += 1
@@ -159,13 +171,13 @@ class Results:
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1, old.validation if old else None,
-                  score.sets or (old.sets if old else None))
-        self.entries[score.template] = e
+                  score.sets or (old.sets if old else None), score.layer)
+        self.entries[key] = e
         self.save()
         return e
 
     def ranked(self) -> list[Entry]:
-        return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.template))
+        return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.key))
 
     def choose(self, template: str) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
@@ -198,7 +210,7 @@ class Results:
                       "templates_per_minute": round(tpm, 2) if tpm else None,
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
-            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets") and v is None)}
+            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets", "layer") and v is None)}
                           for e in self.ranked()],
         }
         if self.validation is not None:
@@ -214,7 +226,7 @@ class Results:
     def format_ranking(self, top: int | None = None) -> str:
         """The best ``top`` templates with their score and any held-out scores."""
         ranked = self.ranked()[:top] if top else self.ranked()
-        w = max([len(e.template) for e in ranked] + [8])
+        w = max([len(e.key) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
         sets = self.dataset.split(",") if any(e.sets for e in ranked) else []
@@ -223,7 +235,7 @@ class Results:
                  + "".join(f"  {t:>10}" for t in sets + held)]
         for i, e in enumerate(ranked, 1):
             v = {**(e.sets or {}), **(e.validation or {})}
-            lines.append(f"{i:>4}  {e.template.ljust(w)}  {e.spearman:20.2f}"
+            lines.append(f"{i:>4}  {e.key.ljust(w)}  {e.spearman:20.2f}"
                          + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
             lines.append(f"(held-out: the best {self.validation['top']} by {self.dataset}, scored on {', '.join(held)})")
@@ -251,7 +263,7 @@ class Results:
             return ""
         diff = b.spearman - ob.spearman
         verdict = "is at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
-        return f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best {ob.spearman:.2f} ({ob.template})"
+        return f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best {ob.spearman:.2f} ({ob.key})"
 
 
 def load(path) -> dict:

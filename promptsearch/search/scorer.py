@@ -10,6 +10,7 @@ interrupt.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..data import PairFormat, STSData, expand_tasks, load_task
+from ..data import PairFormat, STSData, load_task, scoring_sets
 from ..encoding import MaskState, PromptEncoder
 from ..errors import PromptSearchError
 from ..eval.objective import Objective
@@ -48,6 +49,7 @@ class Score:
     cached: bool = False
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
     sets: dict[str, float] | None = None  # each dev set's score, when the objective spans several
+    layer: int | None = None  # the read-out layer (None: the last hidden state)
 
 
 class Scorer:
@@ -62,7 +64,7 @@ class Scorer:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
         self.screening_precision = encoder.precision if screening == "auto" else screening
         self._screening: PromptEncoder | None = None
-        self.datasets = expand_tasks(dataset)
+        self.datasets = scoring_sets(dataset)
         self.dataset = ",".join(self.datasets)
         self.denoise = denoise
         self.data_dir, self.fmt = data_dir, fmt
@@ -83,11 +85,46 @@ class Scorer:
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
         self.last_sets: dict[str, float] | None = None
         self._sims: dict[str, np.ndarray] = {}  # template -> its pairs' similarities (the run's variant), this process
+        self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
+        self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
         return Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
                       use_cache=self.use_cache, fmt=self.fmt, objective=self.objective)
+
+    def at_layer(self, layer: int | None) -> "Scorer":
+        """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
+        the same encoder, data, cache and work tally."""
+        layer = None if layer is None else self.encoder.prompt.layer_index(layer)
+        if layer not in self._views:
+            view = self._views[layer] = copy.copy(self._views[None])
+            view.layer, view._sims = layer, {}
+        return self._views[layer]
+
+    def score_layers(self, template: str | Template, layers: list[int]) -> dict[int, Score]:
+        """The template read at each of ``layers``: every layer's states come from one pass (each layer's
+        scores cached like :meth:`score`'s)."""
+        t = Template.parse(template).text
+        views = {k: self.at_layer(k) for k in layers}
+        out = {k: v.score(t) for k, v in views.items() if v.cached_sets(t) is not None}
+        todo = [k for k in layers if k not in out]
+        if todo:
+            t0 = time.perf_counter()
+            reps = {(k, dn): MaskState(t, dn, views[k].layer) for k in todo for dn in (False, True)}
+            vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
+            secs = (time.perf_counter() - t0) / len(todo)
+            for k in todo:
+                v = views[k]
+                v._sims[t] = self.evaluator.similarities(vecs[reps[(k, self.denoise)]])
+                scores = {dn: self.evaluator.scores(vecs[reps[(k, dn)]]) for dn in (False, True)}
+                v._remember(t, scores, secs)
+                out[k] = Score(t, self.evaluator.value(scores[self.denoise]), self.denoise, secs,
+                               precision=self.reference_precision, sets=self._sets(scores[self.denoise]), layer=v.layer)
+            self.n_scored += len(todo)
+            self.seconds += secs * len(todo)
+            self._count_work(self.reference_precision, 1.0)
+        return {k: out[k] for k in layers}
 
     @property
     def reference_precision(self) -> str:
@@ -130,7 +167,8 @@ class Scorer:
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
-                          + (["compat=" + e.compat] if e.compat != "promptsearch" else []),
+                          + (["compat=" + e.compat] if e.compat != "promptsearch" else [])
+                          + ([f"layer={self.layer}"] if self.layer is not None else []),
                           ensure_ascii=False)
 
     RECORD_START = b'{"key": '  # how every line _remember writes begins
@@ -214,14 +252,15 @@ class Scorer:
         hit = None if fresh else self.cached_sets(t)
         if hit is not None:
             return Score(t, self.evaluator.value(hit), self.denoise, 0.0, cached=True, precision=self.reference_precision,
-                         sets=self._sets(hit))
+                         sets=self._sets(hit), layer=self.layer)
         t0 = time.perf_counter()
-        reps = {dn: MaskState(t, dn) for dn in (False, True)}  # one pass gives both
+        reps = {dn: MaskState(t, dn, self.layer) for dn in (False, True)}  # one pass gives both
         vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
         self._sims[t] = self.evaluator.similarities(vecs[reps[self.denoise]])
         value = self._record(t, {dn: self.evaluator.scores(vecs[r]) for dn, r in reps.items()}, t0)
         self._count_work(self.reference_precision, 1.0)
-        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets)
+        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets,
+                     layer=self.layer)
 
     def similarities(self, template: str | Template) -> np.ndarray:
         """The cosine similarity of every pair (the objective's pairs, the run's variant) under
@@ -229,7 +268,7 @@ class Scorer:
         encoded (a score read from the cache file has none)."""
         t = Template.parse(template).text
         if t not in self._sims:
-            rep = MaskState(t, self.denoise)
+            rep = MaskState(t, self.denoise, self.layer)
             vecs = self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)
             self._sims[t] = self.evaluator.similarities(vecs[rep])
             self._count_work(self.reference_precision, 1.0)
@@ -259,7 +298,9 @@ class Scorer:
         need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
         need = need[~done[need]]
         if len(need):
-            st = enc.prompt_states([self.sentences[i] for i in need], template, denoise=True in vecs, show_progress_bar=False)
+            at = {} if self.layer is None else {"layers": [self.layer]}  # (a stand-in encoder need not take layers)
+            st = enc.prompt_states([self.sentences[i] for i in need], template, denoise=True in vecs, show_progress_bar=False, **at)
+            st = st if self.layer is None else st[self.layer]
             for dn in vecs:
                 new = st.denoised if dn else st.raw
                 if vecs[dn] is None:

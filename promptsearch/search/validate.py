@@ -19,7 +19,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. greedy's
     path) on every task; store them in their entries' ``validation`` and save the results."""
     tasks = list(dict.fromkeys(tasks))
-    chosen = [e.template for e in results.ranked()[:top]]
+    chosen = [e.key for e in results.ranked()[:top]]
     chosen += [t for t in extra if t in results.entries and t not in chosen]
     results.validation = {"tasks": tasks, "top": top}
     show = not (show_progress_bar is False)
@@ -28,7 +28,8 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
             held = scorer.on(task)
             for t in chosen:
                 e = results.entries[t]
-                e.validation = {**(e.validation or {}), task: round(held.score(t).spearman, 4)}  # not search work
+                value = held.at_layer(e.layer).score(e.template).spearman
+                e.validation = {**(e.validation or {}), task: round(value, 4)}  # not search work
                 bar.update(1)
     for t in chosen:  # in the order of --validate-on
         v = results.entries[t].validation or {}

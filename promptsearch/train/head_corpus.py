@@ -27,7 +27,7 @@ def head_corpus(parts: Sequence[str] = CORPORA, data_dir=None, wordnet_dir=None)
             out[part] = read_snli_sentences(data_dir)
         elif part == "sts":
             s: list[str] = []
-            for task in ("stsb-train", "sickr-train"):
+            for task in ("stsb-train", "sick-train"):
                 s += load_task(task, data_dir).sentences()
             out[part] = s
         elif is_user_dataset(part):  # a text file, a table with a text column, a hub id

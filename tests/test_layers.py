@@ -1,0 +1,118 @@
+"""The read-out layer (issue 21, item 3): a layer's state is the model's own ``hidden_states[layer]``
+at [MASK] (or a causal LM's last template token), raw and denoised, every layer from one pass."""
+
+import numpy as np
+import pytest
+import torch
+
+from promptsearch import PromptSearchError
+from promptsearch.encoding import MaskState
+from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
+
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+
+
+def _states(enc, ids, at, position_ids=None):
+    """Every layer's state at position ``at`` of one unpadded fp32 forward: (layers + 1, hidden)."""
+    with torch.no_grad():
+        kw = {} if position_ids is None else {"position_ids": torch.tensor([position_ids])}
+        o = enc.encoder(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                        output_hidden_states=True, **kw)
+    return torch.stack([h[0, at] for h in o.hidden_states]).float().numpy()
+
+
+@pytest.mark.parametrize("kind, template, side", [("tiny_bert_dir", PAPER_T, "right"), ("tiny_roberta_dir", ROBERTA_T, "right"),
+                                                  ("tiny_gpt2_dir", CAUSAL_T, "right"), ("tiny_llama_dir", CAUSAL_T, "left")])
+def test_a_layers_state_is_the_models_own_hidden_state(kind, template, side, request):
+    enc = make_encoder(request.getfixturevalue(kind), bf16=False, padding_side=side)
+    n = enc.prompt.n_layers
+    layers = list(range(n + 1))
+    st = enc.prompt_states(SENTS, template, denoise=True, layers=layers, batch_size=4)  # one padded batch
+    r = enc.rendered(template)
+    off = enc.model.position_offset
+    for i, s in enumerate(SENTS):
+        sent = enc.sentence_ids(enc.prepare([s]), template)[0]
+        ids, pos = r.ids(sent)
+        own = _states(enc, ids, pos)
+        k = len(sent)
+        t_ids = list(r.before) + list(r.after)
+        t_pos = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + k, off + len(r.before) + k + len(r.after)))
+        mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
+        alone = _states(enc, t_ids, mask, t_pos)
+        for layer in layers:  # fp32, other padding: rounding only
+            np.testing.assert_allclose(st[layer].raw[i], own[layer], atol=1e-5)
+            np.testing.assert_allclose(st[layer].bias[i], alone[layer], atol=1e-5)
+    # the last layer is the default read-out exactly, and layers really differ
+    last = enc.prompt_states(SENTS, template, denoise=True, batch_size=4)
+    np.testing.assert_array_equal(st[n].raw, last.raw)
+    np.testing.assert_array_equal(st[n].bias, last.bias)
+    assert np.abs(st[1].raw - st[n].raw).max() > 1e-3
+
+
+def test_every_layer_comes_from_one_pass(bert_enc):
+    calls = []
+    hook = bert_enc.encoder.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        reps = [MaskState(PAPER_T, True, layer) for layer in (0, 1, None)]
+        out = bert_enc.encode_reps(SENTS, reps, batch_size=64)
+        with_layers = len(calls)
+        calls.clear()
+        bert_enc.prompt.clear_cache()
+        bert_enc.encode_reps(SENTS, [MaskState(PAPER_T, True)], batch_size=64)
+    finally:
+        hook.remove()
+    assert with_layers == len(calls)  # the same forward passes (sentences + bias buckets) as one layer
+    np.testing.assert_array_equal(out[reps[2]], bert_enc.encode(SENTS, template=PAPER_T, denoise=True))
+    np.testing.assert_array_equal(out[reps[1]], bert_enc.encode(SENTS, template=PAPER_T, denoise=True, layer=1))
+
+
+def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
+    from promptsearch.cli import main
+
+    enc = make_encoder(tiny_bert_dir)
+    with pytest.raises(PromptSearchError, match="layer 3 is out of range: this model has hidden states 0 .* to 2"):
+        enc.encode(SENTS, template=PAPER_T, layer=3)
+    assert enc.encode(SENTS[:1], template=PAPER_T, layer=-1).tolist() == enc.encode(SENTS[:1], template=PAPER_T).tolist()
+    code = main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--layer", "-4", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "layer -4 is out of range" in err and "\n" not in err
+    code = main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--layer", "1", "-q"])
+    assert code == 2 and "--layer reads a template's [MASK] state" in capsys.readouterr().err
+
+
+def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_path):
+    import json
+
+    from promptsearch.cli import main
+    from promptsearch.encoding import rep
+    from promptsearch.eval import evaluate_reps
+    from tests.test_racing import _vocab
+
+    out = tmp_path / "best.json"
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path), "--max-steps", "1",
+            "--layers", "all", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0", "--no-racing"]
+    assert main(argv) == 0
+    d = json.loads(out.read_text())
+    rows = [r for r in d["path"] if r["stage"] == "layer"]
+    assert [r["layer"] for r in rows] == [1, 2]
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    by_key = {(e["template"], e.get("layer")): e for e in d["templates"]}
+    for r in rows:
+        want = evaluate_reps(enc, [rep(r["template"], denoise=True, layer=r["layer"])], ["sts16"])
+        assert r["spearman"] == pytest.approx(next(iter(want.values()))["sts16"]["spearman"], abs=1e-4)
+        assert by_key[(r["template"], r["layer"])]["spearman"] == r["spearman"]
+    best = [r for r in d["path"] if r["stage"] == "layer:best"][0]
+    last = [r for r in d["path"] if r["stage"] in ("relation:best", "prefix")][-1]
+    assert best["taken"] == (best["spearman"] > last["spearman"] + best["min_gain"])
+    assert d["x_chosen"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
+
+
+@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5 is out of range"),
+                                             ("x", "give all, or layer numbers")])
+def test_greedy_bad_layers_are_one_line_and_write_nothing(layers, message, tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    out = tmp_path / "best.json"
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--layers", layers, "--out", str(out), "--no-cache", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and "\n" not in err and not out.exists()
