@@ -21,8 +21,8 @@ def cmd_eval(args) -> int:
     enc, template, denoise = None, args.template, args.denoise
     if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template
         enc = o.encoder(args, args.template_dir)
-        template, denoise = enc.default_template, args.denoise or enc.default_denoise
-    rep = rep_from_options(template and o.template(args, template), denoise, args.pooling, args.head, args.layer)
+        template, denoise = enc.default_template and [enc.default_template], args.denoise or enc.default_denoise
+    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, args.layer)
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()

@@ -83,7 +83,7 @@ def _evaluate(sub) -> None:
     e = _command(sub, "eval", "evaluate:cmd_eval", help="evaluate one template or pooling on STS tasks",
                        description="Spearman x100 of cosine similarity on STS tasks for one representation.")
     _common(e)
-    e.add_argument("--template", help="e.g. 'This sentence : \"[X]\" means [MASK] .'")
+    e.add_argument("--template", action="append", help="e.g. 'This sentence : \"[X]\" means [MASK] .'; twice or more: their ensemble")
     e.add_argument("--denoise", action="store_true", help="subtract the template bias (position-shifted template-only pass)")
     e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto; with --template: topk-static (Eq. 3)")
     e.add_argument("--head", help="Ditto head as L-H, 0-based (with --pooling ditto)")
@@ -147,6 +147,7 @@ def _search(sub) -> None:
     gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
     gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's protocol)")
     gr.add_argument("--layers", help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
+    gr.add_argument("--ensemble", type=at_least(1), default=1, metavar="K", help="average up to K of the best templates")
     gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")

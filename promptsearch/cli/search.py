@@ -38,7 +38,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
 
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
-                   layers=args.layers, racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
+                   layers=args.layers, ensemble=args.ensemble, racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
     print(f"{format_path(strat.path, res)}\n\nbest: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}")
     return 0

@@ -248,6 +248,7 @@ class PromptEncoder:
                     show_progress_bar: bool | None = None, data_dir=None) -> dict[Rep, np.ndarray]:
         """Vectors of ``sentences`` for every rep, sharing forward passes: one template pass gives
         raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
+        wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
         out: dict[Rep, np.ndarray] = {}
         masked = [r for r in reps if r.prompt]
         for template in dict.fromkeys(r.template for r in masked):
@@ -266,7 +267,7 @@ class PromptEncoder:
                                       show_progress_bar=show_progress_bar)
             for r, resolved in pooled.items():
                 out[r] = res[resolved]
-        return out
+        return {r: r.combine([out[p] for p in r.parts()]) for r in wanted}
 
     # ---- template ([MASK]) representation -----------------------------------------------------
     def prepare(self, sentences: Iterable[str]) -> list[str]:

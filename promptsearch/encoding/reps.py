@@ -59,6 +59,14 @@ class Rep:
         """{template, denoise, pooling, head} as results files write them (None where unused)."""
         raise NotImplementedError
 
+    def parts(self) -> tuple["Rep", ...]:
+        """The representations this one is made of (itself, unless it combines several)."""
+        return (self,)
+
+    def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
+        """This representation from its parts' vectors (in :meth:`parts` order)."""
+        return vectors[0]
+
 
 @dataclass(frozen=True)
 class MaskState(Rep):
@@ -118,6 +126,45 @@ class TopKStatic(MaskState):
             w = v / v.sum(-1, keepdim=True)
             out.append(torch.einsum("bk,bkd->bd", w, emb[ix]).cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, emb.shape[1]), np.float32)
+
+
+@dataclass(frozen=True)
+class Ensemble(Rep):
+    """Several template representations averaged: the mean of their L2-normalized vectors
+    (Contrastive Prompting's prompt averaging; a search grows one with ``--ensemble K``)."""
+
+    members: tuple[MaskState, ...]
+
+    def __post_init__(self):
+        if len(self.members) < 2 or not all(m.prompt for m in self.members):
+            raise PromptSearchError("an ensemble averages two or more templates' [MASK] states")
+
+    @property
+    def label(self) -> str:
+        return " + ".join(m.label for m in self.members)
+
+    @property
+    def template(self) -> str:
+        return " + ".join(m.template for m in self.members)
+
+    def resolve(self, encoder, data_dir=None) -> "Ensemble":
+        return Ensemble(tuple(m.resolve(encoder, data_dir) for m in self.members))
+
+    def fields(self) -> dict:
+        return {"template": [m.template for m in self.members], "denoise": [m.denoise for m in self.members],
+                "pooling": "ensemble", "head": None, **({"layer": [m.layer for m in self.members]}
+                                                         if any(m.layer is not None for m in self.members) else {})}
+
+    def parts(self) -> tuple[Rep, ...]:
+        return self.members
+
+    def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
+        return np.mean([normalized(v) for v in vectors], axis=0).astype(np.float32)
+
+
+def normalized(v: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (a zero row stays zero)."""
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -295,10 +342,14 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
     return POOLINGS[name]()
 
 
-def rep_from_options(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
+def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,
                      head: str | None = None, layer: int | None = None) -> Rep:
     """:func:`rep` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
-    pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash."""
+    pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash.
+    Several templates (a list) are their :class:`Ensemble`."""
+    if isinstance(template, list) and len(template) > 1:
+        return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer) for t in template))
+    template = template[0] if isinstance(template, list) and template else (template or None)
     if template and pooling not in (None, "mask", "topk-static"):
         raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
                                 "mask or topk-static)")

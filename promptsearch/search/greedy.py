@@ -68,6 +68,8 @@ class Greedy:
     show_progress_bar: bool | None = None
     racing: Racing | None = field(default_factory=Racing)
     layers: str | list | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
+    ensemble: int = 1  # at most this many templates averaged (grown from the best scored ones while it pays)
+    ensemble_pool: int = 8  # the best scored entries an ensemble draws from
     name: str = "greedy"
     path: list = field(default_factory=list)
 
@@ -84,12 +86,15 @@ class Greedy:
 
     def settings(self) -> dict:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
-                "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {})}
+                "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {}),
+                **({"ensemble": self.ensemble} if self.ensemble > 1 else {})}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
+        if not isinstance(self.ensemble, int) or self.ensemble < 1:
+            raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
 
     def layer_list(self, scorer: Scorer) -> list[int]:
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 0 … the last)."""
@@ -111,7 +116,8 @@ class Greedy:
     def validation_extra(self, results: Results) -> list[str]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step)."""
         return ([r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
-                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer"])
+                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer"]
+                + [" + ".join(r["members"]) for r in results.path_steps if r.get("stage") == "ensemble" and r["taken"]])
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
@@ -157,6 +163,7 @@ class Greedy:
 
     def run(self, scorer: Scorer, results: Results) -> None:
         v = load_vocabulary(self.vocabulary)
+        scorer.keep_vectors = self.ensemble > 1  # an ensemble is built from the scored templates' vectors
         self.path = []
         suffix = v["suffix"]
         rel_states = [GreedyState(relation=r, suffix=suffix, mask=v["mask"]) for r in dict.fromkeys(v["relations"])]
@@ -179,7 +186,32 @@ class Greedy:
                 break
             best_score, best = cand_score, cand
             self._record(results, "prefix", step, best, best_score, len(cands), dropped, noise)
-        results.choose(self._layer_step(scorer, results, best.template, best_score) if self.layers else best.template)
+        chosen = self._layer_step(scorer, results, best.template, best_score) if self.layers else best.template
+        results.choose(self._ensemble_step(scorer, results, chosen) if self.ensemble > 1 else chosen)
+
+    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: str) -> str:
+        """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
+        that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
+        pool = list(dict.fromkeys([chosen] + [e.key for e in results.ranked() if not e.members]))[: self.ensemble_pool]
+        members, score = [chosen], results.entries[chosen].spearman
+        sims = scorer.member_similarities(members)
+        while len(members) < self.ensemble and len(members) < len(pool):
+            tries = {c: scorer.score_members(members + [c]) for c in pool if c not in members}
+            c = max(tries, key=lambda c: (tries[c].spearman, -pool.index(c)))
+            new = scorer.member_similarities(members + [c])
+            gain, se = scorer.evaluator.gain(sims, new, seed=len(self.path))
+            need = se if self.min_gain == "auto" else self.min_gain
+            taken = tries[c].spearman > score + need
+            self.path.append({"stage": "ensemble", "step": len(self.path), "template": c, "members": members + [c],
+                              "spearman": round(tries[c].spearman, 4), "candidates": len(tries), "taken": taken,
+                              "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
+            if not taken:
+                break
+            members, score, sims = members + [c], tries[c].spearman, new
+            results.add(tries[c], "greedy:ensemble")
+        results.extras["path"] = self.path
+        results.save()
+        return " + ".join(members) if len(members) > 1 else chosen
 
     def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> str:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
@@ -238,6 +270,12 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         lb = [r for r in path if r["stage"] == "layer:best"][-1]
         verdict = "taken" if lb["taken"] else f"not above the min gain {lb['min_gain']:.2f}: the last layer stays"
         rows.append((f"(best layer {lb['layer']}: {lb['gain']:+.2f} ± {lb['se']:.2f} over the last, {verdict})", "", *blank))
+    ens = [r for r in path if r["stage"] == "ensemble"]
+    if ens:
+        rows.append(("Averaging templates (ensemble)", "", *blank))
+        for r in ens:
+            label = f"+ {r['template']}{_gain(r)}" + ("" if r["taken"] else f"  (not above the min gain {r['min_gain']:.2f})")
+            rows.append(row(" + ".join(r["members"]), r["spearman"], label))
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)

@@ -30,6 +30,7 @@ from it.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -64,15 +65,22 @@ class Entry:
     validation: dict | None = None  # held-out task -> Spearman (the top-k after a search)
     sets: dict | None = None  # dev set -> Spearman, when the objective (``spearman``) spans several
     layer: int | None = None  # read-out layer (``hidden_states`` index), when not the last hidden state
+    members: list[str] | None = None  # an ensemble: its members' keys (``template`` is theirs joined by " + ")
 
     @property
     def key(self) -> str:
-        return entry_key(self.template, self.layer)
+        return " + ".join(self.members) if self.members else entry_key(self.template, self.layer)
 
 
 def entry_key(template: str, layer: int | None = None) -> str:
     """How a results file keys an entry: the template, with its read-out layer when it has one."""
     return template if layer is None else f"{template} @layer {layer}"
+
+
+def split_key(key: str) -> tuple[str, int | None]:
+    """(template, layer) of a one-template entry key."""
+    m = re.fullmatch(r"(.*) @layer (\d+)", key, flags=re.S)
+    return (m.group(1), int(m.group(2))) if m else (key, None)
 
 
 @dataclass
@@ -131,7 +139,7 @@ class Results:
                   extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
         for e in d.get("templates", []):
             entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
-                          e.get("validation"), e.get("sets"), e.get("layer"))
+                          e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"))
             res.entries[entry.key] = entry
         return res
 
@@ -159,7 +167,7 @@ class Results:
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
-        key = entry_key(score.template, score.layer)
+        key = " + ".join(score.members) if score.members else entry_key(score.template, score.layer)
         old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
             if score.cached:
@@ -171,7 +179,8 @@ class Results:
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1, old.validation if old else None,
-                  score.sets or (old.sets if old else None), score.layer)
+                  {k: round(v, 4) for k, v in score.sets.items()} if score.sets else (old.sets if old else None), score.layer,
+                  score.members)
         self.entries[key] = e
         self.save()
         return e
@@ -210,7 +219,7 @@ class Results:
                       "templates_per_minute": round(tpm, 2) if tpm else None,
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
-            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets", "layer") and v is None)}
+            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets", "layer", "members") and v is None)}
                           for e in self.ranked()],
         }
         if self.validation is not None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..data import PairFormat, STSData, load_task, scoring_sets
 from ..encoding import MaskState, PromptEncoder
+from ..encoding.reps import normalized
 from ..errors import PromptSearchError
 from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
@@ -50,6 +51,7 @@ class Score:
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
     sets: dict[str, float] | None = None  # each dev set's score, when the objective spans several
     layer: int | None = None  # the read-out layer (None: the last hidden state)
+    members: list[str] | None = None  # an ensemble's members (results-entry keys)
 
 
 class Scorer:
@@ -87,6 +89,8 @@ class Scorer:
         self._sims: dict[str, np.ndarray] = {}  # template -> its pairs' similarities (the run's variant), this process
         self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
         self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
+        self.keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
+        self._vecs: dict[str, np.ndarray] = {}
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
@@ -99,7 +103,7 @@ class Scorer:
         layer = None if layer is None else self.encoder.prompt.layer_index(layer)
         if layer not in self._views:
             view = self._views[layer] = copy.copy(self._views[None])
-            view.layer, view._sims = layer, {}
+            view.layer, view._sims, view._vecs = layer, {}, {}
         return self._views[layer]
 
     def score_layers(self, template: str | Template, layers: list[int]) -> dict[int, Score]:
@@ -116,7 +120,7 @@ class Scorer:
             secs = (time.perf_counter() - t0) / len(todo)
             for k in todo:
                 v = views[k]
-                v._sims[t] = self.evaluator.similarities(vecs[reps[(k, self.denoise)]])
+                v._keep(t, vecs[reps[(k, self.denoise)]])
                 scores = {dn: self.evaluator.scores(vecs[reps[(k, dn)]]) for dn in (False, True)}
                 v._remember(t, scores, secs)
                 out[k] = Score(t, self.evaluator.value(scores[self.denoise]), self.denoise, secs,
@@ -256,7 +260,7 @@ class Scorer:
         t0 = time.perf_counter()
         reps = {dn: MaskState(t, dn, self.layer) for dn in (False, True)}  # one pass gives both
         vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
-        self._sims[t] = self.evaluator.similarities(vecs[reps[self.denoise]])
+        self._keep(t, vecs[reps[self.denoise]])
         value = self._record(t, {dn: self.evaluator.scores(vecs[r]) for dn, r in reps.items()}, t0)
         self._count_work(self.reference_precision, 1.0)
         return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets,
@@ -270,9 +274,46 @@ class Scorer:
         if t not in self._sims:
             rep = MaskState(t, self.denoise, self.layer)
             vecs = self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)
-            self._sims[t] = self.evaluator.similarities(vecs[rep])
+            self._keep(t, vecs[rep])
             self._count_work(self.reference_precision, 1.0)
         return self._sims[t]
+
+    def _ensemble(self, members: list[str]) -> np.ndarray:
+        from .results import split_key
+
+        return np.mean([self.at_layer(layer).vectors(t) for t, layer in map(split_key, members)], axis=0)
+
+    def member_similarities(self, members: list[str]) -> np.ndarray:
+        """The pair similarities of an ensemble (as :meth:`score_members` scores it)."""
+        return self.evaluator.similarities(self._ensemble(members))
+
+    def _keep(self, template: str, vecs: np.ndarray) -> None:
+        """Keep a template's pair similarities (and, with ``keep_vectors``, its normalized vectors)."""
+        self._sims[template] = self.evaluator.similarities(vecs)
+        if self.keep_vectors:
+            self._vecs[template] = normalized(vecs)
+
+    def vectors(self, template: str | Template) -> np.ndarray:
+        """The template's L2-normalized vectors of the scorer's sentences (the run's variant, this
+        scorer's layer): kept from its score when ``keep_vectors`` is on, else encoded."""
+        t = Template.parse(template).text
+        if t not in self._vecs:
+            keep, self.keep_vectors = self.keep_vectors, True
+            self._sims.pop(t, None)
+            try:
+                self.similarities(t)
+            finally:
+                self.keep_vectors = keep
+        return self._vecs[t]
+
+    def score_members(self, members: list[str]) -> Score:
+        """An ensemble of results-entry keys (``template`` or ``template @layer k``): the mean of the
+        members' normalized vectors, scored like a template (from kept vectors; not cached)."""
+        from .results import split_key
+
+        scores = self.evaluator.scores(self._ensemble(members))
+        return Score(" + ".join(split_key(m)[0] for m in members), self.evaluator.value(scores), self.denoise, 0.0,
+                     precision=self.reference_precision, sets=self._sets(scores), members=list(members))
 
     def gain(self, before: str | Template, after: str | Template, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
         """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
@@ -330,7 +371,7 @@ class Scorer:
             yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
         if reuse:
             self.encode_pairs(enc, t, perm, vecs, done)
-            self._sims[t] = self.evaluator.similarities(vecs[self.denoise])
+            self._keep(t, vecs[self.denoise])
             yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, t0)
         else:
             self.seconds += time.perf_counter() - t0

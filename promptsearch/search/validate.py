@@ -28,7 +28,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
             held = scorer.on(task)
             for t in chosen:
                 e = results.entries[t]
-                value = held.at_layer(e.layer).score(e.template).spearman
+                value = (held.score_members(e.members) if e.members else held.at_layer(e.layer).score(e.template)).spearman
                 e.validation = {**(e.validation or {}), task: round(value, 4)}  # not search work
                 bar.update(1)
     for t in chosen:  # in the order of --validate-on

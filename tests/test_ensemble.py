@@ -1,0 +1,70 @@
+"""Template ensembles (issue 21, item 4): the mean of the members' L2-normalized vectors, in the encoder,
+eval and a greedy search's last step."""
+
+import json
+
+import numpy as np
+import pytest
+
+from promptsearch import PromptSearchError
+from promptsearch.encoding import Ensemble, MaskState
+from conftest import PAPER_T, make_encoder
+
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+OTHER = "[X] is about [MASK] ."
+
+
+def test_an_ensemble_is_the_mean_of_its_members_normalized_vectors(bert_enc):
+    a, b = MaskState(PAPER_T, True), MaskState(OTHER, False, 1)
+    ens = Ensemble((a, b))
+    out = bert_enc.encode_reps(SENTS, [ens, a])
+    va, vb = bert_enc.encode(SENTS, rep=a), bert_enc.encode(SENTS, rep=b)
+    want = (va / np.linalg.norm(va, axis=1, keepdims=True) + vb / np.linalg.norm(vb, axis=1, keepdims=True)) / 2
+    np.testing.assert_allclose(out[ens], want, atol=1e-6)
+    np.testing.assert_array_equal(out[a], va)
+    assert ens.fields()["template"] == [PAPER_T, OTHER] and ens.fields()["layer"] == [None, 1]
+    with pytest.raises(PromptSearchError, match="two or more"):
+        Ensemble((a,))
+
+
+def test_eval_with_several_templates_scores_their_ensemble(tiny_bert_dir, capsys):
+    from promptsearch.cli import main
+    from promptsearch.eval import evaluate_reps
+
+    assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", OTHER, "--denoise",
+                 "--tasks", "sts16", "--json", "-q", "--no-bf16"]) == 0
+    got = json.loads(capsys.readouterr().out)["sts16"]
+    ens = Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True)))
+    want = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), [ens], ["sts16"])[ens]["sts16"]["spearman"]
+    assert got == pytest.approx(want, abs=1e-4)
+
+
+def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
+    from promptsearch.cli import main
+    from promptsearch.eval import evaluate_reps
+    from promptsearch.search.results import split_key
+    from tests.test_racing import _vocab
+
+    out = tmp_path / "best.json"
+    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
+                 "--max-steps", "1", "--ensemble", "3", "--min-gain", "0", "--out", str(out), "--no-cache", "-q",
+                 "--no-bf16", "--validate-top", "0", "--no-racing"]) == 0
+    d = json.loads(out.read_text())
+    rows = [r for r in d["path"] if r["stage"] == "ensemble"]
+    assert rows and all(r["taken"] == (r["gain"] > 0) for r in rows) and len(rows[-1]["members"]) <= 3
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    for e in (e for e in d["templates"] if e.get("members")):
+        ens = Ensemble(tuple(MaskState(t, True, k) for t, k in map(split_key, e["members"])))
+        want = evaluate_reps(enc, [ens], ["sts16"])[ens]["sts16"]["spearman"]
+        assert e["spearman"] == pytest.approx(want, abs=1e-4)
+    taken = [r for r in rows if r["taken"]]
+    assert d["x_chosen"] == (" + ".join(taken[-1]["members"]) if taken else d["x_chosen"])
+
+
+def test_ensemble_zero_is_a_usage_error(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    out = tmp_path / "best.json"
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--ensemble", "0", "--out", str(out), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--ensemble" in err and "\n" not in err and not out.exists()
