@@ -161,3 +161,39 @@ def test_cli_min_gain_must_be_auto_or_points(tiny_bert_dir, tmp_path, capsys):
         code = main(["greedy", "--model", str(tiny_bert_dir), "--min-gain", bad, "--out", str(out), "-q"])
         err = capsys.readouterr().err.strip()
         assert code == 2 and "--min-gain must be auto or a number" in err and "\n" not in err and not out.exists()
+
+
+# ---- multi-objective Optuna (item 6) -----------------------------------------------------------
+def test_pareto_study_writes_a_front_with_no_dominated_trial(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    g = tmp_path / "grammar.json"
+    g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
+                             "slots": {"prefix": ["", "This sentence :", "A", "The text"],
+                                       "relation": ["means", "is", "is like", "refers to"]}}), encoding="utf-8")
+    out = tmp_path / "optuna.json"
+    assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sick-trial,sts16", "--pareto", "--trials", "8",
+                 "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0"]) == 0
+    assert "Pareto front" in capsys.readouterr().out
+    d = json.loads(out.read_text())
+    entries = {e["template"]: (e["sets"]["sick-trial"], e["sets"]["sts16"]) for e in d["templates"]}
+    front = set(d["x_pareto"])
+    assert front and front <= set(entries)
+
+    def dominates(a, b):
+        return all(x >= y for x, y in zip(a, b)) and a != b
+
+    for t in front:  # nobody beats a front template on both sets
+        assert not any(dominates(v, entries[t]) for v in entries.values())
+    for t in set(entries) - front:  # and everything off the front is beaten by someone
+        assert any(dominates(v, entries[t]) for v in entries.values())
+
+
+def test_pareto_needs_two_sets(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    out = tmp_path / "optuna.json"
+    code = main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--pareto", "--out", str(out), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--pareto makes one objective per dev set" in err and "\n" not in err and not out.exists()

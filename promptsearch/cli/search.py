@@ -55,9 +55,9 @@ def cmd_score(args) -> int:
 def cmd_optuna(args) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
-                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise),
-                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args))
-    res = _run(args, strat, strat.load_grammar, lambda: args.compare and Results.load(args.compare),
+                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise, args.pareto),
+                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto)
+    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare),
                lambda: print(strat.describe(), file=sys.stderr))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0

@@ -161,6 +161,7 @@ class OptunaSearch:
     grammar: str = "grammar"
     seed: int | None = None
     prune: bool = True
+    pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
     show_progress_bar: bool | None = None
     name: str = "optuna"
     study: optuna.Study | None = None
@@ -170,16 +171,35 @@ class OptunaSearch:
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
-                "prune": self.prune, "seed": self.seed}
+                "prune": self.prune and not self.pareto, "seed": self.seed, **({"pareto": True} if self.pareto else {})}
+
+    def check(self, scorer: Scorer) -> None:
+        """Refuse what cannot run before the results file opens."""
+        self.check_datasets(scorer.dataset)
+
+    def check_datasets(self, dataset: str) -> None:
+        """The grammar, and with ``pareto`` two or more dev sets in ``dataset`` (before a model loads)."""
+        from ..data import scoring_sets
+
+        self.load_grammar()
+        if self.pareto and len(scoring_sets(dataset)) < 2:
+            from ..errors import PromptSearchError
+
+            raise PromptSearchError("--pareto makes one objective per dev set: give two or more, e.g. --dataset "
+                                    "stsb-dev,sick-trial")
 
     def describe(self) -> str:
         g = self.load_grammar()
         return (f"study {self.study_name!r} in {self.storage}: grammar {g.source} has {g.size} templates; target "
                 f"{self.trials} finished trials")
 
-    def open_study(self, n_pairs: int = 1500) -> optuna.Study:
-        """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs."""
+    def open_study(self, n_pairs: int = 1500, n_objectives: int = 1) -> optuna.Study:
+        """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs. A
+        multi-objective study (``pareto``) is not pruned: Optuna prunes single-objective studies only."""
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
+        if self.pareto:
+            return optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage), sampler=sampler,
+                                       directions=["maximize"] * n_objectives, load_if_exists=True)
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=max(n_pairs // 8, 1), reduction_factor=2)
                   if self.prune else optuna.pruners.NopPruner())
         return optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage), sampler=sampler,
@@ -194,8 +214,13 @@ class OptunaSearch:
             raise PromptSearchError(f"Optuna storage {self.storage} failed ({exc}); check the --storage URL") from None
 
     def summary(self) -> str:
-        """The study's trial counts and this run's throughput."""
-        return format_study_summary(self.study, self.done_before, time.time() - self.started)
+        """The study's trial counts and this run's throughput (and a multi-objective study's Pareto front)."""
+        out = format_study_summary(self.study, self.done_before, time.time() - self.started)
+        if self.pareto:
+            front = sorted(self.study.best_trials, key=lambda t: -sum(t.values))
+            out += f"\nPareto front ({len(front)} templates, no other scores higher on every set):" + "".join(
+                f"\n  {' / '.join(f'{v:.2f}' for v in t.values)}  {t.user_attrs.get('template')}" for t in front)
+        return out
 
     def load_grammar(self) -> Grammar:
         """The grammar, read once per strategy (a bad file fails here, before anything is written)."""
@@ -206,7 +231,7 @@ class OptunaSearch:
     def _run(self, scorer: Scorer, results: Results) -> None:
         grammar = self.load_grammar()
         n = len(scorer.gold)
-        study = self.study = self.open_study(n)
+        study = self.study = self.open_study(n, len(scorer.datasets))
         self.done_before, self.started = finished_trials(study), time.time()
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
@@ -224,6 +249,10 @@ class OptunaSearch:
             template = grammar.render(choice)
             trial.set_user_attr("template", template)
             trial.set_user_attr("worker", os.getpid())
+            if self.pareto:  # every set's full score: one objective each
+                sc = scorer.score(template)
+                results.add(sc, f"optuna:trial {trial.number}")
+                return tuple(sc.sets[d] for d in scorer.datasets)
             hit = scorer.cached(template)
             if hit is not None:
                 results.add(Score(template, hit, scorer.denoise, 0.0, cached=True), f"optuna:trial {trial.number}")
@@ -249,7 +278,10 @@ class OptunaSearch:
             for t in trials:
                 tmpl = t.user_attrs.get("template")
                 if t.state == TrialState.COMPLETE and tmpl and tmpl not in results.entries:
-                    results.entries[tmpl] = _entry(t, scorer.denoise)
+                    results.entries[tmpl] = _entry(t, scorer)
+            if self.pareto:  # the non-dominated trials' templates, best objective first
+                front = {t.user_attrs["template"] for t in study.best_trials if "template" in t.user_attrs}
+                results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
             results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
                                          "finished": sum(t.state in FINISHED for t in trials),
                                          "pruned": sum(t.state == TrialState.PRUNED for t in trials)}
@@ -266,8 +298,14 @@ class OptunaSearch:
             sync(study, None)
 
 
-def _entry(t, denoise):
-    return Entry(t.user_attrs["template"], round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}", t.number + 1)
+def _entry(t, scorer: Scorer) -> Entry:
+    """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
+    if len(t.values) > 1:
+        sets = dict(zip(scorer.datasets, t.values))
+        return Entry(t.user_attrs["template"], round(scorer.evaluator.value(sets), 4), scorer.denoise, 0.0,
+                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()})
+    return Entry(t.user_attrs["template"], round(float(t.value), 4), scorer.denoise, 0.0, f"optuna:trial {t.number}",
+                 t.number + 1)
 
 
 def optuna_summary(study: optuna.Study) -> dict:
@@ -275,10 +313,10 @@ def optuna_summary(study: optuna.Study) -> dict:
     return {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
 
 
-def default_study_name(model: str, dataset: str, denoise: bool) -> str:
-    """promptsearch-<model>-<dataset>-<denoised|raw>: one study per (model, data, variant)."""
+def default_study_name(model: str, dataset: str, denoise: bool, pareto: bool = False) -> str:
+    """promptsearch-<model>-<dataset>-<denoised|raw>[-pareto]: one study per (model, data, variant, kind)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
-    return f"promptsearch-{slug}-{dataset}-{'denoised' if denoise else 'raw'}"
+    return f"promptsearch-{slug}-{dataset}-{'denoised' if denoise else 'raw'}" + ("-pareto" if pareto else "")
 
 
 def default_storage(out) -> str:
