@@ -56,24 +56,16 @@ def _command(sub, name: str, func: str, **kw) -> Parser:
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
-    g.add_argument("--mlm-head", default=None, metavar="FILE",
-                   help="a head.safetensors from train-head for [MASK] predictions ('none': no trained head; "
-                        "default: the shipped head for the default model)")
+    g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; default: the shipped one)")
     g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
-    g.add_argument("--columns", default=None, metavar="A,B,SCORE",
-                   help="pair columns of a user data set (default: sentence1,sentence2,score or a common spelling)")
-    g.add_argument("--subset-column", default=None, metavar="NAME",
-                   help="a column grouping a user data set's pairs into subsets (SentEval's 'all' aggregation)")
-    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: spread a large model over the devices "
-                                                "there are (default: cuda if available)")
+    g.add_argument("--columns", default=None, metavar="A,B,SCORE", help="pair columns of a user data set (default: sentence1,sentence2,score)")
+    g.add_argument("--subset-column", default=None, metavar="NAME", help="a column grouping a user data set's pairs into subsets")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device (default: cuda if any)")
     g.add_argument("--batch-size", type=at_least(1), default=64)
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
-    g.add_argument("--no-period", dest="add_period", action="store_false",
-                   help="don't append '.' to sentences that don't end in . ? \" ' before they fill [X]")
+    g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' before they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")
-    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
-                   help="reference: feed [MASK] templates exactly as kongds/Prompt-BERT's evaluation.py does (one-string "
-                        "tokenization, template bias with positions from 0); needed to reproduce its RoBERTa numbers")
+    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch", help="reference: kongds/Prompt-BERT's inputs exactly")
     g.add_argument("--demos", default=None, metavar="FILE",
                    help="in-context demonstrations put before the template (PromptEOL style, causal LMs): 'sentence<TAB>word' lines")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -131,11 +123,8 @@ def _search_flags(p, out: str | None) -> None:
                    help="rank by the raw [MASK] state (default: denoised; both are cached)")
     g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
-    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
-                   help="screening precision for racing/pruning rungs (auto: the reference precision, bf16 where fast "
-                        "else fp32; int8: quantized linear layers, CPU). Recorded scores are always the reference precision's")
-    g.add_argument("--validate-top", type=at_least(0), default=5, metavar="K",
-                   help="after the search, score the best K templates on held-out sets (default 5; 0: off)")
+    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto", help="racing/pruning rungs' precision (scores: the reference's)")
+    g.add_argument("--validate-top", type=at_least(0), default=5, metavar="K", help="score the best K on held-out sets after (default 5; 0: off)")
     g.add_argument("--validate-on", default="stsb,sickr", metavar="TASKS",
                    help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
 
@@ -251,6 +240,9 @@ def build_parser() -> Parser:
     _evaluate(sub)
     _train(sub)
     _search(sub)
+    pl = _command(sub, "plot", "search:cmd_plot", help="pictures of a results file: a greedy path, an Optuna study, scores")
+    pl.add_argument("results", help="a results JSON written by a search")
+    pl.add_argument("--out", help="the picture: .svg, .png or .pdf (default: the results file's name, .svg)")
     tu = _command(sub, "tui", "search:cmd_tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
     tu.add_argument("--results", default="best.json", help="results JSON to follow (default best.json)")
     tu.add_argument("--storage", help="an Optuna storage URL to follow instead")

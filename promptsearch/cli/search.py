@@ -75,6 +75,13 @@ def cmd_t5(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    from ..search.plots import plot_results
+
+    print("wrote " + ", ".join(map(str, plot_results(args.results, args.out))))
+    return 0
+
+
 def cmd_tui(args) -> int:
     from ..tui import PromptSearchApp
 

@@ -129,3 +129,8 @@ class Objective:
         full = (grouped_spearman(after, self.gold, groups, self.objective)
                 - grouped_spearman(before, self.gold, groups, self.objective))
         return float(full), float(100 * np.std(rho["after"] - rho["before"], ddof=1))
+
+    def se(self, sims: np.ndarray, n_boot: int = 1000, seed: int = 0) -> float:
+        """The paired-bootstrap standard error (×100) of the objective of these pair similarities."""
+        groups = self.groups if len(self.sets) > 1 else None
+        return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"], ddof=1))

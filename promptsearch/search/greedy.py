@@ -151,10 +151,15 @@ class Greedy:
             out.append((sc.spearman, by_text[sc.template]))
         return out, outcome.dropped
 
-    def _record(self, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int,
+    @staticmethod
+    def _se(scorer: Scorer, template: str) -> float:
+        """The bootstrap standard error of a template's objective (the plot's error bars)."""
+        return scorer.evaluator.se(scorer.similarities(template))
+
+    def _record(self, scorer: Scorer, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int,
                 dropped: list[dict], gain: dict | None = None):
         row = {"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
-               "candidates": candidates, **(gain or {})}
+               "score_se": round(self._se(scorer, state.template), 4), "candidates": candidates, **(gain or {})}
         if self.racing is not None:
             row["dropped"] = list(dropped)  # raced out before a full-set score: no number recorded
         self.path.append(row)
@@ -171,7 +176,7 @@ class Greedy:
         for sc, st in scored:
             self.path.append({"stage": "relation", "step": 0, "template": st.template, "spearman": round(sc, 4), "candidates": 1})
         best_score, best = max(scored, key=lambda x: x[0])
-        self._record(results, "relation:best", 0, best, best_score, len(rel_states), dropped)
+        self._record(scorer, results, "relation:best", 0, best, best_score, len(rel_states), dropped)
         for step in range(1, self.max_steps + 1):
             cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
@@ -182,10 +187,10 @@ class Greedy:
             need = se if self.min_gain == "auto" else self.min_gain
             noise = {"gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)}
             if cand_score <= best_score + need:
-                self._record(results, "stop", step, cand, cand_score, len(cands), dropped, noise)
+                self._record(scorer, results, "stop", step, cand, cand_score, len(cands), dropped, noise)
                 break
             best_score, best = cand_score, cand
-            self._record(results, "prefix", step, best, best_score, len(cands), dropped, noise)
+            self._record(scorer, results, "prefix", step, best, best_score, len(cands), dropped, noise)
         chosen = self._layer_step(scorer, results, best.template, best_score) if self.layers else best.template
         results.choose(self._ensemble_step(scorer, results, chosen) if self.ensemble > 1 else chosen)
 
@@ -203,7 +208,7 @@ class Greedy:
             need = se if self.min_gain == "auto" else self.min_gain
             taken = tries[c].spearman > score + need
             self.path.append({"stage": "ensemble", "step": len(self.path), "template": c, "members": members + [c],
-                              "spearman": round(tries[c].spearman, 4), "candidates": len(tries), "taken": taken,
+                              "spearman": round(tries[c].spearman, 4), "score_se": round(scorer.evaluator.se(new), 4), "candidates": len(tries), "taken": taken,
                               "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
             if not taken:
                 break
@@ -227,7 +232,8 @@ class Greedy:
         need = se if self.min_gain == "auto" else self.min_gain
         taken = scores[k].spearman > score + need
         self.path.append({"stage": "layer:best", "step": len(self.path), "template": template, "layer": k,
-                          "spearman": round(scores[k].spearman, 4), "candidates": len(layers), "taken": taken,
+                          "spearman": round(scores[k].spearman, 4),
+                          "score_se": round(scorer.evaluator.se(scorer.at_layer(k).similarities(template)), 4), "candidates": len(layers), "taken": taken,
                           "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
         results.extras["path"] = self.path
         results.save()

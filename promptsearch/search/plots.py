@@ -1,0 +1,162 @@
+"""Pictures of a results file (``promptsearch plot``), drawn with matplotlib.
+
+* A greedy run: its path, step by step — the objective with its bootstrap standard error, each
+  dev set's score and every held-out set's — beside the scores of each step's candidates.
+* An Optuna run: the study's history, its parameter importances and (``--pareto``) its Pareto
+  front, drawn by ``optuna.visualization.matplotlib`` from the study the results file names.
+* Any other run (``score``, ``t5``): the distribution of its scores.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from ..errors import PromptSearchError
+from .results import Results, entry_key
+
+FORMATS = (".svg", ".png", ".pdf")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_out(out) -> Path:
+    """The picture's path: .svg, .png or .pdf, in a writable place (checked before anything is drawn)."""
+    from ..fileio import check_writable
+
+    p = Path(out)
+    check_writable(p, "--out", "plot.svg")
+    if p.suffix.lower() not in FORMATS:
+        raise PromptSearchError(f"--out {p}: give a .svg, .png or .pdf file name")
+    return p
+
+
+def _path_steps(path: list[dict]) -> list[tuple[str, dict, str]]:
+    """(x label, row, entry key) for each step the search took."""
+    steps = []
+    for r in path:
+        st = r["stage"]
+        if st == "relation:best":
+            steps.append(("relation", r, r["template"]))
+        elif st == "prefix":
+            steps.append((f"prefix {r['step']}", r, r["template"]))
+        elif st == "layer:best" and r.get("taken"):
+            steps.append((f"layer {r['layer']}", r, entry_key(r["template"], r["layer"])))
+        elif st == "ensemble" and r.get("taken"):
+            steps.append((f"+{len(r['members']) - 1} template", r, " + ".join(r["members"])))
+    return steps
+
+
+def plot_greedy(res: Results, out: Path) -> list[Path]:
+    plt = _pyplot()
+    steps = _path_steps(res.path_steps)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    xs = range(len(steps))
+    objective = "objective (" + res.settings.get("objective", "mean") + ")" if "," in res.dataset else res.dataset
+    ax.errorbar(xs, [r["spearman"] for _, r, _ in steps], yerr=[r.get("score_se", 0.0) for _, r, _ in steps],
+                marker="o", capsize=4, lw=2, label=f"{objective} ± bootstrap s.e.")
+    lines = {}
+    for i, (_, _, key) in enumerate(steps):
+        e = res.entries.get(key)
+        for name, v in {**((e.sets or {}) if e else {}), **((e.validation or {}) if e else {})}.items():
+            lines.setdefault(name, {})[i] = v
+    held = set((res.validation or {}).get("tasks", []))
+    for name, pts in lines.items():
+        ax.plot(list(pts), list(pts.values()), marker="s" if name in held else "^", ls="--" if name in held else ":",
+                label=f"{name} ({'held out' if name in held else 'dev'})")
+    ax.set_xticks(list(xs), [s for s, _, _ in steps], rotation=20, ha="right")
+    ax.set_ylabel("Spearman × 100")
+    ax.set_title(f"greedy path: {res.model}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    by_source: dict[str, list[float]] = {}
+    for e in res.entries.values():
+        if not e.members and e.layer is None:
+            by_source.setdefault(e.source or "?", []).append(e.spearman)
+    names = sorted(by_source, key=lambda s: (s != "relation", s))
+    bx.boxplot([by_source[n] for n in names], showfliers=False)
+    for i, n in enumerate(names, 1):
+        bx.scatter([i] * len(by_source[n]), by_source[n], s=10, alpha=0.6)
+    bx.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
+    bx.set_title("full-set scores of each step's candidates")
+    bx.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return [out]
+
+
+def plot_optuna(res: Results, out: Path) -> list[Path]:
+    import optuna
+    from optuna.visualization import matplotlib as ovm
+
+    from .optuna_search import open_storage
+
+    info = res.extras.get("x_study", {})
+    try:
+        study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
+    except (KeyError, optuna.exceptions.OptunaError) as exc:
+        raise PromptSearchError(f"{res.path}: cannot open its Optuna study ({exc}); the study's storage must be "
+                                "where the run left it") from None
+    plt = _pyplot()
+    made = []
+    multi = len(study.directions) > 1
+    names = res.dataset.split(",")
+    pictures = [("history", lambda: ovm.plot_optimization_history(
+        study, target=(lambda t: sum(t.values) / len(t.values)) if multi else None,
+        target_name="mean of the sets" if multi else "Spearman × 100"))]
+    if len({t.params.get(k) for t in study.trials for k in t.params}) > 1:
+        pictures.append(("importances", lambda: ovm.plot_param_importances(
+            study, target=(lambda t: sum(t.values) / len(t.values)) if multi else None)))
+    if multi:
+        pictures.append(("pareto", lambda: ovm.plot_pareto_front(study, target_names=names[: len(study.directions)])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's matplotlib plots are marked experimental
+        for i, (what, draw) in enumerate(pictures):
+            ax = draw()
+            fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+            fig.set_size_inches(7, 4.5)
+            fig.tight_layout()
+            path = out if i == 0 else out.with_name(f"{out.stem}-{what}{out.suffix}")
+            fig.savefig(path)
+            plt.close(fig)
+            made.append(path)
+    return made
+
+
+def plot_scores(res: Results, out: Path) -> list[Path]:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.hist([e.spearman for e in res.entries.values()], bins=min(30, max(len(res.entries), 1)))
+    best = res.best
+    if best is not None:
+        ax.axvline(best.spearman, color="k", ls="--", label=f"best {best.spearman:.2f}")
+        ax.legend()
+    ax.set_xlabel(f"Spearman × 100 on {res.dataset}")
+    ax.set_ylabel("templates")
+    ax.set_title(f"{res.strategy}: {len(res.entries)} templates, {res.model}")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return [out]
+
+
+def plot_results(path, out=None) -> list[Path]:
+    """Draw the pictures of the results file ``path`` (into ``out``, default beside it as .svg); the
+    files written."""
+    res = Results.load(path)
+    out = check_out(out or Path(path).with_suffix(".svg"))
+    if res.path_steps:
+        return plot_greedy(res, out)
+    if "x_study" in res.extras:
+        return plot_optuna(res, out)
+    if not res.entries:
+        raise PromptSearchError(f"{path} holds no scored template yet; nothing to plot")
+    return plot_scores(res, out)

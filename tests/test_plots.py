@@ -1,0 +1,61 @@
+"""``promptsearch plot``: pictures of a greedy path, an Optuna study and plain scores (issue 21, item 7)."""
+
+import json
+
+import pytest
+
+from promptsearch.cli import main
+from conftest import PAPER_T
+
+
+@pytest.fixture(scope="module")
+def greedy_file(tiny_bert_dir, tmp_path_factory):
+    from tests.test_racing import _vocab
+
+    d = tmp_path_factory.mktemp("plot")
+    out = d / "best.json"
+    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sick-trial,sts16", "--vocabulary", _vocab(d),
+                 "--max-steps", "2", "--ensemble", "2", "--min-gain", "0", "--out", str(out), "--no-cache", "-q",
+                 "--no-bf16", "--validate-top", "1", "--validate-on", "sts13", "--no-racing"]) == 0
+    return out
+
+
+def test_greedy_path_records_error_bars_and_plots(greedy_file, tmp_path, capsys):
+    d = json.loads(greedy_file.read_text())
+    steps = [r for r in d["path"] if r["stage"] in ("relation:best", "prefix")]
+    assert all(0 < r["score_se"] < 10 for r in steps)  # a bootstrap s.e. of a Spearman ×100 on ~1,700 pairs
+    svg = tmp_path / "path.svg"
+    assert main(["plot", str(greedy_file), "--out", str(svg)]) == 0
+    assert f"wrote {svg}" in capsys.readouterr().out
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "greedy path" in text and "sts13 (held out)" in text and "sick-trial (dev)" in text
+    png = tmp_path / "path.png"
+    assert main(["plot", str(greedy_file), "--out", str(png)]) == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plain_scores_plot_and_bad_input(tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    assert main(["score", PAPER_T, "[X] means [MASK] .", "--model", str(tiny_bert_dir), "--dataset", "sts16",
+                 "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]) == 0
+    assert main(["plot", str(out)]) == 0 and "2 templates" in (tmp_path / "scores.svg").read_text()
+    capsys.readouterr()
+    for argv, message in ((["plot", str(out), "--out", str(tmp_path / "p.txt")], "give a .svg, .png or .pdf"),
+                          (["plot", str(tmp_path / "none.json")], "no results file"),
+                          (["plot", str(out), "--out", str(tmp_path)], "is a directory")):
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and "\n" not in err
+    assert not (tmp_path / "p.txt").exists()
+
+
+def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_path):
+    g = tmp_path / "grammar.json"
+    g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
+                             "slots": {"prefix": ["", "This sentence :", "A"], "relation": ["means", "is", "is like"]}}))
+    out = tmp_path / "optuna.json"
+    assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sick-trial,sts16", "--pareto", "--trials", "5",
+                 "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0"]) == 0
+    assert main(["plot", str(out), "--out", str(tmp_path / "study.svg")]) == 0
+    for name in ("study.svg", "study-importances.svg", "study-pareto.svg"):
+        assert (tmp_path / name).read_text().startswith("<?xml")
