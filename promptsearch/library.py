@@ -55,26 +55,42 @@ def causal_templates() -> list[str]:
     return [Template.parse(t).text for t in _read("causal")["templates"].values()]
 
 
-def with_demos(template: str, path: str) -> str:
-    """The template with in-context demonstrations before it (PromptEOL style): ``path`` holds
-    ``sentence<TAB>word`` lines; each becomes the filled template followed by its word."""
-    t = Template.parse(template)
+def read_demos(path: str, flag: str = "--demos") -> list[tuple[str, str]]:
+    """In-context demonstrations: ``sentence<TAB>word`` lines of ``path`` (``#`` comments)."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise PromptSearchError(f"cannot read --demos {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    close = '".' if t.text.endswith('"') else "."
+        raise PromptSearchError(f"cannot read {flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
     shots = []
     for i, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-            raise PromptSearchError(f"--demos {path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
-        shots.append(t.fill(parts[0].strip()) + parts[1].strip() + close)
+            raise PromptSearchError(f"{flag} {path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
+        shots.append((parts[0].strip(), parts[1].strip()))
     if not shots:
-        raise PromptSearchError(f"--demos {path} holds no 'sentence<TAB>word' lines")
-    return Template.parse(" ".join(shots) + " " + t.text).text
+        raise PromptSearchError(f"{flag} {path} holds no 'sentence<TAB>word' lines")
+    return shots
+
+
+def demo_template(template: str | Template, shots: list[tuple[str, str]]) -> str:
+    """The template with demonstrations before it: each is the filled template with its word in place of
+    [MASK] (a masked LM), or followed by its word (a causal LM's template, read at its last token)."""
+    t = Template.parse(template)
+    close = '".' if t.text.endswith('"') else "."
+
+    def shot(s: str, w: str) -> str:
+        filled = t.fill(s)
+        return filled.replace("[MASK]", w, 1) if "[MASK]" in t.text else filled + w + close
+
+    return Template.parse(" ".join(shot(s, w) for s, w in shots) + " " + t.text).text
+
+
+def with_demos(template: str, path: str) -> str:
+    """The template with in-context demonstrations before it (PromptEOL style): ``path`` holds
+    ``sentence<TAB>word`` lines; each becomes the filled template followed by its word."""
+    return demo_template(template, read_demos(path))
 
 
 def load_json(name_or_path: str) -> dict:

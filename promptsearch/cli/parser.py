@@ -136,6 +136,7 @@ def _search(sub) -> None:
     gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
     gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's protocol)")
     gr.add_argument("--layers", help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
+    gr.add_argument("--demos-pool", metavar="FILE", help="'sentence<TAB>word' lines: put the best one (or pair) before the template")
     gr.add_argument("--ensemble", type=at_least(1), default=1, metavar="K", help="average up to K of the best templates")
     gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",

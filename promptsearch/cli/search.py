@@ -14,6 +14,7 @@ from ..library import read_templates
 from ..search import GivenTemplates, Results, Scorer, run_strategy
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
+from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
 from ..search.validate import held_out_tasks
@@ -38,7 +39,8 @@ def _run(args, strategy, *checks, enc=None) -> Results:
 
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
-                   layers=args.layers, ensemble=args.ensemble, racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
+                   layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool,
+                   racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
     print(f"{format_path(strat.path, res)}\n\nbest: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}")
     return 0
@@ -76,8 +78,6 @@ def cmd_t5(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from ..search.plots import plot_results
-
     print("wrote " + ", ".join(map(str, plot_results(args.results, args.out))))
     return 0
 

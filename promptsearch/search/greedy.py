@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from ..errors import PromptSearchError
-from ..library import load_json
+from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
 from .results import Results, entry_key
 from .scorer import Scorer
@@ -41,6 +41,13 @@ class GreedyState:
     def template(self) -> str:
         parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]" if self.mask else "", self.suffix]
         return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Given:
+    """A candidate that is a template as it is (a demonstration step's)."""
+
+    template: str
 
 
 def load_vocabulary(path: str = "greedy") -> dict:
@@ -69,6 +76,7 @@ class Greedy:
     racing: Racing | None = field(default_factory=Racing)
     layers: str | list | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
     ensemble: int = 1  # at most this many templates averaged (grown from the best scored ones while it pays)
+    demos_pool: str | None = None  # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
     ensemble_pool: int = 8  # the best scored entries an ensemble draws from
     name: str = "greedy"
     path: list = field(default_factory=list)
@@ -87,12 +95,15 @@ class Greedy:
     def settings(self) -> dict:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
                 "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {}),
-                **({"ensemble": self.ensemble} if self.ensemble > 1 else {})}
+                **({"ensemble": self.ensemble} if self.ensemble > 1 else {}),
+                **({"demos_pool": self.demos_pool} if self.demos_pool else {})}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
+        if self.demos_pool:
+            read_demos(self.demos_pool, "--demos-pool")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
 
@@ -191,8 +202,39 @@ class Greedy:
                 break
             best_score, best = cand_score, cand
             self._record(scorer, results, "prefix", step, best, best_score, len(cands), dropped, noise)
-        chosen = self._layer_step(scorer, results, best.template, best_score) if self.layers else best.template
+        if self.demos_pool:
+            best_score, template = self._demos_step(scorer, results, best.template, best_score)
+        else:
+            template = best.template
+        chosen = self._layer_step(scorer, results, template, best_score) if self.layers else template
         results.choose(self._ensemble_step(scorer, results, chosen) if self.ensemble > 1 else chosen)
+
+    def _demos_step(self, scorer: Scorer, results: Results, template: str, score: float) -> tuple[float, str]:
+        """PromptEOL's choice of demonstration, automated: each one of the pool before the template, then
+        pairs of the best four; the best is taken only above its noise. (score, template) after it."""
+        pool = read_demos(self.demos_pool, "--demos-pool")
+        singles = {t: d for d in pool if _fits(scorer, t := demo_template(template, [d]))}
+        scored, dropped = self._score_all(scorer, results, [Given(t) for t in singles], "demos")
+        ranked = sorted(((sc, st.template) for sc, st in scored), key=lambda x: -x[0])
+        top = [singles[t] for _, t in ranked[:4] if t in singles]
+        pairs = [t for i, a in enumerate(top) for b in top[i + 1:] if _fits(scorer, t := demo_template(template, [a, b]))]
+        if pairs:
+            more, dropped2 = self._score_all(scorer, results, [Given(t) for t in pairs], "demo pairs")
+            ranked = sorted(ranked + [(sc, st.template) for sc, st in more], key=lambda x: -x[0])
+            dropped = dropped + dropped2
+        if not ranked:
+            return score, template  # no demonstration leaves room for a sentence
+        cand_score, cand = ranked[0]
+        gain, se = scorer.gain(template, cand, seed=len(self.path))
+        need = se if self.min_gain == "auto" else self.min_gain
+        taken = cand_score > score + need
+        self.path.append({"stage": "demos", "step": len(self.path), "template": cand, "spearman": round(cand_score, 4),
+                          "score_se": round(self._se(scorer, cand), 4), "candidates": len(singles) + len(pairs),
+                          "taken": taken, "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4),
+                          **({"dropped": list(dropped)} if self.racing is not None else {})})
+        results.extras["path"] = self.path
+        results.save()
+        return (cand_score, cand) if taken else (score, template)
 
     def _ensemble_step(self, scorer: Scorer, results: Results, chosen: str) -> str:
         """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
@@ -269,6 +311,10 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         s = stop[-1]
         why = f" gains {s['gain']:+.2f} ± {s['se']:.2f}, not above the min gain {s['min_gain']:.2f}" if "se" in s else ""
         rows.append(row(s["template"], s["spearman"], f"(stopped: best next candidate {s['template']}{why})"))
+    for r in (r for r in path if r["stage"] == "demos"):
+        rows.append(("Choosing demonstrations", "", *blank))
+        verdict = "taken" if r["taken"] else f"not above the min gain {r['min_gain']:.2f}: none"
+        rows.append(row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}  ({r['candidates']} tried, {verdict})"))
     layer_rows = [r for r in path if r["stage"] == "layer"]
     if layer_rows:
         rows.append(("Searching for the read-out layer", "", *blank))
@@ -285,6 +331,17 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
+
+
+def _fits(scorer: Scorer, template: str) -> bool:
+    """Whether the template leaves the model room for a sentence (a long demonstration may not)."""
+    from ..errors import TemplateError
+
+    try:
+        scorer.encoder.check_template(template)
+    except TemplateError:
+        return False
+    return True
 
 
 def _gain(row: dict) -> str:
