@@ -97,3 +97,9 @@ def check_writable(path, flag: str = "--out", example: str = "best.json") -> Non
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise PromptSearchError(f"{flag} {p} is not writable; choose a path in a writable folder")
+
+
+def check_apart(cache, out) -> None:
+    """The score cache and the results file must be two files."""
+    if out and cache and Path(cache).resolve() == Path(out).resolve():
+        raise PromptSearchError(f"--cache and --out are both {out}; the cache is a separate file (e.g. scores.jsonl)")

@@ -151,6 +151,7 @@ def _search(sub) -> None:
     op.add_argument("--study-name", help="default: promptsearch-<model>-<dataset>-<denoised|raw>")
     op.add_argument("--seed", type=at_least(0), default=None, help="TPE sampler seed")
     op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
+    op.add_argument("--layers", help="the read-out layer as a trial parameter: all, or hidden_states indices such as 3,4,5")
     op.add_argument("--pareto", action="store_true", help="with several --dataset sets: one objective each, the Pareto front")
     op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")
     op.add_argument("--top", type=at_least(1), default=10)

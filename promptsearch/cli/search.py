@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import optuna
 
 from ..data import check_data, one_dataset, read_wordnet, scoring_sets
-from ..errors import PromptSearchError
-from ..fileio import check_writable
+from ..fileio import check_apart, check_writable
 from ..library import read_templates
 from ..search import GivenTemplates, Results, Scorer, run_strategy
 from ..search.generate import GenerateSearch
@@ -30,8 +28,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         check()
     check_data(scoring_sets(args.dataset), args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
-    if args.out and args.cache and not args.no_cache and Path(args.cache).resolve() == Path(args.out).resolve():
-        raise PromptSearchError(f"--cache and --out are both {args.out}; the cache is a separate file (e.g. scores.jsonl)")
+    check_apart(None if args.no_cache else args.cache, args.out)
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
                     use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
     return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args))
@@ -58,7 +55,8 @@ def cmd_optuna(args) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
                          study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise, args.pareto),
-                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto)
+                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
+                         layers=args.layers)
     res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare),
                lambda: print(strat.describe(), file=sys.stderr))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")

@@ -108,21 +108,8 @@ class Greedy:
             raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
 
     def layer_list(self, scorer: Scorer) -> list[int]:
-        """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 0 … the last)."""
-        n = scorer.encoder.prompt.n_layers
-        if not self.layers:
-            return []
-        if self.layers == "all":
-            return list(range(1, n + 1))
-        try:
-            asked = [int(x) for x in (self.layers.split(",") if isinstance(self.layers, str) else self.layers)]
-        except ValueError:
-            raise PromptSearchError(f"--layers {self.layers!r}: give all, or layer numbers such as 3,4,5,6") from None
-        out = list(dict.fromkeys(scorer.encoder.prompt.layer_index(k) for k in asked))
-        if 0 in out:  # no attention yet: the state at [MASK] is the same for every sentence
-            raise PromptSearchError(f"--layers: layer 0 (the embeddings) reads the same vector for every sentence; choose "
-                                    f"from 1 to {n}, or all")
-        return out
+        """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
+        return scorer.layer_list(self.layers)
 
     def validation_extra(self, results: Results) -> list[str]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step)."""

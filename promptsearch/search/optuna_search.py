@@ -29,7 +29,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .grammar import Grammar
-from .results import Entry, Results
+from .results import Entry, Results, entry_key
 from .scorer import Score, Scorer
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -162,6 +162,7 @@ class OptunaSearch:
     seed: int | None = None
     prune: bool = True
     pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
+    layers: str | list | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
     show_progress_bar: bool | None = None
     name: str = "optuna"
     study: optuna.Study | None = None
@@ -171,11 +172,13 @@ class OptunaSearch:
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
-                "prune": self.prune and not self.pareto, "seed": self.seed, **({"pareto": True} if self.pareto else {})}
+                "prune": self.prune and not self.pareto, "seed": self.seed, **({"pareto": True} if self.pareto else {}),
+                **({"layers": self.layers} if self.layers else {})}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens."""
         self.check_datasets(scorer.dataset)
+        scorer.layer_list(self.layers)
 
     def check_datasets(self, dataset: str) -> None:
         """The grammar, and with ``pareto`` two or more dev sets in ``dataset`` (before a model loads)."""
@@ -230,6 +233,7 @@ class OptunaSearch:
 
     def _run(self, scorer: Scorer, results: Results) -> None:
         grammar = self.load_grammar()
+        layers = scorer.layer_list(self.layers)
         n = len(scorer.gold)
         study = self.study = self.open_study(n, len(scorer.datasets))
         self.done_before, self.started = finished_trials(study), time.time()
@@ -247,17 +251,18 @@ class OptunaSearch:
             # the lock timeout); it lands at once only while a rung is being encoded.
             choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
             template = grammar.render(choice)
+            sc = scorer.at_layer(trial.suggest_categorical("layer", layers)) if layers else scorer  # a view: same cache
             trial.set_user_attr("template", template)
             trial.set_user_attr("worker", os.getpid())
             if self.pareto:  # every set's full score: one objective each
-                sc = scorer.score(template)
-                results.add(sc, f"optuna:trial {trial.number}")
-                return tuple(sc.sets[d] for d in scorer.datasets)
-            hit = scorer.cached(template)
+                full = sc.score(template)
+                results.add(full, f"optuna:trial {trial.number}")
+                return tuple(full.sets[d] for d in scorer.datasets)
+            hit = sc.cached(template)
             if hit is not None:
-                results.add(Score(template, hit, scorer.denoise, 0.0, cached=True), f"optuna:trial {trial.number}")
+                results.add(Score(template, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {trial.number}")
                 return hit
-            rungs_done = scorer.score_progressive(template, rungs, seed=0)
+            rungs_done = sc.score_progressive(template, rungs, seed=0)
             while True:
                 with interrupts.scoring_region():
                     step = next(rungs_done, None)
@@ -269,7 +274,8 @@ class OptunaSearch:
                     if trial.should_prune():
                         trial.set_user_attr("pruned_at_pairs", pairs)
                         raise optuna.TrialPruned()
-            results.add(Score(template, value, scorer.denoise, scorer.last_seconds), f"optuna:trial {trial.number}")
+            results.add(Score(template, value, scorer.denoise, sc.last_seconds, sets=sc.last_sets, layer=sc.layer),
+                        f"optuna:trial {trial.number}")
             return value
 
         def sync(study: optuna.Study, _trial) -> None:
@@ -277,10 +283,12 @@ class OptunaSearch:
             trials = study.get_trials(deepcopy=False)  # one read of the storage
             for t in trials:
                 tmpl = t.user_attrs.get("template")
-                if t.state == TrialState.COMPLETE and tmpl and tmpl not in results.entries:
-                    results.entries[tmpl] = _entry(t, scorer)
+                key = tmpl and entry_key(tmpl, t.params.get("layer"))
+                if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
+                    results.entries[key] = _entry(t, scorer)
             if self.pareto:  # the non-dominated trials' templates, best objective first
-                front = {t.user_attrs["template"] for t in study.best_trials if "template" in t.user_attrs}
+                front = {entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
+                         if "template" in t.user_attrs}
                 results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
             results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
                                          "finished": sum(t.state in FINISHED for t in trials),
@@ -300,12 +308,13 @@ class OptunaSearch:
 
 def _entry(t, scorer: Scorer) -> Entry:
     """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
+    layer = t.params.get("layer")
     if len(t.values) > 1:
         sets = dict(zip(scorer.datasets, t.values))
         return Entry(t.user_attrs["template"], round(scorer.evaluator.value(sets), 4), scorer.denoise, 0.0,
-                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()})
+                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()}, layer=layer)
     return Entry(t.user_attrs["template"], round(float(t.value), 4), scorer.denoise, 0.0, f"optuna:trial {t.number}",
-                 t.number + 1)
+                 t.number + 1, layer=layer)
 
 
 def optuna_summary(study: optuna.Study) -> dict:

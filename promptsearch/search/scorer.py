@@ -106,6 +106,25 @@ class Scorer:
             view.layer, view._sims, view._vecs = layer, {}, {}
         return self._views[layer]
 
+    def layer_list(self, spec: str | list | None) -> list[int]:
+        """``--layers`` as ``hidden_states`` indices of this model: "all" (1 … the last) or numbers
+        ("3,4,5"; negative counts from the end). Layer 0 is refused: at [MASK] it is the same for
+        every sentence."""
+        n = self.encoder.prompt.n_layers
+        if not spec:
+            return []
+        if spec == "all":
+            return list(range(1, n + 1))
+        try:
+            asked = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec)]
+        except ValueError:
+            raise PromptSearchError(f"--layers {spec!r}: give all, or layer numbers such as 3,4,5,6") from None
+        out = list(dict.fromkeys(self.encoder.prompt.layer_index(k) for k in asked))
+        if 0 in out:
+            raise PromptSearchError(f"--layers: layer 0 (the embeddings) reads the same vector for every sentence; choose "
+                                    f"from 1 to {n}, or all")
+        return out
+
     def score_layers(self, template: str | Template, layers: list[int]) -> dict[int, Score]:
         """The template read at each of ``layers``: every layer's states come from one pass (each layer's
         scores cached like :meth:`score`'s)."""
