@@ -118,3 +118,22 @@ def test_predictions_on_a_causal_lm_use_promptEOL(tmp_path, tiny_gpt2_dir):
             assert app.screen.query_one("#template", Input).value == CAUSAL_T  # switched to PromptEOL
 
     asyncio.run(scenario())
+
+
+def test_leaderboard_plots_the_results_file(tmp_path, monkeypatch):
+    import webbrowser
+
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    path = tmp_path / "best.json"
+    _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0)])
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("g")
+            await _wait_for(pilot, lambda: app.screen.plotted)
+            assert app.screen.plotted == f"wrote {tmp_path / 'best.svg'}"
+
+    asyncio.run(scenario())
+    assert (tmp_path / "best.svg").read_text().startswith("<?xml") and opened == [(tmp_path / "best.svg").as_uri()]

@@ -17,6 +17,7 @@ class LeaderboardScreen(Screen):
         Binding("enter", "open_predictions", "Predict with template", show=True),
         Binding("s", "start_search", "Start greedy search"),
         Binding("r", "reload", "Reload"),
+        Binding("g", "plot", "Plot results"),
     ]
 
     def __init__(self, source, poll_seconds: float = 1.0, name: str | None = None):
@@ -25,6 +26,7 @@ class LeaderboardScreen(Screen):
         self.poll_seconds = poll_seconds
         self.board = Board()
         self.search_status = ""
+        self.plotted = ""  # what the last plot wrote (or why it failed)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -79,6 +81,30 @@ class LeaderboardScreen(Screen):
 
     def action_reload(self) -> None:
         self.refresh_board(force=True)
+
+    def action_plot(self) -> None:
+        """Draw the results file's pictures beside it (``promptsearch plot``) and open the first."""
+        path = getattr(self.source, "path", None)
+        if path is None:
+            self.notify("plots are drawn from a results file: start the TUI with --results FILE", severity="warning")
+            return
+        self.make_plot(str(path))
+
+    @work(thread=True, exclusive=True, group="plot")
+    def make_plot(self, path: str) -> None:
+        import webbrowser
+
+        from ..errors import PromptSearchError
+        from ..search.plots import plot_results
+
+        try:
+            files = plot_results(path)
+            msg, severity = "wrote " + ", ".join(map(str, files)), "information"
+            webbrowser.open(files[0].resolve().as_uri())  # a viewer where there is a desktop; nothing otherwise
+        except PromptSearchError as exc:
+            msg, severity = f"plot failed: {exc}", "error"
+        self.plotted = msg
+        self.app.call_from_thread(self.notify, msg, severity=severity)
 
     def action_start_search(self) -> None:
         path = getattr(self.source, "path", None)
