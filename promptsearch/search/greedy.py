@@ -237,8 +237,9 @@ class Greedy:
             need = se if self.min_gain == "auto" else self.min_gain
             taken = tries[c].spearman > score + need
             self.path.append({"stage": "ensemble", "step": len(self.path), "template": c, "members": members + [c],
-                              "spearman": round(tries[c].spearman, 4), "score_se": round(scorer.evaluator.se(new), 4), "candidates": len(tries), "taken": taken,
-                              "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
+                              "spearman": round(tries[c].spearman, 4), "score_se": round(scorer.evaluator.se(new), 4),
+                              "candidates": len(tries), "taken": taken, "gain": round(gain, 4), "se": round(se, 4),
+                              "min_gain": round(need, 4)})
             if not taken:
                 break
             members, score, sims = members + [c], tries[c].spearman, new
