@@ -68,3 +68,18 @@ def test_ensemble_zero_is_a_usage_error(tiny_bert_dir, tmp_path, capsys):
     code = main(["greedy", "--model", str(tiny_bert_dir), "--ensemble", "0", "--out", str(out), "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--ensemble" in err and "\n" not in err and not out.exists()
+
+
+def test_finetune_takes_a_searched_ensembles_members_and_layer(tmp_path):
+    from promptsearch.search import Results
+    from promptsearch.search.scorer import Score
+    from promptsearch.train.finetune import choose_templates
+
+    res = Results.open(tmp_path / "best.json", "tiny", "stsb-dev", "greedy", True)
+    res.add(Score(PAPER_T, 70.0, True, 1.0))
+    res.add(Score(OTHER, 69.0, True, 1.0, layer=2))
+    res.add(Score(f"{PAPER_T} + {OTHER}", 72.0, True, 0.0, members=[PAPER_T, f"{OTHER} @layer 2"]))
+    res.choose(f"{PAPER_T} + {OTHER} @layer 2")
+    assert choose_templates("unsup", results=str(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
+    res.choose(f"{OTHER} @layer 2")
+    assert choose_templates("sup", results=str(tmp_path / "best.json")) == ([OTHER], None, 2)

@@ -143,3 +143,36 @@ def test_optuna_searches_the_layer_as_a_trial_parameter(tiny_bert_dir, tmp_path)
         # (0.03 measured at the default layer too) and is told apart from the other layer's
         assert e["spearman"] == pytest.approx(at[e["layer"]], abs=0.05)
         assert abs(at[1] - at[2]) > 0.1
+
+
+def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, tmp_path):
+    import json
+
+    from promptsearch import PromptEncoder
+    from promptsearch.train.finetune import FinetuneConfig, finetune
+
+    enc = make_encoder(tiny_bert_dir, bf16=False)
+    cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, "[X] means [MASK] ."], lr=1e-3, batch_size=16, micro_batch=8,
+                         max_steps=2, eval_steps=1, layer=1, show_progress_bar=False)
+    summary = finetune(enc, sentences[:32], cfg, tmp_path / "ft", "tiny", resume=False)
+    out = tmp_path / "ft"
+    saved = json.loads((out / "promptsearch.json").read_text())
+    assert saved["layer"] == 1
+    # the dev score it tracked is the layer-1 read-out of the weights it started from
+    start = make_encoder(tiny_bert_dir, bf16=False)
+    from promptsearch.encoding import rep
+    from promptsearch.eval import evaluate_reps
+
+    r = rep(PAPER_T, denoise=True, layer=1)
+    assert summary["start_stsb_dev"] == pytest.approx(evaluate_reps(start, [r], ["stsb-dev"])[r]["stsb-dev"]["spearman"],
+                                                      abs=1e-4)
+    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
+    assert loaded.default_layer == 1
+    probe = sentences[200:220]
+    got = loaded.encode(probe)
+    np.testing.assert_allclose(got, loaded.encode(probe, template=PAPER_T, denoise=True, layer=1), atol=0)
+    assert np.abs(got - loaded.encode(probe, template=PAPER_T, denoise=True)).max() > 1e-3  # not the last layer
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(out), device="cpu", trust_remote_code=True)
+    np.testing.assert_allclose(st.encode(probe, batch_size=7), got, atol=1e-5)

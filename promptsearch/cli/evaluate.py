@@ -18,11 +18,12 @@ from . import options as o
 def cmd_eval(args) -> int:
     tasks = expand_tasks(args.tasks)
     check_data(tasks, args.data_dir)  # fail fast on a missing data dir, before loading the model
-    enc, template, denoise = None, args.template, args.denoise
-    if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template
+    enc, template, denoise, layer = None, args.template, args.denoise, args.layer
+    if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template (and layer)
         enc = o.encoder(args, args.template_dir)
         template, denoise = enc.default_template and [enc.default_template], args.denoise or enc.default_denoise
-    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, args.layer)
+        layer = enc.default_layer if layer is None else layer
+    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, layer)
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()

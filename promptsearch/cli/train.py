@@ -59,7 +59,7 @@ def cmd_optiprompt(args) -> int:
 
 def cmd_finetune(args) -> int:
     seeds = _start(args)
-    templates, soft = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
+    templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
                                        args.template_dir)
     if args.mode == "unsup":
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
@@ -70,7 +70,7 @@ def cmd_finetune(args) -> int:
         if i == 0:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, micro_batch=args.micro_batch, epochs=args.epochs,
-                             max_steps=args.max_steps, **_config(args, seed))
+                             max_steps=args.max_steps, layer=layer, **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
 

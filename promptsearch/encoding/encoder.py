@@ -77,6 +77,7 @@ class PromptEncoder:
         self.int8 = False  # linear layers quantized (a screening copy, see with_precision)
         self.default_template: str | None = None  # set by a trained directory's promptsearch.json
         self.default_denoise = False
+        self.default_layer: int | None = None  # a trained directory's read-out layer (None: the last)
         self._biased_ids: frozenset[int] | None = None
         lead, trail = self.prompt._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
@@ -97,6 +98,7 @@ class PromptEncoder:
             enc = cls(load_model(name_or_path, device=device, mask_head=mask_head), **kwargs)
         if cfg:
             enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
+            enc.default_layer = cfg.get("layer")
         return enc
 
     PRECISIONS = ("fp32", "bf16", "int8")
@@ -215,6 +217,7 @@ class PromptEncoder:
             if template is None and pooling is None and self.default_template:
                 template = self.default_template
                 denoise = self.default_denoise if denoise is None else denoise
+                layer = self.default_layer if layer is None else layer
             rep = _rep(template, bool(denoise), pooling, head, top_k, layer)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)

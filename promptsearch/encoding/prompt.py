@@ -155,7 +155,7 @@ class PromptModule(nn.Module):
         return {"inputs_embeds": emb}
 
     def forward(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
-                cache: bool | None = None) -> torch.Tensor:
+                cache: bool | None = None, layer: int | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
         What training calls (through DDP when ``accelerate`` wraps this module) and the
@@ -164,9 +164,10 @@ class PromptModule(nn.Module):
         """
         t = Template.parse(template)
         r = self.rendered(t)
-        out = self.states_for_rows([(*r.ids(list(s)), len(s)) for s in sent_ids], t)
+        rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
+        out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]
         if denoise:
-            out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache).to(out.device)
+            out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache, layer=layer).to(out.device)
         return out
 
     def layer_index(self, layer: int | None) -> int:

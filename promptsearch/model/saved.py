@@ -2,7 +2,8 @@
 
 An OptiPrompt directory holds only the template vectors (``soft_prompt.safetensors``) and
 names the base model; a fine-tuned directory is a full Hugging Face model directory. Both
-carry ``promptsearch.json`` = {format, template, denoise, pooling, base_model, soft_prompt?, ...}.
+carry ``promptsearch.json`` = {format, template, denoise, pooling, base_model, layer?, soft_prompt?, ...}
+(``layer``: the read-out layer as ``hidden_states`` counts, absent for the last hidden state).
 ``format`` is ``promptsearch.trained/1``; files written before it existed (no ``format``, and
 OptiPrompt's ``model`` where fine-tuning wrote ``base_model``) still read.
 """

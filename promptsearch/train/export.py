@@ -61,7 +61,8 @@ class PromptModule(InputModule):
     def forward(self, features: dict, **kwargs) -> dict:
         enc = self.enc
         ids = [row[:n].tolist() for row, n in zip(features["sentence_ids"], features["sentence_lengths"].tolist())]
-        features["sentence_embedding"] = self.prompt(ids, enc.default_template, denoise=enc.default_denoise)
+        features["sentence_embedding"] = self.prompt(ids, enc.default_template, denoise=enc.default_denoise,
+                                                     layer=enc.default_layer)
         return features
 
     def get_sentence_embedding_dimension(self) -> int:

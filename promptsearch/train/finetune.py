@@ -49,6 +49,7 @@ class FinetuneConfig:
     max_steps: int | None = None
     eval_steps: int | None = 25
     denoise: bool = True
+    layer: int | None = None  # the read-out layer trained and saved (None: the last hidden state)
     seed: int = 42
     show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
@@ -70,7 +71,7 @@ def _views(enc: PromptEncoder, cfg: FinetuneConfig, items: list, prompt=None) ->
         ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(texts), template)]
         # never the bias cache: the no-grad first pass of gradient caching must draw the same
         # dropout masks as the second, so both compute the bias afresh
-        return prompt(ids, template, denoise=cfg.denoise, cache=False)
+        return prompt(ids, template, denoise=cfg.denoise, cache=False, layer=cfg.layer)
 
     if cfg.mode == "unsup":
         t1, t2 = cfg.templates[0], cfg.templates[-1]
@@ -140,14 +141,14 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ck = load_checkpoint(out / CHECKPOINT) if resume else None
-    if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode:
+    if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode and ck.get("layer") == cfg.layer:
         acc.unwrap_model(wrapped).encoder.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
         start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
         set_rng_state(ck["rng"])
     if start_score is None:
-        start_score = best = dev(tdev, cfg.denoise)
+        start_score = best = dev(tdev, cfg.denoise, cfg.layer)
         cfg.history.append({"step": 0, "stsb_dev": round(start_score, 4)})
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
@@ -166,12 +167,12 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         done = step + 1
         if done % cfg.eval_steps == 0 or done == total:
             if acc.is_main_process:
-                last = dev(tdev, cfg.denoise)
+                last = dev(tdev, cfg.denoise, cfg.layer)
                 cfg.history.append({"step": done, "loss": round(loss, 4), "stsb_dev": round(last, 4)})
                 if last > best:
                     best = last
                     save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
-                save_checkpoint(out / CHECKPOINT, {"templates": cfg.templates, "mode": cfg.mode,
+                save_checkpoint(out / CHECKPOINT, {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
                                                    "model": acc.unwrap_model(wrapped).encoder.state_dict(), "optimizer": opt.state_dict(),
                                                    "scheduler": sched.state_dict(), "step": done, "best": best,
                                                    "start_score": start_score, "history": cfg.history, "rng": rng_state()})
@@ -194,6 +195,7 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
         model.save_pretrained(out)
         enc.tokenizer.save_pretrained(out)
     write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": "mask", "base_model": model_name,
+                       **({"layer": cfg.layer} if cfg.layer is not None else {}),
                        "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
                                     "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
                                     **info}})
@@ -203,17 +205,24 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
 def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):
     """The templates a fine-tuning run trains with: ``template_dir``'s (an OptiPrompt run, whose
     vectors come along: returned as the second value), then the given ones, then the best of a
-    search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both)."""
+    search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both). A
+    search's chosen ensemble gives its members; its read-out layer is the third value (None: the last)."""
     from ..errors import PromptSearchError
-    from ..search.results import top_templates
+    from ..search.results import split_key, top_templates
 
-    chosen = [Template.parse(t).text for t in templates]
+    chosen, layer = [Template.parse(t).text for t in templates], None
     if results:
         best = top_templates(results, 2 if mode == "unsup" else 1)
         if not best:
             raise PromptSearchError(f"--templates {results} holds no scored templates yet; run a search into it "
                                     "first, or give --template T")
-        chosen += [e.template for e in best]
+        if best[0].members:  # an ensemble: its members are the views (their layer: the first member's)
+            members = [split_key(m) for m in best[0].members]
+            chosen += [t for t, _ in members]
+            layer = members[0][1]
+        else:
+            chosen += [e.template for e in best if e.layer == best[0].layer and not e.members]
+            layer = best[0].layer
     soft = None
     if template_dir:
         from ..model.saved import load_template_dir
@@ -224,7 +233,7 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
         raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
     if mode == "unsup" and len(chosen) == 1:
         chosen = chosen * 2
-    return (chosen[:2] if mode == "unsup" else chosen[:1]), soft
+    return (chosen[:2] if mode == "unsup" else chosen[:1]), soft, layer
 
 
 def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=None) -> PromptEncoder:

@@ -51,12 +51,12 @@ class DevEval:
         self.encoder = encoder
         self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
 
-    def __call__(self, template: str, denoise: bool) -> float:
+    def __call__(self, template: str, denoise: bool, layer: int | None = None) -> float:
         prompt = self.encoder.prompt
         was_training = prompt.training
         prompt.eval()
         try:
-            r = MaskState(template, denoise)
+            r = MaskState(template, denoise, layer)
             return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
         finally:
             prompt.train(was_training)
