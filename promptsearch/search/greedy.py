@@ -112,9 +112,10 @@ class Greedy:
         return scorer.layer_list(self.layers)
 
     def validation_extra(self, results: Results) -> list[str]:
-        """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step)."""
+        """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step,
+        the best layer, each ensemble taken)."""
         return ([r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
-                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer"]
+                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer:best"]
                 + [" + ".join(r["members"]) for r in results.path_steps if r.get("stage") == "ensemble" and r["taken"]])
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
