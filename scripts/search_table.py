@@ -5,7 +5,7 @@
         --row 'paper=This sentence : "[X]" means [MASK] .' --row 'ensemble=[X] is like [MASK] . + [X] means [MASK] .'
 
 A row's key is a template, ``template @layer L``, or members joined by `` + `` (their ensemble), as a
-results file's ``x_chosen`` names them.
+results file's ``x_chosen`` names them; or ``pooling:NAME`` for a baseline (``pooling:mean``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import time
 
 from promptsearch import PromptEncoder
 from promptsearch.data import TASKS
-from promptsearch.encoding import Ensemble, MaskState
+from promptsearch.encoding import Ensemble, MaskState, rep
 from promptsearch.eval import evaluate_reps
 from promptsearch.search.results import split_key
 
 
 def representation(key: str):
+    if key.startswith("pooling:"):  # a baseline, e.g. pooling:mean (the model's own pooling)
+        return rep(pooling=key.split(":", 1)[1])
     members = [MaskState(t, True, layer) for t, layer in map(split_key, key.split(" + "))]
     return members[0] if len(members) == 1 else Ensemble(tuple(members))
 
@@ -45,7 +47,7 @@ def main() -> None:
         r = res[reps[label]]
         cells = [f"{r[t]['spearman']:.2f}" for t in dev + TASKS]
         avg = sum(r[t]["spearman"] for t in TASKS) / len(TASKS)
-        print(f"| {label}: `{key}` | " + " | ".join(cells) + f" | **{avg:.2f}** |")
+        print(f"| {label}: `{key}` | " if not key.startswith("pooling:") else f"| {label} | " + " | ".join(cells) + f" | **{avg:.2f}** |")
 
 
 if __name__ == "__main__":
