@@ -77,6 +77,11 @@ def entry_key(template: str, layer: int | None = None) -> str:
     return template if layer is None else f"{template} @layer {layer}"
 
 
+def template_of(key: str) -> str:
+    """The (first) template of an entry key: itself, without its layer, or an ensemble's first member's."""
+    return split_key(key.split(" + ")[0])[0]
+
+
 def split_key(key: str) -> tuple[str, int | None]:
     """(template, layer) of a one-template entry key."""
     m = re.fullmatch(r"(.*) @layer (\d+)", key, flags=re.S)

@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
+from ..search.results import template_of
 from .sources import Board
 
 
@@ -70,14 +71,14 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#board", DataTable)
         if not self.board.rows or table.cursor_row is None:
             return None
-        return self.board.rows[min(table.cursor_row, len(self.board.rows) - 1)][1]
+        return template_of(self.board.rows[min(table.cursor_row, len(self.board.rows) - 1)][1])
 
     def action_open_predictions(self) -> None:
         self.app.open_predictions(self.selected_template())
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a row (the table consumes the key and says so with this event)."""
-        self.app.open_predictions(str(event.row_key.value) if event.row_key else self.selected_template())
+        self.app.open_predictions(template_of(str(event.row_key.value)) if event.row_key else self.selected_template())
 
     def action_reload(self) -> None:
         self.refresh_board(force=True)

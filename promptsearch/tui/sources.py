@@ -66,9 +66,9 @@ class ResultsFileSource(_Polled):
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
             return Board(error=str(exc))
-        rows = [(float(e.spearman), e.template) for e in res.ranked()]
+        rows = [(float(e.spearman), e.key) for e in res.ranked()]  # a template, "T @layer L" or an ensemble "A + B"
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
-        held = {e.template: e.validation for e in res.entries.values() if e.validation}
+        held = {e.key: e.validation for e in res.entries.values() if e.validation}
         return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held)
 
 
