@@ -104,6 +104,17 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
     return Template.parse(with_demos(t, demos) if demos else t)
 
 
+def resolve_key(text: str, demos: str | None = None) -> Template | str:
+    """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
+    ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
+    from .template import entry_key, key_members
+
+    members = key_members(text)
+    if len(members) == 1 and members[0][1] is None:
+        return resolve_template(text, demos)
+    return " + ".join(entry_key(resolve_template(t, demos).text, layer) for t, layer in members)
+
+
 def read_templates(items=(), file: str | None = None, demos: str | None = None) -> list[Template]:
     """Templates given as arguments and/or in ``file`` (one a line, ``#`` comments)."""
     items = list(items or [])

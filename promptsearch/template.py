@@ -233,3 +233,31 @@ def _render_last(template: Template, tokenizer) -> RenderedTemplate:
                             f"the words it should complete after [X] (e.g. {CAUSAL_EXAMPLE!r})")
     return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, len(ids1) - 1, p0.endswith(" "),
                             len(lead), len(trail))
+
+
+# ---- results-entry keys: a template, its read-out layer, an ensemble --------------------------------
+def entry_key(template: str, layer: int | None = None) -> str:
+    """How a results file keys an entry: the template, with its read-out layer when it has one."""
+    return template if layer is None else f"{template} @layer {layer}"
+
+
+def template_of(key: str) -> str:
+    """The (first) template of an entry key: itself, without its layer, or an ensemble's first member's."""
+    return key_members(key)[0][0]
+
+
+def split_key(key: str) -> tuple[str, int | None]:
+    """(template, layer) of a one-template entry key."""
+    m = re.fullmatch(r"(.*) @layer (-?\d+)", key, flags=re.S)
+    return (m.group(1), int(m.group(2))) if m else (key, None)
+
+
+def key_members(key: str) -> list[tuple[str, int | None]]:
+    """[(template, layer)] an entry key names: one template (``T`` or ``T @layer L``), or an ensemble's
+    members joined by `` + `` (a template that parses as it is, and names no layer, is one member)."""
+    if " @layer " not in key:
+        try:
+            return [(Template.parse(key).text, None)]
+        except TemplateError:
+            pass
+    return [split_key(m) for m in key.split(" + ")]

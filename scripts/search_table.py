@@ -15,16 +15,14 @@ import time
 
 from promptsearch import PromptEncoder
 from promptsearch.data import TASKS
-from promptsearch.encoding import Ensemble, MaskState, rep
+from promptsearch.encoding.reps import rep, rep_from_key
 from promptsearch.eval import evaluate_reps
-from promptsearch.search.results import split_key
 
 
 def representation(key: str):
     if key.startswith("pooling:"):  # a baseline, e.g. pooling:mean (the model's own pooling)
         return rep(pooling=key.split(":", 1)[1])
-    members = [MaskState(t, True, layer) for t, layer in map(split_key, key.split(" + "))]
-    return members[0] if len(members) == 1 else Ensemble(tuple(members))
+    return rep_from_key(key, denoise=True)
 
 
 def main() -> None:

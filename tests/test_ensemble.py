@@ -42,7 +42,7 @@ def test_eval_with_several_templates_scores_their_ensemble(tiny_bert_dir, capsys
 def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
     from promptsearch.cli import main
     from promptsearch.eval import evaluate_reps
-    from promptsearch.search.results import split_key
+    from promptsearch.template import split_key
     from tests.test_racing import _vocab
 
     out = tmp_path / "best.json"
@@ -83,3 +83,19 @@ def test_finetune_takes_a_searched_ensembles_members_and_layer(tmp_path):
     assert choose_templates("unsup", results=str(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
     res.choose(f"{OTHER} @layer 2")
     assert choose_templates("sup", results=str(tmp_path / "best.json")) == ([OTHER], None, 2)
+
+
+def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_path):
+    from promptsearch.cli import main
+    from promptsearch.eval import evaluate_reps
+
+    out = tmp_path / "report.json"
+    keys = [f"{PAPER_T} + {OTHER}", f"{OTHER} @layer 1"]
+    assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks", "sts16",
+                 "--json", str(out), "-q", "--no-bf16"]) == 0
+    rows = {r["label"]: r for r in json.loads(out.read_text())["results"]}
+    want = {Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True))), MaskState(OTHER, True, 1)}
+    got = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), list(want), ["sts16"])
+    for r in want:
+        assert rows[r.label]["tasks"]["sts16"]["spearman"] == pytest.approx(got[r]["sts16"]["spearman"], abs=1e-4)
+    assert rows[f"{OTHER} @layer 1 (denoised)"]["layer"] == 1

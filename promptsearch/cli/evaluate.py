@@ -51,7 +51,7 @@ def cmd_report(args) -> int:
     if args.json:
         check_report_file(args.json)
     enc, t0 = o.encoder(args), time.time()
-    table = report(enc, tasks, args.model, [o.template(args, t) for t in args.template] if args.template else None, args.demos,
+    table = report(enc, tasks, args.model, args.template, args.demos,
                    args.data_dir, o.show(args), o.fmt(args), args.json, log=lambda line: print(line, file=sys.stderr))
     print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
           f"Wikipedia pairs)\n{table}")

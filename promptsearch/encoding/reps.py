@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import Template
+from ..template import Template, key_members
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -340,6 +340,13 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
     if name == "ditto":
         return Ditto(*parse_head(head))
     return POOLINGS[name]()
+
+
+def rep_from_key(key: str | Template, denoise: bool = False) -> Rep:
+    """The representation a results-entry key names: a template's [MASK] state (``T``), at a layer
+    (``T @layer L``), or the ensemble of several (``A + B``)."""
+    members = [MaskState(t, bool(denoise), layer) for t, layer in key_members(key.text if isinstance(key, Template) else key)]
+    return members[0] if len(members) == 1 else Ensemble(tuple(members))
 
 
 def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,

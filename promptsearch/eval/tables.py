@@ -80,18 +80,20 @@ def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, sh
     """The report's rows: the baselines, the best Ditto head on STS-B dev, and each template raw
     and denoised (default: the paper's three, or the shipped causal-LM ones with ``demos``);
     returns (reps, (layer, head, STS-B dev))."""
-    from ..encoding.reps import Ditto, rep
-    from ..library import causal_templates, paper_templates, resolve_template
+    from ..encoding.reps import Ditto, rep, rep_from_key
+    from ..library import causal_templates, paper_templates, resolve_key, resolve_template
     from .ditto import search_heads
 
+    # given as text: a template (a shipped name, with ``demos``) or a results-entry key (a layer, an ensemble)
+    templates = templates and [resolve_key(t, demos) if isinstance(t, str) else t for t in templates]
     best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
     if templates is None and enc.model.causal:
         templates = [resolve_template(t, demos) for t in causal_templates()]
     elif templates is None:
         templates = paper_templates(enc.model.config.model_type, compat=enc.compat)
     reps = [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])]
-    for t in templates:
-        reps += [rep(t), rep(t, denoise=True)]
+    for t in templates:  # a template, or a results-entry key (a layer, an ensemble)
+        reps += [rep_from_key(t), rep_from_key(t, denoise=True)]
     return reps, best
 
 

@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from .results import Results, entry_key
+from ..template import entry_key
+from .results import Results
 from .scorer import Scorer
 
 

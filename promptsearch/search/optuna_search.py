@@ -29,7 +29,8 @@ import optuna
 from optuna.trial import TrialState
 
 from .grammar import Grammar
-from .results import Entry, Results, entry_key
+from ..template import entry_key
+from .results import Entry, Results
 from .scorer import Score, Scorer
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

@@ -13,7 +13,8 @@ import warnings
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from .results import Results, entry_key
+from ..template import entry_key
+from .results import Results
 
 FORMATS = (".svg", ".png", ".pdf")
 

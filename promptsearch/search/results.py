@@ -30,7 +30,6 @@ from it.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -40,6 +39,7 @@ import jsonschema
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_write, hold_write_lock
+from ..template import entry_key
 from .scorer import Score
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -70,22 +70,6 @@ class Entry:
     @property
     def key(self) -> str:
         return " + ".join(self.members) if self.members else entry_key(self.template, self.layer)
-
-
-def entry_key(template: str, layer: int | None = None) -> str:
-    """How a results file keys an entry: the template, with its read-out layer when it has one."""
-    return template if layer is None else f"{template} @layer {layer}"
-
-
-def template_of(key: str) -> str:
-    """The (first) template of an entry key: itself, without its layer, or an ensemble's first member's."""
-    return split_key(key.split(" + ")[0])[0]
-
-
-def split_key(key: str) -> tuple[str, int | None]:
-    """(template, layer) of a one-template entry key."""
-    m = re.fullmatch(r"(.*) @layer (\d+)", key, flags=re.S)
-    return (m.group(1), int(m.group(2))) if m else (key, None)
 
 
 @dataclass

@@ -298,7 +298,7 @@ class Scorer:
         return self._sims[t]
 
     def _ensemble(self, members: list[str]) -> np.ndarray:
-        from .results import split_key
+        from ..template import split_key
 
         return np.mean([self.at_layer(layer).vectors(t) for t, layer in map(split_key, members)], axis=0)
 
@@ -328,7 +328,7 @@ class Scorer:
     def score_members(self, members: list[str]) -> Score:
         """An ensemble of results-entry keys (``template`` or ``template @layer k``): the mean of the
         members' normalized vectors, scored like a template (from kept vectors; not cached)."""
-        from .results import split_key
+        from ..template import split_key
 
         scores = self.evaluator.scores(self._ensemble(members))
         return Score(" + ".join(split_key(m)[0] for m in members), self.evaluator.value(scores), self.denoise, 0.0,

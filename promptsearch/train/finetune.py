@@ -208,7 +208,8 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
     search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both). A
     search's chosen ensemble gives its members; its read-out layer is the third value (None: the last)."""
     from ..errors import PromptSearchError
-    from ..search.results import split_key, top_templates
+    from ..search.results import top_templates
+    from ..template import split_key
 
     chosen, layer = [Template.parse(t).text for t in templates], None
     if results:

@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
-from ..search.results import template_of
+from ..template import template_of
 from .sources import Board
 
 
