@@ -45,7 +45,8 @@ def main() -> None:
         r = res[reps[label]]
         cells = [f"{r[t]['spearman']:.2f}" for t in dev + TASKS]
         avg = sum(r[t]["spearman"] for t in TASKS) / len(TASKS)
-        print(f"| {label}: `{key}` | " if not key.startswith("pooling:") else f"| {label} | " + " | ".join(cells) + f" | **{avg:.2f}** |")
+        name = label if key.startswith("pooling:") else f"{label}: `{key}`"
+        print(f"| {name} | " + " | ".join(cells) + f" | **{avg:.2f}** |")
 
 
 if __name__ == "__main__":
