@@ -30,12 +30,16 @@ def combine(values: Sequence[float], objective: str = "mean") -> float:
     return float(v.mean() if objective == "mean" else v.min())
 
 
+def group_spearmans(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray, labels) -> list[float]:
+    """Spearman ×100 of each group ``labels`` names (NaN where a group holds fewer than two pairs)."""
+    return [spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan") for g in labels]
+
+
 def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
     """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
     if groups is None:
         return spearman100(sims, gold)
-    return combine([spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
-                    for g in np.unique(groups)], objective)
+    return combine(group_spearmans(sims, gold, groups, np.unique(groups)), objective)
 
 
 def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
@@ -85,18 +89,13 @@ class Objective:
     def n_pairs(self) -> int:
         return len(self.gold)
 
-    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
-        from .sts import cosine
-
-        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
-
-    def per_set_from(self, sims: np.ndarray, gold: np.ndarray, groups: np.ndarray) -> dict[str, float]:
-        """Each set's Spearman over the given pairs' similarities (NaN where a set has too few)."""
-        return {name: (spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan"))
-                for g, name in enumerate(self.names)}
+    # the pairs are indexed like an STSEvaluator's: its cosine of ia/ib rows serves as it is
+    similarities = STSEvaluator.similarities
 
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
-        return self.per_set_from(self.similarities(vecs, pairs), self.gold[pairs], self.groups[pairs])
+        """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them)."""
+        sims = self.similarities(vecs, pairs)
+        return dict(zip(self.names, group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """The objective over the given pairs (all of them by default; there every set's score must
@@ -104,7 +103,7 @@ class Objective:
         if len(self.sets) == 1:
             return next(iter(self.sets.values())).spearman(vecs, pairs)
         if isinstance(pairs, slice) and pairs == slice(None):
-            return combine(self.scores(vecs).values(), self.objective)
+            return self.value(self.scores(vecs))
         return combine(self.per_set(vecs, pairs).values(), self.objective)
 
     def scores(self, vecs: np.ndarray) -> dict[str, float]:

@@ -151,6 +151,12 @@ class Greedy:
             out.append((sc.spearman, by_text[sc.template]))
         return out, outcome.dropped
 
+    def _noise(self, gain: float, se: float) -> tuple[float, dict]:
+        """The threshold a step's gain must beat (``min_gain``; auto: the gain's standard error), and the
+        gain, error and threshold as the path records them."""
+        need = se if self.min_gain == "auto" else self.min_gain
+        return need, {"gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)}
+
     @staticmethod
     def _se(scorer: Scorer, template: str) -> float:
         """The bootstrap standard error of a template's objective (the plot's error bars)."""
@@ -183,9 +189,7 @@ class Greedy:
                 cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
             scored, dropped = self._score_all(scorer, results, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
-            gain, se = scorer.gain(best.template, cand.template, seed=step)
-            need = se if self.min_gain == "auto" else self.min_gain
-            noise = {"gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)}
+            need, noise = self._noise(*scorer.gain(best.template, cand.template, seed=step))
             if cand_score <= best_score + need:
                 self._record(scorer, results, "stop", step, cand, cand_score, len(cands), dropped, noise)
                 break
@@ -214,13 +218,11 @@ class Greedy:
         if not ranked:
             return score, template  # no demonstration leaves room for a sentence
         cand_score, cand = ranked[0]
-        gain, se = scorer.gain(template, cand, seed=len(self.path))
-        need = se if self.min_gain == "auto" else self.min_gain
+        need, noise = self._noise(*scorer.gain(template, cand, seed=len(self.path)))
         taken = cand_score > score + need
         self.path.append({"stage": "demos", "step": len(self.path), "template": cand, "spearman": round(cand_score, 4),
                           "score_se": round(self._se(scorer, cand), 4), "candidates": len(singles) + len(pairs),
-                          "taken": taken, "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4),
-                          **({"dropped": list(dropped)} if self.racing is not None else {})})
+                          "taken": taken, **noise, **({"dropped": list(dropped)} if self.racing is not None else {})})
         results.extras["path"] = self.path
         results.save()
         return (cand_score, cand) if taken else (score, template)
@@ -235,13 +237,11 @@ class Greedy:
             tries = {c: scorer.score_members(members + [c]) for c in pool if c not in members}
             c = max(tries, key=lambda c: (tries[c].spearman, -pool.index(c)))
             new = scorer.member_similarities(members + [c])
-            gain, se = scorer.evaluator.gain(sims, new, seed=len(self.path))
-            need = se if self.min_gain == "auto" else self.min_gain
+            need, noise = self._noise(*scorer.evaluator.gain(sims, new, seed=len(self.path)))
             taken = tries[c].spearman > score + need
             self.path.append({"stage": "ensemble", "step": len(self.path), "template": c, "members": members + [c],
                               "spearman": round(tries[c].spearman, 4), "score_se": round(scorer.evaluator.se(new), 4),
-                              "candidates": len(tries), "taken": taken, "gain": round(gain, 4), "se": round(se, 4),
-                              "min_gain": round(need, 4)})
+                              "candidates": len(tries), "taken": taken, **noise})
             if not taken:
                 break
             members, score, sims = members + [c], tries[c].spearman, new
@@ -259,14 +259,12 @@ class Greedy:
             self.path.append({"stage": "layer", "step": len(self.path), "template": template, "layer": k,
                               "spearman": round(sc.spearman, 4), "candidates": 1})
         k = max(layers, key=lambda k: (scores[k].spearman, k))
-        gain, se = scorer.evaluator.gain(scorer.similarities(template), scorer.at_layer(k).similarities(template),
-                                         seed=len(self.path))
-        need = se if self.min_gain == "auto" else self.min_gain
+        at_k = scorer.at_layer(k).similarities(template)
+        need, noise = self._noise(*scorer.evaluator.gain(scorer.similarities(template), at_k, seed=len(self.path)))
         taken = scores[k].spearman > score + need
         self.path.append({"stage": "layer:best", "step": len(self.path), "template": template, "layer": k,
-                          "spearman": round(scores[k].spearman, 4),
-                          "score_se": round(scorer.evaluator.se(scorer.at_layer(k).similarities(template)), 4), "candidates": len(layers), "taken": taken,
-                          "gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)})
+                          "spearman": round(scores[k].spearman, 4), "score_se": round(scorer.evaluator.se(at_k), 4),
+                          "candidates": len(layers), "taken": taken, **noise})
         results.extras["path"] = self.path
         results.save()
         return entry_key(template, k) if taken else template

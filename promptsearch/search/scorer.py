@@ -291,11 +291,15 @@ class Scorer:
         encoded (a score read from the cache file has none)."""
         t = Template.parse(template).text
         if t not in self._sims:
-            rep = MaskState(t, self.denoise, self.layer)
-            vecs = self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)
-            self._keep(t, vecs[rep])
-            self._count_work(self.reference_precision, 1.0)
+            self._encode_one(t, self.keep_vectors)
         return self._sims[t]
+
+    def _encode_one(self, template: str, vectors: bool) -> None:
+        """Encode the scorer's sentences with one template (the run's variant, this layer) and keep its
+        pair similarities, and its normalized vectors if ``vectors``."""
+        rep = MaskState(template, self.denoise, self.layer)
+        self._keep(template, self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)[rep], vectors)
+        self._count_work(self.reference_precision, 1.0)
 
     def _ensemble(self, members: list[str]) -> np.ndarray:
         from ..template import split_key
@@ -306,10 +310,11 @@ class Scorer:
         """The pair similarities of an ensemble (as :meth:`score_members` scores it)."""
         return self.evaluator.similarities(self._ensemble(members))
 
-    def _keep(self, template: str, vecs: np.ndarray) -> None:
-        """Keep a template's pair similarities (and, with ``keep_vectors``, its normalized vectors)."""
+    def _keep(self, template: str, vecs: np.ndarray, vectors: bool | None = None) -> None:
+        """Keep a template's pair similarities (and its normalized vectors: ``vectors``, by default
+        ``keep_vectors``)."""
         self._sims[template] = self.evaluator.similarities(vecs)
-        if self.keep_vectors:
+        if self.keep_vectors if vectors is None else vectors:
             self._vecs[template] = normalized(vecs)
 
     def vectors(self, template: str | Template) -> np.ndarray:
@@ -317,12 +322,7 @@ class Scorer:
         scorer's layer): kept from its score when ``keep_vectors`` is on, else encoded."""
         t = Template.parse(template).text
         if t not in self._vecs:
-            keep, self.keep_vectors = self.keep_vectors, True
-            self._sims.pop(t, None)
-            try:
-                self.similarities(t)
-            finally:
-                self.keep_vectors = keep
+            self._encode_one(t, vectors=True)
         return self._vecs[t]
 
     def score_members(self, members: list[str]) -> Score:
