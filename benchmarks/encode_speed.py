@@ -1,14 +1,18 @@
-"""Encode speed: PromptEncoder (dedup + length-sorted batches + inference_mode + bf16 autocast)
-against a naive loop (input order, duplicates kept, float32, no_grad), one template over
-STS-B dev, both measured in this run on this machine. Also prints both Spearman scores.
+"""Encode speed, every line measured in this one run on this machine, over STS-B dev:
 
-Then a roofline line: the linear layers' FLOPs for one template over STS-B dev (2 x tokens x
-linear weights; attention scores and softmax not counted) divided by the encode time, next to
-what a plain matmul of the model's FFN shape reaches in the same run, in the same precision —
-for the model and for a randomly initialised BERT-base-sized ``BertForMaskedLM`` (``BertConfig()``
-defaults: bert-base's FLOPs, no download).
+1. PromptEncoder ``encode`` (tokenize once, token-budget batches, inference_mode, bf16 autocast
+   where fast) against a naive loop (input order, duplicates kept, fp32, batches of 64), one
+   template, with both Spearman scores;
+2. per template: ``encode`` of each of 16 templates alone vs ``encode_templates`` of all 16;
+3. host overhead per template: the same two with a 1-layer, 32-wide BERT built from the
+   default model's tokenizer (its forward nearly free: what is left is tokenizing, batching,
+   copying, the bias);
+4. the peer: sentence-transformers ``encode`` of the same model (mean pooling), same sentences;
+5. a roofline: the linear layers' FLOPs of one template (2 x tokens x linear weights; attention
+   scores not counted) over the encode time, next to a plain matmul of the model's FFN shape in
+   the same precision — for the model and a random BERT-base-sized ``BertForMaskedLM``.
 
-    python benchmarks/encode_speed.py [--model default] [--device cpu|cuda] [--template T] [--batch-size 64] [--no-bert-base]
+    python benchmarks/encode_speed.py [--model default] [--device cpu|cuda] [--templates 16] [--no-bert-base]
 """
 
 from __future__ import annotations
@@ -43,11 +47,20 @@ def naive_encode(enc: PromptEncoder, sentences, template, batch_size):
     return np.concatenate(out)
 
 
+TEMPLATES = ['This sentence : "[X]" means [MASK] .', '[X] means [MASK] .', 'This word : "[X]" is [MASK] .',
+             '"[X]" is like [MASK] .', 'This sentence : "[X]" is [MASK] .', 'This phrase : "[X]" means [MASK] .',
+             '[X] is like [MASK] .', 'The sentence "[X]" means [MASK] .', 'In short , "[X]" means [MASK] .',
+             '"[X]" : [MASK] .', 'This text : "[X]" is about [MASK] .', '[X] , that is [MASK] .',
+             'A sentence : "[X]" means [MASK] .', 'This sentence of words : "[X]" means [MASK] .',
+             '"[X]" , in one word : [MASK] .', 'This : "[X]" means [MASK] .']
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
-    ap.add_argument("--template", default='This sentence : "[X]" means [MASK] .')
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--template", default=TEMPLATES[0])
+    ap.add_argument("--templates", type=int, default=16, help="templates for the many-templates lines (at most 16)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the device's)")
     ap.add_argument("--data-dir", default=None)
     add_device_flag(ap)
     ap.add_argument("--no-bert-base", dest="bert_base", action="store_false", help="skip the BERT-base-sized roofline")
@@ -58,33 +71,99 @@ def main():
     a, b, _ = data.subsets["dev"]
     sentences = a + b
     device = resolve(args.device)
-    fast = PromptEncoder.from_pretrained(args.model, device=str(device), batch_size=args.batch_size, bf16=args.bf16,
+    fast = PromptEncoder.from_pretrained(args.model, device=str(device), max_tokens=args.max_tokens, bf16=args.bf16,
                                          show_progress_bar=False)
-    slow = PromptEncoder(fast.model, batch_size=args.batch_size, bf16=False, show_progress_bar=False)
+    slow = PromptEncoder(fast.model, bf16=False, show_progress_bar=False)
     fast.encode(sentences[:64], template=args.template)  # warm-up (thread pools, kernels)
-    naive_encode(slow, sentences[:64], args.template, args.batch_size)
+    naive_encode(slow, sentences[:64], args.template, 64)
 
     times = []
     with timed(device, times):
-        v_naive = naive_encode(slow, sentences, args.template, args.batch_size)
+        v_naive = naive_encode(slow, sentences, args.template, 64)
+    fast.prompt.clear_cache()
     with timed(device, times):
-        v_fast = fast.encode(sentences, template=args.template)
+        v_fast = fast.encode(sentences, template=args.template, denoise=True)
     t_naive, t_fast = times
 
     def sp(v):
         return score_task(data, lambda ss, idx={s: i for i, s in enumerate(sentences)}: v[[idx[s] for s in ss]])["spearman"]
 
+    prec = "bf16" if fast.bf16 else "fp32"
     print(f"STS-B dev: {len(sentences)} sentences ({len(set(sentences))} distinct), template {args.template!r}, "
-          f"on {device_name(device)}")
-    print(f"{'':28} {'seconds':>8} {'Spearman':>9}")
-    print(f"{'naive loop (fp32, in order)':28} {t_naive:8.2f} {sp(v_naive):9.2f}")
-    print(f"{'PromptEncoder (' + ('bf16' if fast.bf16 else 'fp32') + ')':28} {t_fast:8.2f} {sp(v_fast):9.2f}")
+          f"on {device_name(device)}, {prec}, batches of {fast.max_tokens} padded tokens")
+    print(f"{'':36} {'seconds':>8} {'Spearman':>9}")
+    print(f"{'naive loop (fp32, in order, raw)':36} {t_naive:8.3f} {sp(v_naive):9.2f}")
+    print(f"{'PromptEncoder.encode (' + prec + ', denoised)':36} {t_fast:8.3f} {sp(v_fast):9.2f}")
     print(f"speed-up: {t_naive / t_fast:.2f}x")
+
+    templates = TEMPLATES[: args.templates]
+    print(f"\nper template, {len(templates)} templates, denoised (encode: each alone; encode_templates: all in one call):")
+    many_lines(fast, sentences, templates, args.model)
+    tiny = one_layer_bert(fast)
+    many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
+
+    st_seconds = st_encode(fast, sentences, args.model)
+    if st_seconds is not None:
+        print(f"\nsentence-transformers encode of the same model (mean pooling, batch 64): {st_seconds:.3f} s "
+              f"-> PromptEncoder.encode of one template is {st_seconds / t_fast:.2f}x its speed")
 
     print("\nroofline (linear layers of one template over STS-B dev vs a plain matmul, both measured now):")
     roofline(fast, sentences, args.template, t_fast, args.model)
     if args.bert_base:
         roofline(bert_base(fast), sentences, args.template, None, "BERT-base size (random BertConfig())")
+
+
+def many_lines(enc: PromptEncoder, sentences, templates, label) -> None:
+    """Seconds per template: each template's ``encode`` alone, then ``encode_templates`` of all (bias
+    caches emptied first, so both pay for the template biases)."""
+    enc.encode(sentences[:64], template=templates[0])
+    enc.prompt.clear_cache()
+    enc.prompt._tokens.clear()  # both start from untokenized sentences
+    times = []
+    with timed(enc.device, times):
+        for t in templates:
+            enc.encode(sentences, template=t, denoise=True)
+    enc.prompt.clear_cache()
+    enc.prompt._tokens.clear()
+    with timed(enc.device, times):
+        enc.encode_templates(sentences, templates, denoise=True)
+    alone, many = (x / len(templates) for x in times)
+    print(f"  {label:44} encode {1000 * alone:8.1f} ms   encode_templates {1000 * many:8.1f} ms   ({alone / many:.2f}x)")
+
+
+def one_layer_bert(like: PromptEncoder) -> PromptEncoder:
+    """A random 1-layer, 32-wide BertForMaskedLM with the model's tokenizer: its forward is nearly free."""
+    import tempfile
+
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    d = tempfile.mkdtemp(prefix="bert-1x32-")
+    BertForMaskedLM(BertConfig(vocab_size=len(like.tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                               intermediate_size=37)).save_pretrained(d)
+    like.tokenizer.save_pretrained(d)
+    return PromptEncoder.from_pretrained(d, device=str(like.device), max_tokens=like.max_tokens, bf16=like.bf16,
+                                         show_progress_bar=False)
+
+
+def st_encode(like: PromptEncoder, sentences, model: str) -> float | None:
+    """Seconds of sentence-transformers' plain ``encode`` (mean pooling) of the model over the sentences."""
+    from sentence_transformers import SentenceTransformer, models
+
+    from promptsearch.model.loading import resolve_model_path
+
+    try:
+        tr = models.Transformer(resolve_model_path(model), max_seq_length=like.max_length)
+    except OSError:  # pragma: no cover - an id the hub would resolve
+        return None
+    st = SentenceTransformer(modules=[tr, models.Pooling(tr.get_word_embedding_dimension(), "mean")], device=str(like.device))
+    if like.bf16:
+        st = st.to(torch.bfloat16)
+    st.encode(sentences[:64], batch_size=64)
+    times = []
+    with timed(like.device, times):
+        st.encode(sentences, batch_size=64)
+    return times[0]
 
 
 def linear_flops(enc: PromptEncoder, sentences, template) -> tuple[int, float]:
@@ -142,7 +221,7 @@ def bert_base(like: PromptEncoder) -> PromptEncoder:
     d = tempfile.mkdtemp(prefix="bert-base-random-")
     BertForMaskedLM(BertConfig(vocab_size=like.tokenizer.vocab_size)).save_pretrained(d)
     like.tokenizer.save_pretrained(d)
-    return PromptEncoder.from_pretrained(d, device=str(like.device), batch_size=like.batch_size, bf16=like.bf16,
+    return PromptEncoder.from_pretrained(d, device=str(like.device), max_tokens=like.max_tokens, bf16=like.bf16,
                                          show_progress_bar=False)
 
 

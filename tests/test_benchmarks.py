@@ -24,9 +24,10 @@ def bench(name, *args, timeout=300):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_encode_speed(device, tiny_bert_dir):
-    out = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--no-bert-base")
+    out = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--no-bert-base", "--templates", "3")
     where = "CPU" if device == "cpu" else torch.cuda.get_device_name()
     assert f"on {where}" in out and "naive loop" in out and "speed-up:" in out and "of linear layers" in out
+    assert "encode_templates" in out and "host overhead" in out and "sentence-transformers encode" in out
 
 
 @pytest.mark.parametrize("device", DEVICES)

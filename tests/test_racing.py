@@ -37,10 +37,10 @@ class Synthetic:
             self.vecs[t] = np.stack([np.cos(angle), np.sin(angle)], 1).astype(np.float32)
         self.calls = 0
 
-    def prompt_states(self, sentences, template, denoise=True, show_progress_bar=None):
+    def template_states(self, sentences, templates, denoise=True, show_progress_bar=None):
         self.calls += 1
-        v = self.vecs[template][[self.index[s] for s in sentences]]
-        return PromptStates(raw=v, bias=np.zeros_like(v))
+        vs = [self.vecs[t][[self.index[s] for s in sentences]] for t in templates]
+        return [PromptStates(raw=v, bias=np.zeros_like(v)) for v in vs]
 
 
 def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(bert_enc, monkeypatch):
@@ -117,7 +117,7 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
 
     def run(where, interrupt_at=None):
         enc = make_encoder(tiny_bert_dir, bf16=False)
-        real, calls = enc.prompt_states, [0]
+        real, calls = enc.template_states, [0]
 
         def flaky(*a, **kw):
             calls[0] += 1
@@ -125,7 +125,7 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
                 raise KeyboardInterrupt
             return real(*a, **kw)
 
-        enc.prompt_states = flaky
+        enc.template_states = flaky
         scorer = Scorer(enc, dataset=DATASET, cache_path=where / "cache.jsonl")
         g = Greedy(vocabulary=vocab, max_steps=3, show_progress_bar=False)
         run_strategy(g, scorer, where / "best.json", "tiny", validate_top=0)
@@ -134,7 +134,7 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     path, n_calls = run(tmp_path / "a")
     assert any(r.get("dropped") for r in path)  # the race did drop candidates
-    # interrupt inside the first prefix step's race (the relation step takes the first ~10 calls)
+    # interrupt inside the first prefix step's race (the relation step takes the first few calls)
     at = n_calls // 2
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "b", interrupt_at=at)

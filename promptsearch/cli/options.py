@@ -28,8 +28,8 @@ def encoder(args, path=None, training: bool = False) -> PromptEncoder:
     if training and args.compat == "reference":
         raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
                                 "default inputs, so drop --compat")
-    kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, bf16=args.bf16,
-              add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
+    kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, max_tokens=args.max_tokens,
+              bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
     if path is not None:
         template_dir_config(path)  # one-line error if it is not one
         return PromptEncoder.from_pretrained(str(path), **kw)

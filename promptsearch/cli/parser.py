@@ -28,8 +28,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def at_least(minimum: int, kind=int):
-    """An argparse type: a number (``kind``) of at least ``minimum``, checked when the flags are read;
-    ``kind=float`` with ``minimum=0`` wants a finite number above 0 (learning rates, epochs)."""
+    """An argparse type: a number (``kind``) of at least ``minimum`` (``kind=float``, ``minimum=0``: finite, above 0)."""
     def parse(text: str):
         try:
             v = kind(text)
@@ -61,7 +60,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--columns", default=None, metavar="A,B,SCORE", help="pair columns of a user data set (default: sentence1,sentence2,score)")
     g.add_argument("--subset-column", default=None, metavar="NAME", help="a column grouping a user data set's pairs into subsets")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device (default: cuda if any)")
-    g.add_argument("--batch-size", type=at_least(1), default=64)
+    g.add_argument("--batch-size", type=at_least(1), default=None, help="rows per batch at most (default: as --max-tokens fit)")
+    g.add_argument("--max-tokens", type=at_least(1), default=None, help="padded tokens per batch (default: 2048 on CPU, 65536 on CUDA)")
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
     g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' before they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")

@@ -39,16 +39,37 @@ def length_order(seqs: Sequence[Sequence[int]]) -> np.ndarray:
     return np.argsort([-len(s) for s in seqs], kind="stable")
 
 
-def pad(seqs: list[list[int]], pad_id: int, device, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
-    """Padded ids (on the right, or on the ``"left"``) and their attention mask."""
-    n = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
-    att = torch.zeros((len(seqs), n), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        cols = slice(n - len(s), n) if side == "left" else slice(0, len(s))
-        ids[i, cols] = torch.as_tensor(s, dtype=torch.long)
-        att[i, cols] = 1
-    return ids.to(device), att.to(device)
+def pad(seqs: Sequence[Sequence[int]], pad_id: int, device, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded ids (on the right, or on the ``"left"``) and their attention mask, built in numpy at once."""
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    n = int(lens.max())
+    cols = np.arange(n)[None, :]
+    att = cols >= (n - lens)[:, None] if side == "left" else cols < lens[:, None]
+    ids = np.full((len(seqs), n), pad_id, dtype=np.int64)
+    ids[att] = np.fromiter((x for s in seqs for x in s), dtype=np.int64, count=int(lens.sum()))
+    return torch.from_numpy(ids).to(device), torch.from_numpy(att.astype(np.int64)).to(device)
+
+
+MAX_TOKENS = {"cpu": 2048, "cuda": 65536}  # padded tokens per batch by device type (see benchmarks/encode_speed.py)
+
+
+def default_max_tokens(device) -> int:
+    return MAX_TOKENS.get(torch.device(device).type, 4096)
+
+
+def budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None = None) -> list[np.ndarray]:
+    """Row indices in batches, longest first (stable): each batch holds as many rows as fit
+    ``max_tokens`` padded tokens (rows × its longest row; a row longer than the budget goes alone),
+    and at most ``max_rows`` when given (text-embeddings-inference's token-budget batching)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    out, i = [], 0
+    while i < len(order):
+        k = max(1, int(max_tokens) // max(int(lengths[order[i]]), 1))
+        k = min(k, max_rows) if max_rows else k
+        out.append(order[i : i + k])
+        i += k
+    return out
 
 
 def bf16_supported(device: torch.device) -> bool:

@@ -25,7 +25,7 @@ from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
-from .batching import bf16_supported, length_order, pad, prepare, unique
+from .batching import bf16_supported, default_max_tokens, length_order, pad, prepare, unique
 from .prompt import PromptModule
 from .reps import Batch, Pooling, Rep, biased_token_ids, rep
 
@@ -54,7 +54,8 @@ class PromptEncoder:
         self,
         model: LoadedModel,
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
         bf16: bool | None = None,
         add_period: bool = True,
         max_length: int | None = None,
@@ -65,8 +66,9 @@ class PromptEncoder:
         padding_side: str = "right",
     ):
         self.model = model
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # a cap on rows per batch (template passes); plain passes take 64 when None
         device = next(model.encoder.parameters()).device
+        self.max_tokens = max_tokens or default_max_tokens(device)  # padded tokens per template-pass batch
         self.bf16 = bf16_supported(device) if bf16 is None else bool(bf16)
         self.add_period = add_period
         self.max_length = min(max_length or model.max_positions, model.max_positions)
@@ -122,7 +124,7 @@ class PromptEncoder:
             from ..model.quantize import int8_copy
 
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
-        other = PromptEncoder(model, batch_size=self.batch_size, bf16=precision == "bf16", add_period=self.add_period,
+        other = PromptEncoder(model, batch_size=self.batch_size, max_tokens=self.max_tokens, bf16=precision == "bf16", add_period=self.add_period,
                               max_length=self.max_length, show_progress_bar=self.show_progress_bar, corpus=self._corpus,
                               compat=self.compat, data_dir=self.data_dir, padding_side=self.prompt.padding_side)
         other.int8 = precision == "int8"
@@ -254,14 +256,14 @@ class PromptEncoder:
         wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
         out: dict[Rep, np.ndarray] = {}
         masked = [r for r in reps if r.prompt]
-        for template in dict.fromkeys(r.template for r in masked):
-            mine = [r for r in masked if r.template == template]
-            # every read-out layer of a template from one pass (the last hidden state alone unless one is asked for)
-            layers = (None if all(r.layer is None for r in mine)
-                      else list(dict.fromkeys(self.prompt.layer_index(r.layer) for r in mine)))
-            st = self.prompt_states(sentences, template, denoise=any(r.denoise for r in mine), batch_size=batch_size,
-                                    show_progress_bar=show_progress_bar, layers=layers)
-            for r in mine:
+        templates = list(dict.fromkeys(r.template for r in masked))
+        # every template from shared passes, every read-out layer asked for from the same passes
+        layers = (None if all(r.layer is None for r in masked)
+                  else list(dict.fromkeys(self.prompt.layer_index(r.layer) for r in masked)))
+        states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked), batch_size=batch_size,
+                                      show_progress_bar=show_progress_bar, layers=layers) if masked else []
+        for template, st in zip(templates, states):
+            for r in (r for r in masked if r.template == template):
                 s = st if layers is None else st[self.prompt.layer_index(r.layer)]
                 out[r] = r.from_states(s.raw, s.denoised, self)
         pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt}
@@ -277,39 +279,44 @@ class PromptEncoder:
         """Whitespace collapsed, then the final period added unless ``add_period`` is off."""
         return prepare(sentences, self.add_period)
 
-    def prompt_states(
-        self,
-        sentences: Sequence[str],
-        template: str | Template,
-        denoise: bool = True,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        layers: Sequence[int | None] | None = None,
-    ) -> PromptStates | dict[int, PromptStates]:
+    def prompt_states(self, sentences: Sequence[str], template: str | Template, denoise: bool = True,
+                      batch_size: int | None = None, show_progress_bar: bool | None = None,
+                      layers: Sequence[int | None] | None = None) -> PromptStates | dict[int, PromptStates]:
         """[MASK] states for the sentences and, if ``denoise``, each one's template bias — or, with
         ``layers`` (read-out layers as ``hidden_states`` counts them, None the last), {layer: states}
         for every one of them from the same forward passes."""
-        template = Template.parse(template)
+        return self.template_states(sentences, [template], denoise, batch_size, show_progress_bar, layers)[0]
+
+    def template_states(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
+                        batch_size: int | None = None, show_progress_bar: bool | None = None,
+                        layers: Sequence[int | None] | None = None) -> list[PromptStates | dict[int, PromptStates]]:
+        """:meth:`prompt_states` of several templates at once, in the order given: each sentence is
+        tokenized once, the rows of every template share token-budget batches (``max_tokens``
+        padded tokens; at most ``batch_size`` rows when given) and the states come back in one copy."""
+        ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(self.prepare(sentences))
-        rows = self.prompt.input_rows(uniq, template)
-        hidden = self.word_embeddings.shape[1]
+        rows = {t: self.prompt.input_rows(uniq, t) for t in ts}
         ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
-        states = np.zeros((1 if ls is None else len(ls), len(rows), hidden), dtype=np.float32)
-        order = length_order([ids for ids, _, _ in rows])
-        bs = batch_size or self.batch_size
-        with torch.inference_mode(), self._progress((len(rows) + bs - 1) // bs, "encode", show_progress_bar) as bar:
-            for start in range(0, len(rows), bs):
-                idx = order[start : start + bs]
-                states[:, idx] = self.prompt.states_for_rows([rows[i] for i in idx], template, ls).float().cpu().numpy()
-                bar.update(1)
+        with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
+            states = self.prompt.rows_states(rows, self.max_tokens, batch_size or self.batch_size, ls, bar)
             out = {}
-            for j, k in enumerate([None] if ls is None else ls):
-                if denoise:
-                    bias = self.prompt.template_bias(template, [n for _, _, n in rows], layer=k).numpy()[inverse]
-                else:
-                    bias = np.zeros((len(sentences), hidden), dtype=np.float32)
-                out[k] = PromptStates(raw=states[j][inverse], bias=bias)
-        return out[None] if ls is None else out
+            for t in ts:
+                per = {}
+                for j, k in enumerate([None] if ls is None else ls):
+                    bias = (self.prompt.template_bias(t, [n for _, _, n in rows[t]], layer=k).numpy()[inverse] if denoise
+                            else np.zeros((len(sentences), self.prompt.hidden_size), dtype=np.float32))
+                    per[k] = PromptStates(raw=states[t.text][j][inverse], bias=bias)
+                out[t.text] = per[None] if ls is None else per
+        return [out[Template.parse(t).text] for t in templates]
+
+    def encode_templates(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
+                         layer: int | None = None, batch_size: int | None = None,
+                         show_progress_bar: bool | None = None) -> list[np.ndarray]:
+        """``encode`` of each template, from shared passes: one float32 array (n, hidden) per template,
+        in the order given (a greedy step, a racing rung and a candidate list score this way)."""
+        reps = [_rep(t, denoise, layer=layer) for t in templates]
+        out = self.encode_reps(sentences, reps, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        return [out[r] for r in reps]
 
     # ---- pooling baselines -------------------------------------------------------------------
     @torch.inference_mode()
@@ -322,7 +329,7 @@ class PromptEncoder:
         uniq, inverse = unique([" ".join(s.split()) for s in sentences])
         enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True, max_length=self.max_length)["input_ids"] if uniq else []
         order = length_order(enc)
-        bs = batch_size or self.batch_size
+        bs = batch_size or self.batch_size or 64
         pad_id = self.tokenizer.pad_token_id or 0
         results: dict[Pooling, list] = {p: [None] * len(uniq) for p in poolings}
         special = torch.as_tensor(sorted(self._special_ids), device=self.device)

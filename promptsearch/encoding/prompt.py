@@ -16,17 +16,19 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
-from .batching import autocast, pad
+from .batching import autocast, budget_batches, pad
 from .inputs import PromptInputs, ReferenceInputs
 
 COMPAT_MODES = ("promptsearch", "reference")
 BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptModule.template_bias)
+TOKEN_CACHE = 1_000_000  # sentences whose token ids a module keeps
 
 
 def _soft_key(template_text: str) -> str:
@@ -56,6 +58,7 @@ class PromptModule(nn.Module):
         self.compat = compat
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
+        self._tokens: dict[str, list[int]] = {}  # sentence text (as it fills [X]) -> its token ids
         self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
         self._bias_cache: dict[tuple, torch.Tensor] = {}  # (template, length) or (template, length, layer)
         self._bias_version: tuple | None = None
@@ -95,10 +98,12 @@ class PromptModule(nn.Module):
         r = self.rendered(template)
         room = self.check_template(template)
         texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
-        if not texts:
-            return []
-        ids = tokens_in_context(self.tokenizer, texts)
-        return [x[:room] for x in ids]
+        todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if todo:  # each sentence is tokenized once per module (the template pieces are tokenized apart)
+            if len(self._tokens) + len(todo) > TOKEN_CACHE:
+                self._tokens.clear()
+            self._tokens.update(zip(todo, tokens_in_context(self.tokenizer, todo)))
+        return [self._tokens[t][:room] for t in texts]
 
     def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
         """(input ids, [MASK] index, template-bias length) for each prepared sentence.
@@ -201,6 +206,33 @@ class PromptModule(nn.Module):
         if layers is None:
             return o.last_hidden_state[at].float()
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
+
+    def rows_states(self, rows: dict[Template, list[tuple[list[int], int, int]]], max_tokens: int,
+                    max_rows: int | None = None, layers: Sequence[int] | None = None, bar=None) -> dict[str, np.ndarray]:
+        """The read-out states of every template's rows, (1 or len(layers), n_rows, hidden) each, in
+        one call: each template's rows sorted by length and cut into batches of ``max_tokens`` padded
+        tokens (at most ``max_rows`` rows), states kept on the device until one copy at the end.
+
+        A batch holds one template's rows: a row's state then comes out of the same batch whether
+        its template is encoded alone or with others, so a score never depends on what else was
+        scored with it (mixing templates moves fp32 states by ~1e-7, enough to reorder near-tied
+        cosines); a template's last, partial batch is all that mixing would fill."""
+        nl = 1 if layers is None else len(layers)
+        plan = {t: budget_batches([len(x) for x, _, _ in r], max_tokens, max_rows) for t, r in rows.items()}
+        if bar is not None:
+            bar.total = sum(map(len, plan.values()))
+            bar.refresh()
+        at = dict(zip(rows, np.cumsum([0] + [len(r) for r in rows.values()]).tolist()))  # each template's first row
+        out = torch.empty((nl, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
+        with self.autocast():  # one autocast region: its weight casts are made once per call, not per batch
+            for t, batches in plan.items():
+                for idx in batches:
+                    st = self.states_for_rows([rows[t][i] for i in idx], t, layers)
+                    out[:, torch.from_numpy(idx + at[t]).to(self.device)] = st if layers is not None else st[None]
+                    if bar is not None:
+                        bar.update(1)
+        host = out.cpu().numpy()  # the one device-to-host copy
+        return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
         """(ids, position ids, [MASK] index) of the template alone, as if a sentence of

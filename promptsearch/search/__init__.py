@@ -59,8 +59,8 @@ class GivenTemplates:
             scorer.encoder.check_template(t)
 
     def run(self, scorer: Scorer, results: Results) -> None:
-        for t in self.templates:
-            results.add(scorer.score(t), "score")
+        for sc in scorer.score_chunks(self.templates):
+            results.add(sc, "score")
 
 
 def greedy_search(encoder, out, model_name: str = "default", dataset: str = "stsb-dev", show_progress_bar=False,

@@ -219,5 +219,6 @@ class GenerateSearch:
     def run(self, scorer: Scorer, results: Results) -> None:
         templates = self.candidates(scorer)
         results.extras["x_generated"] = {**self.generated, "kept": len(templates)}
-        for t in tqdm(templates, desc="score", leave=False, disable=self.show_progress_bar is False, unit="template"):
-            results.add(scorer.score(t), f"{self.generator}")
+        with tqdm(total=len(templates), desc="score", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
+            for sc in scorer.score_chunks(templates, bar):
+                results.add(sc, f"{self.generator}")

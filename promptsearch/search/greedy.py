@@ -124,12 +124,10 @@ class Greedy:
         if self.racing is not None:
             return self._race(scorer, results, states, source)
         out = []
-        with tqdm(states, desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
-            for s in bar:
-                sc = scorer.score(s.template)
+        with tqdm(total=len(states), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
+            for sc, s in zip(scorer.score_chunks([s.template for s in states], bar), states):
                 results.add(sc, source)
                 out.append((sc.spearman, s))
-                bar.set_postfix_str(f"{sc.spearman:.2f} {s.template[:40]}")
         return out, []
 
     def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):

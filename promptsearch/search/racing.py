@@ -139,18 +139,17 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
             if k < state.get("rungs_done", 0) or len(contenders) <= racing.finalists:
                 continue
             pairs = perm[:r]
-            sims = {}
-            for j, t in enumerate(contenders):
-                if progress:
-                    progress(f"rung {k + 1}/{len(rungs)}: {r} pairs", j, len(contenders))
+            if progress:
+                progress(f"rung {k + 1}/{len(rungs)}: {r} pairs", 0, len(contenders))
+            for t in contenders:
                 if t not in vecs:
                     vecs[t] = {scorer.denoise: None}  # filled as sentences are encoded
                     have[t] = np.zeros(n_sent, bool)
-                # each rung's new sentences in one call, also when catching up after a resume: the
-                # same batches as an uninterrupted race
-                for rr in rungs[: k + 1]:
-                    encoded += scorer.encode_pairs(enc, t, perm[:rr], vecs[t], have[t])
-                sims[t] = scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs)
+            # each rung's new sentences of every contender in one call, also when catching up after a
+            # resume: the same batches as an uninterrupted race
+            for rr in rungs[: k + 1]:
+                encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have)
+            sims = {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in contenders}
             ev = scorer.evaluator
             groups = ev.groups[pairs] if len(ev.names) > 1 else None
             keep, out = racing.decide(sims, ev.gold[pairs], k, groups, ev.objective)

@@ -14,7 +14,6 @@ import copy
 import hashlib
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
 from ..template import Template
+from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
     """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
@@ -79,8 +79,8 @@ class Scorer:
         self.fingerprint = model_fingerprint(encoder.model)
         self.data_fingerprints = {d: data_fingerprint(ev.data) for d, ev in sets.items()}
         self.cache_path = Path(cache_path) if cache_path else default_cache_path()
-        self.use_cache = use_cache
-        self._cache: dict[str, float] = self._load_cache() if use_cache else {}
+        loaded = load_scores(self.cache_path) if use_cache else {}
+        self.use_cache, self._cache = use_cache and loaded is not None, loaded or {}
         self.n_scored = 0  # templates actually encoded in this process
         self.seconds = 0.0
         self.last_seconds = 0.0
@@ -158,7 +158,7 @@ class Scorer:
     def screening_encoder(self) -> PromptEncoder:
         """The encoder racing and pruning rungs run on (``screening``): the reference encoder
         itself unless another precision was asked for (int8: a quantized copy, made once).
-        Anything with ``prompt_states`` and ``precision`` may be set in its place."""
+        Anything with ``template_states`` and ``precision`` may be set in its place."""
         if self._screening is None:
             self._screening = self.encoder.with_precision(self.screening_precision)
         return self._screening
@@ -194,61 +194,11 @@ class Scorer:
                           + ([f"layer={self.layer}"] if self.layer is not None else []),
                           ensure_ascii=False)
 
-    RECORD_START = b'{"key": '  # how every line _remember writes begins
-
-    def _load_cache(self) -> dict[str, float]:
-        """Read the cache; a file that is not one is refused before anything is appended to it, and
-        damaged lines (cut by an interrupted write, even inside a UTF-8 character) are skipped with
-        one warning."""
-        out: dict[str, float] = {}
-        damaged, first = 0, True
-        try:
-            with open(self.cache_path, "rb") as f:
-                for line in f:
-                    if not line.strip():
-                        continue
-                    if first and not line.startswith(self.RECORD_START):
-                        raise PromptSearchError(f"--cache {self.cache_path} is not a promptsearch score cache (its first line "
-                                                "is no score record); give a new file name, or an existing cache")
-                    first = False
-                    try:
-                        rec = json.loads(line.decode("utf-8"))
-                        out[rec["key"]] = float(rec["spearman"])
-                    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
-                        damaged += 1
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            raise PromptSearchError(f"--cache {self.cache_path} is a folder; give a file name such as scores.jsonl") from None
-        except OSError as exc:
-            self._cache_unusable(exc)
-        if damaged:
-            print(f"warning: skipped {damaged} damaged line(s) of the score cache {self.cache_path} (cut by an interrupted "
-                  "write); those templates are scored again", file=sys.stderr)
-        return out
-
     def _remember(self, template: str, scores: dict[bool, dict[str, float]], seconds: float) -> None:
-        lines = []
-        for dn, per_set in scores.items():
-            for d, s in per_set.items():
-                k = self.key(template, dn, d)
-                self._cache[k] = s
-                lines.append(json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)}, ensure_ascii=False))
-        if not self.use_cache:
-            return
-        try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.cache_path, "a", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-        except OSError as exc:
-            self._cache_unusable(exc)  # e.g. a read-only home: keep scoring, just don't persist
-
-    def _cache_unusable(self, exc: OSError) -> None:
-        """Say once that scores will not be kept, then carry on without the cache."""
+        records = {self.key(template, dn, d): s for dn, per_set in scores.items() for d, s in per_set.items()}
+        self._cache.update(records)
         if self.use_cache:
-            print(f"warning: cannot use the score cache {self.cache_path} ({exc.strerror or exc}); scores will not be "
-                  "kept across runs (pass --cache PATH in a writable folder)", file=sys.stderr)
-        self.use_cache = False
+            self.use_cache = append_scores(self.cache_path, records, seconds)
 
     def cached_sets(self, template: str | Template, denoise: bool | None = None) -> dict[str, float] | None:
         """Every set's cached score, or None unless all of them are cached."""
@@ -271,19 +221,40 @@ class Scorer:
 
         ``fresh`` skips the cache lookup (training evaluates the same template as weights change).
         """
-        t = Template.parse(template).text
-        hit = None if fresh else self.cached_sets(t)
-        if hit is not None:
-            return Score(t, self.evaluator.value(hit), self.denoise, 0.0, cached=True, precision=self.reference_precision,
-                         sets=self._sets(hit), layer=self.layer)
-        t0 = time.perf_counter()
-        reps = {dn: MaskState(t, dn, self.layer) for dn in (False, True)}  # one pass gives both
-        vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
-        self._keep(t, vecs[reps[self.denoise]])
-        value = self._record(t, {dn: self.evaluator.scores(vecs[r]) for dn, r in reps.items()}, t0)
-        self._count_work(self.reference_precision, 1.0)
-        return Score(t, value, self.denoise, self.last_seconds, precision=self.reference_precision, sets=self.last_sets,
-                     layer=self.layer)
+        return self.score_many([template], fresh)[0]
+
+    def score_many(self, templates: list[str | Template], fresh: bool = False) -> list[Score]:
+        """:meth:`score` of each template, in order; the ones not cached are encoded in one call
+        (:meth:`PromptEncoder.encode_templates`: tokenized once, one copy back), each scored as if alone."""
+        ts = [Template.parse(t).text for t in templates]
+        hits = {t: None if fresh else self.cached_sets(t) for t in ts}
+        todo = list(dict.fromkeys(t for t in ts if hits[t] is None))
+        out = {t: Score(t, self.evaluator.value(h), self.denoise, 0.0, cached=True, precision=self.reference_precision,
+                        sets=self._sets(h), layer=self.layer) for t, h in hits.items() if h is not None}
+        if todo:
+            t0 = time.perf_counter()
+            reps = {(t, dn): MaskState(t, dn, self.layer) for t in todo for dn in (False, True)}  # one pass gives both
+            vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
+            secs = (time.perf_counter() - t0) / len(todo)
+            for t in todo:
+                self._keep(t, vecs[reps[(t, self.denoise)]])
+                value = self._record(t, {dn: self.evaluator.scores(vecs[reps[(t, dn)]]) for dn in (False, True)}, secs)
+                out[t] = Score(t, value, self.denoise, secs, precision=self.reference_precision, sets=self.last_sets,
+                               layer=self.layer)
+            self._count_work(self.reference_precision, float(len(todo)))
+        return [out[t] for t in ts]
+
+    CHUNK = 16  # templates encoded together by score_chunks (what an interrupt can lose)
+
+    def score_chunks(self, templates: list[str | Template], bar=None) -> Iterator[Score]:
+        """:meth:`score_many` over ``CHUNK`` templates at a time, yielding each score (and advancing a
+        progress ``bar``): a long list shares passes yet is cached as it goes."""
+        for i in range(0, len(templates), self.CHUNK):
+            for sc in self.score_many(templates[i : i + self.CHUNK]):
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"{sc.spearman:.2f} {sc.template[:40]}")
+                yield sc
 
     def similarities(self, template: str | Template) -> np.ndarray:
         """The cosine similarity of every pair (the objective's pairs, the run's variant) under
@@ -339,36 +310,46 @@ class Scorer:
         difference), ×100, on the scorer's pairs: how much of a gain is noise."""
         return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
-    def _record(self, template: str, scores: dict[bool, dict[str, float]], t0: float) -> float:
+    def _record(self, template: str, scores: dict[bool, dict[str, float]], seconds: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
         variant's objective back (its sets' scores in ``last_sets``)."""
-        secs = self.last_seconds = time.perf_counter() - t0
+        self.last_seconds = seconds
         self.n_scored += 1
-        self.seconds += secs
-        self._remember(template, scores, secs)
+        self.seconds += seconds
+        self._remember(template, scores, seconds)
         self.last_sets = self._sets(scores[self.denoise])
         return self.evaluator.value(scores[self.denoise])
 
-    def encode_pairs(self, enc: PromptEncoder, template: str, pairs: np.ndarray, vecs: dict[bool, np.ndarray],
-                     done: np.ndarray) -> int:
-        """Encode with ``enc`` the sentences of ``pairs`` not ``done`` yet, in one call, into ``vecs``
-        (raw at False, denoised at True: the variants it holds; a ``None`` value becomes an array
-        over every sentence at the first call); the count encoded, also added to the work tally in
-        ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
-        need = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
-        need = need[~done[need]]
-        if len(need):
-            at = {} if self.layer is None else {"layers": [self.layer]}  # (a stand-in encoder need not take layers)
-            st = enc.prompt_states([self.sentences[i] for i in need], template, denoise=True in vecs, show_progress_bar=False, **at)
-            st = st if self.layer is None else st[self.layer]
-            for dn in vecs:
-                new = st.denoised if dn else st.raw
-                if vecs[dn] is None:
-                    vecs[dn] = np.zeros((len(self.sentences), new.shape[1]), np.float32)
-                vecs[dn][need] = new
-            done[need] = True
-            self._count_work(enc.precision, len(need) / len(self.sentences))
-        return len(need)
+    def encode_pairs(self, enc: PromptEncoder, templates: list[str], pairs: np.ndarray,
+                     vecs: dict[str, dict[bool, np.ndarray]], done: dict[str, np.ndarray]) -> int:
+        """Encode with ``enc`` the sentences of ``pairs`` each template has not ``done`` yet into
+        ``vecs[template]`` (raw at False, denoised at True: the variants it holds; a ``None`` value
+        becomes an array over every sentence at the first call) — the templates that need the same
+        sentences in one ``template_states`` call. The count encoded (sentences × templates), also
+        added to the work tally in ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
+        want = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
+        groups: dict[bytes, list[str]] = {}
+        for t in templates:
+            need = want[~done[t][want]]
+            if len(need):
+                groups.setdefault(need.tobytes(), []).append(t)
+        count = 0
+        for key, ts in groups.items():
+            need = np.frombuffer(key, dtype=want.dtype)
+            at = {} if self.layer is None else {"layers": [self.layer]}
+            sts = enc.template_states([self.sentences[i] for i in need], ts, denoise=True in vecs[ts[0]],
+                                      show_progress_bar=False, **at)
+            for t, st in zip(ts, sts):
+                st = st if self.layer is None else st[self.layer]
+                for dn in vecs[t]:
+                    new = st.denoised if dn else st.raw
+                    if vecs[t][dn] is None:
+                        vecs[t][dn] = np.zeros((len(self.sentences), new.shape[1]), np.float32)
+                    vecs[t][dn][need] = new
+                done[t][need] = True
+            count += len(need) * len(ts)
+            self._count_work(enc.precision, len(need) * len(ts) / len(self.sentences))
+        return count
 
     def score_progressive(self, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
         """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
@@ -386,12 +367,12 @@ class Scorer:
         done = np.zeros(len(self.sentences), bool)
         t0 = time.perf_counter()
         for r in sorted({min(r, n) for r in rungs} - {n}):
-            self.encode_pairs(enc, t, perm[:r], vecs, done)
+            self.encode_pairs(enc, [t], perm[:r], {t: vecs}, {t: done})
             yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
         if reuse:
-            self.encode_pairs(enc, t, perm, vecs, done)
+            self.encode_pairs(enc, [t], perm, {t: vecs}, {t: done})
             self._keep(t, vecs[self.denoise])
-            yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, t0)
+            yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, time.perf_counter() - t0)
         else:
             self.seconds += time.perf_counter() - t0
             yield n, self.score(t).spearman

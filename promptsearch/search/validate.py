@@ -26,9 +26,16 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
         for task in tasks:
             held = scorer.on(task)
+            by_layer: dict = {}  # the single templates of each read-out layer: scored together
             for t in chosen:
                 e = results.entries[t]
-                value = (held.score_members(e.members) if e.members else held.at_layer(e.layer).score(e.template)).spearman
+                if not e.members:
+                    by_layer.setdefault(e.layer, []).append(e)
+            values = {e.key: sc.spearman for layer, es in by_layer.items()
+                      for e, sc in zip(es, held.at_layer(layer).score_many([e.template for e in es]))}
+            for t in chosen:
+                e = results.entries[t]
+                value = values[t] if t in values else held.score_members(e.members).spearman
                 e.validation = {**(e.validation or {}), task: round(value, 4)}  # not search work
                 bar.update(1)
     for t in chosen:  # in the order of --validate-on

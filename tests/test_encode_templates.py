@@ -1,0 +1,115 @@
+"""Many templates per call (``encode_templates``): each sentence tokenized once, token-budget
+batches, one copy back — and every template's vectors the ones ``encode`` gives it alone."""
+
+import numpy as np
+import pytest
+import torch
+
+from promptsearch.encoding.batching import budget_batches
+from promptsearch.search import Scorer
+from conftest import CAUSAL_T, PRECISIONS, make_encoder
+
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion",
+         "a man is playing a guitar .", "the children are playing football on a large green field near the school ."]
+MLM_T = ['This sentence : "[X]" means [MASK] .', "[X] means [MASK] .", '"[X]" is like [MASK] .']
+CAUSAL = [CAUSAL_T, '"[X]" means in one word:"', 'This sentence : "[X]" means in a word:"']
+
+
+def _alone(enc, templates, **kw):
+    return [enc.encode(SENTS, template=t, **kw) for t in templates]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+@pytest.mark.parametrize("denoise", [False, True])
+def test_equal_to_each_template_alone_masked_lm(encoders, kind, precision, denoise):
+    enc = encoders(kind, precision)
+    got = enc.encode_templates(SENTS, MLM_T, denoise=denoise)
+    want = _alone(enc, MLM_T, denoise=denoise)
+    for g, w in zip(got, want):
+        assert g.shape == (len(SENTS), enc.prompt.hidden_size) and g.dtype == np.float32
+        np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
+        # a template's batches are its own: the company it is encoded in changes nothing
+        np.testing.assert_array_equal(g, w)
+    assert np.abs(got[0] - got[1]).max() > 1e-3  # different templates, different vectors
+
+
+@pytest.mark.parametrize("compat", ["promptsearch", "reference"])
+def test_equal_alone_in_both_compat_modes(tiny_bert_dir, tiny_roberta_dir, compat):
+    for d in (tiny_bert_dir, tiny_roberta_dir):
+        enc = make_encoder(d, compat=compat)
+        for dn in (False, True):
+            for g, w in zip(enc.encode_templates(SENTS, MLM_T, denoise=dn), _alone(enc, MLM_T, denoise=dn)):
+                np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["tiny_gpt2_dir", "tiny_opt_dir", "tiny_llama_dir"])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_equal_alone_causal_both_paddings(kind, side, request):
+    enc = make_encoder(request.getfixturevalue(kind), padding_side=side)
+    for dn in (False, True):
+        got = enc.encode_templates(SENTS, CAUSAL, denoise=dn)
+        for g, w in zip(got, _alone(enc, CAUSAL, denoise=dn)):
+            np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
+        assert np.abs(got[0] - got[1]).max() > 1e-4
+
+
+def test_layers_soft_prompts_and_repeats(tiny_bert_dir):
+    enc = make_encoder(tiny_bert_dir)
+    torch.manual_seed(0)
+    enc.set_soft_prompt(MLM_T[1], torch.randn(enc.rendered(MLM_T[1]).n_soft, enc.prompt.hidden_size))
+    for layer in (None, 1):
+        got = enc.encode_templates(SENTS, MLM_T + [MLM_T[0]], denoise=True, layer=layer)
+        want = _alone(enc, MLM_T + [MLM_T[0]], denoise=True, layer=layer)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(got[0], got[3])  # a template asked twice
+    assert not enc.encode_templates([], MLM_T)[0].size
+
+
+def test_each_sentence_is_tokenized_once(tiny_bert_dir, monkeypatch):
+    import promptsearch.encoding.prompt as prompt
+
+    enc = make_encoder(tiny_bert_dir)
+    seen = []
+    real = prompt.tokens_in_context
+    monkeypatch.setattr(prompt, "tokens_in_context", lambda tok, texts: seen.append(list(texts)) or real(tok, texts))
+    enc.encode_templates(SENTS, MLM_T)
+    assert len(seen) == 1 and len(seen[0]) == len(set(SENTS))  # one call, each distinct sentence once
+    enc.encode_templates(SENTS[:3], ['This word : "[X]" is [MASK] .'])
+    assert len(seen) == 1  # a new template over known sentences tokenizes nothing
+
+
+def test_batches_follow_the_token_budget(tiny_bert_dir):
+    enc = make_encoder(tiny_bert_dir, max_tokens=40)
+    shapes = []
+    hook = enc.encoder.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                                 with_kwargs=True)
+    try:
+        enc.encode_templates(SENTS, MLM_T, denoise=False)
+    finally:
+        hook.remove()
+    n_rows = len(set(SENTS)) * len(MLM_T)
+    assert sum(b for b, _ in shapes) == n_rows
+    assert all(b * t <= 40 or b == 1 for b, t in shapes) and len(shapes) > len(MLM_T)
+    roomy = make_encoder(tiny_bert_dir, max_tokens=4096)
+    np.testing.assert_allclose(roomy.encode_templates(SENTS, MLM_T)[0], enc.encode_templates(SENTS, MLM_T)[0], atol=1e-5)
+
+
+def test_budget_batches_cover_every_row_once_longest_first():
+    lengths = [5, 30, 7, 7, 12, 1, 50, 9]
+    batches = budget_batches(lengths, 40)
+    rows = np.concatenate(batches)
+    assert sorted(rows.tolist()) == list(range(len(lengths)))
+    assert [lengths[i] for i in rows] == sorted(lengths, reverse=True)
+    for b in batches:
+        assert len(b) * max(lengths[i] for i in b) <= 40 or len(b) == 1
+    assert all(len(b) <= 2 for b in budget_batches(lengths, 1000, max_rows=2))
+
+
+def test_score_many_equals_each_score_alone(tiny_bert_dir):
+    templates = MLM_T + ['This word : "[X]" is [MASK] .']
+    many = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", use_cache=False).score_many(templates)
+    for t, sc in zip(templates, many):
+        alone = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", use_cache=False).score(t)
+        assert sc.template == t and sc.spearman == alone.spearman and not sc.cached
