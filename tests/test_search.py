@@ -101,16 +101,17 @@ def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
 
 def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monkeypatch):
     out = tmp_path / "best.json"
-    real = scorer.score
+    real = scorer.score_many
     calls = []
 
-    def flaky(t):
+    def flaky(ts, fresh=False):  # a step's templates are scored two at a time: stop in the second pair
         if len(calls) == 2:
             raise KeyboardInterrupt
-        calls.append(t)
-        return real(t)
+        calls.extend(ts)
+        return real(ts, fresh)
 
-    monkeypatch.setattr(scorer, "score", flaky)
+    monkeypatch.setattr(scorer, "CHUNK", 2)
+    monkeypatch.setattr(scorer, "score_many", flaky)
     with pytest.raises(KeyboardInterrupt):
         run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False, racing=None), scorer, out, "tiny",
                      validate_top=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -46,7 +47,7 @@ def pad(seqs: Sequence[Sequence[int]], pad_id: int, device, side: str = "right")
     cols = np.arange(n)[None, :]
     att = cols >= (n - lens)[:, None] if side == "left" else cols < lens[:, None]
     ids = np.full((len(seqs), n), pad_id, dtype=np.int64)
-    ids[att] = np.fromiter((x for s in seqs for x in s), dtype=np.int64, count=int(lens.sum()))
+    ids[att] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
     return torch.from_numpy(ids).to(device), torch.from_numpy(att.astype(np.int64)).to(device)
 
 

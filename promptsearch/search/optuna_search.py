@@ -259,6 +259,10 @@ class OptunaSearch:
                 full = sc.score(template)
                 results.add(full, f"optuna:trial {trial.number}")
                 return tuple(full.sets[d] for d in scorer.datasets)
+            if not self.prune:  # nothing to decide on a rung: the full set at once (eval's batches and number)
+                full = sc.score(template)
+                results.add(full, f"optuna:trial {trial.number}")
+                return full.spearman
             hit = sc.cached(template)
             if hit is not None:
                 results.add(Score(template, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {trial.number}")
