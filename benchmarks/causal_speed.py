@@ -8,6 +8,11 @@ Llama-shaped model built from its config (no download: speed needs no trained we
 Both the tool's encoder (deduplicated, length-sorted batches, inference mode, bf16 where fast) and
 a plain loop (input order, no deduplication, float32) run in the same process, so the ratio
 between them is what the numbers say; peak memory is the accelerator's (CUDA) or the process's.
+
+Then the branch line: ``--suffixes`` templates equal up to and including [X] (``This sentence :
+"[X]"`` + 16 endings, as greedy's relation step makes them) scored by one ``encode_templates``
+call — the prefix cached, the sentences encoded once, each suffix branched off — against one
+template's ``encode`` (raw, both); ``--unbranched`` also times them as separate full encodes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ PRESETS = {
                intermediate_size=11008),
 }
 TEMPLATE = 'This sentence : "[X]" means in one word:"'
+ENDINGS = [' means in one word:"', ' means in a word:"', ' is like:"', ' is about:"', ' means:"', ' is:"', ' in one word:"',
+           ' can be summarized as:"', ' is similar to:"', ' means, in one word:"', ' refers to:"', ' is best described as:"',
+           ' is a:"', ' talks about:"', ' boils down to:"', ' in short:"']
 
 
 def build(preset: str, out: Path, sentences: list[str]) -> None:
@@ -66,13 +74,16 @@ def main() -> None:
     add_device_flag(ap)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--suffixes", type=int, default=16, help="templates branched from one prefix (at most 16)")
+    ap.add_argument("--unbranched", action="store_true", help="also time the suffixes as separate full encodes")
+    ap.add_argument("--sentences", type=int, default=None, help="the first N STS-B dev sentences only (a quicker CPU run)")
     args = ap.parse_args()
 
     from promptsearch import PromptEncoder
     from promptsearch.data import load_task
 
     a, b, _ = load_task("stsb-dev", args.data_dir).subsets["dev"]
-    sentences = a + b
+    sentences = (a + b)[: args.sentences]
     with tempfile.TemporaryDirectory() as tmp:
         build(args.preset, Path(tmp), sentences)
         device = resolve(args.device)
@@ -89,12 +100,34 @@ def main() -> None:
         with timed(device, times):
             naive(slow, sentences, args.batch_size)
         t_fast, t_naive = times
+        branch = branch_lines(fast, sentences, ['This sentence : "[X]"' + e for e in ENDINGS[: args.suffixes]], args.unbranched)
     where = device_name(device)
-    print(f"STS-B dev, {len(sentences)} sentences ({len(set(sentences))} distinct), PromptEOL, on {where}")
+    print(f"STS-B dev{' (first ' + str(args.sentences) + ')' if args.sentences else ''}, {len(sentences)} sentences ({len(set(sentences))} distinct), PromptEOL, on {where}")
     print(f"{'':34} {'seconds':>8} {'sentences/s':>12}")
     print(f"{'plain loop (fp32, in order)':34} {t_naive:8.2f} {len(sentences) / t_naive:12.1f}")
     print(f"{'PromptEncoder (' + ('bf16' if fast.bf16 else 'fp32') + ', denoised)':34} {t_fast:8.2f} {len(sentences) / t_fast:12.1f}")
     print(f"speed-up {t_naive / t_fast:.2f}x; peak {'GPU memory' if device.type == 'cuda' else 'RSS'} {peak:.2f} GiB")
+    one, many, separate = branch
+    k = args.suffixes
+    print(f"{k} suffixes branched from one prefix (encode_templates, raw): {many:.2f} s = {many / one:.2f}x one template's "
+          f"encode ({one:.2f} s)" + (f"; as {k} separate encodes: {separate:.2f} s ({separate / many:.2f}x slower)"
+                                     if separate else ""))
+
+
+def branch_lines(enc, sentences, templates, unbranched: bool):
+    """Seconds of: one template's encode, all templates' encode_templates (branched), and (``unbranched``)
+    the same with branching off."""
+    times = []
+    with timed(enc.device, times):
+        enc.encode(sentences, template=templates[0])
+    with timed(enc.device, times):
+        enc.encode_templates(sentences, templates, denoise=False)
+    if unbranched:
+        enc.prompt.share_prefix = False
+        with timed(enc.device, times):
+            enc.encode_templates(sentences, templates, denoise=False)
+        enc.prompt.share_prefix = True
+    return times[0], times[1], times[2] if unbranched else None
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def test_encode_speed(device, tiny_bert_dir):
 def test_causal_speed(device):
     out = bench("causal_speed.py", "--preset", "tiny", "--device", device)
     assert "PromptEncoder" in out and "speed-up" in out and ("RSS" if device == "cpu" else "GPU memory") in out
+    assert "suffixes branched from one prefix" in out
 
 
 @pytest.mark.parametrize("device", DEVICES)

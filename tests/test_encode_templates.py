@@ -113,3 +113,36 @@ def test_score_many_equals_each_score_alone(tiny_bert_dir):
     for t, sc in zip(templates, many):
         alone = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", use_cache=False).score(t)
         assert sc.template == t and sc.spearman == alone.spearman and not sc.cached
+
+
+SUFFIXES = [CAUSAL_T, 'This sentence : "[X]" means in a word:"', 'This sentence : "[X]" is like:"', 'This sentence : "[X]"']
+
+
+@pytest.mark.parametrize("kind", ["tiny_gpt2_dir", "tiny_opt_dir", "tiny_llama_dir"])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_causal_suffixes_branch_from_one_prefix_and_sentence_pass(kind, side, request):
+    """Templates equal up to [X]: the prefix cached, the sentence encoded once, each suffix branched
+    off — the states of full, separate forwards (fp32), at every layer, also where a long suffix
+    cuts a sentence shorter (those rows take their own forward)."""
+    enc = make_encoder(request.getfixturevalue(kind), padding_side=side, max_length=40)
+    plain = make_encoder(request.getfixturevalue(kind), padding_side=side, max_length=40)
+    plain.prompt.share_prefix = False
+    sents = SENTS + ["a very long sentence " + "about many different things that go on " * 6 + "."]  # cut in every template
+    shapes = []
+    hook = enc.encoder.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    try:
+        got = enc.encode_templates(sents, SUFFIXES, denoise=False)
+    finally:
+        hook.remove()
+    for dn in (False, True):
+        for layer in (None, 1):
+            g = enc.encode_templates(sents, SUFFIXES, denoise=dn, layer=layer)
+            w = plain.encode_templates(sents, SUFFIXES, denoise=dn, layer=layer)
+            for a, b in zip(g, w):
+                np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(got[:1], got[1:]))  # the suffixes do differ
+    longest_suffix = max(len(enc.rendered(t).after) for t in SUFFIXES)
+    b = len(set(sents))
+    assert len([s for s in shapes if s[0] == b and s[1] <= longest_suffix]) == len(SUFFIXES)  # one short pass a suffix
+    assert len([s for s in shapes if s[0] == b and s[1] > longest_suffix]) == 1  # the sentences: once, for all four
+    assert len(shapes) < 2 * len(SUFFIXES) + 2  # (+ the prefix, + the rows a longer suffix cut shorter: one each)

@@ -24,6 +24,8 @@ from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
 from .batching import autocast, budget_batches, pad
+from .branching import branchable, branched_states
+from .branching import plan as branch_plan
 from .inputs import PromptInputs, ReferenceInputs
 
 COMPAT_MODES = ("promptsearch", "reference")
@@ -63,6 +65,7 @@ class PromptModule(nn.Module):
         self._bias_cache: dict[tuple, torch.Tensor] = {}  # (template, length) or (template, length, layer)
         self._bias_version: tuple | None = None
         self.n_layers = int(model.encoder.config.num_hidden_layers)
+        self.share_prefix = True  # causal LMs: prefix cached, sentence once, suffixes branched (encoding.branching)
 
     @property
     def device(self) -> torch.device:
@@ -216,11 +219,19 @@ class PromptModule(nn.Module):
         A batch holds one template's rows: a row's state then comes out of the same batch whether
         its template is encoded alone or with others, so a score never depends on what else was
         scored with it (mixing templates moves fp32 states by ~1e-7, enough to reorder near-tied
-        cosines); a template's last, partial batch is all that mixing would fill."""
+        cosines); a template's last, partial batch is all that mixing would fill. A causal LM's
+        templates with the same prefix up to [X] share the prefix and sentence passes instead, each
+        suffix branched off (:mod:`.branching`)."""
         nl = 1 if layers is None else len(layers)
-        plan = {t: budget_batches([len(x) for x, _, _ in r], max_tokens, max_rows) for t, r in rows.items()}
+        groups: dict[tuple, list[Template]] = {}  # causal LMs: templates by prefix ids, branched (see .branching)
+        for t, r in rows.items():
+            if r and branchable(self, t) and all(n > 0 for _, _, n in r):
+                groups.setdefault(self.rendered(t).before, []).append(t)
+        branched = {t for g in groups.values() for t in g}
+        plan = {t: budget_batches([len(x) for x, _, _ in r], max_tokens, max_rows) for t, r in rows.items() if t not in branched}
+        plans = [(g, branch_plan(self, g, rows, max_tokens, max_rows)) for g in groups.values()]
         if bar is not None:
-            bar.total = sum(map(len, plan.values()))
+            bar.total = sum(map(len, plan.values())) + sum(len(p[2]) for _, p in plans)
             bar.refresh()
         at = dict(zip(rows, np.cumsum([0] + [len(r) for r in rows.values()]).tolist()))  # each template's first row
         out = torch.empty((nl, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
@@ -231,6 +242,8 @@ class PromptModule(nn.Module):
                     out[:, torch.from_numpy(idx + at[t]).to(self.device)] = st if layers is not None else st[None]
                     if bar is not None:
                         bar.update(1)
+            for g, p in plans:
+                branched_states(self, g, rows, p, layers, out, at, bar)
         host = out.cpu().numpy()  # the one device-to-host copy
         return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
 
