@@ -195,17 +195,43 @@ class PromptModule(nn.Module):
         ``hidden_states``), every one of those layers' states from the same pass, (len(layers), B,
         hidden). Right padding by default; with left padding (``padding_side="left"``) the
         position ids count from each row's first real token."""
-        seqs = [x for x, _, _ in rows]
-        ids, att = pad(seqs, self.tokenizer.pad_token_id or 0, self.device, side=self.padding_side)
-        shifts = [ids.shape[1] - len(x) if self.padding_side == "left" else 0 for x in seqs]
+        (batch,) = self._upload(rows, [np.arange(len(rows))])
+        return self._states(batch, template, layers)
+
+    def _upload(self, rows: Sequence[tuple[list[int], int, int]], batches: list[np.ndarray]) -> list[tuple]:
+        """Every batch's padded ids, attention mask and read-out index built on the host and sent to
+        the device in one copy (pinned and non-blocking on CUDA: no wait on the GPU per batch), with
+        the host-side sentence lengths and left-padding shifts the soft-prompt path needs."""
+        host, meta = [], []
+        for idx in batches:
+            seqs = [rows[i][0] for i in idx]
+            ids, att = pad(seqs, self.tokenizer.pad_token_id or 0, "cpu", side=self.padding_side)
+            shifts = [ids.shape[1] - len(x) if self.padding_side == "left" else 0 for x in seqs]
+            read = torch.as_tensor([rows[i][1] + sh for i, sh in zip(idx, shifts)])
+            host += [ids.flatten(), att.flatten(), read]
+            meta.append((tuple(ids.shape), [rows[i][2] for i in idx], shifts))
+        flat = torch.cat(host) if host else torch.zeros(0, dtype=torch.long)
+        if self.device.type == "cuda":
+            flat = flat.pin_memory()
+        flat = flat.to(self.device, non_blocking=True)
+        out, at = [], 0
+        for shape, lens, shifts in meta:
+            n = shape[0] * shape[1]
+            ids, att, read = flat[at : at + n].view(shape), flat[at + n : at + 2 * n].view(shape), flat[at + 2 * n : at + 2 * n + shape[0]]
+            at += 2 * n + shape[0]
+            out.append((ids, att, read, lens, shifts))
+        return out
+
+    def _states(self, batch: tuple, template: Template, layers: Sequence[int] | None = None) -> torch.Tensor:
+        """:meth:`states_for_rows` of one uploaded batch."""
+        ids, att, read, lens, shifts = batch
         extra = {}
         if self.padding_side == "left":
             extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
         with self.autocast():
-            o = self.encoder(**self._inputs(ids, template, [n for _, _, n in rows], shifts), attention_mask=att,
+            o = self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att,
                              output_hidden_states=layers is not None, **extra)
-        at = (torch.arange(len(rows), device=self.device),
-              torch.as_tensor([p + sh for (_, p, _), sh in zip(rows, shifts)], device=self.device))
+        at = (torch.arange(len(read), device=self.device), read)
         if layers is None:
             return o.last_hidden_state[at].float()
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
@@ -237,9 +263,12 @@ class PromptModule(nn.Module):
         out = torch.empty((nl, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
         with self.autocast():  # one autocast region: its weight casts are made once per call, not per batch
             for t, batches in plan.items():
-                for idx in batches:
-                    st = self.states_for_rows([rows[t][i] for i in idx], t, layers)
-                    out[:, torch.from_numpy(idx + at[t]).to(self.device)] = st if layers is not None else st[None]
+                places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
+                done = 0
+                for idx, batch in zip(batches, self._upload(rows[t], batches)):
+                    st = self._states(batch, t, layers)
+                    out[:, places[done : done + len(idx)]] = st if layers is not None else st[None]
+                    done += len(idx)
                     if bar is not None:
                         bar.update(1)
             for g, p in plans:
