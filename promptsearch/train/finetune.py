@@ -153,7 +153,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
     wrapped.train()
-    t0 = time.time()
+    t0, evaluating = time.time(), 0.0  # training time is the wall time less the dev evaluations
     last = None
     bar = tqdm(total=total, initial=start, desc=f"finetune ({cfg.mode})", disable=cfg.show_progress_bar is False or not acc.is_main_process, unit="step")
     for step, items in batches(data, cfg.batch_size, cfg.seed, start):
@@ -166,6 +166,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         opt.zero_grad()
         done = step + 1
         if done % cfg.eval_steps == 0 or done == total:
+            t_eval = time.time()
             if acc.is_main_process:
                 last = dev(tdev, cfg.denoise, cfg.layer)
                 cfg.history.append({"step": done, "loss": round(loss, 4), "stsb_dev": round(last, 4)})
@@ -178,6 +179,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
                                                    "start_score": start_score, "history": cfg.history, "rng": rng_state()})
             acc.wait_for_everyone()
             wrapped.train()
+            evaluating += time.time() - t_eval
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
     bar.close()
@@ -185,6 +187,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     secs = time.time() - t0
     return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
+            "train_sentences_per_second": round((total - start) * cfg.batch_size / (secs - evaluating), 1)
+            if secs > evaluating else None,
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
 
 
@@ -254,4 +258,5 @@ def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = 
     """What a finished fine-tuning run says."""
     return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['start_stsb_dev']:.2f} "
             f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
-            f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s on {summary['device']}); saved to {out}")
+            f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} "
+            f"sentences/s training on {summary['device']}); saved to {out}")
