@@ -124,9 +124,10 @@ class PromptEncoder:
             from ..model.quantize import int8_copy
 
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
-        other = PromptEncoder(model, batch_size=self.batch_size, max_tokens=self.max_tokens, bf16=precision == "bf16", add_period=self.add_period,
-                              max_length=self.max_length, show_progress_bar=self.show_progress_bar, corpus=self._corpus,
-                              compat=self.compat, data_dir=self.data_dir, padding_side=self.prompt.padding_side)
+        other = PromptEncoder(model, batch_size=self.batch_size, max_tokens=self.max_tokens, bf16=precision == "bf16",
+                              add_period=self.add_period, max_length=self.max_length, show_progress_bar=self.show_progress_bar,
+                              corpus=self._corpus, compat=self.compat, data_dir=self.data_dir,
+                              padding_side=self.prompt.padding_side)
         other.int8 = precision == "int8"
         for t, v in self.soft_prompts.items():
             other.set_soft_prompt(t, v.detach().clone())
@@ -291,8 +292,9 @@ class PromptEncoder:
                         batch_size: int | None = None, show_progress_bar: bool | None = None,
                         layers: Sequence[int | None] | None = None) -> list[PromptStates | dict[int, PromptStates]]:
         """:meth:`prompt_states` of several templates at once, in the order given: each sentence is
-        tokenized once, the rows of every template share token-budget batches (``max_tokens``
-        padded tokens; at most ``batch_size`` rows when given) and the states come back in one copy."""
+        tokenized once, each template's rows go in token-budget batches of their own (``max_tokens``
+        padded tokens; at most ``batch_size`` rows when given; a causal LM's templates that share a
+        prefix share its passes) and the states come back in one copy."""
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(self.prepare(sentences))
         rows = {t: self.prompt.input_rows(uniq, t) for t in ts}
@@ -312,8 +314,9 @@ class PromptEncoder:
     def encode_templates(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
                          layer: int | None = None, batch_size: int | None = None,
                          show_progress_bar: bool | None = None) -> list[np.ndarray]:
-        """``encode`` of each template, from shared passes: one float32 array (n, hidden) per template,
-        in the order given (a greedy step, a racing rung and a candidate list score this way)."""
+        """``encode`` of each template, in one call: one float32 array (n, hidden) per template, in the
+        order given, equal to each template's ``encode`` alone (a greedy step, a racing rung and a
+        candidate list score this way)."""
         reps = [_rep(t, denoise, layer=layer) for t in templates]
         out = self.encode_reps(sentences, reps, batch_size=batch_size, show_progress_bar=show_progress_bar)
         return [out[r] for r in reps]

@@ -138,9 +138,11 @@ class PromptModule(nn.Module):
         return self.soft[key] if key in self.soft else None
 
     def clear_cache(self) -> None:
-        """Forget cached template biases (never needed for correctness: the cache is keyed by the
-        weights' version, so it empties itself when a parameter changes)."""
+        """Forget cached template biases and sentence token ids (never needed for correctness: the
+        bias cache is keyed by the weights' version, so it empties itself when a parameter changes;
+        a benchmark empties both to time an encode from scratch)."""
         self._bias_cache.clear()
+        self._tokens.clear()
 
     def weights_version(self) -> tuple:
         """Changes whenever a parameter is replaced or updated in place (an optimizer step,
