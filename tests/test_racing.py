@@ -10,6 +10,7 @@ from promptsearch.cli import main
 from promptsearch.encoding.encoder import PromptStates
 from promptsearch.search import Results, Scorer, Score, run_strategy
 from promptsearch.search.greedy import Greedy
+from promptsearch.search.progressive import score_progressive
 from promptsearch.search.racing import Racing, race
 from promptsearch.search.results import SCHEMA_ID, load, schema
 from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder
@@ -210,7 +211,7 @@ def test_pruning_rungs_screen_in_int8_but_the_full_score_is_the_reference(tiny_b
     the reference precision's one-pass score (and only that is cached)."""
     cache = tmp_path / "c.jsonl"
     scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache_path=cache, screening="int8")
-    steps = list(scorer.score_progressive(PAPER_T, [100, 300]))
+    steps = list(score_progressive(scorer, PAPER_T, [100, 300]))
     assert [n for n, _ in steps] == [100, 300, 1186]
     reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False).score(PAPER_T).spearman
     assert steps[-1][1] == pytest.approx(reference, abs=1e-9)

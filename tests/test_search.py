@@ -8,6 +8,7 @@ import pytest
 from promptsearch.errors import PromptSearchError
 from promptsearch.search import Results, Scorer, run_strategy
 from promptsearch.search.grammar import Grammar
+from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
 from promptsearch.search.results import load, schema
 from conftest import PAPER_T, PRECISIONS, make_encoder
@@ -56,7 +57,7 @@ def test_cache_is_keyed_by_weights_not_just_name(scorer, tiny_bert_dir, tmp_path
 
 def test_progressive_scoring_ends_at_the_full_score(scorer, bert_enc, tmp_path):
     full = Scorer(bert_enc, dataset=DATASET, use_cache=False).score("[X] means [MASK] .").spearman
-    steps = list(scorer.score_progressive("[X] means [MASK] .", [100, 300, 600]))
+    steps = list(score_progressive(scorer, "[X] means [MASK] .", [100, 300, 600]))
     assert [n for n, _ in steps] == [100, 300, 600, 1186]
     # Sentences are batched differently (subset by subset), so padding changes float rounding
     # (~1e-6 per vector); on a random model's near-tied cosines that moves Spearman by < 0.01.

@@ -66,8 +66,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' before they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")
     g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch", help="reference: kongds/Prompt-BERT's inputs exactly")
-    g.add_argument("--demos", default=None, metavar="FILE",
-                   help="in-context demonstrations put before the template (PromptEOL style, causal LMs): 'sentence<TAB>word' lines")
+    g.add_argument("--demos", default=None, metavar="FILE", help="in-context demonstrations before the template (PromptEOL style, causal LMs): 'sentence<TAB>word' lines")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -151,6 +150,7 @@ def _search(sub) -> None:
     op.add_argument("--study-name", help="default: promptsearch-<model>-<dataset>-<denoised|raw>")
     op.add_argument("--seed", type=at_least(0), default=None, help="TPE sampler seed")
     op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
+    op.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N", help="trials asked at once and encoded together (default 8)")
     op.add_argument("--layers", help="the read-out layer as a trial parameter: all, or hidden_states indices such as 3,4,5")
     op.add_argument("--pareto", action="store_true", help="with several --dataset sets: one objective each, the Pareto front")
     op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")

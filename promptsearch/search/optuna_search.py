@@ -15,12 +15,8 @@ at one URL and study name — share it. ``--trials N`` is the study's total of f
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import random
 import re
-import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,130 +24,14 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from tqdm.auto import tqdm
+
 from .grammar import Grammar
 from ..template import entry_key
+from .progressive import Progressive
 from .results import Entry, Results
 from .scorer import Score, Scorer
-
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-
-
-class _Interrupts:
-    """Ctrl-C and SIGTERM during a study: raised at once while a template is being encoded, held back
-    while Optuna writes to its storage — an interrupt there left trials RUNNING, broke Optuna
-    itself (``UnboundLocalError: updated_state``) or left a SQLite transaction open. Optuna then
-    records the interrupted trial as failed and re-raises; its log of that failure (a traceback) is
-    dropped, so nothing is printed but the CLI's one line.
-
-    An interrupt stays requested until it is seen leaving the objective: a signal handler can run
-    inside a garbage-collector callback, where Python swallows the exception ("Exception ignored
-    in ..."), so it is raised again at the next checkpoint (after each encoded rung). Signals after
-    that are ignored while the study unwinds. The handlers that were installed (the CLI's SIGTERM
-    one) still run."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.scoring = False
-        self.requested = None  # (signum, frame) of a signal not yet seen leaving the objective
-        self.delivered = False
-        self.previous: dict = {}
-        self.handlers: list = []
-
-    def __enter__(self):
-        for sig in self.SIGNALS:
-            try:
-                self.previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread: signals are the main thread's business
-                pass
-        # Optuna's records propagate from child loggers to the handlers of "optuna": filter there
-        self.handlers = list(logging.getLogger("optuna").handlers)
-        for h in self.handlers:
-            h.addFilter(self._quiet_after_interrupt)
-        self.unraisable, sys.unraisablehook = sys.unraisablehook, self._swallowed
-        return self
-
-    def _swallowed(self, unraisable) -> None:
-        """Python prints an exception raised in a GC callback ("Exception ignored in ..."): not ours,
-        which is raised again at the next checkpoint."""
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
-            self.unraisable(unraisable)
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        for h in self.handlers:
-            h.removeFilter(self._quiet_after_interrupt)
-        sys.unraisablehook = self.unraisable
-        if self.requested and not self.delivered and exc[0] is None:
-            self._raise()
-
-    def _handle(self, signum, frame):
-        if self.delivered or self.requested:
-            return  # already on its way out
-        self.requested = (signum, frame)
-        if self.scoring:
-            self._raise()
-
-    def _raise(self):
-        signum, frame = self.requested
-        handler = self.previous.get(signum)
-        if callable(handler):
-            handler(signum, frame)  # the default SIGINT handler raises KeyboardInterrupt itself
-        raise KeyboardInterrupt
-
-    def _quiet_after_interrupt(self, record: logging.LogRecord) -> bool:
-        """Optuna logs the interrupted trial as failed, with a traceback: an interrupt is no failure to show."""
-        return not self.requested or record.levelno >= logging.ERROR
-
-    @contextlib.contextmanager
-    def objective(self):
-        """Around the whole objective: notes the interrupt leaving it."""
-        try:
-            yield
-        except KeyboardInterrupt:
-            self.delivered = True
-            raise
-
-    @contextlib.contextmanager
-    def scoring_region(self):
-        """Where an interrupt may land at once: encoding, no storage write. One held back, or
-        swallowed on the way, is raised here, before and after."""
-        if self.requested:
-            self._raise()
-        self.scoring = True
-        try:
-            yield
-        finally:
-            self.scoring = False
-        if self.requested:
-            self._raise()
-
-
-def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
-    """RDB storage with heartbeats (a killed worker's trial is failed and retried once).
-
-    Workers started together on a fresh database race to create its tables; the loser
-    retries and then finds them.
-    """
-    import warnings
-
-    from sqlalchemy.exc import IntegrityError, OperationalError
-
-    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    for attempt in range(attempts):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # heartbeat args are flagged experimental/deprecated, still supported
-                return optuna.storages.RDBStorage(
-                    url, engine_kwargs=kwargs, heartbeat_interval=30, grace_period=90,
-                    failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
-                )
-        except (OperationalError, IntegrityError):
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.5 + random.random())
-    raise AssertionError("unreachable")
+from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_trials, open_storage
 
 
 @dataclass
@@ -164,6 +44,7 @@ class OptunaSearch:
     prune: bool = True
     pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
     layers: str | list | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
+    batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
     show_progress_bar: bool | None = None
     name: str = "optuna"
     study: optuna.Study | None = None
@@ -173,7 +54,7 @@ class OptunaSearch:
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
-                "prune": self.prune and not self.pareto, "seed": self.seed, **({"pareto": True} if self.pareto else {}),
+                "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch, **({"pareto": True} if self.pareto else {}),
                 **({"layers": self.layers} if self.layers else {})}
 
     def check(self, scorer: Scorer) -> None:
@@ -233,82 +114,114 @@ class OptunaSearch:
         return self._grammar
 
     def _run(self, scorer: Scorer, results: Results) -> None:
-        grammar = self.load_grammar()
         layers = scorer.layer_list(self.layers)
         n = len(scorer.gold)
         study = self.study = self.open_study(n, len(scorer.datasets))
         self.done_before, self.started = finished_trials(study), time.time()
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
-        rungs = [max(n // 8, 1), max(n // 4, 1), max(n // 2, 1), n]
-
-        def objective(trial: optuna.Trial) -> float:
-            with interrupts.objective():
-                return score(trial)
-
-        def score(trial: optuna.Trial) -> float:
-            # Optuna's trial calls write to the storage: an interrupt is held back during them (one
-            # landing inside a SQLite write left its transaction open, and the next write waited out
-            # the lock timeout); it lands at once only while a rung is being encoded.
-            choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
-            template = grammar.render(choice)
-            sc = scorer.at_layer(trial.suggest_categorical("layer", layers)) if layers else scorer  # a view: same cache
-            trial.set_user_attr("template", template)
-            trial.set_user_attr("worker", os.getpid())
-            if self.pareto:  # every set's full score: one objective each
-                full = sc.score(template)
-                results.add(full, f"optuna:trial {trial.number}")
-                return tuple(full.sets[d] for d in scorer.datasets)
-            if not self.prune:  # nothing to decide on a rung: the full set at once (eval's batches and number)
-                full = sc.score(template)
-                results.add(full, f"optuna:trial {trial.number}")
-                return full.spearman
-            hit = sc.cached(template)
-            if hit is not None:
-                results.add(Score(template, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {trial.number}")
-                return hit
-            rungs_done = sc.score_progressive(template, rungs, seed=0)
+        interrupts = StudyInterrupts()
+        with interrupts, tqdm(total=max(self.trials - self.done_before, 0), desc="optuna", unit="trial", leave=False,
+                              disable=self.show_progress_bar is False) as bar:
             while True:
-                with interrupts.scoring_region():
-                    step = next(rungs_done, None)
-                if step is None:
+                interrupts.check()
+                fail_stale_trials(study)
+                # Optuna's storage writes (ask, suggest, tell) hold an interrupt back: one landing inside a
+                # SQLite write left its transaction open. It lands at once only while templates are encoded.
+                trials = ask_batch(study, self.batch, self.trials, lambda trial: self._suggest(trial, layers))
+                if not trials:
                     break
-                pairs, value = step
-                if pairs < n:
-                    trial.report(value, pairs)
-                    if trial.should_prune():
-                        trial.set_user_attr("pruned_at_pairs", pairs)
-                        raise optuna.TrialPruned()
-            results.add(Score(template, value, scorer.denoise, sc.last_seconds, sets=sc.last_sets, layer=sc.layer),
-                        f"optuna:trial {trial.number}")
-            return value
+                told: set[int] = set()
 
-        def sync(study: optuna.Study, _trial) -> None:
-            # Other workers' completed trials too, so whichever writes last has them all.
-            trials = study.get_trials(deepcopy=False)  # one read of the storage
-            for t in trials:
-                tmpl = t.user_attrs.get("template")
-                key = tmpl and entry_key(tmpl, t.params.get("layer"))
-                if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
-                    results.entries[key] = _entry(t, scorer)
-            if self.pareto:  # the non-dominated trials' templates, best objective first
-                front = {entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
-                         if "template" in t.user_attrs}
-                results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
-            results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
-                                         "finished": sum(t.state in FINISHED for t in trials),
-                                         "pruned": sum(t.state == TrialState.PRUNED for t in trials)}
-            results.save()
+                def tell(trial, value=None, state=None) -> None:
+                    study.tell(trial, value, state=state)
+                    told.add(trial.number)
+                    bar.update(1)
 
-        done = len(study.get_trials(deepcopy=False, states=FINISHED))
-        remaining = max(self.trials - done, 0)
-        interrupts = _Interrupts()
-        with interrupts:
-            if remaining:
-                study.optimize(objective, n_trials=remaining,
-                               callbacks=[optuna.study.MaxTrialsCallback(self.trials, states=FINISHED), sync],
-                               show_progress_bar=self.show_progress_bar is not False, gc_after_trial=False)
-            sync(study, None)
+                with interrupts.objective(), Heartbeats(study, trials):
+                    try:
+                        self._score_batch(trials, scorer, results, interrupts, tell)
+                    except BaseException:
+                        for t in trials:
+                            if t.number not in told:
+                                study.tell(t, state=TrialState.FAIL)
+                        raise
+                self._sync(study, scorer, results)
+                with contextlib.suppress(ValueError):  # no complete trial yet
+                    bar.set_postfix_str(f"best {study.best_value:.2f}" if not self.pareto else "")
+            self._sync(study, scorer, results)
+
+    def _suggest(self, trial: optuna.Trial, layers: list[int]) -> None:
+        """A trial's template (one option per grammar slot) and read-out layer, kept as its attributes."""
+        grammar = self.load_grammar()
+        choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
+        if layers:
+            trial.suggest_categorical("layer", layers)
+        trial.set_user_attr("template", grammar.render(choice))
+        trial.set_user_attr("worker", os.getpid())
+
+    def _score_batch(self, trials: list[optuna.Trial], scorer: Scorer, results: Results, interrupts, tell) -> None:
+        """Score a batch's templates together, per read-out layer: on the full set (``pareto``, ``--no-prune``),
+        else rung by rung, each rung's new sentences of every template still in one encoding pass, pruned
+        trials told at their rung and the rest at the full set."""
+        n = len(scorer.gold)
+        rungs = sorted({max(n // 8, 1), max(n // 4, 1), max(n // 2, 1)} - {n})
+        views: dict = {}
+        for t in trials:  # a view per layer: same cache
+            views.setdefault(t.params.get("layer"), []).append(t)
+        for layer, group in views.items():
+            sc = scorer.at_layer(layer) if layer is not None else scorer
+            live = {t: t.user_attrs["template"] for t in group}
+            if self.pareto or not self.prune:  # nothing to decide on a rung: the full set at once (eval's number)
+                with interrupts.scoring_region():
+                    full = dict(zip(live.values(), sc.score_many(list(live.values()))))
+                for t, tmpl in live.items():
+                    results.add(full[tmpl], f"optuna:trial {t.number}")
+                    tell(t, tuple(full[tmpl].sets[d] for d in scorer.datasets) if self.pareto else full[tmpl].spearman)
+                continue
+            for t, tmpl in list(live.items()):
+                hit = sc.cached(tmpl)
+                if hit is not None:
+                    results.add(Score(tmpl, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {t.number}")
+                    tell(t, hit)
+                    del live[t]
+            race = Progressive(sc, seed=0)
+            for pairs in rungs:
+                if not live:
+                    break
+                with interrupts.scoring_region():
+                    values = race.rung(list(live.values()), pairs)
+                for t, tmpl in list(live.items()):
+                    t.report(values[tmpl], pairs)
+                    if t.should_prune():
+                        t.set_user_attr("pruned_at_pairs", pairs)
+                        tell(t, state=TrialState.PRUNED)
+                        del live[t]
+                for tmpl in set(values) - set(live.values()):
+                    race.drop(tmpl)
+            if live:
+                with interrupts.scoring_region():
+                    full = race.finish(list(live.values()))
+                for t, tmpl in live.items():
+                    results.add(full[tmpl], f"optuna:trial {t.number}")
+                    tell(t, full[tmpl].spearman)
+
+    def _sync(self, study: optuna.Study, scorer: Scorer, results: Results) -> None:
+        """Other workers' completed trials too, so whichever writes last has them all."""
+        trials = study.get_trials(deepcopy=False)  # one read of the storage
+        for t in trials:
+            tmpl = t.user_attrs.get("template")
+            key = tmpl and entry_key(tmpl, t.params.get("layer"))
+            if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
+                results.entries[key] = _entry(t, scorer)
+        if self.pareto:  # the non-dominated trials' templates, best objective first
+            front = {entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
+                     if "template" in t.user_attrs}
+            results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
+        results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
+                                     "finished": sum(t.state in FINISHED for t in trials),
+                                     "pruned": sum(t.state == TrialState.PRUNED for t in trials)}
+        results.save()
 
 
 def _entry(t, scorer: Scorer) -> Entry:

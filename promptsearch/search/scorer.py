@@ -237,10 +237,7 @@ class Scorer:
             vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
             secs = (time.perf_counter() - t0) / len(todo)
             for t in todo:
-                self._keep(t, vecs[reps[(t, self.denoise)]])
-                value = self._record(t, {dn: self.evaluator.scores(vecs[reps[(t, dn)]]) for dn in (False, True)}, secs)
-                out[t] = Score(t, value, self.denoise, secs, precision=self.reference_precision, sets=self.last_sets,
-                               layer=self.layer)
+                out[t] = self.record(t, {dn: vecs[reps[(t, dn)]] for dn in (False, True)}, secs)
             self._count_work(self.reference_precision, float(len(todo)))
         return [out[t] for t in ts]
 
@@ -310,6 +307,14 @@ class Scorer:
         difference), ×100, on the scorer's pairs: how much of a gain is noise."""
         return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
+    def record(self, template: str, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
+        """A template's vectors of every sentence (raw at False, denoised at True: both, or the run's
+        variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s."""
+        self._keep(template, vecs[self.denoise])
+        value = self._record(template, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, seconds)
+        return Score(template, value, self.denoise, seconds, precision=self.reference_precision, sets=self.last_sets,
+                     layer=self.layer)
+
     def _record(self, template: str, scores: dict[bool, dict[str, float]], seconds: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
         variant's objective back (its sets' scores in ``last_sets``)."""
@@ -350,29 +355,3 @@ class Scorer:
             count += len(need) * len(ts)
             self._count_work(enc.precision, len(need) * len(ts) / len(self.sentences))
         return count
-
-    def score_progressive(self, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
-        """Spearman on growing random subsets of the pairs (for pruning): yields (n_pairs, score).
-
-        Only the sentences new to each rung are encoded. The last rung is the full set, and
-        its score is cached like :meth:`score`. With a screening precision other than the
-        reference one, the partial rungs run in it and the full set is :meth:`score`'s.
-        """
-        t = Template.parse(template).text
-        n = len(self.gold)
-        perm = np.random.default_rng(seed).permutation(n)
-        enc = self.screening_encoder
-        reuse = enc is self.encoder  # the rungs' vectors are the reference's: the full set completes them
-        vecs = {dn: None for dn in ((False, True) if reuse else (self.denoise,))}
-        done = np.zeros(len(self.sentences), bool)
-        t0 = time.perf_counter()
-        for r in sorted({min(r, n) for r in rungs} - {n}):
-            self.encode_pairs(enc, [t], perm[:r], {t: vecs}, {t: done})
-            yield r, self.evaluator.spearman(vecs[self.denoise], perm[:r])
-        if reuse:
-            self.encode_pairs(enc, [t], perm, {t: vecs}, {t: done})
-            self._keep(t, vecs[self.denoise])
-            yield n, self._record(t, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, time.perf_counter() - t0)
-        else:
-            self.seconds += time.perf_counter() - t0
-            yield n, self.score(t).spearman

@@ -1,0 +1,195 @@
+"""An Optuna study's plumbing for batches of trials: RDB storage with heartbeats, trials asked
+several at a time (``study.ask()``, then ``tell``) so one encoding pass holds several candidates,
+their heartbeats while they run, and interrupts held back around storage writes.
+
+``study.optimize`` runs one trial at a time; the batch loop keeps what it gave: stale trials of a
+killed worker failed (and retried once) before each batch, a heartbeat per running trial, the
+study's target of finished trials shared by every worker, and an interrupted batch's trials told
+failed rather than left RUNNING.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import sys
+import threading
+import time
+import warnings
+
+import optuna
+from optuna.trial import TrialState
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class StudyInterrupts:
+    """Ctrl-C and SIGTERM during a study: raised at once while a template is being encoded, held back
+    while Optuna writes to its storage — an interrupt there left trials RUNNING, broke Optuna
+    itself (``UnboundLocalError: updated_state``) or left a SQLite transaction open. The batch's
+    open trials are then told failed and the interrupt goes on to the CLI's one line.
+
+    An interrupt stays requested until it is seen leaving the objective: a signal handler can run
+    inside a garbage-collector callback, where Python swallows the exception ("Exception ignored
+    in ..."), so it is raised again at the next checkpoint (after each encoded rung). Signals after
+    that are ignored while the study unwinds. The handlers that were installed (the CLI's SIGTERM
+    one) still run."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.scoring = False
+        self.requested = None  # (signum, frame) of a signal not yet seen leaving the objective
+        self.delivered = False
+        self.previous: dict = {}
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: signals are the main thread's business
+                pass
+        self.unraisable, sys.unraisablehook = sys.unraisablehook, self._swallowed
+        return self
+
+    def _swallowed(self, unraisable) -> None:
+        """Python prints an exception raised in a GC callback ("Exception ignored in ..."): not ours,
+        which is raised again at the next checkpoint."""
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.unraisable(unraisable)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = self.unraisable
+        if self.requested and not self.delivered and exc[0] is None:
+            self._raise()
+
+    def _handle(self, signum, frame):
+        if self.delivered or self.requested:
+            return  # already on its way out
+        self.requested = (signum, frame)
+        if self.scoring:
+            self._raise()
+
+    def _raise(self):
+        signum, frame = self.requested
+        handler = self.previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)  # the default SIGINT handler raises KeyboardInterrupt itself
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Between batches: an interrupt held back during storage writes is raised here."""
+        if self.requested:
+            self._raise()
+
+    @contextlib.contextmanager
+    def objective(self):
+        """Around a batch's scoring and telling: notes the interrupt leaving it."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.delivered = True
+            raise
+
+    @contextlib.contextmanager
+    def scoring_region(self):
+        """Where an interrupt may land at once: encoding, no storage write. One held back, or
+        swallowed on the way, is raised here, before and after."""
+        if self.requested:
+            self._raise()
+        self.scoring = True
+        try:
+            yield
+        finally:
+            self.scoring = False
+        if self.requested:
+            self._raise()
+
+
+def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
+    """RDB storage with heartbeats (a killed worker's trial is failed and retried once).
+
+    Workers started together on a fresh database race to create its tables; the loser
+    retries and then finds them.
+    """
+    import warnings
+
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    for attempt in range(attempts):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # heartbeat args are flagged experimental/deprecated, still supported
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=kwargs, heartbeat_interval=30, grace_period=90,
+                    failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
+                )
+        except (OperationalError, IntegrityError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 + random.random())
+    raise AssertionError("unreachable")
+
+
+class Heartbeats:
+    """A heartbeat for each trial of a batch while it runs, from one thread (what ``study.optimize``
+    records for its one trial): a killed worker's trials go stale and are retried elsewhere. A
+    missed beat (a locked database) is not an error; the next one comes ``heartbeat_interval`` later."""
+
+    def __init__(self, study: optuna.Study, trials: list[optuna.Trial]):
+        storage = study._storage
+        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+        self.ids = [t._trial_id for t in trials]
+        self.storage, self.interval = storage, interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True) if interval else None
+
+    def _beat(self) -> None:
+        while True:
+            for trial_id in self.ids:
+                with contextlib.suppress(Exception):
+                    self.storage.record_heartbeat(trial_id)
+            if self.stop.wait(self.interval):
+                return
+
+    def __enter__(self):
+        if self.thread:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.thread:
+            self.stop.set()
+            self.thread.join()
+
+
+def fail_stale_trials(study: optuna.Study) -> None:
+    """Trials whose worker stopped beating: failed, and retried once (the storage's callback)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optuna.Trial]:
+    """Up to ``size`` new trials, each given its parameters by ``suggest(trial)`` before the next is
+    asked (the sampler sees the earlier ones running). The study's finished and running trials are
+    counted before each ask, so workers sharing it stop near ``target`` finished trials together; one
+    trial is still asked while fewer than ``target`` have finished even if the running ones would reach
+    it (they may be a killed worker's), as ``study.optimize`` with ``MaxTrialsCallback`` does — so the
+    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done."""
+    trials: list[optuna.Trial] = []
+    while len(trials) < size:
+        states = [t.state for t in study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))]
+        finished = sum(s in FINISHED for s in states)
+        if finished >= target or (trials and len(states) >= target):
+            break
+        with warnings.catch_warnings():  # heartbeats are recorded by Heartbeats here, not by study.optimize
+            warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
+            trial = study.ask()
+        trials.append(trial)
+        suggest(trial)
+    return trials
