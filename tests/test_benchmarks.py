@@ -52,3 +52,9 @@ def test_search_speed(device, tiny_bert_dir, tmp_path):
 def test_corpus_memory(tiny_bert_dir):
     out = bench("corpus_memory.py", "--lines", 3000, "--steps", 1, "--model", tiny_bert_dir, "--device", "cpu")
     assert "datasets (memory-mapped)" in out and "Python list" in out
+
+
+def test_optuna_speed(tiny_bert_dir):
+    out = bench("optuna_speed.py", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "4", "--batch", "4",
+                "--device", "cpu")
+    assert "batch   1:" in out and "batch   4:" in out and "against batch 1:" in out

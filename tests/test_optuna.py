@@ -181,7 +181,8 @@ def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
 
     from promptsearch.search.study import Heartbeats, ask_batch, fail_stale_trials
 
-    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+    with pytest.warns(optuna.exceptions.ExperimentalWarning):  # Optuna flags the heartbeat arguments
+        storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
     study = optuna.create_study(storage=storage)
     trials = ask_batch(study, 2, 10, lambda t: t.suggest_float("x", 0, 1))
     assert len(trials) == 2
