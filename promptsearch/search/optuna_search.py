@@ -4,7 +4,8 @@ subsets of STS-B dev, resumable and shareable RDB storage.
 Each trial picks one option per grammar slot (``trial.suggest_categorical``). It is scored
 on 1/8, 1/4, 1/2 and then all of the dev pairs (a fixed random order), reporting each
 partial Spearman; ``SuccessiveHalvingPruner`` stops bad templates early. A template scored
-before (by any strategy) is answered from the cache.
+before (by any strategy) is answered from the cache. Trials are asked ``batch`` at a time
+(:mod:`.study`) and each rung of a batch's trials still in is one encoding call (:mod:`.progressive`).
 
 The study lives in any Optuna RDB storage (``sqlite:///study.db``, PostgreSQL, MySQL), so
 re-running the same command resumes it and several workers — processes or machines pointed
