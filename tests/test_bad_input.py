@@ -228,6 +228,7 @@ CASES = [
     (["optiprompt", "--seeds", "0,-1"], "give whole numbers of 0 or more"),
     (["optuna", "--trials", "0"], "argument --trials: must be at least 1, not 0"),
     (["optuna", "--batch-trials", "0"], "argument --batch-trials: must be at least 1, not 0"),
+    (["finetune", "--micro-tokens", "0"], "argument --micro-tokens: must be at least 1, not 0"),
     (["greedy", "--max-steps", "-2"], "argument --max-steps: must be at least 0, not -2"),
     (["train-head", "--rank", "0"], "argument --rank: must be at least 1, not 0"),
     (["t5", "--num-beams", "0"], "argument --num-beams: must be at least 1, not 0"),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from promptsearch import PromptEncoder
-from promptsearch.train.finetune import FinetuneConfig, _loss, _views, finetune, train_step
+from promptsearch.train.finetune import FinetuneConfig, _loss, _views, finetune, micro_batches, train_step
 from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
@@ -93,14 +93,20 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
     fresh.encoder.eval().double()
     items = sentences[:24] if mode == "unsup" else list(zip(sentences[:24], sentences[24:48], sentences[48:72]))
     grads, losses = {}, {}
-    for m in (0, 5):
-        cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2], micro_batch=m, batch_size=24)
+    for m, tokens in ((0, None), (5, None), (0, 64)):  # whole batch; 5 rows; 64 sentence tokens, in length order
+        cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2], micro_batch=m, micro_tokens=tokens, batch_size=24)
+        if tokens:
+            chunks = micro_batches(fresh, cfg, items)
+            assert len(chunks) > 2 and sorted(i for c in chunks for i in c) == list(range(24))
+            assert len({len(c) for c in chunks}) > 1  # rows per micro-batch follow the lengths
         fresh.encoder.zero_grad()
-        losses[m] = train_step(fresh, cfg, items, lambda l: l.backward())
-        grads[m] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
-    assert losses[0] == pytest.approx(losses[5], rel=1e-6)
-    # measured 3.6e-6; reading stale cached biases in the first pass (a bug once) gave 3.5e-5
-    assert ((grads[0] - grads[5]).norm() / grads[0].norm()).item() < 1e-5
+        losses[m, tokens] = train_step(fresh, cfg, items, lambda l: l.backward())
+        grads[m, tokens] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
+    full = (0, None)
+    for k in ((5, None), (0, 64)):
+        assert losses[full] == pytest.approx(losses[k], rel=1e-6)
+        # measured 3.6e-6; reading stale cached biases in the first pass (a bug once) gave 3.5e-5
+        assert ((grads[full] - grads[k]).norm() / grads[full].norm()).item() < 1e-5
     assert not fresh.prompt._bias_cache  # training never reads or fills the bias cache
 
 

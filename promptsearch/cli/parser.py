@@ -229,6 +229,7 @@ def _train(sub) -> None:
     f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
     f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
     f.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
+    f.add_argument("--micro-tokens", type=at_least(1), default=None, metavar="N", help="micro-batches filled to N sentence tokens, in length order (rows at most --micro-batch)")
     f.add_argument("--epochs", type=positive, default=1.0)
     f.add_argument("--max-steps", type=at_least(1), default=None)
 

@@ -69,7 +69,7 @@ def cmd_finetune(args) -> int:
         enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
         if i == 0:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
-        cfg = FinetuneConfig(mode=args.mode, templates=templates, micro_batch=args.micro_batch, epochs=args.epochs,
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, epochs=args.epochs,
                              max_steps=args.max_steps, layer=layer, **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
@@ -80,8 +80,7 @@ def cmd_train_head(args) -> int:
     sentences, counts = training_sentences(args.corpus, args.data_dir, args.wordnet_dir, args.max_sentences, args.seed)
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
-    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank,
-                     depth=args.depth)
+    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
                                  bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
     rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,

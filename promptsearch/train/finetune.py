@@ -21,10 +21,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
+from ..encoding.batching import budget_batches
 from ..template import Template
 from .losses import info_nce, supervised_nce
 from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
@@ -43,6 +45,7 @@ class FinetuneConfig:
     lr: float | None = None
     batch_size: int | None = None
     micro_batch: int = 64
+    micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
     max_seq_length: int = 32
     temperature: float = 0.05
     epochs: float = 1.0
@@ -86,34 +89,51 @@ def _loss(cfg: FinetuneConfig, views: list[torch.Tensor]) -> torch.Tensor:
     return supervised_nce(views[0], views[1], views[2], cfg.temperature)
 
 
+def micro_batches(enc: PromptEncoder, cfg: FinetuneConfig, items: list) -> list[list[int]]:
+    """The items of each micro-batch of a step: ``micro_batch`` rows at a time in item order (0: one
+    batch); with ``micro_tokens``, in length order, each filled to that many sentence tokens (rows ×
+    its longest item, truncated at ``max_seq_length``; at most ``micro_batch`` rows when that is set),
+    so short sentences share large micro-batches and long ones do not run out of memory."""
+    if cfg.micro_tokens:
+        texts = items if cfg.mode == "unsup" else [s for x in items for s in x]
+        ids = enc.sentence_ids(enc.prepare(texts), cfg.templates[0])
+        lens = np.array([min(len(s), cfg.max_seq_length) for s in ids]).reshape(len(items), -1).max(1)
+        return [b.tolist() for b in budget_batches(lens, cfg.micro_tokens, cfg.micro_batch or None)]
+    m = cfg.micro_batch if cfg.micro_batch > 0 else len(items)
+    return [list(range(i, min(i + m, len(items)))) for i in range(0, len(items), m)]
+
+
 def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, no_sync=contextlib.nullcontext,
                prompt=None) -> float:
-    """One optimisation step's gradients for ``items``; micro-batched with gradient caching."""
-    m = cfg.micro_batch
-    if m <= 0 or len(items) <= m:
+    """One optimisation step's gradients for ``items``; micro-batched with gradient caching (the loss
+    over the whole batch in item order, whatever order the micro-batches take)."""
+    chunks = micro_batches(enc, cfg, items)
+    if len(chunks) <= 1:
         loss = _loss(cfg, _views(enc, cfg, items, prompt))
         backward(loss)
         return loss.item()
-    chunks = [items[i : i + m] for i in range(0, len(items), m)]
+    order = torch.tensor([i for c in chunks for i in c])
+    where = torch.empty_like(order)
+    where[order] = torch.arange(len(order))  # item i's row in the micro-batches' concatenation
     states, parts = [], []
     with torch.no_grad():
         for c in chunks:
             states.append(torch.random.get_rng_state())
-            parts.append(_views(enc, cfg, c, prompt))
-    full = [torch.cat([p[v] for p in parts]).detach().requires_grad_() for v in range(len(parts[0]))]
+            parts.append(_views(enc, cfg, [items[i] for i in c], prompt))
+    full = [torch.cat([p[v] for p in parts])[where.to(parts[0][v].device)].detach().requires_grad_()
+            for v in range(len(parts[0]))]
     loss = _loss(cfg, full)
     loss.backward()
     grads = [f.grad for f in full]
     after = torch.random.get_rng_state()
-    start = 0
     for k, (c, st) in enumerate(zip(chunks, states)):
         torch.random.set_rng_state(st)  # the same dropout masks as in the first pass
         ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()
         with ctx:
-            vs = _views(enc, cfg, c, prompt)
-            surrogate = sum((v * g[start : start + len(c)]).sum() for v, g in zip(vs, grads))
+            vs = _views(enc, cfg, [items[i] for i in c], prompt)
+            idx = torch.tensor(c, device=grads[0].device)
+            surrogate = sum((v * g[idx]).sum() for v, g in zip(vs, grads))
             backward(surrogate)
-        start += len(c)
     torch.random.set_rng_state(after)
     return loss.item()
 
