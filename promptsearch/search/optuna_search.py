@@ -171,7 +171,7 @@ class OptunaSearch:
         for t in trials:  # a view per layer: same cache
             views.setdefault(t.params.get("layer"), []).append(t)
         for layer, group in views.items():
-            sc = scorer.at_layer(layer) if layer is not None else scorer
+            sc = scorer.at_layer(layer)  # None: the scorer itself
             live = {t: t.user_attrs["template"] for t in group}
             if self.pareto or not self.prune:  # nothing to decide on a rung: the full set at once (eval's number)
                 with interrupts.scoring_region():

@@ -21,6 +21,8 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from ..interrupts import SIGNALS
+
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -36,8 +38,6 @@ class StudyInterrupts:
     that are ignored while the study unwinds. The handlers that were installed (the CLI's SIGTERM
     one) still run."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
     def __init__(self):
         self.scoring = False
         self.requested = None  # (signum, frame) of a signal not yet seen leaving the objective
@@ -45,7 +45,7 @@ class StudyInterrupts:
         self.previous: dict = {}
 
     def __enter__(self):
-        for sig in self.SIGNALS:
+        for sig in SIGNALS:
             try:
                 self.previous[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread: signals are the main thread's business
@@ -98,15 +98,13 @@ class StudyInterrupts:
     def scoring_region(self):
         """Where an interrupt may land at once: encoding, no storage write. One held back, or
         swallowed on the way, is raised here, before and after."""
-        if self.requested:
-            self._raise()
+        self.check()
         self.scoring = True
         try:
             yield
         finally:
             self.scoring = False
-        if self.requested:
-            self._raise()
+        self.check()
 
 
 def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
