@@ -182,7 +182,8 @@ def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
     from promptsearch.search.study import Heartbeats, ask_batch, fail_stale_trials
 
     with pytest.warns(optuna.exceptions.ExperimentalWarning):  # Optuna flags the heartbeat arguments
-        storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+        # grace 3 s: the check right after the batch (≈0.2 s after a beat) has seconds of margin on a busy machine
+        storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=3)
     study = optuna.create_study(storage=storage)
     trials = ask_batch(study, 2, 10, lambda t: t.suggest_float("x", 0, 1))
     assert len(trials) == 2
@@ -190,6 +191,6 @@ def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
         time.sleep(0.2)
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.RUNNING] * 2  # beating: not stale
-    time.sleep(2.2)  # no beat for longer than the grace period: a killed worker's trials
+    time.sleep(3.5)  # no beat for longer than the grace period: a killed worker's trials
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
