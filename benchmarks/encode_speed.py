@@ -100,7 +100,10 @@ def main():
     print(f"\nper template, {len(templates)} templates, denoised (encode: each alone; encode_templates: all in one call):")
     many_lines(fast, sentences, templates, args.model)
     tiny = one_layer_bert(fast)
-    many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
+    inside = many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
+    print(f"  {'  of which inside the model forward calls':44} encode {1000 * inside[0]:8.1f} ms   encode_templates "
+          f"{1000 * inside[1]:8.1f} ms   (the host work proper is the rest: {1000 * (inside[2] - inside[0]):.1f} / "
+          f"{1000 * (inside[3] - inside[1]):.1f} ms)")
 
     st_seconds = st_encode(fast, sentences, args.model)
     if st_seconds is not None:
@@ -113,20 +116,32 @@ def main():
         roofline(bert_base(fast), sentences, args.template, None, "BERT-base size (random BertConfig())")
 
 
-def many_lines(enc: PromptEncoder, sentences, templates, label) -> None:
+def many_lines(enc: PromptEncoder, sentences, templates, label) -> tuple[float, float, float, float]:
     """Seconds per template: each template's ``encode`` alone, then ``encode_templates`` of all (bias
-    caches emptied first, so both pay for the template biases)."""
+    caches emptied first, so both pay for the template biases). Returns (seconds inside the model's
+    forward calls, alone and many; the totals, alone and many), per template: wall time between
+    the encoder module's pre- and post-forward hooks (on CUDA the host's launch time, no sync)."""
     enc.encode(sentences[:64], template=templates[0])
     enc.prompt.clear_cache()  # both start from untokenized sentences and no template bias
-    times = []
-    with timed(enc.device, times):
-        for t in templates:
-            enc.encode(sentences, template=t, denoise=True)
-    enc.prompt.clear_cache()
-    with timed(enc.device, times):
-        enc.encode_templates(sentences, templates, denoise=True)
+    times, inside = [], [0.0]
+    start = []
+    hooks = [enc.prompt.encoder.register_forward_pre_hook(lambda *_: start.append(time.perf_counter())),
+             enc.prompt.encoder.register_forward_hook(lambda *_: inside.__setitem__(0, inside[0] + time.perf_counter() - start.pop()))]
+    try:
+        with timed(enc.device, times):
+            for t in templates:
+                enc.encode(sentences, template=t, denoise=True)
+        forward = [inside[0]]
+        enc.prompt.clear_cache()
+        with timed(enc.device, times):
+            enc.encode_templates(sentences, templates, denoise=True)
+        forward.append(inside[0] - forward[0])
+    finally:
+        for h in hooks:
+            h.remove()
     alone, many = (x / len(templates) for x in times)
     print(f"  {label:44} encode {1000 * alone:8.1f} ms   encode_templates {1000 * many:8.1f} ms   ({alone / many:.2f}x)")
+    return forward[0] / len(templates), forward[1] / len(templates), alone, many
 
 
 def one_layer_bert(like: PromptEncoder) -> PromptEncoder:

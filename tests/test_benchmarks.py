@@ -28,6 +28,14 @@ def test_encode_speed(device, tiny_bert_dir):
     where = "CPU" if device == "cpu" else torch.cuda.get_device_name()
     assert f"on {where}" in out and "naive loop" in out and "speed-up:" in out and "of linear layers" in out
     assert "encode_templates" in out and "host overhead" in out and "sentence-transformers encode" in out
+    assert "inside the model forward calls" in out and "the host work proper is the rest" in out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_train_speed(device, tiny_bert_dir):
+    out = bench("train_speed.py", "--model", tiny_bert_dir, "--device", device, "--steps", "1", "--batch-size", "16",
+                "--micro-batch", "4")
+    assert "micro-batches of 4 rows" in out and "micro-batches of 128 tokens" in out and "x the sentences/s" in out
 
 
 @pytest.mark.parametrize("device", DEVICES)
