@@ -189,8 +189,11 @@ def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
     assert len(trials) == 2
     with Heartbeats(study, trials):
         time.sleep(0.2)
+    last_beat = time.monotonic()  # no beat after the block
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.RUNNING] * 2  # beating: not stale
-    time.sleep(3.5)  # no beat for longer than the grace period: a killed worker's trials
+    # SQLite's CURRENT_TIMESTAMP, which Optuna stamps beats and "now" with, has whole seconds: the
+    # difference it sees can be up to 1 s short of the elapsed time, so wait grace + 1 s + margin
+    time.sleep(max(0.0, last_beat + 3 + 1.5 - time.monotonic()))  # a killed worker's trials
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
