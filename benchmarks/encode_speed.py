@@ -182,7 +182,7 @@ def st_encode(like: PromptEncoder, sentences, model: str) -> float | None:
 def linear_flops(enc: PromptEncoder, sentences, template) -> tuple[int, float]:
     """(tokens fed, FLOPs of the linear layers) for encoding the distinct sentences once."""
     rows = enc.prompt.input_rows(list(dict.fromkeys(enc.prepare(sentences))), template)
-    tokens = sum(len(ids) for ids, _, _ in rows)
+    tokens = int(rows.lengths.sum())
     per_token = 0
     for m in enc.encoder.modules():
         if isinstance(m, torch.nn.Linear):

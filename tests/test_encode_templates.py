@@ -96,6 +96,30 @@ def test_batches_follow_the_token_budget(tiny_bert_dir):
     np.testing.assert_allclose(roomy.encode_templates(SENTS, MLM_T)[0], enc.encode_templates(SENTS, MLM_T)[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_spliced_rows_pad_as_rows_built_one_by_one(tiny_bert_dir, side):
+    """A template's rows are spliced from the sentences' cached tokens as arrays: each row and each
+    padded batch is what building the row alone (template pieces + truncated sentence) and padding
+    the batch alone give, for [MASK] before and after [X], truncated sentences, any grouping."""
+    from promptsearch.encoding.batching import pad
+
+    enc = make_encoder(tiny_bert_dir, max_length=14)  # the long sentence is cut to fit
+    for t in MLM_T + ['[MASK] , in other words : "[X]"']:
+        rows, r = enc.prompt.input_rows(SENTS, t), enc.rendered(t)
+        built = [(*r.ids(s), len(s)) for s in enc.prompt.sentence_ids(SENTS, t)]
+        assert [rows[i] for i in range(len(rows))] == built and max(n for _, _, n in built) < len(SENTS[-1].split())
+        batches = budget_batches(rows.lengths, 30)
+        for cells in (1, 60, 1 << 22):  # each batch alone, a few together, all together
+            for idx, (ids, att, read, shift) in zip(batches, rows.padded_batches(batches, 0, side, cells)):
+                want_ids, want_att = pad([built[i][0] for i in idx], 0, "cpu", side=side)
+                np.testing.assert_array_equal(ids, want_ids.numpy())
+                np.testing.assert_array_equal(att, want_att.numpy())
+                want_shift = [ids.shape[1] - len(built[i][0]) if side == "left" else 0 for i in idx]
+                assert shift.tolist() == want_shift
+                assert read.tolist() == [built[i][1] + sh for i, sh in zip(idx, want_shift)]
+                assert (ids[np.arange(len(idx)), read] == enc.tokenizer.mask_token_id).all()
+
+
 def test_budget_batches_cover_every_row_once_longest_first():
     lengths = [5, 30, 7, 7, 12, 1, 50, 9]
     batches = budget_batches(lengths, 40)

@@ -2,7 +2,6 @@
 exactly as the built-in task, searches and training run on user files, any language."""
 
 import json
-import os
 
 import datasets
 import pytest

@@ -39,8 +39,8 @@ def branchable(module, template: Template) -> bool:
 def plan(module, group: list[Template], rows: dict, max_tokens: int, max_rows: int | None) -> tuple:
     """(each row's sentence ids at the group's longest cut, that cut's length, the batches)."""
     n_prefix = len(module.rendered(group[0]).before)
-    longest = [max(rows[t][i][2] for t in group) for i in range(len(rows[group[0]]))]
-    sent = [next(rows[t][i][0][n_prefix : n_prefix + longest[i]] for t in group if rows[t][i][2] == longest[i])
+    longest = np.max([rows[t].bias for t in group], axis=0)
+    sent = [next(rows[t][i][0][n_prefix : n_prefix + longest[i]] for t in group if rows[t].bias[i] == longest[i])
             for i in range(len(longest))]
     longest_suffix = max(len(module.rendered(t).after) for t in group)
     return sent, longest, budget_batches([n_prefix + len(s) + longest_suffix for s in sent], max_tokens, max_rows)
@@ -70,7 +70,7 @@ def branched_states(module, group: list[Template], rows: dict, planned: tuple, l
             cache.crop(-after.shape[1])  # back to prefix + sentence (a negative count: every transformers version)
             st = (o.last_hidden_state[None] if layers is None else torch.stack([o.hidden_states[k] for k in layers]))
             st = st[:, :, r.mask_index].float()
-            same = np.array([rows[t][i][2] == longest[i] for i in idx])
+            same = rows[t].bias[idx] == longest[idx]
             if same.any():
                 out[:, torch.from_numpy(idx[same] + at[t]).to(dev)] = st[:, torch.from_numpy(same).to(dev)]
             if not same.all():  # cut shorter for this template: its own full forward

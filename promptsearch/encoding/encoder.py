@@ -305,7 +305,7 @@ class PromptEncoder:
             for t in ts:
                 per = {}
                 for j, k in enumerate([None] if ls is None else ls):
-                    bias = (self.prompt.template_bias(t, [n for _, _, n in rows[t]], layer=k).numpy()[inverse] if denoise
+                    bias = (self.prompt.template_bias(t, rows[t].bias, layer=k).numpy()[inverse] if denoise
                             else np.zeros((len(sentences), self.prompt.hidden_size), dtype=np.float32))
                     per[k] = PromptStates(raw=states[t.text][j][inverse], bias=bias)
                 out[t.text] = per[None] if ls is None else per

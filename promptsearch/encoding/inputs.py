@@ -13,8 +13,7 @@ from typing import Sequence
 
 from ..errors import PromptSearchError
 from ..template import Template, special_tokens_around
-
-Row = tuple[list[int], int, int]  # (input ids, read-out index, template-bias length)
+from .rows import ListRows, Row, SplicedRows
 
 
 class PromptInputs:
@@ -23,10 +22,12 @@ class PromptInputs:
     def __init__(self, module):
         self.module = module
 
-    def rows(self, sentences: Sequence[str], template: Template) -> list[Row]:
-        """(input ids, [MASK] index, sentence token count) for each prepared sentence."""
+    def rows(self, sentences: Sequence[str], template: Template) -> ListRows:
+        """(input ids, [MASK] index, sentence token count) for each prepared sentence, spliced from
+        the sentences' cached tokens (:class:`~.rows.SplicedRows`: no row built until a batch needs it)."""
         r = self.module.rendered(template)
-        return [(*r.ids(s), len(s)) for s in self.module.sentence_ids(sentences, template)]
+        flat, starts, n = self.module.sentence_arrays(sentences, template)
+        return SplicedRows(r.before, r.after, r.mask_in_before, r.mask_index, flat, starts, n)
 
     def bias_rows(self, template: Template, lengths: Sequence[int]) -> list[tuple[list[int], list[int], int]]:
         """(ids, position ids, [MASK] index) of the template alone for each sentence length."""
@@ -60,7 +61,7 @@ class ReferenceInputs(PromptInputs):
             hit = self._template_only[template.text] = (ids, start, ids.index(tok.mask_token_id))
         return hit
 
-    def rows(self, sentences: Sequence[str], template: Template) -> list[Row]:
+    def rows(self, sentences: Sequence[str], template: Template) -> ListRows:
         """The reference's batcher input: the template with the sentence in place of [X], stripped,
         tokenized as one string (BPE merges across the [X] boundary included); [MASK] is found by
         id; the bias length is the input's length minus the template-only input's."""
@@ -86,7 +87,7 @@ class ReferenceInputs(PromptInputs):
             if len(mask) != 1:
                 raise PromptSearchError(f"sentence {s[:60]!r} holds the mask token itself; remove it from the sentence")
             rows.append((ids, mask[0], max(len(ids) - len(t_ids), 0)))
-        return rows
+        return ListRows(rows)
 
     def bias_rows(self, template: Template, lengths: Sequence[int]) -> list[tuple[list[int], list[int], int]]:
         ids, start, mask = self.template_only(template)

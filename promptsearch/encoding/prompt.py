@@ -14,6 +14,7 @@ sentence length), so it is cached per pair.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -23,10 +24,11 @@ from torch import nn
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
-from .batching import autocast, budget_batches, pad
+from .batching import autocast, budget_batches
 from .branching import branchable, branched_states
 from .branching import plan as branch_plan
 from .inputs import PromptInputs, ReferenceInputs
+from .rows import ListRows
 
 COMPAT_MODES = ("promptsearch", "reference")
 BIAS_BUCKET = 32  # template-bias lengths computed together (see PromptModule.template_bias)
@@ -61,6 +63,7 @@ class PromptModule(nn.Module):
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
         self._tokens: dict[str, list[int]] = {}  # sentence text (as it fills [X]) -> its token ids
+        self._flat: tuple | None = None  # the last sentence set's tokens as arrays (see sentence_arrays)
         self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
         self._bias_cache: dict[tuple, torch.Tensor] = {}  # (template, length) or (template, length, layer)
         self._bias_version: tuple | None = None
@@ -96,20 +99,40 @@ class PromptModule(nn.Module):
             )
         return room
 
-    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
-        """Token ids of each sentence as it fills [X], truncated so the template fits."""
-        r = self.rendered(template)
-        room = self.check_template(template)
+    def _token_lists(self, sentences: Sequence[str], r: RenderedTemplate) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X] (whole), each sentence tokenized once per module
+        (the template pieces are tokenized apart)."""
         texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
-        if todo:  # each sentence is tokenized once per module (the template pieces are tokenized apart)
+        if todo:
             if len(self._tokens) + len(todo) > TOKEN_CACHE:
                 self._tokens.clear()
             self._tokens.update(zip(todo, tokens_in_context(self.tokenizer, todo)))
-        return [self._tokens[t][:room] for t in texts]
+        return [self._tokens[t] for t in texts]
 
-    def input_rows(self, sentences: Sequence[str], template: str | Template) -> list[tuple[list[int], int, int]]:
-        """(input ids, [MASK] index, template-bias length) for each prepared sentence.
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X], truncated so the template fits."""
+        room = self.check_template(template)
+        return [ids[:room] for ids in self._token_lists(sentences, self.rendered(template))]
+
+    def sentence_arrays(self, sentences: Sequence[str], template: str | Template) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`sentence_ids` as arrays: (every sentence's whole tokens in one flat array, each
+        one's start in it, each one's token count truncated so the template fits). The arrays of
+        the last sentence set are kept, so the templates of one call splice from one copy."""
+        r = self.rendered(template)
+        room = self.check_template(template)
+        key = (r.sentence_prefix_space, tuple(sentences))
+        if self._flat is None or self._flat[0] != key:
+            lists = self._token_lists(sentences, r)
+            lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+            flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum()))
+            self._flat = (key, flat, np.cumsum(lens) - lens, lens)
+        _, flat, starts, lens = self._flat
+        return flat, starts, np.minimum(lens, room)
+
+    def input_rows(self, sentences: Sequence[str], template: str | Template) -> ListRows:
+        """(input ids, [MASK] index, template-bias length) for each prepared sentence, as a
+        :class:`~.rows.ListRows` (a sequence of those tuples, with their lengths as arrays).
 
         By default the template's pieces and the sentence are tokenized apart and the bias length
         is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
@@ -143,6 +166,7 @@ class PromptModule(nn.Module):
         a benchmark empties both to time an encode from scratch)."""
         self._bias_cache.clear()
         self._tokens.clear()
+        self._flat = None
 
     def weights_version(self) -> tuple:
         """Changes whenever a parameter is replaced or updated in place (an optimizer step,
@@ -197,22 +221,21 @@ class PromptModule(nn.Module):
         ``hidden_states``), every one of those layers' states from the same pass, (len(layers), B,
         hidden). Right padding by default; with left padding (``padding_side="left"``) the
         position ids count from each row's first real token."""
+        rows = rows if isinstance(rows, ListRows) else ListRows(rows)
         (batch,) = self._upload(rows, [np.arange(len(rows))])
         return self._states(batch, template, layers)
 
-    def _upload(self, rows: Sequence[tuple[list[int], int, int]], batches: list[np.ndarray]) -> list[tuple]:
-        """Every batch's padded ids, attention mask and read-out index built on the host and sent to
-        the device in one copy (pinned and non-blocking on CUDA: no wait on the GPU per batch), with
-        the host-side sentence lengths and left-padding shifts the soft-prompt path needs."""
+    def _upload(self, rows: ListRows, batches: list[np.ndarray]) -> list[tuple]:
+        """Every batch's padded ids, attention mask and read-out index built on the host (in numpy,
+        a batch at a time) and sent to the device in one copy (pinned and non-blocking on CUDA: no
+        wait on the GPU per batch), with the host-side sentence lengths and left-padding shifts the
+        soft-prompt path needs."""
         host, meta = [], []
-        for idx in batches:
-            seqs = [rows[i][0] for i in idx]
-            ids, att = pad(seqs, self.tokenizer.pad_token_id or 0, "cpu", side=self.padding_side)
-            shifts = [ids.shape[1] - len(x) if self.padding_side == "left" else 0 for x in seqs]
-            read = torch.as_tensor([rows[i][1] + sh for i, sh in zip(idx, shifts)])
-            host += [ids.flatten(), att.flatten(), read]
-            meta.append((tuple(ids.shape), [rows[i][2] for i in idx], shifts))
-        flat = torch.cat(host) if host else torch.zeros(0, dtype=torch.long)
+        for idx, (ids, att, read, shifts) in zip(batches, rows.padded_batches(batches, self.tokenizer.pad_token_id or 0,
+                                                                             self.padding_side)):
+            host += [ids.ravel(), att.ravel(), read]
+            meta.append((ids.shape, rows.bias[idx].tolist(), shifts.tolist()))
+        flat = torch.from_numpy(np.concatenate(host)) if host else torch.zeros(0, dtype=torch.long)
         if self.device.type == "cuda":
             flat = flat.pin_memory()
         flat = flat.to(self.device, non_blocking=True)
@@ -238,7 +261,7 @@ class PromptModule(nn.Module):
             return o.last_hidden_state[at].float()
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
 
-    def rows_states(self, rows: dict[Template, list[tuple[list[int], int, int]]], max_tokens: int,
+    def rows_states(self, rows: dict[Template, ListRows], max_tokens: int,
                     max_rows: int | None = None, layers: Sequence[int] | None = None, bar=None) -> dict[str, np.ndarray]:
         """The read-out states of every template's rows, (1 or len(layers), n_rows, hidden) each, in
         one call: each template's rows sorted by length and cut into batches of ``max_tokens`` padded
@@ -253,10 +276,10 @@ class PromptModule(nn.Module):
         nl = 1 if layers is None else len(layers)
         groups: dict[tuple, list[Template]] = {}  # causal LMs: templates by prefix ids, branched (see .branching)
         for t, r in rows.items():
-            if r and branchable(self, t) and all(n > 0 for _, _, n in r):
+            if len(r) and branchable(self, t) and (r.bias > 0).all():
                 groups.setdefault(self.rendered(t).before, []).append(t)
         branched = {t for g in groups.values() for t in g}
-        plan = {t: budget_batches([len(x) for x, _, _ in r], max_tokens, max_rows) for t, r in rows.items() if t not in branched}
+        plan = {t: budget_batches(r.lengths, max_tokens, max_rows) for t, r in rows.items() if t not in branched}
         plans = [(g, branch_plan(self, g, rows, max_tokens, max_rows)) for g in groups.values()]
         if bar is not None:
             bar.total = sum(map(len, plan.values())) + sum(len(p[2]) for _, p in plans)
@@ -315,9 +338,11 @@ class PromptModule(nn.Module):
         always computes afresh.
         """
         t = Template.parse(template)
-        lengths = [int(n) for n in lengths]
-        if not lengths:
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        if not len(lengths):
             return torch.zeros((0, self.hidden_size))
+        uniq, inverse = np.unique(lengths, return_inverse=True)  # each distinct length looked up once
+        inverse, uniq = torch.from_numpy(inverse.reshape(-1)), uniq.tolist()
         if cache is None:  # a bias computed with gradients or with dropout on is not one to keep
             cache = not torch.is_grad_enabled() and not self.encoder.training
         version = self.weights_version()
@@ -327,17 +352,15 @@ class PromptModule(nn.Module):
         layers = None if layer is None else list(range(self.n_layers + 1))  # one pass caches every layer
         key = (lambda n: (t.text, n)) if layer is None else (lambda n: (t.text, n, self.layer_index(layer)))
         if not cache:
-            uniq = sorted(set(lengths))
             vec = self._bias_forward(t, uniq, None if layer is None else [self.layer_index(layer)])
             vec = vec if layer is None else vec[0]
-            where = {n: i for i, n in enumerate(uniq)}
-            return vec[torch.as_tensor([where[n] for n in lengths], device=vec.device)]
+            return vec[inverse.to(vec.device)]
         # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,
         # so a length's bias comes out of the same batch whatever was cached before: the
         # numbers never depend on the order in which templates and data were scored.
         top = self._longest_sentence(t)
         todo: dict[int, int] = {}  # bucket -> longest length asked for in it
-        for n in lengths:
+        for n in uniq:
             if key(n) not in self._bias_cache:
                 todo[n // BIAS_BUCKET] = max(todo.get(n // BIAS_BUCKET, 0), n)
         for k, longest in sorted(todo.items()):
@@ -349,4 +372,4 @@ class PromptModule(nn.Module):
                 else:
                     for j in layers:
                         self._bias_cache[(t.text, n, j)] = vec[j, i]
-        return torch.stack([self._bias_cache[key(n)] for n in lengths])
+        return torch.stack([self._bias_cache[key(n)] for n in uniq])[inverse]
