@@ -76,7 +76,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         set_rng_state(ck["rng"])
     enc.set_soft_prompt(template, soft)
     enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
-    t0 = time.time()
+    t0, evaluating = time.time(), 0.0  # training time is the wall time less the dev evaluations
     last = None
     bar = tqdm(total=cfg.steps, initial=start, desc="optiprompt", disable=cfg.show_progress_bar is False, unit="step")
     for step, batch in batches(corpus, cfg.batch_size, cfg.seed, start):
@@ -91,6 +91,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         opt.step()
         done = step + 1
         if done % cfg.eval_steps == 0 or done == cfg.steps:
+            t_eval = time.time()
             last = dev(template, cfg.denoise)
             cfg.history.append({"step": done, "loss": round(loss.item(), 4), "stsb_dev": round(last, 4)})
             if last > best:
@@ -98,14 +99,18 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
             save_checkpoint(out / CHECKPOINT, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
                                                "best": best, "best_vec": best_vec, "step": done, "history": cfg.history,
                                                "rng": rng_state()})
+            evaluating += time.time() - t_eval
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
     bar.close()
     enc.prompt.eval()
     vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
+    secs = time.time() - t0
     summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,
-               "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(time.time() - t0, 1), "history": cfg.history}
+               "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
+               "train_sentences_per_second": round((cfg.steps - start) * cfg.batch_size / (secs - evaluating), 1)
+               if secs > evaluating and cfg.steps > start else None, "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
     return summary
 
@@ -114,4 +119,9 @@ def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool 
     """What a finished OptiPrompt run says."""
     return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['manual_stsb_dev']:.2f} "
             f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
-            f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s; saved to {out}")
+            f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved to {out}")
+
+
+def _rate(summary: dict) -> str:
+    rate = summary.get("train_sentences_per_second")
+    return f" ({rate} sentences/s in training)" if rate else ""
