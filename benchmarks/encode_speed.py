@@ -13,6 +13,7 @@
    the same precision — for the model and a random BERT-base-sized ``BertForMaskedLM``.
 
     python benchmarks/encode_speed.py [--model default] [--device cpu|cuda] [--templates 16] [--no-bert-base]
+    python benchmarks/encode_speed.py --host-only [--repeats 3]   # line 3 alone, a few seconds
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def main():
     add_device_flag(ap)
     ap.add_argument("--no-bert-base", dest="bert_base", action="store_false", help="skip the BERT-base-sized roofline")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="fp32 even where bf16 is fast")
+    ap.add_argument("--host-only", action="store_true", help="only the host-overhead lines (line 3), --repeats times")
+    ap.add_argument("--repeats", type=int, default=1, help="with --host-only: how many times to measure them")
     args = ap.parse_args()
 
     data = load_task("stsb-dev", args.data_dir)
@@ -73,6 +76,14 @@ def main():
     device = resolve(args.device)
     fast = PromptEncoder.from_pretrained(args.model, device=str(device), max_tokens=args.max_tokens, bf16=args.bf16,
                                          show_progress_bar=False)
+    templates = TEMPLATES[: args.templates]
+    if args.host_only:
+        print(f"STS-B dev: {len(sentences)} sentences, on {device_name(device)}, {'bf16' if fast.bf16 else 'fp32'}, "
+              f"per template of {len(templates)}, denoised:")
+        tiny = one_layer_bert(fast)
+        for _ in range(args.repeats):
+            host_lines(tiny, sentences, templates)
+        return
     slow = PromptEncoder(fast.model, bf16=False, show_progress_bar=False)
     fast.encode(sentences[:64], template=args.template)  # warm-up (thread pools, kernels)
     naive_encode(slow, sentences[:64], args.template, 64)
@@ -96,14 +107,9 @@ def main():
     print(f"{'PromptEncoder.encode (' + prec + ', denoised)':36} {t_fast:8.3f} {sp(v_fast):9.2f}")
     print(f"speed-up: {t_naive / t_fast:.2f}x")
 
-    templates = TEMPLATES[: args.templates]
     print(f"\nper template, {len(templates)} templates, denoised (encode: each alone; encode_templates: all in one call):")
     many_lines(fast, sentences, templates, args.model)
-    tiny = one_layer_bert(fast)
-    inside = many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
-    print(f"  {'  of which inside the model forward calls':44} encode {1000 * inside[0]:8.1f} ms   encode_templates "
-          f"{1000 * inside[1]:8.1f} ms   (the host work proper is the rest: {1000 * (inside[2] - inside[0]):.1f} / "
-          f"{1000 * (inside[3] - inside[1]):.1f} ms)")
+    host_lines(one_layer_bert(fast), sentences, templates)
 
     st_seconds = st_encode(fast, sentences, args.model)
     if st_seconds is not None:
@@ -144,6 +150,14 @@ def many_lines(enc: PromptEncoder, sentences, templates, label) -> tuple[float, 
     return forward[0] / len(templates), forward[1] / len(templates), alone, many
 
 
+def host_lines(tiny: PromptEncoder, sentences, templates) -> None:
+    """The host-overhead line and, under it, how much of it the model's forward calls take."""
+    inside = many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
+    print(f"  {'  of which inside the model forward calls':44} encode {1000 * inside[0]:8.1f} ms   encode_templates "
+          f"{1000 * inside[1]:8.1f} ms   (the host work proper is the rest: {1000 * (inside[2] - inside[0]):.1f} / "
+          f"{1000 * (inside[3] - inside[1]):.1f} ms)")
+
+
 def one_layer_bert(like: PromptEncoder) -> PromptEncoder:
     """A random 1-layer, 32-wide BertForMaskedLM with the model's tokenizer: its forward is nearly free."""
     import tempfile
@@ -161,7 +175,12 @@ def one_layer_bert(like: PromptEncoder) -> PromptEncoder:
 
 def st_encode(like: PromptEncoder, sentences, model: str) -> float | None:
     """Seconds of sentence-transformers' plain ``encode`` (mean pooling) of the model over the sentences."""
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+
+    try:  # sentence-transformers 6 moved the modules; 3-5 have them here
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:  # pragma: no cover
+        from sentence_transformers import models
 
     from promptsearch.model.loading import resolve_model_path
 
@@ -169,7 +188,8 @@ def st_encode(like: PromptEncoder, sentences, model: str) -> float | None:
         tr = models.Transformer(resolve_model_path(model), max_seq_length=like.max_length)
     except OSError:  # pragma: no cover - an id the hub would resolve
         return None
-    st = SentenceTransformer(modules=[tr, models.Pooling(tr.get_word_embedding_dimension(), "mean")], device=str(like.device))
+    dim = (getattr(tr, "get_embedding_dimension", None) or tr.get_word_embedding_dimension)()
+    st = SentenceTransformer(modules=[tr, models.Pooling(dim, "mean")], device=str(like.device))
     if like.bf16:
         st = st.to(torch.bfloat16)
     st.encode(sentences[:64], batch_size=64)

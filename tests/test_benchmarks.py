@@ -29,6 +29,8 @@ def test_encode_speed(device, tiny_bert_dir):
     assert f"on {where}" in out and "naive loop" in out and "speed-up:" in out and "of linear layers" in out
     assert "encode_templates" in out and "host overhead" in out and "sentence-transformers encode" in out
     assert "inside the model forward calls" in out and "the host work proper is the rest" in out
+    host = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--templates", "2", "--host-only", "--repeats", "2")
+    assert host.count("host overhead (1-layer 32-wide BERT)") == 2 and "naive loop" not in host
 
 
 @pytest.mark.parametrize("device", DEVICES)
