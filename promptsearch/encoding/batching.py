@@ -40,13 +40,20 @@ def length_order(seqs: Sequence[Sequence[int]]) -> np.ndarray:
     return np.argsort([-len(s) for s in seqs], kind="stable")
 
 
+def padding(lens: np.ndarray, side: str = "right") -> tuple[np.ndarray, np.ndarray]:
+    """(attention mask, shift) of rows of ``lens`` tokens padded to the longest of them: padding on
+    the right, or on the ``"left"``, where each row's tokens move right by its shift."""
+    width = int(lens.max()) if len(lens) else 0
+    shift = width - lens if side == "left" else np.zeros_like(lens)
+    col = np.arange(width)[None, :] - shift[:, None]  # each cell's place within its row
+    return (col >= 0) & (col < lens[:, None]), shift
+
+
 def pad(seqs: Sequence[Sequence[int]], pad_id: int, device, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
     """Padded ids (on the right, or on the ``"left"``) and their attention mask, built in numpy at once."""
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    n = int(lens.max())
-    cols = np.arange(n)[None, :]
-    att = cols >= (n - lens)[:, None] if side == "left" else cols < lens[:, None]
-    ids = np.full((len(seqs), n), pad_id, dtype=np.int64)
+    att, _ = padding(lens, side)
+    ids = np.full(att.shape, pad_id, dtype=np.int64)
     ids[att] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
     return torch.from_numpy(ids).to(device), torch.from_numpy(att.astype(np.int64)).to(device)
 

@@ -14,6 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .batching import padding
+
 Row = tuple[list[int], int, int]  # (input ids, read-out index, template-bias length)
 
 
@@ -39,12 +41,8 @@ class ListRows(Sequence):
         """(ids, attention mask, read-out index, left-padding shift) of rows ``idx`` padded to the
         longest of them, on the right or on the ``"left"`` (where positions move by the shift)."""
         idx = np.asarray(idx, dtype=np.int64)
-        lens = self.lengths[idx]
-        width = int(lens.max()) if len(idx) else 0
-        shift = width - lens if side == "left" else np.zeros_like(lens)
-        col = np.arange(width)[None, :] - shift[:, None]  # each cell's place within its row
-        att = (col >= 0) & (col < lens[:, None])
-        ids = np.full((len(idx), width), pad_id, dtype=np.int64)
+        att, shift = padding(self.lengths[idx], side)
+        ids = np.full(att.shape, pad_id, dtype=np.int64)
         self._fill(ids, att, idx)
         return ids, att.astype(np.int64), self.read[idx] + shift, shift
 

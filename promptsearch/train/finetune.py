@@ -29,7 +29,7 @@ from ..encoding import PromptEncoder
 from ..encoding.batching import budget_batches
 from ..template import Template
 from .losses import info_nce, supervised_nce
-from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
+from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, sentences_per_second, set_rng_state, set_seed
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
@@ -207,8 +207,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     secs = time.time() - t0
     return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
-            "train_sentences_per_second": round((total - start) * cfg.batch_size / (secs - evaluating), 1)
-            if secs > evaluating else None,
+            "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
 
 

@@ -62,6 +62,11 @@ class DevEval:
             prompt.train(was_training)
 
 
+def sentences_per_second(steps: int, batch_size: int, seconds: float, evaluating: float) -> float | None:
+    """Training throughput: ``steps`` × ``batch_size`` over the wall time less the dev evaluations."""
+    return round(steps * batch_size / (seconds - evaluating), 1) if seconds > evaluating else None
+
+
 def rng_state() -> dict:
     st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.random.get_rng_state()}
     if torch.cuda.is_available():

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from ..encoding import PromptEncoder
 from ..template import Template
 from .losses import info_nce
-from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, set_rng_state, set_seed
+from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, sentences_per_second, set_rng_state, set_seed
 from ..model.saved import save_soft_prompt
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
@@ -109,8 +109,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     secs = time.time() - t0
     summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
-               "train_sentences_per_second": round((cfg.steps - start) * cfg.batch_size / (secs - evaluating), 1)
-               if secs > evaluating and cfg.steps > start else None, "history": cfg.history}
+               "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
+               "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
     return summary
 
