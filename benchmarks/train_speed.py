@@ -17,7 +17,8 @@ from _device import add_device_flag, device_name, resolve, timed
 
 from promptsearch import PromptEncoder
 from promptsearch.data import load_corpus
-from promptsearch.train.finetune import FinetuneConfig, micro_batches, train_step
+from promptsearch.train.finetune import FinetuneConfig
+from promptsearch.train.step import micro_batches, train_step
 from promptsearch.train.loop import batches
 
 TEMPLATES = ['This sentence : "[X]" means [MASK] .', 'This sentence of "[X]" means [MASK] .']
@@ -35,9 +36,9 @@ def run(args, device, corpus, label, **micro) -> float:
     steps = list(itertools.islice(batches(corpus, cfg.batch_size, cfg.seed, 0), args.steps + 1))
     times, sizes = [], []
     for k, (_, items) in enumerate(steps):
-        sizes.append(len(micro_batches(enc, cfg, items)))
+        sizes.append(len(micro_batches(enc, cfg.step, items)))
         with timed(device, times):
-            train_step(enc, cfg, items, lambda loss: loss.backward())
+            train_step(enc, cfg.step, items, lambda loss: loss.backward())
             opt.step()
             opt.zero_grad()
     per_step = sum(times[1:]) / len(times[1:])

@@ -86,7 +86,7 @@ def test_every_command_runs_on_a_causal_lm(kind, request, tmp_path, capsys):
                  "--out", str(tmp_path / "o.json"), "--no-cache"]) == 0
     assert json.loads((tmp_path / "o.json").read_text())["x_study"]["finished"] >= 2
     assert main(["optiprompt", *common, "--template", "PromptEOL", "--steps", "2", "--eval-steps", "2",
-                 "--train-batch-size", "8", "--final-tasks", "sts16", "--out", str(tmp_path / "op")]) == 0
+                 "--train-batch-size", "8", "--micro-tokens", "64", "--final-tasks", "sts16", "--out", str(tmp_path / "op")]) == 0
     saved = json.loads((tmp_path / "op" / "promptsearch.json").read_text())
     assert saved["template"] == CAUSAL_T and saved["soft_prompt"]
     capsys.readouterr()

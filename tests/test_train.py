@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from promptsearch import PromptEncoder
-from promptsearch.train.finetune import FinetuneConfig, _loss, _views, finetune, micro_batches, train_step
+from promptsearch.train.finetune import FinetuneConfig, finetune
+from promptsearch.train.step import loss as step_loss, micro_batches, train_step, views
 from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
@@ -98,11 +99,11 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
     for m, tokens in ((0, None), (5, None), (0, 64)):  # whole batch; 5 rows; 64 sentence tokens, in length order
         cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2], micro_batch=m, micro_tokens=tokens, batch_size=24)
         if tokens:
-            chunks = micro_batches(fresh, cfg, items)
+            chunks = micro_batches(fresh, cfg.step, items)
             assert len(chunks) > 2 and sorted(i for c in chunks for i in c) == list(range(24))
             assert len({len(c) for c in chunks}) > 1  # rows per micro-batch follow the lengths
         fresh.encoder.zero_grad()
-        losses[m, tokens] = train_step(fresh, cfg, items, lambda l: l.backward())
+        losses[m, tokens] = float(train_step(fresh, cfg.step, items, lambda l: l.backward()))
         grads[m, tokens] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
     full = (0, None)
     for k in ((5, None), (0, 64)):
@@ -112,6 +113,29 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
     assert not fresh.prompt._bias_cache  # training never reads or fills the bias cache
 
 
+def test_optiprompt_micro_batches_give_the_whole_batch_gradient(fresh, sentences):
+    """OptiPrompt's step is the shared gradient-cached one: the soft vectors' gradient from
+    micro-batches (rows, or a token budget) equals the whole batch's (float64, dropout off)."""
+    from promptsearch.train.optiprompt import initial_vectors
+    fresh.encoder.eval().double()
+    for p in fresh.encoder.parameters():
+        p.requires_grad_(False)
+    soft = torch.nn.Parameter(initial_vectors(fresh, PAPER_T).double())
+    fresh.set_soft_prompt(PAPER_T, soft)
+    grads, losses = {}, {}
+    for (m, tokens), chunks in {(0, None): 1, (5, None): 5, (0, 64): None}.items():
+        cfg = OptiPromptConfig(template=PAPER_T, batch_size=24, micro_batch=m, micro_tokens=tokens, denoise=True)
+        n = len(micro_batches(fresh, cfg.step, sentences[:24]))
+        assert n == chunks if chunks else n > 2  # 64 sentence tokens: several micro-batches
+        soft.grad = None
+        losses[m, tokens] = float(train_step(fresh, cfg.step, sentences[:24], lambda l: l.backward()))
+        grads[m, tokens] = soft.grad.clone()
+    for k in ((5, None), (0, 64)):
+        assert losses[0, None] == pytest.approx(losses[k], rel=1e-6)
+        assert grads[0, None].norm() > 0
+        assert ((grads[0, None] - grads[k]).norm() / grads[0, None].norm()).item() < 1e-5
+
+
 def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):
     corpus = sentences[:32]
     cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=1e-3, batch_size=32, micro_batch=0)
@@ -119,12 +143,12 @@ def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):
         fresh.encoder.train()
         torch.manual_seed(123)
         with torch.no_grad():
-            return float(_loss(cfg, _views(fresh, cfg, corpus)))
+            return float(step_loss(cfg.step, views(fresh, cfg.step, corpus)))
     start = eval_loss()
     opt = torch.optim.AdamW(fresh.encoder.parameters(), lr=1e-3)
     fresh.encoder.train()
     for _ in range(30):
-        train_step(fresh, cfg, corpus, lambda l: l.backward())
+        train_step(fresh, cfg.step, corpus, lambda l: l.backward())
         opt.step()
         opt.zero_grad()
     assert eval_loss() < start - 0.2  # measured: 8.44 -> 8.15 after 15 steps

@@ -187,6 +187,8 @@ def _train_flags(p, out: str) -> None:
     g.add_argument("--lr", type=positive, default=None)
     g.add_argument("--max-seq-length", type=at_least(1), default=32, help="sentence tokens kept per example")
     g.add_argument("--eval-steps", type=at_least(1), default=None, help="evaluate on STS-B dev every N steps")
+    g.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
+    g.add_argument("--micro-tokens", type=at_least(1), default=None, metavar="N", help="micro-batches filled to N sentence tokens, in length order (rows at most --micro-batch)")
     g.add_argument("--seed", type=at_least(0), default=42)
     g.add_argument("--seeds", default=None, metavar="S1,S2,...",
                    help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
@@ -228,8 +230,6 @@ def _train(sub) -> None:
     f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
     f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
     f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
-    f.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
-    f.add_argument("--micro-tokens", type=at_least(1), default=None, metavar="N", help="micro-batches filled to N sentence tokens, in length order (rows at most --micro-batch)")
     f.add_argument("--epochs", type=positive, default=1.0)
     f.add_argument("--max-steps", type=at_least(1), default=None)
 

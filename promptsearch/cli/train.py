@@ -35,7 +35,7 @@ def _dev(args) -> dict:
 def _config(args, seed: int) -> dict:
     """The config fields both trainers take from the flags (None: the trainer's default)."""
     return dict(lr=args.lr, batch_size=args.train_batch_size, max_seq_length=args.max_seq_length, eval_steps=args.eval_steps,
-                denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
+                micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
 
 
 def _table(args, seeds, template: str, labels) -> int:
@@ -69,8 +69,8 @@ def cmd_finetune(args) -> int:
         enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
         if i == 0:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
-        cfg = FinetuneConfig(mode=args.mode, templates=templates, micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, epochs=args.epochs,
-                             max_steps=args.max_steps, layer=layer, **_config(args, seed))
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
+                             **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
 

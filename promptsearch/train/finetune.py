@@ -6,33 +6,27 @@
   denoised; the entailment is the positive, every other entailment and every contradiction
   in the batch a negative.
 
-Large batches on small memory use gradient caching (Gao et al. 2021): all views of the
-whole batch are first computed without gradients in micro-batches, the loss and its
-gradient with respect to those vectors are computed once over the full batch (so every
-in-batch negative counts), then each micro-batch is recomputed with the same dropout RNG
-and back-propagated with its slice of that gradient. The result equals the full-batch
-gradient. Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch finetune``.
+Large batches on small memory use gradient caching (:mod:`.step`, shared with OptiPrompt).
+Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch finetune``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
-from ..encoding.batching import budget_batches
 from ..template import Template
-from .losses import info_nce, supervised_nce
-from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, sentences_per_second, set_rng_state, set_seed
+from .loop import (DevEval, batches, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+                   set_rng_state, set_seed)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
+from .step import Step, train_step
 
 CHECKPOINT = "finetune-checkpoint.pt"
 DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch_size": 512}}
@@ -64,78 +58,11 @@ class FinetuneConfig:
         self.eval_steps = self.eval_steps or 25
         self.templates = [Template.parse(t).text for t in self.templates]
 
-
-def _views(enc: PromptEncoder, cfg: FinetuneConfig, items: list, prompt=None) -> list[torch.Tensor]:
-    """The representations the loss compares, for a (micro-)batch of items. ``prompt``: the
-    prompt module as the trainer wrapped it (DDP under ``accelerate``), else ``enc.prompt``."""
-    prompt = prompt or enc.prompt
-
-    def rep(texts, template):
-        ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(texts), template)]
-        # never the bias cache: the no-grad first pass of gradient caching must draw the same
-        # dropout masks as the second, so both compute the bias afresh
-        return prompt(ids, template, denoise=cfg.denoise, cache=False, layer=cfg.layer)
-
-    if cfg.mode == "unsup":
-        t1, t2 = cfg.templates[0], cfg.templates[-1]
-        return [rep(items, t1), rep(items, t2)]
-    t = cfg.templates[0]
-    return [rep([x[i] for x in items], t) for i in range(3)]
-
-
-def _loss(cfg: FinetuneConfig, views: list[torch.Tensor]) -> torch.Tensor:
-    if cfg.mode == "unsup":
-        return info_nce(views[0], views[1], cfg.temperature)
-    return supervised_nce(views[0], views[1], views[2], cfg.temperature)
-
-
-def micro_batches(enc: PromptEncoder, cfg: FinetuneConfig, items: list) -> list[list[int]]:
-    """The items of each micro-batch of a step: ``micro_batch`` rows at a time in item order (0: one
-    batch); with ``micro_tokens``, in length order, each filled to that many sentence tokens (rows ×
-    its longest item, truncated at ``max_seq_length``; at most ``micro_batch`` rows when that is set),
-    so short sentences share large micro-batches and long ones do not run out of memory."""
-    if cfg.micro_tokens:
-        texts = items if cfg.mode == "unsup" else [s for x in items for s in x]
-        ids = enc.sentence_ids(enc.prepare(texts), cfg.templates[0])
-        lens = np.array([min(len(s), cfg.max_seq_length) for s in ids]).reshape(len(items), -1).max(1)
-        return [b.tolist() for b in budget_batches(lens, cfg.micro_tokens, cfg.micro_batch or None)]
-    m = cfg.micro_batch if cfg.micro_batch > 0 else len(items)
-    return [list(range(i, min(i + m, len(items)))) for i in range(0, len(items), m)]
-
-
-def train_step(enc: PromptEncoder, cfg: FinetuneConfig, items: list, backward, no_sync=contextlib.nullcontext,
-               prompt=None) -> float:
-    """One optimisation step's gradients for ``items``; micro-batched with gradient caching (the loss
-    over the whole batch in item order, whatever order the micro-batches take)."""
-    chunks = micro_batches(enc, cfg, items)
-    if len(chunks) <= 1:
-        loss = _loss(cfg, _views(enc, cfg, items, prompt))
-        backward(loss)
-        return loss.item()
-    order = torch.tensor([i for c in chunks for i in c])
-    where = torch.empty_like(order)
-    where[order] = torch.arange(len(order))  # item i's row in the micro-batches' concatenation
-    states, parts = [], []
-    with torch.no_grad():
-        for c in chunks:
-            states.append(torch.random.get_rng_state())
-            parts.append(_views(enc, cfg, [items[i] for i in c], prompt))
-    full = [torch.cat([p[v] for p in parts])[where.to(parts[0][v].device)].detach().requires_grad_()
-            for v in range(len(parts[0]))]
-    loss = _loss(cfg, full)
-    loss.backward()
-    grads = [f.grad for f in full]
-    after = torch.random.get_rng_state()
-    for k, (c, st) in enumerate(zip(chunks, states)):
-        torch.random.set_rng_state(st)  # the same dropout masks as in the first pass
-        ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()
-        with ctx:
-            vs = _views(enc, cfg, [items[i] for i in c], prompt)
-            idx = torch.tensor(c, device=grads[0].device)
-            surrogate = sum((v * g[idx]).sum() for v, g in zip(vs, grads))
-            backward(surrogate)
-    torch.random.set_rng_state(after)
-    return loss.item()
+    @property
+    def step(self) -> Step:
+        """What one training step compares (:mod:`.step`)."""
+        return Step(self.mode, tuple(self.templates), self.denoise, self.temperature, self.max_seq_length,
+                    self.micro_batch, self.micro_tokens, self.layer)
 
 
 def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
@@ -180,16 +107,17 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         if step >= total:
             break
         items = items[acc.process_index * local_bs : (acc.process_index + 1) * local_bs]
-        loss = train_step(enc, cfg, items, acc.backward, lambda: acc.no_sync(wrapped), prompt=wrapped)
+        loss = train_step(enc, cfg.step, items, acc.backward, lambda: acc.no_sync(wrapped), prompt=wrapped)
         opt.step()
         sched.step()
         opt.zero_grad()
         done = step + 1
-        if done % cfg.eval_steps == 0 or done == total:
+        evaluate = done % cfg.eval_steps == 0 or done == total
+        if evaluate:
             t_eval = time.time()
             if acc.is_main_process:
                 last = dev(tdev, cfg.denoise, cfg.layer)
-                cfg.history.append({"step": done, "loss": round(loss, 4), "stsb_dev": round(last, 4)})
+                cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
                 if last > best:
                     best = last
                     save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
@@ -200,8 +128,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
             acc.wait_for_everyone()
             wrapped.train()
             evaluating += time.time() - t_eval
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
+        log_progress(bar, done, loss, last, best, total, evaluate)
     bar.close()
     wrapped.eval()
     secs = time.time() - t0

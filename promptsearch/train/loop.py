@@ -62,6 +62,18 @@ class DevEval:
             prompt.train(was_training)
 
 
+LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device
+
+
+def log_progress(bar, done: int, loss: torch.Tensor, last: float | None, best: float, total: int, evaluated: bool) -> None:
+    """Advance a trainer's bar by a step. The loss (a device tensor) is read for the bar only on the
+    first and last steps, every ``LOG_EVERY`` steps and after a dev evaluation, so the other steps
+    queue work on the device without waiting for it."""
+    bar.update(1)
+    if evaluated or done % LOG_EVERY == 0 or done in (1, total):
+        bar.set_postfix(loss=f"{float(loss):.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
+
+
 def sentences_per_second(steps: int, batch_size: int, seconds: float, evaluating: float) -> float | None:
     """Training throughput: ``steps`` × ``batch_size`` over the wall time less the dev evaluations."""
     return round(steps * batch_size / (seconds - evaluating), 1) if seconds > evaluating else None

@@ -3,7 +3,8 @@
 The template's literal tokens (all but [X], [MASK] and special tokens) become trainable
 vectors initialised from their static embeddings. The loss is unsupervised SimCSE: each
 sentence passes twice with dropout on; the two [MASK] states are positives, the rest of
-the batch negatives (temperature 0.05). Only the vectors change.
+the batch negatives (temperature 0.05). Only the vectors change. Large batches are
+micro-batched with gradient caching (:mod:`.step`, shared with ``finetune``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .losses import info_nce
-from .loop import DevEval, batches, load_checkpoint, rng_state, save_checkpoint, sentences_per_second, set_rng_state, set_seed
+from .loop import (DevEval, batches, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+                   set_rng_state, set_seed)
+from .step import Step, train_step
 from ..model.saved import save_soft_prompt
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
@@ -33,15 +35,24 @@ class OptiPromptConfig:
     temperature: float = 0.05
     max_seq_length: int = 32
     eval_steps: int = 50
+    micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
+    micro_tokens: int | None = None  # micro-batches by a token budget, in length order
     denoise: bool = False
     seed: int = 42
     show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
 
     def __post_init__(self):  # None (a flag left out): the default
-        for name in ("batch_size", "lr", "eval_steps"):
+        for name in ("batch_size", "lr", "eval_steps", "micro_batch"):
             if getattr(self, name) is None:
                 setattr(self, name, type(self).__dataclass_fields__[name].default)
+
+    @property
+    def step(self) -> Step:
+        """Unsupervised SimCSE over the template's [MASK] states (:mod:`.step`): the same template
+        twice, dropout making the two views differ."""
+        t = Template.parse(self.template).text
+        return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch, self.micro_tokens)
 
 
 def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
@@ -82,26 +93,22 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     for step, batch in batches(corpus, cfg.batch_size, cfg.seed, start):
         if step >= cfg.steps:
             break
-        ids = [s[: cfg.max_seq_length] for s in enc.sentence_ids(enc.prepare(batch), template)]
-        z1 = enc.prompt(ids, template, denoise=cfg.denoise, cache=False)
-        z2 = enc.prompt(ids, template, denoise=cfg.denoise, cache=False)
-        loss = info_nce(z1, z2, cfg.temperature)
         opt.zero_grad()
-        loss.backward()
+        loss = train_step(enc, cfg.step, batch, lambda out: out.backward())
         opt.step()
         done = step + 1
-        if done % cfg.eval_steps == 0 or done == cfg.steps:
+        evaluate = done % cfg.eval_steps == 0 or done == cfg.steps
+        if evaluate:
             t_eval = time.time()
             last = dev(template, cfg.denoise)
-            cfg.history.append({"step": done, "loss": round(loss.item(), 4), "stsb_dev": round(last, 4)})
+            cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
             if last > best:
                 best, best_vec = last, soft.detach().clone()
             save_checkpoint(out / CHECKPOINT, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
                                                "best": best, "best_vec": best_vec, "step": done, "history": cfg.history,
                                                "rng": rng_state()})
             evaluating += time.time() - t_eval
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", dev=f"{last:.2f}" if last is not None else "-", best=f"{best:.2f}")
+        log_progress(bar, done, loss, last, best, cfg.steps, evaluate)
     bar.close()
     enc.prompt.eval()
     vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
