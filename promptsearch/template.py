@@ -165,17 +165,37 @@ def _marks_word_starts(tokenizer) -> bool:
     return bool(toks) and toks[0].startswith("▁")
 
 
+PROBE = 8  # texts tokenized both ways before the fast path is taken (see token_ids)
+
+
+def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``, as lists. A fast tokenizer's
+    Rust backend tokenizes the bulk in one ``encode_batch`` call, without transformers' per-text
+    conversion to Python (which takes longer than the tokenizing itself on a few thousand short
+    sentences). The first texts go through the tokenizer's own call, which also sets the backend
+    as that call would (no truncation or padding); the backend is used only when it returns the
+    same ids for them."""
+    backend = getattr(tokenizer, "_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    head = [list(x) for x in tokenizer(texts[:PROBE], add_special_tokens=False)["input_ids"]] if texts else []
+    if len(texts) <= PROBE:
+        return head
+    if (backend is None or getattr(backend, "truncation", None) is not None or getattr(backend, "padding", None) is not None
+            or [e.ids for e in backend.encode_batch(texts[:PROBE], add_special_tokens=False)] != head):
+        return head + [list(x) for x in tokenizer(texts[PROBE:], add_special_tokens=False)["input_ids"]]
+    return head + [e.ids for e in backend.encode_batch(texts[PROBE:], add_special_tokens=False)]
+
+
 def tokens_in_context(tokenizer, texts: list[str]) -> list[list[int]]:
     """Token ids of texts that continue a text (no special tokens). A text that does not start
     with a space gets no word-start mark: for SentencePiece-style tokenizers it is tokenized after
     an anchor letter, whose tokens are then dropped (when they come out unmerged)."""
-    plain = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    plain = token_ids(tokenizer, texts)
     if not _marks_word_starts(tokenizer):
-        return [list(x) for x in plain]
+        return plain
     anchor = tokenizer(_ANCHOR, add_special_tokens=False)["input_ids"]
     out = []
     todo = [i for i, t in enumerate(texts) if t and not t[0].isspace()]
-    anchored = tokenizer([_ANCHOR + texts[i] for i in todo], add_special_tokens=False)["input_ids"] if todo else []
+    anchored = token_ids(tokenizer, [_ANCHOR + texts[i] for i in todo]) if todo else []
     fixed = dict(zip(todo, anchored))
     for i, ids in enumerate(plain):
         a = fixed.get(i)

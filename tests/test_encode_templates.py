@@ -80,6 +80,32 @@ def test_each_sentence_is_tokenized_once(tiny_bert_dir, monkeypatch):
     assert len(seen) == 1  # a new template over known sentences tokenizes nothing
 
 
+@pytest.mark.parametrize("kind", ["tiny_bert_dir", "tiny_roberta_dir", "tiny_gpt2_dir", "tiny_llama_dir"])
+def test_token_ids_are_the_tokenizers_own(kind, sentences, request):
+    """The sentences are tokenized through the fast backend in one call: the ids are the
+    tokenizer's own, also after a truncating call, and a tokenizer whose own call does more than
+    its backend (a Python-side override) is used as it is."""
+    from transformers import AutoTokenizer
+
+    from promptsearch.template import PROBE, token_ids
+
+    tok = AutoTokenizer.from_pretrained(request.getfixturevalue(kind))
+    texts = sentences[:40] + [" " + s for s in sentences[40:50]] + ["[MASK] <s> </s> <unk> <mask>", "", "  two  spaces "]
+    want = [list(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
+    assert len(texts) > PROBE and token_ids(tok, texts) == want
+    tok(texts[:3], truncation=True, max_length=4)  # leaves the backend truncating ...
+    assert token_ids(tok, texts) == want  # ... which the probe (the tokenizer's own call) undoes first
+
+    class Shouting:  # its own call upper-cases first; the backend alone would not
+        is_fast, _tokenizer = True, tok._tokenizer
+
+        def __call__(self, texts, **kw):
+            return tok([t.upper() for t in texts], **kw)
+
+    loud = [list(x) for x in tok([t.upper() for t in texts], add_special_tokens=False)["input_ids"]]
+    assert token_ids(Shouting(), texts) == loud and (loud != want or kind == "tiny_bert_dir")
+
+
 def test_batches_follow_the_token_budget(tiny_bert_dir):
     enc = make_encoder(tiny_bert_dir, max_tokens=40)
     shapes = []

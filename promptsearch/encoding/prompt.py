@@ -253,10 +253,10 @@ class PromptModule(nn.Module):
         extra = {}
         if self.padding_side == "left":
             extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
-        with self.autocast():
+        with autocast(ids.device, self.bf16):  # the batch's device: no walk over the parameters per batch
             o = self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att,
                              output_hidden_states=layers is not None, **extra)
-        at = (torch.arange(len(read), device=self.device), read)
+        at = (torch.arange(len(read), device=read.device), read)
         if layers is None:
             return o.last_hidden_state[at].float()
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
