@@ -6,7 +6,7 @@
 2. per template: ``encode`` of each of 16 templates alone vs ``encode_templates`` of all 16;
 3. host overhead per template: the same two with a 1-layer, 32-wide BERT built from the
    default model's tokenizer (its forward nearly free: what is left is tokenizing, batching,
-   copying, the bias);
+   copying, the bias), and the host work alone (the forward replaced by zeros of its shape);
 4. the peer: sentence-transformers ``encode`` of the same model (mean pooling), same sentences;
 5. a roofline: the linear layers' FLOPs of one template (2 x tokens x linear weights; attention
    scores not counted) over the encode time, next to a plain matmul of the model's FFN shape in
@@ -19,7 +19,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -151,11 +153,36 @@ def many_lines(enc: PromptEncoder, sentences, templates, label) -> tuple[float, 
 
 
 def host_lines(tiny: PromptEncoder, sentences, templates) -> None:
-    """The host-overhead line and, under it, how much of it the model's forward calls take."""
+    """The host-overhead line; under it, how much of it the model's forward calls take; then the
+    host work alone, timed with the forward replaced by zeros (no forward time to subtract, so
+    no noise from it)."""
     inside = many_lines(tiny, sentences, templates, "host overhead (1-layer 32-wide BERT)")
     print(f"  {'  of which inside the model forward calls':44} encode {1000 * inside[0]:8.1f} ms   encode_templates "
           f"{1000 * inside[1]:8.1f} ms   (the host work proper is the rest: {1000 * (inside[2] - inside[0]):.1f} / "
           f"{1000 * (inside[3] - inside[1]):.1f} ms)")
+    many_lines(stubbed(tiny), sentences, templates, "host work alone (forward: zeros of its shape)")
+
+
+class _ZeroForward(torch.nn.Module):
+    """A stand-in encoder whose forward returns zeros of the real one's output shape."""
+
+    def __init__(self, real: torch.nn.Module):
+        super().__init__()
+        self.real, self.config = real, real.config
+
+    def get_input_embeddings(self):
+        return self.real.get_input_embeddings()
+
+    def forward(self, input_ids=None, inputs_embeds=None, output_hidden_states=False, **_):
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        h = torch.zeros(*shape, self.config.hidden_size, device=self.real.device)
+        return SimpleNamespace(last_hidden_state=h, hidden_states=(h,) * (self.config.num_hidden_layers + 1))
+
+
+def stubbed(enc: PromptEncoder) -> PromptEncoder:
+    """The encoder with its forward replaced by :class:`_ZeroForward`: what it takes is host work."""
+    return PromptEncoder(dataclasses.replace(enc.model, encoder=_ZeroForward(enc.model.encoder)), max_tokens=enc.max_tokens,
+                         bf16=enc.bf16, show_progress_bar=False)
 
 
 def one_layer_bert(like: PromptEncoder) -> PromptEncoder:
