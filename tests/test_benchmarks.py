@@ -31,6 +31,7 @@ def test_encode_speed(device, tiny_bert_dir):
     assert "inside the model forward calls" in out and "the host work proper is the rest" in out
     host = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--templates", "2", "--host-only", "--repeats", "2")
     assert host.count("host overhead (1-layer 32-wide BERT)") == 2 and "naive loop" not in host
+    assert host.count("host work alone (forward: zeros of its shape)") == 2
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -103,7 +103,9 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
             assert len(chunks) > 2 and sorted(i for c in chunks for i in c) == list(range(24))
             assert len({len(c) for c in chunks}) > 1  # rows per micro-batch follow the lengths
         fresh.encoder.zero_grad()
-        losses[m, tokens] = float(train_step(fresh, cfg.step, items, lambda l: l.backward()))
+        out = train_step(fresh, cfg.step, items, lambda l: l.backward())
+        assert out.ndim == 0 and not out.requires_grad  # the loss, detached on the device: read only to log
+        losses[m, tokens] = float(out)
         grads[m, tokens] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
     full = (0, None)
     for k in ((5, None), (0, 64)):
