@@ -44,22 +44,34 @@ def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     assert d["x_study"]["finished"] == 7
 
 
-# Runs the CLI, but each worker waits at the start of the optimisation loop (model loaded,
-# study opened) until both are there: on a tiny model one process could otherwise finish
-# every trial before the other has even imported torch.
+# Runs the CLI, but each worker waits at the start of the optimisation loop (model loaded) until
+# both are there, and again after its first batch of trials is asked until the other has asked
+# its own: on a tiny model one process could otherwise finish every trial before the other has
+# even imported torch, or (a CI run) before the other's first ask reached the database.
 _BARRIER = """
 import os, sys, time
 from promptsearch.cli import main
 from promptsearch.search import optuna_search
 ready, other = sys.argv[1], sys.argv[2]
-run = optuna_search.OptunaSearch.run
-def waiting_run(self, *a, **k):
-    open(ready, "w").close()
-    deadline = time.time() + 120
-    while not os.path.exists(other) and time.time() < deadline:
+
+def meet(mark, seconds):  # leave this worker's mark, wait for the other's (bounded: under the 90 s heartbeat grace)
+    open(ready + mark, "w").close()
+    deadline = time.time() + seconds
+    while not os.path.exists(other + mark) and time.time() < deadline:
         time.sleep(0.01)
+
+run, ask = optuna_search.OptunaSearch.run, optuna_search.ask_batch
+def waiting_run(self, *a, **k):
+    meet('', 120)
     return run(self, *a, **k)
-optuna_search.OptunaSearch.run = waiting_run
+asked = []
+def ask_then_wait(*a, **k):
+    trials = ask(*a, **k)
+    if not asked:
+        asked.append(len(trials))
+        meet(".asked", 60)
+    return trials
+optuna_search.OptunaSearch.run, optuna_search.ask_batch = waiting_run, ask_then_wait
 sys.exit(main(sys.argv[3:]))
 """
 
