@@ -25,6 +25,7 @@ import torch
 from ..encoding import PromptEncoder
 from ..encoding.batching import budget_batches
 from .losses import info_nce, supervised_nce
+from .loop import rng_state, set_rng_state
 
 
 @dataclass(frozen=True)
@@ -89,37 +90,24 @@ def train_step(enc: PromptEncoder, step: Step, items: list, backward, no_sync=co
     order = torch.tensor([i for c in chunks for i in c])
     where = torch.empty_like(order)
     where[order] = torch.arange(len(order))  # item i's row in the micro-batches' concatenation
-    device = enc.device
     states, parts = [], []
     with torch.no_grad():
         for c in chunks:
-            states.append(_rng(device))
+            states.append(rng_state())  # the CPU's generator and, on CUDA, the GPU's (where dropout draws)
             parts.append(views(enc, step, [items[i] for i in c], prompt))
     full = [torch.cat([p[v] for p in parts])[where.to(parts[0][v].device)].detach().requires_grad_()
             for v in range(len(parts[0]))]
     out = loss(step, full)
     out.backward()
     grads = [f.grad for f in full]
-    after = _rng(device)
+    after = rng_state()
     for k, (c, st) in enumerate(zip(chunks, states)):
-        _set_rng(st, device)  # the same dropout masks as in the first pass
+        set_rng_state(st)  # the same dropout masks as in the first pass
         ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()
         with ctx:
             vs = views(enc, step, [items[i] for i in c], prompt)
             idx = torch.tensor(c, device=grads[0].device)
             surrogate = sum((v * g[idx]).sum() for v, g in zip(vs, grads))
             backward(surrogate)
-    _set_rng(after, device)
+    set_rng_state(after)
     return out.detach()
-
-
-def _rng(device: torch.device) -> tuple:
-    """The generator states dropout draws from: the CPU's, and the GPU's on CUDA (where dropout
-    draws from the device's generator, not the CPU's)."""
-    return torch.random.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-
-
-def _set_rng(state: tuple, device: torch.device) -> None:
-    torch.random.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
