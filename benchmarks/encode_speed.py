@@ -14,6 +14,11 @@
 
     python benchmarks/encode_speed.py [--model default] [--device cpu|cuda] [--templates 16] [--no-bert-base]
     python benchmarks/encode_speed.py --host-only [--repeats 3]   # line 3 alone, a few seconds
+    python benchmarks/encode_speed.py --precisions [--repeats 2]  # fp32 vs bf16, the model and BERT-base size
+
+``--precisions`` times ``encode`` of one template (denoised, STS-B dev) in float32 and under bf16
+autocast, alternating, warm, for the model and a random BERT-base-sized model, and prints which
+precision the default (:func:`promptsearch.encoding.batching.precision_choice`) takes here and why.
 """
 
 from __future__ import annotations
@@ -69,7 +74,8 @@ def main():
     ap.add_argument("--no-bert-base", dest="bert_base", action="store_false", help="skip the BERT-base-sized roofline")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="fp32 even where bf16 is fast")
     ap.add_argument("--host-only", action="store_true", help="only the host-overhead lines (line 3), --repeats times")
-    ap.add_argument("--repeats", type=int, default=1, help="with --host-only: how many times to measure them")
+    ap.add_argument("--repeats", type=int, default=1, help="with --host-only / --precisions: how many times to measure")
+    ap.add_argument("--precisions", action="store_true", help="only fp32 against bf16 encode times, and the default's choice")
     args = ap.parse_args()
 
     data = load_task("stsb-dev", args.data_dir)
@@ -79,6 +85,9 @@ def main():
     fast = PromptEncoder.from_pretrained(args.model, device=str(device), max_tokens=args.max_tokens, bf16=args.bf16,
                                          show_progress_bar=False)
     templates = TEMPLATES[: args.templates]
+    if args.precisions:
+        precision_lines(fast, sentences, data, args.template, args.model, max(args.repeats, 1), args.bert_base)
+        return
     if args.host_only:
         print(f"STS-B dev: {len(sentences)} sentences, on {device_name(device)}, {'bf16' if fast.bf16 else 'fp32'}, "
               f"per template of {len(templates)}, denoised:")
@@ -268,6 +277,41 @@ def roofline(enc: PromptEncoder, sentences, template, seconds, label) -> None:
     print(f"  {label}: {tokens:,} tokens, {flops / 1e12:.2f} TFLOP of linear layers in {seconds:.2f} s = "
           f"{reached:.0f} GFLOP/s ({prec}); a plain {prec} matmul: {plain:.0f} GFLOP/s -> {100 * reached / plain:.0f}% "
           f"of it; {len(set(sentences)) / seconds:.0f} sentences/s")
+
+
+def precision_lines(enc: PromptEncoder, sentences, data, template, label, repeats, with_bert_base) -> None:
+    """encode in fp32 and in bf16 autocast, alternating (warm), for the model and BERT-base size."""
+    from promptsearch.encoding.batching import _cpu_flags, precision_choice
+
+    bf16, why = precision_choice(enc.device)
+    flags = sorted(f for f in _cpu_flags() if f.startswith(("amx", "avx512_bf16", "avx512f", "avx2")))
+    print(f"STS-B dev: {len(sentences)} sentences, template {template!r}, denoised, on {device_name(enc.device)}"
+          + (f" (flags: {' '.join(flags)})" if enc.device.type == "cpu" else ""))
+    print(f"the default here: {why}")
+    models = [(label, enc)] + ([("BERT-base size (random BertConfig())", bert_base(enc))] if with_bert_base else [])
+    for name, m in models:
+        variants = {"fp32": PromptEncoder(m.model, bf16=False, max_tokens=m.max_tokens, show_progress_bar=False),
+                    "bf16": PromptEncoder(m.model, bf16=True, max_tokens=m.max_tokens, show_progress_bar=False)}
+        times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+        sp = {}
+        for e in variants.values():
+            e.encode(sentences[:64], template=template, denoise=True)  # warm-up
+        for _ in range(repeats):
+            for prec, e in variants.items():
+                e.prompt.clear_cache()
+                t = []
+                with timed(e.device, t):
+                    v = e.encode(sentences, template=template, denoise=True)
+                times[prec].append(t[0])
+                idx = {s: i for i, s in enumerate(sentences)}
+                sp[prec] = score_task(data, lambda ss: v[[idx[s] for s in ss]])["spearman"]
+        best = {p: min(ts) for p, ts in times.items()}
+        chosen = "bf16" if bf16 else "fp32"
+        faster = min(best, key=best.get)
+        print(f"  {name}: fp32 {' '.join(f'{t:.2f}' for t in times['fp32'])} s (Spearman {sp['fp32']:.2f}); "
+              f"bf16 {' '.join(f'{t:.2f}' for t in times['bf16'])} s (Spearman {sp['bf16']:.2f}); "
+              f"bf16/fp32 = {best['bf16'] / best['fp32']:.2f}x the time; the default ({chosen}) is "
+              f"{best[chosen] / best[faster]:.2f}x the faster one's ({faster}) time")
 
 
 def bert_base(like: PromptEncoder) -> PromptEncoder:

@@ -32,6 +32,8 @@ def test_encode_speed(device, tiny_bert_dir):
     host = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--templates", "2", "--host-only", "--repeats", "2")
     assert host.count("host overhead (1-layer 32-wide BERT)") == 2 and "naive loop" not in host
     assert host.count("host work alone (forward: zeros of its shape)") == 2
+    prec = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--precisions", "--no-bert-base")
+    assert "the default here: " in prec and "bf16/fp32 = " in prec and "the faster one's" in prec
 
 
 @pytest.mark.parametrize("device", DEVICES)

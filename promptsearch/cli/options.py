@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..data import PairFormat
 from ..encoding import PromptEncoder
+from ..encoding.batching import precision_choice
 from ..errors import PromptSearchError
 from ..library import resolve_template
 from ..model.saved import template_dir_config
@@ -11,6 +14,16 @@ from ..model.saved import template_dir_config
 
 def show(args):
     return False if args.quiet else None
+
+
+def precision_line(args, device) -> None:
+    """The precision a command runs in and why, one line on stderr (``-q`` silences it)."""
+    if args.quiet:
+        return
+    bf16, why = precision_choice(device)
+    if args.bf16 is not None:
+        why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
+    print(f"precision: {why}", file=sys.stderr)
 
 
 def fmt(args) -> PairFormat:
@@ -32,5 +45,8 @@ def encoder(args, path=None, training: bool = False) -> PromptEncoder:
               bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
     if path is not None:
         template_dir_config(path)  # one-line error if it is not one
-        return PromptEncoder.from_pretrained(str(path), **kw)
-    return PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
+        enc = PromptEncoder.from_pretrained(str(path), **kw)
+    else:
+        enc = PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
+    precision_line(args, enc.device)
+    return enc

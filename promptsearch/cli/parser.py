@@ -62,12 +62,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device (default: cuda if any)")
     g.add_argument("--batch-size", type=at_least(1), default=None, help="rows per batch at most (default: as --max-tokens fit)")
     g.add_argument("--max-tokens", type=at_least(1), default=None, help="padded tokens per batch (default: 2048 on CPU, 65536 on CUDA)")
-    g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 even where bf16 is fast")
+    g.add_argument("--bf16", dest="bf16", action="store_true", default=None, help="run under bf16 autocast (default: where it is the faster precision)")
+    g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 (default: where bf16 is not faster)")
     g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' before they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated inside [X])")
     g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch", help="reference: kongds/Prompt-BERT's inputs exactly")
     g.add_argument("--demos", default=None, metavar="FILE", help="in-context demonstrations before the template (PromptEOL style, causal LMs): 'sentence<TAB>word' lines")
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no precision line")
 
 
 def _evaluate(sub) -> None:

@@ -81,6 +81,7 @@ def cmd_train_head(args) -> int:
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
     cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
+    o.precision_line(args, model.word_embeddings.device)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
                                  bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
     rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,

@@ -81,25 +81,48 @@ def budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None
 
 
 def bf16_supported(device: torch.device) -> bool:
+    """Whether bf16 autocast is the faster precision on ``device`` (see :func:`precision_choice`)."""
+    return precision_choice(device)[0]
+
+
+def precision_choice(device: torch.device) -> tuple[bool, str]:
+    """(bf16?, why) — the default precision for ``device``: the one measured faster there.
+
+    bf16 on GPUs with bf16 tensor cores (compute capability 8.0 and newer) and on CPUs with AMX;
+    float32 everywhere else. On CPUs with AVX512-BF16 but no AMX (AMD Zen 4/5, Intel Cooper Lake,
+    VMs that hide AMX) bf16 autocast measured 1.6x *slower* than float32 for the encoder's matmuls
+    (``benchmarks/encode_speed.py --precisions`` prints both on the machine at hand), so there the
+    flag alone does not choose it."""
+    device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        try:
+            major, _ = torch.cuda.get_device_capability(device)
+        except Exception:  # noqa: BLE001 - no driver: the encoder will say so itself
+            return False, "fp32 (CUDA device not readable)"
+        if major >= 8:
+            return True, f"bf16 (a GPU with bf16 tensor cores, compute capability {major}.x)"
+        return False, f"fp32 (this GPU, compute capability {major}.x, has no bf16 tensor cores)"
     if device.type != "cpu":
-        return False
-    return _cpu_has_fast_bf16()
+        return False, f"fp32 (bf16 autocast is not used on {device.type})"
+    flags = _cpu_flags()
+    if "amx_bf16" in flags:
+        return True, "bf16 (this CPU has AMX)"
+    if "avx512_bf16" in flags:
+        return False, "fp32 (this CPU has AVX512-BF16 but no AMX, where bf16 measured slower; --bf16 forces it)"
+    return False, "fp32 (this CPU has no fast bf16)"
 
 
 @functools.lru_cache(maxsize=1)
-def _cpu_has_fast_bf16() -> bool:
-    """AMX-BF16 or AVX512-BF16 in /proc/cpuinfo (Linux); elsewhere assume no."""
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux); elsewhere none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return False
+    return frozenset()
 
 
 def autocast(device: torch.device, bf16: bool):

@@ -2,8 +2,8 @@
 
 The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
 progress bar, return a numpy array in input order. Inference runs under
-``torch.inference_mode`` and, where the hardware has fast bf16 (AMX/AVX512-BF16 CPUs,
-recent GPUs), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
+``torch.inference_mode`` and, where bf16 is the faster precision (AMX CPUs, GPUs with bf16
+tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
 denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
 """
 
@@ -25,7 +25,7 @@ from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
-from .batching import bf16_supported, default_max_tokens, length_order, pad, prepare, unique
+from .batching import bf16_supported, default_max_tokens, precision_choice, length_order, pad, prepare, unique
 from .prompt import PromptModule
 from .reps import Batch, Pooling, Rep, biased_token_ids, rep
 
@@ -118,7 +118,8 @@ class PromptEncoder:
         if precision == self.precision:
             return self
         if precision == "bf16" and not bf16_supported(self.device):
-            raise PromptSearchError(f"bf16 is not fast on this {self.device.type} (no AMX/AVX512-BF16); use --precision fp32 or int8")
+            raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} ({precision_choice(self.device)[1]}); "
+                                    "use --precision fp32 or int8")
         model = self.model
         if precision == "int8":
             from ..model.quantize import int8_copy
