@@ -17,6 +17,10 @@ def atomic_replace(path: str | os.PathLike, write: Callable[[str], None], mode: 
     ``path``: a crash or Ctrl-C never leaves a half-written file. The file gets the usual
     permissions (``mode``, default 0666 less the umask)."""
     p = Path(path)
+    if p.is_symlink():  # write through a link to its target (replacing the link would leave the target stale)
+        p = Path(os.path.realpath(p))
+    if mode is None and p.exists():
+        mode = p.stat().st_mode & 0o7777  # a rewritten file keeps its permissions
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
@@ -97,6 +101,16 @@ def check_writable(path, flag: str = "--out", example: str = "best.json") -> Non
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise PromptSearchError(f"{flag} {p} is not writable; choose a path in a writable folder")
+    check_not_read_only(p, flag)
+
+
+def check_not_read_only(path, flag: str = "--out") -> None:
+    """A file whose mode has no write bit is refused, whoever runs (root may write it, but its owner
+    made it read-only on purpose)."""
+    p = Path(path)
+    if p.exists() and p.is_file() and not p.stat().st_mode & 0o222:
+        raise PromptSearchError(f"{flag} {p} is read-only (mode {p.stat().st_mode & 0o777:o}); make it writable "
+                                "(chmod u+w) or pass another path")
 
 
 def check_apart(cache, out) -> None:

@@ -22,6 +22,13 @@ from .errors import TemplateError
 
 SENT = "[X]"
 MASK = "[MASK]"
+# How a template's pass becomes a vector besides its [MASK] (or last-token) state: the mean over
+# every token of the input, the mean over the sentence's tokens and the closing special tokens
+# (the template's words left out: what sentence-transformers' ``include_prompt=False`` pools for a
+# prefix prompt), or the first token's state ([CLS]).
+POOLED_READOUTS = ("mean", "sentence-mean", "cls")
+READOUTS = ("mask",) + POOLED_READOUTS
+OWN = "[X] @mean"  # the model's own representation when it names no other: mean pooling, no template
 _TOKEN_RE = re.compile(r"\[X\]|\[MASK\]")
 
 
@@ -59,6 +66,14 @@ class Template:
     @classmethod
     def _from_text(cls, text: str) -> "Template":
         text = " ".join(from_reference_syntax(text).split())
+        if re.search(r"(^|\s)@layer(\s|$)", text):
+            raise TemplateError(f"{quote(text)} names a read-out layer ('@layer'), as a results file's keys do; give the "
+                                "template alone and the layer with --layer N")
+        if m := re.search(r"(^|\s)@(" + "|".join(map(re.escape, POOLED_READOUTS)) + r")$", text):
+            raise TemplateError(f"{quote(text)} names a read-out ('@{m.group(2)}'), as a results file's keys do; give the "
+                                f"template alone and --readout {m.group(2)}")
+        if text.startswith("+ ") or text.endswith(" +") or text == "+":
+            raise TemplateError(f"{quote(text)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
         n_x, n_mask = text.count(SENT), text.count(MASK)
         if n_x != 1:
             raise TemplateError(
@@ -85,8 +100,11 @@ class Template:
         """The template as text with the sentence in place of [X] (for display)."""
         return self.text.replace(SENT, sentence)
 
-    def render(self, tokenizer, causal: bool = False) -> "RenderedTemplate":
-        """Token ids for ``tokenizer``; ``causal``: for a causal LM (no [MASK]; the last token is read)."""
+    def render(self, tokenizer, causal: bool = False, pooled: bool = False) -> "RenderedTemplate":
+        """Token ids for ``tokenizer``; ``causal``: for a causal LM (no [MASK]; the last token is read);
+        ``pooled``: for a pooled read-out (:data:`POOLED_READOUTS`), where a template needs no [MASK]."""
+        if pooled and self.readout == "last":
+            return _render_pooled(self, tokenizer)
         return _render(self, tokenizer, causal)
 
 
@@ -242,6 +260,14 @@ def _parse(text: str) -> Template:
     return Template._from_text(text)
 
 
+def _render_pooled(template: Template, tokenizer) -> RenderedTemplate:
+    """A template without [MASK] for a pooled read-out: the pieces around [X] (no token is read alone)."""
+    lead, trail = special_tokens_around(tokenizer)
+    p0, p1, _ = template.pieces
+    ids0, ids1 = _piece_ids(tokenizer, p0, continues=False), _piece_ids(tokenizer, p1)
+    return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, 0, p0.endswith(" "), len(lead), len(trail))
+
+
 def _render_last(template: Template, tokenizer) -> RenderedTemplate:
     """A causal template: the readout is the template's last token (the one that would predict
     the next word), so there must be template text after [X]."""
@@ -267,17 +293,54 @@ def template_of(key: str) -> str:
 
 
 def split_key(key: str) -> tuple[str, int | None]:
-    """(template, layer) of a one-template entry key."""
+    """(template, layer) of a one-template entry key (a pooled read-out's key keeps its ``@readout``)."""
     m = re.fullmatch(r"(.*) @layer (-?\d+)", key, flags=re.S)
     return (m.group(1), int(m.group(2))) if m else (key, None)
+
+
+def split_readout(key: str) -> tuple[str, str | None]:
+    """(template, pooled read-out) of a one-template key ``T @mean`` (None: the [MASK]/last-token state)."""
+    for r in POOLED_READOUTS:
+        if key.endswith(" @" + r):
+            return key[: -len(r) - 2], r
+    return key, None
+
+
+def readout_key(template: str, readout: str | None) -> str:
+    """The key of ``template`` read out by ``readout`` (``None``/``"mask"``: the template itself)."""
+    if readout in (None, "mask"):
+        return Template.parse(template).text
+    if readout not in POOLED_READOUTS:
+        raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
+    return f"{Template.parse(template).text} @{readout}"
+
+
+def canonical_key(key: str) -> str:
+    """A one-member key with its template parsed (``T``, ``T @layer L`` or ``T @readout``)."""
+    t, r = split_readout(key)
+    if r is not None:
+        return readout_key(t, r)
+    t, layer = split_key(key)
+    return entry_key(Template.parse(t).text, layer)
 
 
 def key_members(key: str) -> list[tuple[str, int | None]]:
     """[(template, layer)] an entry key names: one template (``T`` or ``T @layer L``), or an ensemble's
     members joined by `` + `` (a template that parses as it is, and names no layer, is one member)."""
-    if " @layer " not in key:
+    if " @layer " not in key and split_readout(key)[1] is None:
         try:
             return [(Template.parse(key).text, None)]
         except TemplateError:
-            pass
-    return [split_key(m) for m in key.split(" + ")]
+            if key.count(SENT) <= 1:
+                raise  # one template (or none): its own error says what is wrong with it
+    out = []
+    for m in key.split(" + "):
+        if not m.strip():
+            raise TemplateError(f"{quote(key)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
+        t, r = split_readout(m.strip())
+        if r is not None:
+            out.append((readout_key(t, r), None))  # a pooled read-out: its template keeps the '@readout'
+            continue
+        t, layer = split_key(t)
+        out.append((Template.parse(t).text, layer))  # 'T @layer x' stays text, which the parser refuses
+    return out

@@ -127,5 +127,5 @@ def test_t5_command_offline_mlm_end_to_end(tiny_bert_dir, wordnet_dir, tmp_path,
     assert code == 0
     d = json.loads(out.read_text())
     assert d["strategy"] == "t5" and d["settings"]["generator"] == "mlm"
-    assert len(d["templates"]) == 5 and d["x_generated"]["kept"] == 5
-    assert "scored 5 templates" in capsys.readouterr().out
+    assert len(d["templates"]) == 6 and d["x_generated"]["kept"] == 5  # and the model's own representation, first
+    assert "scored 6 templates" in capsys.readouterr().out

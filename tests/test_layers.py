@@ -91,7 +91,8 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
 
     out = tmp_path / "best.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path), "--max-steps", "1",
-            "--layers", "all", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0", "--no-racing"]
+            "--layers", "all", "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
+            "--no-racing"]
     assert main(argv) == 0
     d = json.loads(out.read_text())
     rows = [r for r in d["path"] if r["stage"] == "layer"]
@@ -105,7 +106,7 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     best = [r for r in d["path"] if r["stage"] == "layer:best"][0]
     last = [r for r in d["path"] if r["stage"] in ("relation:best", "prefix")][-1]
     assert best["taken"] == (best["spearman"] > last["spearman"] + best["min_gain"])
-    assert d["x_chosen"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
+    assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
 
 
 @pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5 is out of range"),
@@ -134,9 +135,10 @@ def test_optuna_searches_the_layer_as_a_trial_parameter(tiny_bert_dir, tmp_path)
                  "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",
                  "--validate-top", "0", "--no-prune"]) == 0
     d = json.loads(out.read_text())
-    assert {e.get("layer") for e in d["templates"]} <= {1, 2} and all("layer" in e for e in d["templates"])
+    trials = [e for e in d["templates"] if e["source"] != "baseline"]  # the model's own representation reads no layer
+    assert {e.get("layer") for e in trials} <= {1, 2} and all("layer" in e for e in trials)
     enc = make_encoder(tiny_bert_dir, bf16=False)
-    for e in d["templates"][:3]:
+    for e in trials[:3]:
         at = {k: evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"]
               for k in (1, 2) for r in [rep(e["template"], denoise=True, layer=k)]}
         # without pruning a trial is scored on the full set at once: its own layer's eval number, told apart

@@ -137,7 +137,7 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
     paths = {}
     for mg in ("auto", 0):
         scorer = Scorer(enc, dataset="sts16", cache_path=tmp_path / "c.jsonl")
-        g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg)
+        g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg, readouts="none")
         res = run_strategy(g, scorer, tmp_path / f"best-{mg}.json", "tiny", validate_top=0)
         path = paths[mg] = res.path_steps
         prev = [r for r in path if r["stage"] == "relation:best"][0]
@@ -148,7 +148,8 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
             assert r["min_gain"] == (r["se"] if mg == "auto" else 0) and r["se"] > 0
             assert (r["gain"] > r["min_gain"]) == (r["stage"] == "prefix")
             prev = r if r["stage"] == "prefix" else prev
-        assert res.best.template == prev["template"]  # the product is the path's end, not a noisier higher score
+        # the product is the path's end, not a noisier higher score (then the model's own unless it is beaten)
+        assert res.extras["x_baseline"]["best"] == prev["template"] and res.best.key in (prev["template"], "[X] @mean")
     steps = {mg: [r["template"] for r in p if r["stage"] == "prefix"] for mg, p in paths.items()}
     assert steps["auto"] == steps[0][: len(steps["auto"])]  # the noise rule stops on the same path, no later
 
@@ -177,7 +178,9 @@ def test_pareto_study_writes_a_front_with_no_dominated_trial(tiny_bert_dir, tmp_
                  "--validate-top", "0"]) == 0
     assert "Pareto front" in capsys.readouterr().out
     d = json.loads(out.read_text())
-    entries = {e["template"]: (e["sets"]["sick-trial"], e["sets"]["sts16"]) for e in d["templates"]}
+    # every entry, the model's own representation ('[X] @mean', scored first) too
+    entries = {e["template"] + (" @" + e["readout"] if e.get("readout") else ""): (e["sets"]["sick-trial"], e["sets"]["sts16"])
+               for e in d["templates"]}
     front = set(d["x_pareto"])
     assert front and front <= set(entries)
 

@@ -100,9 +100,9 @@ def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, 
     screen = Scorer(scorer.screening_encoder, dataset=DATASET, use_cache=False)
     differs = 0
     for e in res.entries.values():
-        ref = reference.score(e.template).spearman
+        ref = reference.score(e.key).spearman
         assert e.spearman == pytest.approx(ref, abs=1e-4)  # results round to 4 decimals
-        differs += abs(screen.score(e.template).spearman - ref) > 1e-3
+        differs += abs(screen.score(e.key).spearman - ref) > 1e-3
     assert differs  # int8 numbers are other numbers: had any been recorded, the check above would see it
     for r in g.path:
         if "spearman" in r:
@@ -181,13 +181,18 @@ def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp
     held = [e for e in ranked if "validation" in e]
     assert [r["candidates"] for r in d["path"] if r["stage"] == "relation:best"] == [4]  # all considered, not the finalists
     path_templates = {r["template"] for r in d["path"] if r["stage"] in ("relation:best", "prefix")}
-    assert {e["template"] for e in held} == {e["template"] for e in ranked[:2]} | path_templates
-    from promptsearch.encoding import rep
+
+    def key(e):
+        return e["template"] + (" @" + e["readout"] if e.get("readout") else "")
+
+    # the best two, the path, the model's own representation and the chosen answer
+    assert {key(e) for e in held} == {key(e) for e in ranked[:2]} | path_templates | {"[X] @mean", d["x_chosen"]}
+    from promptsearch.encoding.reps import rep_from_key
     from promptsearch.eval import evaluate_reps
 
     enc = make_encoder(tiny_bert_dir, device=CLI_DEVICE, bf16=False)  # the device and precision the command used
     for e in held:
-        r = rep(e["template"], denoise=True)
+        r = rep_from_key(key(e), denoise=True)
         want = evaluate_reps(enc, [r], ["sts13", "sickr"])[r]
         assert e["validation"] == {t: pytest.approx(want[t]["spearman"], abs=1e-4) for t in ("sts13", "sickr")}
         assert f"{e['validation']['sickr']:.2f}" in printed

@@ -105,8 +105,8 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
     real = scorer.score_many
     calls = []
 
-    def flaky(ts, fresh=False):  # a step's templates are scored two at a time: stop in the second pair
-        if len(calls) == 2:
+    def flaky(ts, fresh=False):  # the model's own first, then a step's templates two at a time: stop in the second pair
+        if len(calls) == 3:
             raise KeyboardInterrupt
         calls.extend(ts)
         return real(ts, fresh)
@@ -117,7 +117,7 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
         run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False, racing=None), scorer, out, "tiny",
                      validate_top=0)
     d = load(out)
-    assert {e["template"] for e in d["templates"]} == set(calls)
+    assert {e["template"] + (" @" + e["readout"] if e.get("readout") else "") for e in d["templates"]} == set(calls)
     s2 = Scorer(bert_enc, dataset=DATASET, cache_path=scorer.cache_path)
     assert all(s2.cached(t) is not None for t in calls)
 

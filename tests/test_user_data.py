@@ -92,7 +92,9 @@ def test_search_and_eval_on_a_user_file_from_the_command_line(tiny_bert_dir, tmp
     best = json.loads((tmp_path / "best.json").read_text())
     assert best["dataset"] == pairs and best["templates"]
     capsys.readouterr()
-    assert main(["eval", "--model", str(tiny_bert_dir), "--template", best["templates"][0]["template"], "--denoise",
+    first = best["templates"][0]  # a [MASK] template (denoised) or a pooled read-out, the model's own among them
+    how = ["--readout", first["readout"]] if first.get("readout") else ["--denoise"]
+    assert main(["eval", "--model", str(tiny_bert_dir), "--template", first["template"], *how,
                  "--tasks", f"{pairs},stsb-dev", "--json", "-q", "--no-bf16"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out[pairs] == pytest.approx(best["templates"][0]["spearman"], abs=1e-4)  # the search's score, re-measured

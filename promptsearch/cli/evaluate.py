@@ -6,8 +6,11 @@ import json
 import sys
 import time
 
+import torch
+
 from ..data import check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_options
+from ..errors import PromptSearchError
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict
@@ -23,7 +26,10 @@ def cmd_eval(args) -> int:
         enc = o.encoder(args, args.template_dir)
         template, denoise = enc.default_template and [enc.default_template], args.denoise or enc.default_denoise
         layer = enc.default_layer if layer is None else layer
-    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, layer)
+    if args.readout is not None and not template:
+        raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
+    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, layer,
+                           args.readout)
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()
@@ -63,6 +69,9 @@ def cmd_predict(args) -> int:
     enc = o.encoder(args)
     if note := head_note(enc, args.model, args.quiet):
         print(note, file=sys.stderr)
+    words = enc.word_logits(torch.zeros((1, enc.prompt.hidden_size))).isfinite().sum().item()
+    if args.top_k > words and not args.quiet:
+        print(f"note: --top-k {args.top_k} is more than this model's {words} word tokens: listing all {words}", file=sys.stderr)
     preds = predict(enc, enc.prepare(sentences), template, top_k=args.top_k)
     rows = [{"sentence": p.sentence, "raw": p.raw, "denoised": p.denoised} for p in preds]
     print(json.dumps(rows, indent=2) if args.json else format_predictions(preds, template, args.denoise))

@@ -16,14 +16,14 @@ def show(args):
     return False if args.quiet else None
 
 
-def precision_line(args, device) -> None:
-    """The precision a command runs in and why, one line on stderr (``-q`` silences it)."""
+def precision_line(args, device) -> str | None:
+    """The precision a command runs in and why, one line for stderr (None with ``-q``)."""
     if args.quiet:
-        return
+        return None
     bf16, why = precision_choice(device)
     if args.bf16 is not None:
         why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
-    print(f"precision: {why}", file=sys.stderr)
+    return f"precision: {why}"
 
 
 def fmt(args) -> PairFormat:
@@ -48,5 +48,7 @@ def encoder(args, path=None, training: bool = False) -> PromptEncoder:
         enc = PromptEncoder.from_pretrained(str(path), **kw)
     else:
         enc = PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
-    precision_line(args, enc.device)
+    line = precision_line(args, enc.device)
+    if line:  # said when the work starts, so that a refused input stays one line
+        enc.on_first_pass = lambda: print(line, file=sys.stderr)
     return enc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..template import quote
+from ..template import READOUTS, quote
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 
@@ -80,6 +80,8 @@ def _evaluate(sub) -> None:
     e.add_argument("--pooling", help="cls | mean | first-last | static | static-debiased | ditto; with --template: topk-static (Eq. 3)")
     e.add_argument("--head", help="Ditto head as L-H, 0-based (with --pooling ditto)")
     e.add_argument("--layer", type=int, help="read the template's state at this layer (0: embeddings; default: the last)")
+    e.add_argument("--readout", choices=READOUTS, default=None, help="with --template: mask (default), mean (all tokens), "
+                   "sentence-mean (the sentence's tokens), cls (the first token)")
     e.add_argument("--tasks", default="stsb-dev", help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
     e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
     e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
@@ -138,6 +140,9 @@ def _search(sub) -> None:
     gr.add_argument("--layers", help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
     gr.add_argument("--demos-pool", metavar="FILE", help="'sentence<TAB>word' lines: put the best one (or pair) before the template")
     gr.add_argument("--ensemble", type=at_least(1), default=1, metavar="K", help="average up to K of the best templates")
+    gr.add_argument("--readouts", default="mean,sentence-mean", metavar="LIST",
+                    help="a last step: prompts (the vocabulary's readout_prompts and the chosen template) read out each of "
+                         "these ways (mean, sentence-mean, cls; 'none': no such step)")
     gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
@@ -174,6 +179,8 @@ def _search(sub) -> None:
     sc.add_argument("templates", nargs="*", help="templates, each with one [X] and one [MASK]")
     sc.add_argument("--file", help="a file with one template a line (# comments allowed)")
     sc.add_argument("--template-dir", help="a directory written by optiprompt or finetune (scores its template with its vectors)")
+    sc.add_argument("--readout", choices=READOUTS, default="mask", help="how each template's pass becomes a vector: its [MASK] "
+                    "state (default), the mean over all tokens, over the sentence's tokens, or the first ([CLS]) token")
 
 
 def _train_flags(p, out: str) -> None:
@@ -244,6 +251,11 @@ def build_parser() -> Parser:
     _evaluate(sub)
     _train(sub)
     _search(sub)
+    ex = _command(sub, "export", "train:cmd_export", help="write a searched representation as a plain sentence-transformers model folder")
+    ex.add_argument("results", nargs="?", help="a results JSON: its chosen representation, of its model")
+    ex.add_argument("--template", metavar="KEY", help="a representation instead, e.g. 'query: [X] @sentence-mean' (with --model)")
+    ex.add_argument("--model", default=None, help="the model (default: the results file's, else 'default')")
+    ex.add_argument("--out", required=True, help="a new (or empty) folder for the model")
     pl = _command(sub, "plot", "search:cmd_plot", help="pictures of a results file: a greedy path, an Optuna study, scores")
     pl.add_argument("results", help="a results JSON written by a search")
     pl.add_argument("--out", help="the picture: .svg, .png or .pdf (default: the results file's name, .svg)")

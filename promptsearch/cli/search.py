@@ -16,6 +16,7 @@ from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
 from ..search.validate import held_out_tasks
+from ..template import readout_key
 from . import options as o
 
 
@@ -36,7 +37,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
 
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
-                   layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool,
+                   layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool, readouts=args.readouts,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
     print(f"{format_path(strat.path, res)}\n\nbest: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}")
@@ -46,7 +47,7 @@ def cmd_greedy(args) -> int:
 def cmd_score(args) -> int:
     enc = o.encoder(args, args.template_dir) if args.template_dir and not (args.templates or args.file) else None
     templates = read_templates([enc.default_template] if enc else args.templates, args.file, args.demos)
-    res = _run(args, GivenTemplates([t.text for t in templates]), enc=enc)
+    res = _run(args, GivenTemplates([readout_key(t.text, args.readout) for t in templates]), enc=enc)
     print(res.summary(top=len(res.entries), stats=bool(args.out)))
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
 from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
+from ..search.results import Results
 from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
@@ -61,6 +62,10 @@ def cmd_finetune(args) -> int:
     seeds = _start(args)
     templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
                                        args.template_dir)
+    if args.templates and (best := Results.load(args.templates).best) is not None and best.readout:
+        print(f"note: {args.templates}'s answer is {best.key}, a pooled read-out; finetune trains [MASK] read-outs, so it "
+              f"starts from the file's best [MASK] template(s), and its result is worth keeping only if it beats "
+              f"{best.spearman:.2f} (export {best.key} as it is with 'promptsearch export {args.templates}')", file=sys.stderr)
     if args.mode == "unsup":
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
     else:
@@ -81,10 +86,37 @@ def cmd_train_head(args) -> int:
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
     cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
-    o.precision_line(args, model.word_embeddings.device)
+    if line := o.precision_line(args, model.word_embeddings.device):
+        print(line, file=sys.stderr)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
                                  bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
     rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,
                          show_progress_bar=not args.quiet, meta={"corpus": corpus_parts(args.corpus)})
     print(f"{rep.summary()}\nwrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch)."""
+    from ..errors import PromptSearchError
+    from ..model.loading import DEFAULT_MODEL, default_model_path
+    from ..search.results import Results
+    from ..train.export import export_representation
+
+    if bool(args.results) == bool(args.template):
+        raise PromptSearchError("give a results file (its chosen representation) or --template KEY, one of the two")
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PromptSearchError(f"--out {out} exists and is not an empty folder; pass a new folder")
+    check_writable(out / "modules.json", "--out", "my-model")
+    model, key = args.model, args.template
+    if args.results:
+        res = Results.load(args.results)
+        if res.best is None:
+            raise PromptSearchError(f"{args.results} holds no scored representation yet")
+        if model and model != res.model:
+            raise PromptSearchError(f"{args.results} was searched on model {res.model!r}, not {model!r}; drop --model")
+        model, key = res.model, res.best.key
+    model = model or DEFAULT_MODEL
+    print(export_representation(model, key, out, str(default_model_path()) if model == DEFAULT_MODEL else None))
     return 0

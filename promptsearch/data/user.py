@@ -133,6 +133,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
                     builder = text_file_builder
                 if p.stat().st_size == 0:
                     raise DataError(f"{p} is empty; give a file with data rows")
+                if builder == "json" and (records := _json_records(p)) is not None:
+                    return datasets.Dataset.from_list(records)
                 return datasets.load_dataset(builder, data_files=str(p), split="train", **kw)
             if p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
                 ds = datasets.load_from_disk(str(p))
@@ -155,6 +157,24 @@ def load_table(spec: str, text_file_builder: str | None = None):
             where = str(p) if p.exists() else repr(name)
             raise DataError(f"cannot load {where}: {type(exc).__name__}: {first_line(exc, 160)}") from None
     return _pick_split(ds, spec, split)
+
+
+def _json_records(p: Path) -> list[dict] | None:
+    """A ``.json`` file holding one list of records, read with Python's exact float parser (the
+    ``json`` builder reads such a list through pandas, whose fast parser rounds floats to about 15
+    significant digits and so creates ties a ``.jsonl`` of the same records does not have); None
+    for anything else (JSON Lines, an object of columns), which the builder reads."""
+    import json
+
+    with open(p, "rb") as f:
+        head = f.read(64).lstrip()
+    if not head.startswith(b"["):
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the builder's read says what is wrong
+    return data if isinstance(data, list) and data and all(isinstance(r, dict) for r in data) else None
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -27,7 +27,8 @@ from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, precision_choice, length_order, pad, prepare, unique
 from .prompt import PromptModule
-from .reps import Batch, Pooling, Rep, biased_token_ids, rep
+from ..template import POOLED_READOUTS
+from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
 
 
 @dataclass
@@ -81,6 +82,7 @@ class PromptEncoder:
         self.default_denoise = False
         self.default_layer: int | None = None  # a trained directory's read-out layer (None: the last)
         self._biased_ids: frozenset[int] | None = None
+        self.on_first_pass = None  # called once, before the first forward pass (the CLI's precision line)
         lead, trail = self.prompt._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
 
@@ -268,13 +270,41 @@ class PromptEncoder:
             for r in (r for r in masked if r.template == template):
                 s = st if layers is None else st[self.prompt.layer_index(r.layer)]
                 out[r] = r.from_states(s.raw, s.denoised, self)
-        pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt}
+        pooled_t = [r for r in reps if isinstance(r, PromptPool)]  # a template's pass, pooled
+        if pooled_t:
+            for r in pooled_t:
+                self.check_readout(r)
+            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in pooled_t)), batch_size=batch_size,
+                                      show_progress_bar=show_progress_bar)
+            for r in pooled_t:
+                out[r] = st[r.template][POOLED_READOUTS.index(r.readout)]
+        pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)
             for r, resolved in pooled.items():
                 out[r] = res[resolved]
         return {r: r.combine([out[p] for p in r.parts()]) for r in wanted}
+
+    def check_readout(self, r: PromptPool) -> None:
+        """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
+        if r.readout == "cls" and (self.model.causal or not self.prompt._specials()[0]):
+            raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
+                                    "does not put first; use --readout mean or sentence-mean")
+        self.prompt.check_template(r.template, pooled=True)
+
+    def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,
+                        show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
+        """Each template's pass pooled every way (:data:`~promptsearch.template.POOLED_READOUTS` order),
+        {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
+        sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling)."""
+        ts = list(dict.fromkeys(Template.parse(t) for t in templates))
+        uniq, inverse = unique(prepare(sentences, add_period=False))
+        rows = {t: self.prompt.input_rows(uniq, t, pooled=True) for t in ts}
+        self._first_pass()
+        with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
+            states = self.prompt.pooled_rows_states(rows, self.max_tokens, batch_size or self.batch_size, bar)
+        return {t.text: states[t.text][:, inverse] for t in ts}
 
     # ---- template ([MASK]) representation -----------------------------------------------------
     def prepare(self, sentences: Iterable[str]) -> list[str]:
@@ -299,6 +329,7 @@ class PromptEncoder:
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(self.prepare(sentences))
         rows = {t: self.prompt.input_rows(uniq, t) for t in ts}
+        self._first_pass()
         ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
         with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
             states = self.prompt.rows_states(rows, self.max_tokens, batch_size or self.batch_size, ls, bar)
@@ -322,11 +353,17 @@ class PromptEncoder:
         out = self.encode_reps(sentences, reps, batch_size=batch_size, show_progress_bar=show_progress_bar)
         return [out[r] for r in reps]
 
+    def _first_pass(self) -> None:
+        hook, self.on_first_pass = self.on_first_pass, None
+        if hook is not None:
+            hook()
+
     # ---- pooling baselines -------------------------------------------------------------------
     @torch.inference_mode()
     def forward_pooled(self, sentences, poolings: Sequence[Pooling], *, batch_size=None,
                        show_progress_bar=None) -> dict[Pooling, np.ndarray]:
         """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved)."""
+        self._first_pass()
         hidden_states = any(p.hidden_states for p in poolings)
         attentions = any(p.attentions for p in poolings)
         forward = any(p.forward for p in poolings)

@@ -22,11 +22,12 @@ class PromptInputs:
     def __init__(self, module):
         self.module = module
 
-    def rows(self, sentences: Sequence[str], template: Template) -> ListRows:
+    def rows(self, sentences: Sequence[str], template: Template, pooled: bool = False) -> ListRows:
         """(input ids, [MASK] index, sentence token count) for each prepared sentence, spliced from
-        the sentences' cached tokens (:class:`~.rows.SplicedRows`: no row built until a batch needs it)."""
-        r = self.module.rendered(template)
-        flat, starts, n = self.module.sentence_arrays(sentences, template)
+        the sentences' cached tokens (:class:`~.rows.SplicedRows`: no row built until a batch needs it);
+        ``pooled``: for a pooled read-out (the template may have no [MASK])."""
+        r = self.module.rendered(template, pooled)
+        flat, starts, n = self.module.sentence_arrays(sentences, template, pooled)
         return SplicedRows(r.before, r.after, r.mask_in_before, r.mask_index, flat, starts, n)
 
     def bias_rows(self, template: Template, lengths: Sequence[int]) -> list[tuple[list[int], list[int], int]]:

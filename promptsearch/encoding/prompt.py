@@ -62,6 +62,7 @@ class PromptModule(nn.Module):
         self.compat = compat
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
+        self._rendered_pooled: dict[str, RenderedTemplate] = {}  # templates without [MASK], for pooled read-outs
         self._tokens: dict[str, list[int]] = {}  # sentence text (as it fills [X]) -> its token ids
         self._flat: tuple | None = None  # the last sentence set's tokens as arrays (see sentence_arrays)
         self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
@@ -80,17 +81,23 @@ class PromptModule(nn.Module):
     def _specials(self):
         return special_tokens_around(self.tokenizer)
 
-    def rendered(self, template: str | Template) -> RenderedTemplate:
+    def rendered(self, template: str | Template, pooled: bool = False) -> RenderedTemplate:
+        """The template's ids for this tokenizer; ``pooled``: for a pooled read-out (it needs no [MASK])."""
         t = Template.parse(template)
+        if pooled and t.readout == "last":
+            r = self._rendered_pooled.get(t.text)
+            if r is None:
+                r = self._rendered_pooled[t.text] = t.render(self.tokenizer, causal=self.causal, pooled=True)
+            return r
         r = self._rendered.get(t.text)
         if r is None:
             r = self._rendered[t.text] = t.render(self.tokenizer, causal=self.causal)
         return r
 
-    def check_template(self, template: str | Template) -> int:
+    def check_template(self, template: str | Template, pooled: bool = False) -> int:
         """Render the template for this tokenizer; the sentence tokens it leaves room for, or a
         one-line error when it leaves none."""
-        r = self.rendered(template)
+        r = self.rendered(template, pooled)
         room = self.max_length - r.n_template_tokens
         if room < 1:
             raise TemplateError(
@@ -115,12 +122,13 @@ class PromptModule(nn.Module):
         room = self.check_template(template)
         return [ids[:room] for ids in self._token_lists(sentences, self.rendered(template))]
 
-    def sentence_arrays(self, sentences: Sequence[str], template: str | Template) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sentence_arrays(self, sentences: Sequence[str], template: str | Template,
+                        pooled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`sentence_ids` as arrays: (every sentence's whole tokens in one flat array, each
         one's start in it, each one's token count truncated so the template fits). The arrays of
         the last sentence set are kept, so the templates of one call splice from one copy."""
-        r = self.rendered(template)
-        room = self.check_template(template)
+        r = self.rendered(template, pooled)
+        room = self.check_template(template, pooled)
         key = (r.sentence_prefix_space, tuple(sentences))
         if self._flat is None or self._flat[0] != key:
             lists = self._token_lists(sentences, r)
@@ -130,13 +138,16 @@ class PromptModule(nn.Module):
         _, flat, starts, lens = self._flat
         return flat, starts, np.minimum(lens, room)
 
-    def input_rows(self, sentences: Sequence[str], template: str | Template) -> ListRows:
+    def input_rows(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> ListRows:
         """(input ids, [MASK] index, template-bias length) for each prepared sentence, as a
         :class:`~.rows.ListRows` (a sequence of those tuples, with their lengths as arrays).
 
         By default the template's pieces and the sentence are tokenized apart and the bias length
         is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
-        string, as kongds/Prompt-BERT's ``evaluation.py`` does (:class:`ReferenceInputs`)."""
+        string, as kongds/Prompt-BERT's ``evaluation.py`` does (:class:`ReferenceInputs`). ``pooled``: rows
+        for a pooled read-out (always the default inputs: the reference only reads [MASK])."""
+        if pooled:
+            return PromptInputs.rows(self.inputs, sentences, Template.parse(template), pooled=True)
         return self.inputs.rows(sentences, Template.parse(template))
 
     def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
@@ -300,6 +311,53 @@ class PromptModule(nn.Module):
                 branched_states(self, g, rows, p, layers, out, at, bar)
         host = out.cpu().numpy()  # the one device-to-host copy
         return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
+
+    def pooled_rows_states(self, rows: dict[Template, ListRows], max_tokens: int, max_rows: int | None = None,
+                           bar=None) -> dict[str, np.ndarray]:
+        """Every template's rows pooled three ways from one pass, (3, n_rows, hidden) each: the mean over
+        all tokens, over the sentence's tokens and the closing special tokens, and the first token's state
+        (the order of :data:`~promptsearch.template.POOLED_READOUTS`). Token-budget batches of one
+        template each, as :meth:`rows_states`."""
+        plan = {t: budget_batches(r.lengths, max_tokens, max_rows) for t, r in rows.items()}
+        if bar is not None:
+            bar.total = sum(map(len, plan.values()))
+            bar.refresh()
+        at = dict(zip(rows, np.cumsum([0] + [len(r) for r in rows.values()]).tolist()))
+        out = torch.empty((3, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
+        with self.autocast():
+            for t, batches in plan.items():
+                r = self.rendered(t, pooled=True)
+                places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
+                done = 0
+                for idx, batch in zip(batches, self._upload(rows[t], batches)):
+                    out[:, places[done : done + len(idx)]] = self._pooled(batch, t, len(r.before), r.n_trail)
+                    done += len(idx)
+                    if bar is not None:
+                        bar.update(1)
+        host = out.cpu().numpy()
+        return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
+
+    def _pooled(self, batch: tuple, template: Template, n_before: int, n_trail: int) -> torch.Tensor:
+        """(3, B, hidden): one batch's mean over all tokens, over the sentence's (+ closing specials), first token."""
+        ids, att, _, lens, shifts = batch
+        extra = {}
+        if self.padding_side == "left":
+            extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
+        with autocast(ids.device, self.bf16):
+            o = self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att, **extra)
+        h = o.last_hidden_state.float()
+        shift = torch.as_tensor(shifts, device=ids.device)[:, None]
+        n = torch.as_tensor(lens, device=ids.device)[:, None]
+        rel = torch.arange(ids.shape[1], device=ids.device)[None, :] - shift  # each cell's place in its row
+        row_len = att.sum(1, keepdim=True)
+        sent = ((rel >= n_before) & (rel < n_before + n)) | ((rel >= row_len - n_trail) & (rel < row_len))
+        first = h[torch.arange(len(ids), device=ids.device), shift[:, 0]]
+
+        def mean(mask):
+            m = mask.to(h.dtype).unsqueeze(-1)
+            return (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+        return torch.stack([mean(att.bool()), mean(sent & att.bool()), first])
 
     def template_only_inputs(self, template: str | Template, length: int) -> tuple[list[int], list[int], int]:
         """(ids, position ids, [MASK] index) of the template alone, as if a sentence of

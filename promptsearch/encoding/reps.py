@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import Template, key_members
+from ..template import POOLED_READOUTS, READOUTS, Template, key_members, readout_key, split_readout
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -129,15 +129,50 @@ class TopKStatic(MaskState):
 
 
 @dataclass(frozen=True)
+class PromptPool(Rep):
+    """A template's pass pooled instead of read at [MASK]: ``readout`` ``"mean"`` averages every token
+    of the input (sentence-transformers' mean pooling of ``prompt + sentence``), ``"sentence-mean"``
+    the sentence's tokens and the closing special tokens (the template's words left out: what
+    ``Pooling(include_prompt=False)`` pools for a prefix prompt), ``"cls"`` reads the first token.
+    The template needs no [MASK]; ``[X] @mean`` is plain mean pooling. Sentences fill [X] as they are
+    (whitespace collapsed, no period added), as sentence-transformers feeds them."""
+
+    template: str
+    readout: str = "mean"
+    prompt: ClassVar[bool] = False
+    pooled_prompt: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if self.readout not in POOLED_READOUTS:
+            raise PromptSearchError(f"unknown read-out {self.readout!r}; choose {', '.join(READOUTS)}")
+        object.__setattr__(self, "template", Template.parse(self.template).text)
+
+    @property
+    def key(self) -> str:
+        return readout_key(self.template, self.readout)
+
+    @property
+    def label(self) -> str:
+        return self.key
+
+    def resolve(self, encoder, data_dir=None) -> "PromptPool":
+        encoder.check_readout(self)
+        return self
+
+    def fields(self) -> dict:
+        return {"template": self.template, "denoise": False, "pooling": self.readout, "head": None}
+
+
+@dataclass(frozen=True)
 class Ensemble(Rep):
     """Several template representations averaged: the mean of their L2-normalized vectors
     (Contrastive Prompting's prompt averaging; a search grows one with ``--ensemble K``)."""
 
-    members: tuple[MaskState, ...]
+    members: tuple[Rep, ...]  # MaskState or PromptPool
 
     def __post_init__(self):
-        if len(self.members) < 2 or not all(m.prompt for m in self.members):
-            raise PromptSearchError("an ensemble averages two or more templates' [MASK] states")
+        if len(self.members) < 2 or not all(m.prompt or getattr(m, "pooled_prompt", False) for m in self.members):
+            raise PromptSearchError("an ensemble averages two or more templates' read-outs")
 
     @property
     def label(self) -> str:
@@ -151,9 +186,10 @@ class Ensemble(Rep):
         return Ensemble(tuple(m.resolve(encoder, data_dir) for m in self.members))
 
     def fields(self) -> dict:
-        return {"template": [m.template for m in self.members], "denoise": [m.denoise for m in self.members],
-                "pooling": "ensemble", "head": None, **({"layer": [m.layer for m in self.members]}
-                                                         if any(m.layer is not None for m in self.members) else {})}
+        return {"template": [getattr(m, "key", m.template) for m in self.members],
+                "denoise": [getattr(m, "denoise", False) for m in self.members],
+                "pooling": "ensemble", "head": None, **({"layer": [getattr(m, "layer", None) for m in self.members]}
+                                                         if any(getattr(m, "layer", None) is not None for m in self.members) else {})}
 
     def parts(self) -> tuple[Rep, ...]:
         return self.members
@@ -301,7 +337,7 @@ class Ditto(Pooling):
 
 
 POOLINGS: dict[str, type[Pooling]] = {p.name: p for p in (Cls, Mean, FirstLast, Static, StaticDebiased, Ditto)}
-TEMPLATE_POOLINGS = (None, "mask", "topk-static")
+TEMPLATE_POOLINGS = (None, "mask", "topk-static") + POOLED_READOUTS
 
 
 def parse_head(text: str | tuple[int, int] | None) -> tuple[int, int]:
@@ -326,6 +362,14 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
             raise PromptSearchError(f"pooling {pooling!r} does not take a template; with --template use "
                                     f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop --template")
         text = Template.parse(template).text
+        if pooling in POOLED_READOUTS:
+            if denoise:
+                raise PromptSearchError(f"--denoise subtracts a template's [MASK] state; the {pooling} read-out has no "
+                                        "template bias to subtract: drop --denoise")
+            if layer is not None:
+                raise PromptSearchError(f"--layer reads a template's [MASK] state at another layer; the {pooling} read-out "
+                                        "reads the last layer: drop --layer")
+            return PromptPool(text, pooling)
         if pooling == "topk-static":
             return TopKStatic(text, bool(denoise), layer, k=top_k)
         return MaskState(text, bool(denoise), layer)
@@ -345,21 +389,31 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 def rep_from_key(key: str | Template, denoise: bool = False) -> Rep:
     """The representation a results-entry key names: a template's [MASK] state (``T``), at a layer
     (``T @layer L``), or the ensemble of several (``A + B``)."""
-    members = [MaskState(t, bool(denoise), layer) for t, layer in key_members(key.text if isinstance(key, Template) else key)]
+    members = [_member(t, bool(denoise), layer) for t, layer in key_members(key.text if isinstance(key, Template) else key)]
     return members[0] if len(members) == 1 else Ensemble(tuple(members))
 
 
+def _member(key: str, denoise: bool, layer: int | None) -> Rep:
+    """One member of a key: a pooled read-out (``T @mean``: never denoised) or a [MASK] state."""
+    t, readout = split_readout(key)
+    return PromptPool(t, readout) if readout else MaskState(t, denoise, layer)
+
+
 def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,
-                     head: str | None = None, layer: int | None = None) -> Rep:
+                     head: str | None = None, layer: int | None = None, readout: str | None = None) -> Rep:
     """:func:`rep` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
     pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash.
     Several templates (a list) are their :class:`Ensemble`."""
     if isinstance(template, list) and len(template) > 1:
-        return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer) for t in template))
+        return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer, readout) for t in template))
     template = template[0] if isinstance(template, list) and template else (template or None)
+    if readout not in (None, "mask"):
+        if not template or pooling:
+            raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
+        return rep(template, denoise, readout, layer=layer)
     if template and pooling not in (None, "mask", "topk-static"):
         raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
-                                "mask or topk-static)")
+                                "mask or topk-static; --readout says how a template's pass is pooled)")
     if not template and pooling == "ditto" and not head:
         raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
     return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None,

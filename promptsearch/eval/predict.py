@@ -48,7 +48,8 @@ def predict(enc: PromptEncoder, sentences: Sequence[str], template: str, top_k: 
         rows = []
         for logits in (raw[i], den[i]):
             p = logits.softmax(-1)
-            v, ix = p.topk(top_k)
+            words = int(torch.isfinite(logits).sum())  # special tokens are -inf (word_logits): never listed
+            v, ix = p.topk(min(top_k, words))
             rows.append([(tok.convert_ids_to_tokens(int(j)), float(x)) for x, j in zip(v, ix)])
         out.append(Prediction(s, rows[0], rows[1]))
     return out

@@ -86,15 +86,17 @@ def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, sh
 
     # given as text: a template (a shipped name, with ``demos``) or a results-entry key (a layer, an ensemble)
     templates = templates and [resolve_key(t, demos) if isinstance(t, str) else t for t in templates]
-    best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
     if templates is None and enc.model.causal:
         templates = [resolve_template(t, demos) for t in causal_templates()]
     elif templates is None:
         templates = paper_templates(enc.model.config.model_type, compat=enc.compat)
-    reps = [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])]
-    for t in templates:  # a template, or a results-entry key (a layer, an ensemble)
-        reps += [rep_from_key(t), rep_from_key(t, denoise=True)]
-    return reps, best
+    keyed = []
+    for t in templates:  # a template, or a results-entry key (a layer, an ensemble): checked before any pass
+        keyed += [enc.resolve(rep_from_key(t)), enc.resolve(rep_from_key(t, denoise=True))]
+        for m in keyed[-1].parts():
+            enc.check_template(m.template)
+    best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
+    return [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])] + keyed, best
 
 
 def report(enc, tasks, model: str, templates=None, demos=None, data_dir=None, show_progress_bar=None, fmt=None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .baseline import score_own, settle
 from .results import Results
 from .scorer import Scorer, Score
 from .validate import DEFAULT_VALIDATE_ON, validate
@@ -34,12 +35,14 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     settings = strategy.settings()
     if len(scorer.datasets) > 1:  # the objective over several dev sets
         settings["objective"] = scorer.objective
-    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings)
+    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings, numbers=scorer.numbers())
     results.track(scorer.work)
+    own = score_own(scorer, results)  # the model's own representation: the first candidate, always
     strategy.run(scorer, results)
-    results.save()
+    settle(scorer, results, getattr(strategy, "min_gain", "auto"))  # kept unless beaten beyond noise
     if validate_top > 0 and validate_on:
         extra = getattr(strategy, "validation_extra", lambda results: [])(results)  # optional: more templates to validate
+        extra = [own, results.best.key] + list(extra)
         validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar)
     return results
 
@@ -56,7 +59,8 @@ class GivenTemplates:
 
     def check(self, scorer: Scorer) -> None:
         for t in self.templates:  # every template usable with this tokenizer before anything is written
-            scorer.encoder.check_template(t)
+            rep = scorer.rep(scorer.canonical(t), scorer.denoise)
+            scorer.encoder.check_readout(rep) if hasattr(rep, "readout") else scorer.encoder.check_template(t)
 
     def run(self, scorer: Scorer, results: Results) -> None:
         for sc in scorer.score_chunks(self.templates):

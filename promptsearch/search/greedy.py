@@ -30,6 +30,26 @@ from .results import Results
 from .scorer import Scorer
 
 
+# Prompts the read-out step pools (besides the template greedy chose): instruction-style prefixes as
+# sentence-transformers models take them, quoting, and PromptBERT's templates read as a whole.
+READOUT_PROMPTS = ("[X]", '"[X]"', "query: [X]", "passage: [X]", "Represent this sentence: [X]",
+                   "Represent the meaning of this sentence: [X]", "The sentence: [X]", "[X] means [MASK] .",
+                   'This sentence : "[X]" means [MASK] .')
+
+
+def parse_readouts(spec) -> list[str]:
+    """``--readouts`` as a list of pooled read-outs ("none" or empty: none)."""
+    from ..template import POOLED_READOUTS
+
+    items = [x.strip() for x in (spec.split(",") if isinstance(spec, str) else (spec or [])) if x.strip()]
+    if items in (["none"], []):
+        return []
+    bad = [x for x in items if x not in POOLED_READOUTS]
+    if bad:
+        raise PromptSearchError(f"--readouts: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or none")
+    return list(dict.fromkeys(items))
+
+
 @dataclass(frozen=True)
 class GreedyState:
     prefix: tuple[str, ...] = ()
@@ -62,6 +82,9 @@ def load_vocabulary(path: str = "greedy") -> dict:
             raise PromptSearchError(f"{where}: '{key}' must be a non-empty list of strings")
         if any("[X]" in x or "[MASK]" in x for x in items):
             raise PromptSearchError(f"{where}: '{key}' entries must not contain [X] or [MASK]")
+    prompts = v.setdefault("readout_prompts", list(READOUT_PROMPTS))
+    if not isinstance(prompts, list) or not all(isinstance(x, str) and x.count("[X]") == 1 for x in prompts):
+        raise PromptSearchError(f"{where}: 'readout_prompts' must be a list of prompts, each with one [X]")
     v.setdefault("wrappers", ['"', "'"])
     v.setdefault("mask", True)
     v.setdefault("suffix", "." if v["mask"] else "")
@@ -79,6 +102,7 @@ class Greedy:
     ensemble: int = 1  # at most this many templates averaged (grown from the best scored ones while it pays)
     demos_pool: str | None = None  # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
     ensemble_pool: int = 8  # the best scored entries an ensemble draws from
+    readouts: str | list | None = "mean,sentence-mean"  # a read-out step: prompts pooled these ways ("none": no step)
     name: str = "greedy"
     path: list = field(default_factory=list)
 
@@ -97,7 +121,8 @@ class Greedy:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
                 "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {}),
                 **({"ensemble": self.ensemble} if self.ensemble > 1 else {}),
-                **({"demos_pool": self.demos_pool} if self.demos_pool else {})}
+                **({"demos_pool": self.demos_pool} if self.demos_pool else {}),
+                "readouts": parse_readouts(self.readouts)}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
@@ -107,6 +132,8 @@ class Greedy:
             read_demos(self.demos_pool, "--demos-pool")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
+        if "cls" in parse_readouts(self.readouts) and scorer.encoder.model.causal:
+            raise PromptSearchError("--readouts cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
 
     def layer_list(self, scorer: Scorer) -> list[int]:
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
@@ -198,7 +225,47 @@ class Greedy:
         else:
             template = best.template
         chosen = self._layer_step(scorer, results, template, best_score) if self.layers else template
-        results.choose(self._ensemble_step(scorer, results, chosen) if self.ensemble > 1 else chosen)
+        if parse_readouts(self.readouts):
+            chosen = self._readout_step(scorer, results, v["readout_prompts"], chosen, template)
+        results.choose(self._ensemble_step(scorer, results, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
+
+    @staticmethod
+    def _leader(results: Results, chosen: str) -> str:
+        """Where an ensemble starts: the chosen template, or the model's own representation when it scored higher."""
+        own = results.extras.get("x_baseline", {}).get("key")
+        if own in results.entries and results.entries[own].spearman > results.entries[chosen].spearman:
+            return own
+        return chosen
+
+    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: str, template: str) -> str:
+        """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
+        taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
+        from ..template import readout_key
+
+        keys = list(dict.fromkeys(readout_key(p, r) for p in list(prompts) + [template] for r in parse_readouts(self.readouts)))
+        keys = [k for k in keys if k in results.entries or _fits_pooled(scorer, k)]
+        scored = []
+        with tqdm(total=len(keys), desc="read-outs", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
+            for k, sc in zip(keys, scorer.score_chunks(keys, bar)):
+                if k not in results.entries:  # the model's own representation keeps its source
+                    results.add(sc, "greedy:readout")
+                scored.append((sc.spearman, k))
+                self.path.append({"stage": "readout", "step": len(self.path), "template": k, "spearman": round(sc.spearman, 4),
+                                  "candidates": 1})
+        if not scored:
+            return chosen
+        cand_score, cand = max(scored, key=lambda x: x[0])
+        lead = self._leader(results, chosen)  # the best so far: the chosen template or the model's own representation
+        before = results.entries[lead].spearman
+        sims = scorer.member_similarities([lead]) if " @layer " in lead else scorer.similarities(lead)
+        need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
+        taken = cand_score > before + need
+        self.path.append({"stage": "readout:best", "step": len(self.path), "template": cand, "spearman": round(cand_score, 4),
+                          "score_se": round(scorer.evaluator.se(scorer.similarities(cand)), 4), "candidates": len(keys),
+                          "taken": taken, **noise})
+        results.extras["path"] = self.path
+        results.save()
+        return cand if taken else chosen
 
     def _demos_step(self, scorer: Scorer, results: Results, template: str, score: float) -> tuple[float, str]:
         """PromptEOL's choice of demonstration, automated: each one of the pool before the template, then
@@ -308,6 +375,14 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         lb = [r for r in path if r["stage"] == "layer:best"][-1]
         verdict = "taken" if lb["taken"] else f"not above the min gain {lb['min_gain']:.2f}: the last layer stays"
         rows.append((f"(best layer {lb['layer']}: {lb['gain']:+.2f} ± {lb['se']:.2f} over the last, {verdict})", "", *blank))
+    ro = [r for r in path if r["stage"] == "readout"]
+    if ro:
+        rows.append(("Searching for the read-out (prompts pooled)", "", *blank))
+        rows += [row(r["template"], r["spearman"]) for r in ro]
+        rb = [r for r in path if r["stage"] == "readout:best"]
+        if rb:
+            verdict = "taken" if rb[-1]["taken"] else f"not above the min gain {rb[-1]['min_gain']:.2f}: the template stays"
+            rows.append((f"(best read-out {rb[-1]['template']}: {rb[-1]['gain']:+.2f} ± {rb[-1]['se']:.2f}, {verdict})", "", *blank))
     ens = [r for r in path if r["stage"] == "ensemble"]
     if ens:
         rows.append(("Averaging templates (ensemble)", "", *blank))
@@ -325,6 +400,17 @@ def _fits(scorer: Scorer, template: str) -> bool:
 
     try:
         scorer.encoder.check_template(template)
+    except TemplateError:
+        return False
+    return True
+
+
+def _fits_pooled(scorer: Scorer, key: str) -> bool:
+    """Whether a pooled read-out's template leaves the model room for a sentence."""
+    from ..errors import TemplateError
+
+    try:
+        scorer.encoder.check_readout(scorer.rep(key, False))
     except TemplateError:
         return False
     return True

@@ -218,6 +218,16 @@ class OptunaSearch:
         if self.pareto:  # the non-dominated trials' templates, best objective first
             front = {entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
                      if "template" in t.user_attrs}
+            own = results.extras.get("x_baseline", {}).get("key")
+            if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
+                o, sets = results.entries[own].sets, {k: results.entries[k].sets or {} for k in front if k in results.entries}
+
+                def dominates(a, b):
+                    return all(a.get(k, float("-inf")) >= v for k, v in b.items()) and a != b
+
+                front = {k for k in front if not dominates(o, sets.get(k, {}))}
+                if not any(dominates(sets[k], o) for k in front if k in sets):
+                    front.add(own)
             results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
         results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
                                      "finished": sum(t.state in FINISHED for t in trials),

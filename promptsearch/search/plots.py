@@ -36,6 +36,10 @@ def check_out(out) -> Path:
     check_writable(p, "--out", "plot.svg")
     if p.suffix.lower() not in FORMATS:
         raise PromptSearchError(f"--out {p}: give a .svg, .png or .pdf file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made, as results files' are
+    except OSError as exc:
+        raise PromptSearchError(f"--out {p}: cannot make its folder ({exc.strerror or exc}); choose a writable path") from None
     return p
 
 
@@ -72,6 +76,9 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     for name, pts in lines.items():
         ax.plot(list(pts), list(pts.values()), marker="s" if name in held else "^", ls="--" if name in held else ":",
                 label=f"{name} ({'held out' if name in held else 'dev'})")
+    own = _own(res)
+    if own is not None:  # the model's own representation: what every step is measured against
+        ax.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2, label=f"the model's own ({own.key}) {own.spearman:.2f}")
     ax.set_xticks(list(xs), [s for s, _, _ in steps], rotation=20, ha="right")
     ax.set_ylabel("Spearman × 100")
     ax.set_title(f"greedy path: {res.model}")
@@ -86,6 +93,8 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     for i, n in enumerate(names, 1):
         bx.scatter([i] * len(by_source[n]), by_source[n], s=10, alpha=0.6)
     bx.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
+    if own is not None:
+        bx.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2)
     bx.set_title("full-set scores of each step's candidates")
     bx.grid(alpha=0.3)
     fig.tight_layout()
@@ -136,17 +145,27 @@ def plot_scores(res: Results, out: Path) -> list[Path]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.hist([e.spearman for e in res.entries.values()], bins=min(30, max(len(res.entries), 1)))
-    best = res.best
+    best, own = res.best, _own(res)
     if best is not None:
-        ax.axvline(best.spearman, color="k", ls="--", label=f"best {best.spearman:.2f}")
-        ax.legend()
+        ax.axvline(best.spearman, color="k", ls="--", label=f"chosen {best.key[:40]} {best.spearman:.2f}")
+    if own is not None and own is not best:
+        ax.axvline(own.spearman, color="tab:red", ls="-.", label=f"the model's own ({own.key}) {own.spearman:.2f}")
+    if best is not None:
+        ax.legend(fontsize=8)
     ax.set_xlabel(f"Spearman × 100 on {res.dataset}")
     ax.set_ylabel("templates")
-    ax.set_title(f"{res.strategy}: {len(res.entries)} templates, {res.model}")
+    s = res.extras.get("x_spread")
+    spread = f"; min {s['min']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}" if s else ""
+    ax.set_title(f"{res.strategy}: {len(res.entries)} templates, {res.model}{spread}")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
     return [out]
+
+
+def _own(res: Results):
+    """The entry of the model's own representation, when the search scored it."""
+    return res.entries.get(res.extras.get("x_baseline", {}).get("key", ""))
 
 
 def plot_results(path, out=None) -> list[Path]:

@@ -38,8 +38,8 @@ from pathlib import Path
 import jsonschema
 
 from ..errors import PromptSearchError
-from ..fileio import atomic_write, hold_write_lock
-from ..template import entry_key
+from ..fileio import atomic_write, check_not_read_only, hold_write_lock
+from ..template import entry_key, readout_key
 from .scorer import Score
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -66,10 +66,11 @@ class Entry:
     sets: dict | None = None  # dev set -> Spearman, when the objective (``spearman``) spans several
     layer: int | None = None  # read-out layer (``hidden_states`` index), when not the last hidden state
     members: list[str] | None = None  # an ensemble: its members' keys (``template`` is theirs joined by " + ")
+    readout: str | None = None  # a pooled read-out (mean, sentence-mean, cls); None: the [MASK]/last-token state
 
     @property
     def key(self) -> str:
-        return " + ".join(self.members) if self.members else entry_key(self.template, self.layer)
+        return _key(self.template, self.layer, self.members, self.readout)
 
 
 @dataclass
@@ -89,14 +90,18 @@ class Results:
     work_before: dict = field(default_factory=dict)  # encodings by precision in earlier runs of this file
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
     validation: dict | None = None
+    numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
 
     # ---- load / save -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None) -> "Results":
-        """A new results file, or the existing one at ``path`` to resume (same model/dataset/strategy)."""
+    def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
+             numbers: dict | None = None) -> "Results":
+        """A new results file, or the existing one at ``path`` to resume: same model, dataset, strategy,
+        and the same ``numbers`` (weights, the sets' contents, every setting that changes a score)."""
         p = Path(path) if path else None
-        res = cls(p, model, dataset, strategy, denoise, dict(settings or {}))
+        res = cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers)
         if p is not None:
+            check_not_read_only(p)
             hold_write_lock(p)  # a second process on the same file is refused, not a silent last-writer-wins
         if p is not None and p.exists():
             old = cls.load(p)
@@ -108,7 +113,11 @@ class Results:
             if mismatch:
                 k, was, now = mismatch[0]
                 raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
+            if numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, numbers)):
+                raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
+                                        "run's: pass another --out (or delete the file) to start a new run")
             old.settings = res.settings
+            old.numbers = numbers or old.numbers
             res = old
         if p is not None and not p.exists():
             res.save()  # fail now, not after an hour of scoring, if --out is not writable (an existing file is
@@ -124,11 +133,11 @@ class Results:
         res = cls(Path(path), d["model"], d["dataset"], d["strategy"], bool(d["denoise"]), dict(d.get("settings") or {}),
                   created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
-                  validation=d.get("validation"),
+                  validation=d.get("validation"), numbers=d.get("numbers"),
                   extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
         for e in d.get("templates", []):
             entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
-                          e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"))
+                          e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"), e.get("readout"))
             res.entries[entry.key] = entry
         return res
 
@@ -156,7 +165,7 @@ class Results:
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
-        key = " + ".join(score.members) if score.members else entry_key(score.template, score.layer)
+        key = _key(score.template, score.layer, score.members, score.readout)
         old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
             if score.cached:
@@ -169,7 +178,7 @@ class Results:
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1, old.validation if old else None,
                   {k: round(v, 4) for k, v in score.sets.items()} if score.sets else (old.sets if old else None), score.layer,
-                  score.members)
+                  score.members, score.readout)
         self.entries[key] = e
         self.save()
         return e
@@ -208,11 +217,14 @@ class Results:
                       "templates_per_minute": round(tpm, 2) if tpm else None,
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
-            "templates": [{k: v for k, v in asdict(e).items() if not (k in ("validation", "sets", "layer", "members") and v is None)}
+            "templates": [{k: v for k, v in asdict(e).items()
+                           if not (k in ("validation", "sets", "layer", "members", "readout") and v is None)}
                           for e in self.ranked()],
         }
         if self.validation is not None:
             d["validation"] = self.validation
+        if self.numbers is not None:
+            d["numbers"] = self.numbers
         d.update(self.extras)
         return d
 
@@ -250,7 +262,7 @@ class Results:
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
         compares with the results file ``compare``'s."""
-        parts = ([self.format_ranking(top)] if top else []) + ([self.format_stats()] if stats else [])
+        parts = ([self.format_ranking(top)] if top else []) + verdict_lines(self) + ([self.format_stats()] if stats else [])
         line = self.compare(Results.load(compare)) if compare else ""
         return "\n".join(parts + ([line] if line else []))
 
@@ -264,6 +276,49 @@ class Results:
         return f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best {ob.spearman:.2f} ({ob.key})"
 
 
+def verdict_lines(results: Results) -> list[str]:
+    """What a search prints about the model's own representation and the spread (none if not scored)."""
+    v, s = results.extras.get("x_baseline"), results.extras.get("x_spread")
+    if not v or "kept" not in v:
+        return []
+    obj = "the objective" if "," in results.dataset else results.dataset
+    if v["best"] == v["key"]:
+        lines = [f"the model's own representation, {v['key']} ({v['spearman']:.2f}), scored best: it is the answer"]
+    elif v["kept"]:
+        lines = [f"no template beats the model's own representation ({v['key']}, {v['spearman']:.2f}): the best, "
+                 f"{v['best']}, is {v['gain']:+.2f} ± {v['se']:.2f} on {obj}, not above the min gain {v['min_gain']:.2f}; "
+                 f"the answer is the model's own representation"]
+    else:
+        lines = [f"{v['best']} beats the model's own representation ({v['key']}, {v['spearman']:.2f}) by "
+                 f"{v['gain']:+.2f} ± {v['se']:.2f} on {obj}"]
+    if s:
+        lines.append(f"spread of the {s['n']} scored: min {s['min']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}; "
+                     f"the model's own representation ({s['own']:.2f}) ranks {s['own_rank']} of {s['n']}")
+    return lines
+
+
+def _key(template: str, layer: int | None, members: list[str] | None, readout: str | None) -> str:
+    """An entry's key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``."""
+    if members:
+        return " + ".join(members)
+    return readout_key(template, readout) if readout else entry_key(template, layer)
+
+
+def _numbers_differ(was: dict, now: dict) -> str:
+    """What differs between two :meth:`Scorer.numbers` records, in words ('' when nothing does)."""
+    for k in sorted(set(was) | set(now)):
+        a, b = was.get(k), now.get(k)
+        if a == b:
+            continue
+        if k == "data":
+            changed = [d for d in sorted(set(a or {}) | set(b or {})) if (a or {}).get(d) != (b or {}).get(d)]
+            return f"other contents of {changed[0]} (it has changed since)"
+        if k == "model":
+            return "other model weights (the checkpoint has changed since)"
+        return f"{k}={a!r}, not {b!r} as now"
+    return ""
+
+
 def load(path) -> dict:
     """Read a results file, checking the schema; one-line error if it is not one."""
     p = Path(path)
@@ -271,6 +326,9 @@ def load(path) -> dict:
         d = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PromptSearchError(f"no results file {p}") from None
+    except UnicodeDecodeError as exc:
+        raise PromptSearchError(f"{p} is not UTF-8 text (byte {exc.start}); pass a results file written by a promptsearch "
+                                "search") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
     if not isinstance(d, dict) or d.get("schema") not in READABLE:
@@ -284,8 +342,19 @@ def load(path) -> dict:
     return d
 
 
+def _reads_mask(e: Entry) -> bool:
+    """Whether an entry reads [MASK] (last-token) states only: no pooled read-out, no pooled member."""
+    from ..template import split_readout
+
+    return not e.readout and not any(split_readout(m)[1] for m in e.members or [])
+
+
 def top_templates(path, k: int = 2) -> list[Entry]:
-    """The best ``k`` entries of a results file (what the fine-tuner reads): the chosen one first."""
+    """The best ``k`` [MASK]-read entries of a results file (what the fine-tuner trains): the chosen one
+    first when it is one (a pooled read-out, such as the model's own mean pooling, is not trained here)."""
     res = Results.load(path)
     best = res.best
-    return ([best] + [e for e in sorted(res.entries.values(), key=lambda e: -e.spearman) if e is not best])[:k] if best else []
+    ranked = [e for e in sorted(res.entries.values(), key=lambda e: -e.spearman) if _reads_mask(e)]
+    if best is not None and _reads_mask(best):
+        ranked = [best] + [e for e in ranked if e is not best]
+    return ranked[:k]

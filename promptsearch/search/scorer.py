@@ -23,13 +23,13 @@ import numpy as np
 
 from ..data import PairFormat, STSData, load_task, scoring_sets
 from ..encoding import MaskState, PromptEncoder
-from ..encoding.reps import normalized
+from ..encoding.reps import PromptPool, normalized
 from ..errors import PromptSearchError
 from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
-from ..template import Template
+from ..template import Template, readout_key, split_readout
 from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
@@ -52,6 +52,7 @@ class Score:
     sets: dict[str, float] | None = None  # each dev set's score, when the objective spans several
     layer: int | None = None  # the read-out layer (None: the last hidden state)
     members: list[str] | None = None  # an ensemble's members (results-entry keys)
+    readout: str | None = None  # a pooled read-out of the template's pass (None: the [MASK]/last-token state)
 
 
 class Scorer:
@@ -181,6 +182,20 @@ class Scorer:
     def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
 
+    def _batching(self) -> str:
+        """How rows are batched (token budget, row cap): in bf16 or int8 a row's state depends on the
+        batch it is padded in by more than the last digit, so a score is keyed by it there."""
+        return f"{self.encoder.max_tokens}/{self.encoder.batch_size or '-'}"
+
+    def numbers(self) -> dict:
+        """Everything that changes a score, as a results file records it: a resumed run with another
+        value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways."""
+        e = self.encoder
+        return {"model": self.fingerprint, "data": dict(self.data_fingerprints), "precision": e.precision,
+                "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat,
+                "objective": self.objective if len(self.datasets) > 1 else None,
+                **({"batches": self._batching()} if e.precision != "fp32" else {})}
+
     # ---- cache -------------------------------------------------------------------------------
     def key(self, template: str, denoise: bool, dataset: str | None = None) -> str:
         """The cache key of one set's score (the first set's by default)."""
@@ -190,6 +205,7 @@ class Scorer:
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
+                          + ([f"batches={self._batching()}"] if e.precision != "fp32" else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else [])
                           + ([f"layer={self.layer}"] if self.layer is not None else []),
                           ensure_ascii=False)
@@ -200,9 +216,31 @@ class Scorer:
         if self.use_cache:
             self.use_cache = append_scores(self.cache_path, records, seconds)
 
+    @staticmethod
+    def canonical(template: str | Template) -> str:
+        """What the scorer keys a candidate by: the template's text, or ``T @readout`` for a pooled read-out."""
+        if isinstance(template, Template):
+            return template.text
+        t, r = split_readout(template)
+        return readout_key(t, r) if r else Template.parse(template).text
+
+    def rep(self, key: str, denoise: bool):
+        """The representation a candidate key names here: a pooled read-out (never denoised), or the
+        template's [MASK] (last-token) state at this scorer's layer."""
+        t, r = split_readout(key)
+        return PromptPool(t, r) if r else MaskState(key, denoise, self.layer)
+
+    @staticmethod
+    def _typed(sc: Score) -> Score:
+        """A score of a pooled key carries its template and read-out apart (not denoised)."""
+        t, r = split_readout(sc.template)
+        if r:
+            sc.template, sc.readout, sc.denoise = t, r, False
+        return sc
+
     def cached_sets(self, template: str | Template, denoise: bool | None = None) -> dict[str, float] | None:
         """Every set's cached score, or None unless all of them are cached."""
-        t = Template.parse(template).text
+        t = self.canonical(template)
         dn = self.denoise if denoise is None else denoise
         out = {d: self._cache.get(self.key(t, dn, d)) for d in self.datasets}
         return None if any(v is None for v in out.values()) else out
@@ -226,20 +264,20 @@ class Scorer:
     def score_many(self, templates: list[str | Template], fresh: bool = False) -> list[Score]:
         """:meth:`score` of each template, in order; the ones not cached are encoded in one call
         (:meth:`PromptEncoder.encode_templates`: tokenized once, one copy back), each scored as if alone."""
-        ts = [Template.parse(t).text for t in templates]
+        ts = [self.canonical(t) for t in templates]
         hits = {t: None if fresh else self.cached_sets(t) for t in ts}
         todo = list(dict.fromkeys(t for t in ts if hits[t] is None))
         out = {t: Score(t, self.evaluator.value(h), self.denoise, 0.0, cached=True, precision=self.reference_precision,
                         sets=self._sets(h), layer=self.layer) for t, h in hits.items() if h is not None}
         if todo:
             t0 = time.perf_counter()
-            reps = {(t, dn): MaskState(t, dn, self.layer) for t in todo for dn in (False, True)}  # one pass gives both
-            vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
+            reps = {(t, dn): self.rep(t, dn) for t in todo for dn in (False, True)}  # one pass gives both
+            vecs = self.evaluator.encode(self.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
             secs = (time.perf_counter() - t0) / len(todo)
             for t in todo:
                 out[t] = self.record(t, {dn: vecs[reps[(t, dn)]] for dn in (False, True)}, secs)
             self._count_work(self.reference_precision, float(len(todo)))
-        return [out[t] for t in ts]
+        return [self._typed(out[t]) for t in ts]
 
     CHUNK = 16  # templates encoded together by score_chunks (what an interrupt can lose)
 
@@ -257,7 +295,7 @@ class Scorer:
         """The cosine similarity of every pair (the objective's pairs, the run's variant) under
         ``template`` in the reference precision: kept from its full-set score in this process, else
         encoded (a score read from the cache file has none)."""
-        t = Template.parse(template).text
+        t = self.canonical(template)
         if t not in self._sims:
             self._encode_one(t, self.keep_vectors)
         return self._sims[t]
@@ -265,7 +303,7 @@ class Scorer:
     def _encode_one(self, template: str, vectors: bool) -> None:
         """Encode the scorer's sentences with one template (the run's variant, this layer) and keep its
         pair similarities, and its normalized vectors if ``vectors``."""
-        rep = MaskState(template, self.denoise, self.layer)
+        rep = self.rep(template, self.denoise)
         self._keep(template, self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)[rep], vectors)
         self._count_work(self.reference_precision, 1.0)
 
@@ -288,7 +326,7 @@ class Scorer:
     def vectors(self, template: str | Template) -> np.ndarray:
         """The template's L2-normalized vectors of the scorer's sentences (the run's variant, this
         scorer's layer): kept from its score when ``keep_vectors`` is on, else encoded."""
-        t = Template.parse(template).text
+        t = self.canonical(template)
         if t not in self._vecs:
             self._encode_one(t, vectors=True)
         return self._vecs[t]
@@ -312,8 +350,8 @@ class Scorer:
         variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s."""
         self._keep(template, vecs[self.denoise])
         value = self._record(template, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, seconds)
-        return Score(template, value, self.denoise, seconds, precision=self.reference_precision, sets=self.last_sets,
-                     layer=self.layer)
+        return self._typed(Score(template, value, self.denoise, seconds, precision=self.reference_precision,
+                                 sets=self.last_sets, layer=self.layer))
 
     def _record(self, template: str, scores: dict[bool, dict[str, float]], seconds: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's

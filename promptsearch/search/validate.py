@@ -32,7 +32,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
                 if not e.members:
                     by_layer.setdefault(e.layer, []).append(e)
             values = {e.key: sc.spearman for layer, es in by_layer.items()
-                      for e, sc in zip(es, held.at_layer(layer).score_many([e.template for e in es]))}
+                      for e, sc in zip(es, held.at_layer(layer).score_many([e.key if e.readout else e.template for e in es]))}
             for t in chosen:
                 e = results.entries[t]
                 value = values[t] if t in values else held.score_members(e.members).spearman

@@ -76,3 +76,51 @@ class PromptModule(InputModule):
                 self.tokenizer.save_pretrained(out)
             write_config(out, read_config(self.model_name_or_path))
         write_sentence_transformers_files(out)
+
+
+# ---- a searched representation as a plain sentence-transformers model ----------------------------
+def export_representation(model: str, key: str, out, model_path: str | None = None) -> str:
+    """Write a sentence-transformers folder for the representation ``key`` of ``model`` (a results
+    entry: ``prompt [X] @mean``, ``@sentence-mean``, ``@cls``): a Transformer, a Pooling module with
+    ``include_prompt`` as searched, and the prompt in ``config_sentence_transformers.json``
+    (``prompts`` and ``default_prompt_name``), so ``SentenceTransformer(out).encode`` gives its vectors
+    with neither ``trust_remote_code`` nor promptsearch. What sentence-transformers cannot express is
+    refused with a one-line reason, before anything is written. Returns a one-line description."""
+    import warnings
+
+    from ..errors import PromptSearchError
+    from ..template import Template, key_members, quote, split_readout
+
+    members = key_members(key)
+    if len(members) > 1:
+        raise PromptSearchError(f"{quote(key)} is an ensemble: sentence-transformers runs one pass and one pooling, so it "
+                                "cannot average several; export one of its members")
+    (text, layer), = members
+    template, readout = split_readout(text)
+    if readout is None:
+        raise PromptSearchError(f"{quote(key)} reads the [MASK] state{' at a layer' if layer is not None else ''}, which "
+                                "sentence-transformers' Pooling cannot; fine-tune it (promptsearch finetune) for a folder that "
+                                "loads with trust_remote_code, or export a pooled read-out (@mean, @sentence-mean, @cls)")
+    t = Template.parse(template)
+    if t.pieces[1].strip() or t.order != ("X",):
+        raise PromptSearchError(f"{quote(t.text)} has text after [X]: a sentence-transformers prompt goes before the "
+                                "sentence only; export a prompt of the form 'PREFIX [X]'")
+    prompt = t.pieces[0]
+    if readout == "sentence-mean" and not prompt.strip():
+        raise PromptSearchError("'[X] @sentence-mean' has no prompt: sentence-transformers' include_prompt=False leaves out "
+                                "a prompt's tokens only, so it would pool the [CLS] token too; export '[X] @mean' instead")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+        with _quiet_transformers():
+            tr = Transformer(model_path or model)
+        pool = Pooling(tr.get_embedding_dimension() if hasattr(tr, "get_embedding_dimension")
+                       else tr.get_word_embedding_dimension(), pooling_mode="cls" if readout == "cls" else "mean",
+                       include_prompt=readout != "sentence-mean")
+        kw = {"prompts": {"promptsearch": prompt}, "default_prompt_name": "promptsearch"} if prompt else {}
+        st = SentenceTransformer(modules=[tr, pool], similarity_fn_name="cosine", device="cpu", **kw)
+        st.save(str(out))
+    return (f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {t.text} @{readout} of {model}"
+            + (f" (prompt {prompt!r}, default)" if prompt else ""))

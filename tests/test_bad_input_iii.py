@@ -1,0 +1,159 @@
+"""Bad input, third round (issue 34): results that mix data or settings, keys read as text, a
+symlinked or read-only ``--out``, and tracebacks — each gives the right number or one line with
+exit 2, and leaves every file as it was."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from promptsearch.cli import main
+from conftest import DATA, PAPER_T
+
+T2 = "[X] means [MASK] ."
+
+
+def _pairs_csv(path, lo, hi, scores=None):
+    """STS-B dev pairs lo..hi as a ``sentence1,sentence2,score`` CSV."""
+    import csv
+
+    rows = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[lo:hi]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sentence1", "sentence2", "score"])
+        for r in rows:
+            p = r.split("\t")
+            w.writerow([p[5], p[6], p[4]])
+    return path
+
+
+@pytest.fixture()
+def base(tiny_bert_dir):
+    return ["score", "--model", str(tiny_bert_dir), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+
+
+def _one_line(capsys, code, message):
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("template, message", [
+    (T2 + " @layer 3", "names a read-out layer ('@layer')"),
+    (T2 + " @layer x", "names a read-out layer ('@layer')"),
+    (PAPER_T + " + ", "dangling '+'"),
+])
+def test_a_results_key_is_not_a_template(tiny_bert_dir, capsys, template, message):
+    """1. ``T @layer 3`` and ``A + `` were scored as literal text under the real read-out's label:
+    a template is refused, and where a key is read (report) one that does not parse is an error
+    before any pass (``@layer 3`` on a 2-layer model: out of range, before the Ditto head search)."""
+    _one_line(capsys, main(["eval", "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
+    if template.endswith("@layer 3"):
+        message = "layer 3 is out of range"
+    _one_line(capsys, main(["report", "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
+
+
+def test_resuming_after_the_data_changed_is_refused(base, tmp_path, capsys):
+    """2. The results file records each set's content fingerprint, not just its name."""
+    mine, out = _pairs_csv(tmp_path / "mine.csv", 0, 40), tmp_path / "mine.json"
+    assert main(base + ["--dataset", str(mine), "--out", str(out), PAPER_T]) == 0
+    before = out.read_bytes()
+    _pairs_csv(mine, 400, 440)
+    _one_line(capsys, main(base + ["--dataset", str(mine), "--out", str(out), T2]), "other contents of")
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", [["--max-length", "9"], ["--no-period"], ["--bf16"], ["--dataset", "sts16,stsb-dev", "--objective", "min"]])
+def test_resuming_with_other_settings_is_refused(base, tmp_path, capsys, flag):
+    """3. A setting that changes a number is recorded and checked on resume."""
+    out = tmp_path / "r.json"
+    first = ["--dataset", "sts16,stsb-dev"] if "--objective" in flag else []
+    assert main(base + first + ["--out", str(out), PAPER_T]) == 0
+    before = out.read_bytes()
+    code = main(base + flag + ["--out", str(out), T2])
+    _one_line(capsys, code, "pass another --out")
+    assert out.read_bytes() == before
+
+
+def test_json_and_jsonl_of_the_same_records_give_the_same_spearman(tiny_bert_dir, tmp_path, capsys):
+    """4. A JSON list was read through pandas' lossy float parser: 1e-12 steps became ties."""
+    rows = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:60]
+    recs = []
+    for k, r in enumerate(rows):
+        p = r.split("\t")
+        recs.append({"sentence1": p[5], "sentence2": p[6], "score": round(float(p[4])) + k * 1e-12 + (0.5 if k % 2 else 0)})
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "p.json").write_text(json.dumps(recs), encoding="utf-8")
+    got = {}
+    for name in ("p.json", "p.jsonl"):
+        assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--tasks", str(tmp_path / name),
+                     "--json", "-q", "--no-bf16"]) == 0
+        got[name] = json.loads(capsys.readouterr().out)[str(tmp_path / name)]
+    assert got["p.json"] == got["p.jsonl"]
+
+
+def test_out_through_a_symlink_updates_its_target(base, tmp_path):
+    """7. The link was replaced by a plain file and its target never updated."""
+    target, link = tmp_path / "real.json", tmp_path / "link.json"
+    assert main(base + ["--out", str(target), PAPER_T]) == 0
+    link.symlink_to(target)
+    assert main(base + ["--out", str(link), T2]) == 0
+    assert link.is_symlink() and len(json.loads(target.read_text())["templates"]) == 3  # the model's own + 2
+
+
+def test_a_read_only_out_is_refused_and_a_mode_is_kept(base, tmp_path, capsys):
+    """8. As root a read-only results file was replaced (mode back to 0644)."""
+    out = tmp_path / "ro.json"
+    assert main(base + ["--out", str(out), PAPER_T]) == 0
+    os.chmod(out, 0o444)
+    before = out.read_bytes()
+    _one_line(capsys, main(base + ["--out", str(out), T2]), "is read-only")
+    assert out.read_bytes() == before and stat.S_IMODE(out.stat().st_mode) == 0o444
+    os.chmod(out, 0o640)
+    assert main(base + ["--out", str(out), T2]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+
+
+def test_predict_top_k_beyond_the_vocabulary(tiny_bert_dir, capsys):
+    """9. ``--top-k 100000`` was a RuntimeError; special tokens must never be listed."""
+    assert main(["predict", "--model", str(tiny_bert_dir), "--top-k", "100000", "--json", "--no-bf16", "a man ."]) == 0
+    cap = capsys.readouterr()
+    rows = json.loads(cap.out)
+    words = [w for w, _ in rows[0]["raw"]]
+    assert "is more than this model's" in cap.err and len(words) == len(set(words)) > 100
+    assert not {"[MASK]", "[UNK]", "[SEP]", "[CLS]", "[PAD]"} & set(words)
+
+
+def test_a_results_file_that_is_not_utf8(tiny_bert_dir, base, tmp_path, capsys):
+    """10. UnicodeDecodeError in every command that reads a results file."""
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"schema": "promptsearch.results/2", "model": "caf\xe9"}')
+    before = bad.read_bytes()
+    for argv in (["plot", str(bad)], base + ["--out", str(bad), PAPER_T],
+                 ["finetune", "--model", str(tiny_bert_dir), "--templates", str(bad), "--out", str(tmp_path / "ft"), "-q"],
+                 ["optuna", "--model", str(tiny_bert_dir), "--compare", str(bad), "--out", str(tmp_path / "o.json"), "-q"]):
+        _one_line(capsys, main(argv), "is not UTF-8 text")
+    assert bad.read_bytes() == before
+
+
+def test_plot_into_a_missing_folder(base, tmp_path):
+    """11. ``plot --out missing_folder/x.svg`` was a FileNotFoundError."""
+    out = tmp_path / "s.json"
+    assert main(base + ["--out", str(out), PAPER_T, T2]) == 0
+    svg = tmp_path / "missing" / "deeper" / "x.svg"
+    assert main(["plot", str(out), "--out", str(svg)]) == 0 and svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_bf16_scores_are_cached_per_batching(tiny_bert_dir, tmp_path):
+    """5. In bf16 a row's state depends on its batch: ``--max-tokens 64`` then a default run with the
+    same cache returned the ``--max-tokens 64`` number. Now the second run scores afresh."""
+    cache = tmp_path / "c.jsonl"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--cache", str(cache), "-q", "--bf16",
+            "--validate-top", "0"]
+    assert main(argv + ["--max-tokens", "64", "--out", str(tmp_path / "a.json"), PAPER_T]) == 0
+    assert main(argv + ["--out", str(tmp_path / "b.json"), PAPER_T]) == 0
+    assert main(argv[:5] + ["--no-cache"] + argv[7:] + ["--out", str(tmp_path / "c.json"), PAPER_T]) == 0
+    got = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"}
+    assert got["b"]["stats"]["cached"] == 0
+    assert got["b"]["templates"][0]["spearman"] == got["c"]["templates"][0]["spearman"]

@@ -1,0 +1,166 @@
+"""Read-outs of a template's pass (issue 31): the mean over all tokens, over the sentence's tokens
+(and the closing special tokens), the first token — each against a hand computation from the model's
+own hidden states, masked and causal, right and left padding; the model's own representation as the
+first candidate of every search and the rule that keeps it; the export to sentence-transformers."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from promptsearch.cli import main
+from promptsearch.encoding.reps import Mean, PromptPool
+from promptsearch.model.own import own_key
+from promptsearch.template import OWN
+from conftest import DATA, PAPER_T, make_encoder
+
+SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
+
+
+def _hand(model, ids: list[int], sentence: slice, trail: int) -> dict[str, np.ndarray]:
+    """One input alone (no padding): every read-out from its last hidden state."""
+    with torch.no_grad():
+        h = model(input_ids=torch.tensor([ids])).last_hidden_state[0].double().numpy()
+    keep = list(range(len(ids)))[sentence] + list(range(len(ids) - trail, len(ids)))
+    return {"mean": h.mean(0), "sentence-mean": h[sorted(set(keep))].mean(0), "cls": h[0]}
+
+
+@pytest.mark.parametrize("template", ["query : [X]", "[X] means [MASK] .", "[X]"])
+def test_bert_readouts_equal_a_hand_computation(tiny_bert_dir, template):
+    enc = make_encoder(tiny_bert_dir)
+    tok, model = enc.tokenizer, enc.encoder.eval()
+    before, after = template.split("[X]")
+    reps = [PromptPool(template, r) for r in ("mean", "sentence-mean", "cls")]
+    got = enc.encode_reps(SENTS, reps)
+    for i, s in enumerate(SENTS):
+        pre = tok(before.strip(), add_special_tokens=False)["input_ids"] if before.strip() else []
+        sent = tok(s, add_special_tokens=False)["input_ids"]
+        post = tok(after.strip(), add_special_tokens=False)["input_ids"] if after.strip() else []
+        ids = [tok.cls_token_id] + pre + sent + post + [tok.sep_token_id]
+        want = _hand(model, ids, slice(1 + len(pre), 1 + len(pre) + len(sent)), 1)
+        for r in reps:  # batched with padding: fp32 rounding only
+            np.testing.assert_allclose(got[r][i], want[r.readout], rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_causal_readouts_equal_a_hand_computation(tiny_gpt2_dir, side):
+    enc = make_encoder(tiny_gpt2_dir, padding_side=side)
+    tok, model = enc.tokenizer, enc.encoder.eval()
+    template = "This sentence : [X] means"
+    reps = [PromptPool(template, r) for r in ("mean", "sentence-mean")]
+    got = enc.encode_reps(SENTS, reps)
+    for i, s in enumerate(SENTS):
+        pre = tok("This sentence :", add_special_tokens=False)["input_ids"]
+        sent = tok(" " + s, add_special_tokens=False)["input_ids"]
+        post = tok(" means", add_special_tokens=False)["input_ids"]
+        want = _hand(model, pre + sent + post, slice(len(pre), len(pre) + len(sent)), 0)
+        for r in reps:
+            np.testing.assert_allclose(got[r][i], want[r.readout], rtol=0, atol=2e-5)
+
+
+def test_plain_mean_template_is_the_models_mean_pooling(tiny_bert_dir):
+    enc = make_encoder(tiny_bert_dir)
+    out = enc.encode_reps(SENTS, [PromptPool(OWN.split(" @")[0], "mean"), Mean()])
+    np.testing.assert_array_equal(*out.values())
+
+
+def test_own_key_reads_a_sentence_transformers_folder(tmp_path):
+    assert own_key(None) == OWN and own_key(tmp_path) == OWN
+    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                                                       {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True, "include_prompt": False}))
+    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": "query: ", "doc": ""},
+                                                                            "default_prompt_name": "query"}))
+    assert own_key(tmp_path) == "query: [X] @sentence-mean"
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    assert own_key(tmp_path) == "query: [X] @cls"
+    (tmp_path / "config_sentence_transformers.json").write_text("{}")
+    assert own_key(tmp_path) == "[X] @cls"
+
+
+def _score(tiny_bert_dir, out, *templates, extra=()):
+    return main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0", "--out", str(out), *extra, *templates])
+
+
+def test_the_models_own_representation_is_scored_first(tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert _score(tiny_bert_dir, out, PAPER_T, "query : [X]", extra=["--readout", "sentence-mean"]) == 0
+    printed = capsys.readouterr().out
+    d = json.loads(out.read_text())
+    first = min(d["templates"], key=lambda e: e["order"])
+    assert (first["template"], first.get("readout"), first["source"]) == ("[X]", "mean", "baseline")
+    assert d["x_baseline"]["key"] == OWN and "model's own representation" in printed
+    s = d["x_spread"]
+    scores = [e["spearman"] for e in d["templates"]]
+    assert (s["n"], s["min"], s["max"]) == (3, min(scores), max(scores))
+    assert s["own_rank"] == 1 + sum(v > first["spearman"] for v in scores)
+    enc = make_encoder(tiny_bert_dir)
+    from promptsearch.eval import evaluate_reps
+    want = evaluate_reps(enc, [Mean()], ["sts16"])[Mean()]["sts16"]["spearman"]
+    assert first["spearman"] == pytest.approx(want, abs=1e-4)  # the results file rounds to 4 decimals
+
+
+@pytest.mark.parametrize("min_gain, kept", [(1000.0, True), (-1000.0, False)])
+def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_dir, min_gain, kept):
+    from promptsearch.search import Results, Scorer
+    from promptsearch.search.baseline import score_own, settle, verdict_lines
+
+    scorer = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", use_cache=False)
+    res = Results(None, "tiny", "sts16", "score", True)
+    own = score_own(scorer, res)
+    res.add(scorer.score(PAPER_T), "score")
+    res.choose(PAPER_T)  # the strategy's answer, whatever it scored
+    settle(scorer, res, min_gain)
+    assert res.best.key == (own if kept else PAPER_T)
+    line = verdict_lines(res)[0]
+    assert line.startswith("no template beats the model's own representation") if kept else " beats the model's own" in line
+    v = res.extras["x_baseline"]
+    assert v["kept"] is kept and v["gain"] == pytest.approx(res.entries[PAPER_T].spearman - res.entries[own].spearman, abs=2e-4)
+
+
+def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path, capsys):
+    """SentenceTransformer(folder).encode scored by its own EmbeddingSimilarityEvaluator equals
+    promptsearch eval of the same representation (STS-B dev, within 0.01)."""
+    folder = tmp_path / "st"
+    assert main(["export", "--model", str(tiny_bert_dir), "--template", "query : [X] @sentence-mean", "--out", str(folder)]) == 0
+    capsys.readouterr()
+    assert not (folder / "promptsearch.json").exists()
+    cfg = json.loads((folder / "config_sentence_transformers.json").read_text())
+    assert cfg["prompts"]["promptsearch"] == "query : " and cfg["default_prompt_name"] == "promptsearch"
+    assert main(["eval", "--model", str(tiny_bert_dir), "--template", "query : [X]", "--readout", "sentence-mean",
+                 "--tasks", "stsb-dev", "--json", "-q", "--no-bf16"]) == 0
+    ours = json.loads(capsys.readouterr().out)["stsb-dev"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+        from promptsearch.data import load_task
+
+        a, b, y = load_task("stsb-dev").subsets["dev"]
+        st = SentenceTransformer(str(folder), device="cpu")  # no trust_remote_code
+        theirs = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(st)
+    key = next(k for k in theirs if k.endswith("spearman_cosine"))
+    assert abs(100 * theirs[key] - ours) < 0.01
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "--template", "query : [X]", "--readout", "max"], "invalid choice: 'max'"),
+    (["eval", "--model", "{gpt2}", "--template", "a [X] b", "--readout", "cls", "--tasks", "sts16", "-q"], "does not put first"),
+    (["eval", "--model", "{bert}", "--template", "query : [X]", "--readout", "mean", "--denoise", "-q"], "drop --denoise"),
+    (["eval", "--model", "{bert}", "--pooling", "mean", "--readout", "mean", "-q"], "give a --template"),
+    (["export", "--model", "{bert}", "--template", "a [X] @mean + [X] @cls", "--out", "{new}"], "is an ensemble"),
+    (["export", "--model", "{bert}", "--template", PAPER_T, "--out", "{new}"], "reads the [MASK] state"),
+    (["export", "--model", "{bert}", "--template", "[X] means @mean", "--out", "{new}"], "has text after [X]"),
+    (["greedy", "--model", "{bert}", "--readouts", "mean,max", "--out", "{new}.json"], "unknown read-out 'max'"),
+])
+def test_bad_readout_input_is_one_line(tiny_bert_dir, tiny_gpt2_dir, tmp_path, capsys, argv, message):
+    new = tmp_path / "new"
+    argv = [a.format(gpt2=tiny_gpt2_dir, bert=tiny_bert_dir, new=new) for a in argv]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not new.exists() and not (tmp_path / "new.json").exists()
