@@ -58,7 +58,7 @@ def causal_templates() -> list[str]:
 def read_demos(path: str, flag: str = "--demos") -> list[tuple[str, str]]:
     """In-context demonstrations: ``sentence<TAB>word`` lines of ``path`` (``#`` comments)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not text
     except (OSError, UnicodeDecodeError) as exc:
         raise PromptSearchError(f"cannot read {flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
     shots = []
@@ -68,6 +68,10 @@ def read_demos(path: str, flag: str = "--demos") -> list[tuple[str, str]]:
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
             raise PromptSearchError(f"{flag} {path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
+        slot = next((x for x in ("[X]", "[MASK]") if x in line), None)
+        if slot:
+            raise PromptSearchError(f"{flag} {path}:{i}: a demonstration holds {slot}, which a template reserves; write "
+                                    "the sentence and its word as plain text")
         shots.append((parts[0].strip(), parts[1].strip()))
     if not shots:
         raise PromptSearchError(f"{flag} {path} holds no 'sentence<TAB>word' lines")

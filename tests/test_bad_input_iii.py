@@ -157,3 +157,78 @@ def test_bf16_scores_are_cached_per_batching(tiny_bert_dir, tmp_path):
     got = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in "abc"}
     assert got["b"]["stats"]["cached"] == 0
     assert got["b"]["templates"][0]["spearman"] == got["c"]["templates"][0]["spearman"]
+
+
+def test_a_warm_cache_does_not_change_the_search(tiny_bert_dir, tmp_path):
+    """6. Cached full-set scores skipped a racing rung, so survivors (and the answer) differed."""
+    from tests.test_racing import _vocab
+
+    vocab = _vocab(tmp_path)
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2", "-q",
+            "--no-bf16", "--validate-top", "0", "--readouts", "none", "--race-rungs", "0.25,0.5", "--finalists", "1"]
+    assert main(argv + ["--no-cache", "--out", str(tmp_path / "cold.json")]) == 0
+    cache = tmp_path / "warm.jsonl"  # scores of some candidates — the weak ones a race would drop — cached beforehand
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--cache", str(cache), "-q", "--no-bf16",
+                 "--validate-top", "0", "[X] [MASK] .", "[X] like [MASK] .", "This [X] means [MASK] ."]) == 0
+    assert main(argv + ["--cache", str(cache), "--out", str(tmp_path / "warm.json")]) == 0
+    cold, warm = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("cold", "warm"))
+    path = lambda d: [(r["stage"], r["template"], r["spearman"], r.get("dropped")) for r in d["path"]]  # noqa: E731
+    assert path(cold) == path(warm) and cold["x_chosen"] == warm["x_chosen"]
+
+
+def test_a_hand_edited_or_foreign_winner_is_said(base, tmp_path, capsys):
+    """15. A hand-edited entry (99.9, never scored) was rank 1 and trained on without a word; so was a
+    results file searched on another model."""
+    from promptsearch.search.results import Results
+
+    out = tmp_path / "r.json"
+    assert main(base + ["--out", str(out), PAPER_T, T2]) == 0
+    assert Results.load(out).unverified() == []
+    d = json.loads(out.read_text())
+    d["templates"][-1]["spearman"] = 99.9
+    d["x_chosen"] = d["templates"][-1]["template"]
+    out.write_text(json.dumps(d))
+    res = Results.load(out)
+    assert res.unverified() == [res.best.key] and res.best.spearman == 99.9
+    notes = res.trust_notes("another-model")
+    assert "is not the one a promptsearch search wrote" in notes[0] and "not 'another-model'" in notes[1]
+    capsys.readouterr()
+    assert main(base + ["--out", str(out), PAPER_T]) == 0  # resumed: the edit is not laundered by a rewrite
+    assert "note: " in capsys.readouterr().out and Results.load(out).unverified()
+
+
+@pytest.mark.parametrize("lines, message", [
+    (["a dog runs .\tdog", "the [MASK] sleeps .\tcat"], "pool.tsv:2: a demonstration holds [MASK]"),
+    (["a dog runs .\tdog", "[X] rains .\train"], "pool.tsv:2: a demonstration holds [X]"),
+    ([f"sentence {i} .\tword" for i in range(200)], "holds 200 demonstrations"),
+])
+def test_a_demos_pool_is_checked_before_anything_runs(tiny_bert_dir, tmp_path, capsys, lines, message):
+    """12/13. A pool line holding [X] or [MASK] was found after the whole search, naming a generated
+    template; a 100,000-line pool had no bound."""
+    pool, out = tmp_path / "pool.tsv", tmp_path / "best.json"
+    pool.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _one_line(capsys, main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--demos-pool", str(pool),
+                            "--out", str(out), "--no-cache", "-q"]), message)
+    assert not out.exists()
+
+
+def test_a_demos_pool_byte_order_mark_is_not_text(tmp_path):
+    from promptsearch.library import read_demos
+
+    pool = tmp_path / "pool.tsv"
+    pool.write_bytes("a dog runs .\tdog\n".encode("utf-8-sig"))
+    assert read_demos(str(pool)) == [("a dog runs .", "dog")]
+
+
+def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, capsys):
+    """14. Extra --template views were dropped silently; an empty --dataset was told to use --tasks; the
+    summary named STS-B dev whatever --dataset was."""
+    from promptsearch.train.finetune import FinetuneConfig, summary_line
+
+    _one_line(capsys, main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2,
+                            "--template", "[X] is [MASK] .", "--out", str(tmp_path / "ft"), "-q"]), "drop the extra --template")
+    _one_line(capsys, main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "", "--out", str(tmp_path / "g.json"),
+                            "-q"]), "--dataset is empty")
+    s = {"start_stsb_dev": 1.0, "best_stsb_dev": 2.0, "steps": 1, "seconds": 1.0, "steps_per_second": 1.0,
+         "train_sentences_per_second": 1.0, "device": "cpu"}
+    assert "SICK-R trial 1.00 (start) -> 2.00" in summary_line(s, FinetuneConfig("unsup", [PAPER_T]), "out", dev="sick-trial")

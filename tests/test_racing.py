@@ -223,3 +223,13 @@ def test_pruning_rungs_screen_in_int8_but_the_full_score_is_the_reference(tiny_b
     assert scorer.work["int8"] > 0 and scorer.work["fp32"] == 1.0
     keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
     assert len(keys) == 2 and all("fp32" in k for k in keys)  # raw + denoised, reference precision only
+
+
+def test_a_rung_reports_progress_as_its_candidates_are_encoded(tiny_bert_dir):
+    """The bar used to sit at 0/16 for a whole rung: now it moves every few candidates within one."""
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False)
+    templates = [f"[X] {r} [MASK] ." for r in ("means", "is", "like", "says", "shows", "of", "is like", "equals", "a")]
+    calls = []
+    race(scorer, templates, Racing(fractions=(0.25, 0.5), finalists=2), progress=lambda *a: calls.append(a))
+    first = [(n, total) for label, n, total in calls if label.startswith("rung 1/")]
+    assert first[0] == (0, 9) and (4, 9) in first and first[-1] == (9, 9)  # 0, then every PROGRESS_CHUNK, then all

@@ -54,7 +54,7 @@ def cmd_optiprompt(args) -> int:
         cfg = OptiPromptConfig(template=template, steps=args.steps, **_config(args, seed))
         summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
                                    **_dev(args))
-        print(optiprompt_line(summary, cfg, out, len(seeds) > 1))
+        print(optiprompt_line(summary, cfg, out, len(seeds) > 1, one_dataset(args.dataset)))
     return _table(args, seeds, template, ["manual template", "OptiPrompt vectors"])
 
 
@@ -62,6 +62,8 @@ def cmd_finetune(args) -> int:
     seeds = _start(args)
     templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
                                        args.template_dir)
+    for note in Results.load(args.templates).trust_notes(args.model) if args.templates else []:
+        print(f"note: {note}", file=sys.stderr)
     if args.templates and (best := Results.load(args.templates).best) is not None and best.readout:
         print(f"note: {args.templates}'s answer is {best.key}, a pooled read-out; finetune trains [MASK] read-outs, so it "
               f"starts from the file's best [MASK] template(s), and its result is worth keeping only if it beats "
@@ -76,7 +78,8 @@ def cmd_finetune(args) -> int:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
                              **_config(args, seed))
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1,
+                            one_dataset(args.dataset)))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
 
 

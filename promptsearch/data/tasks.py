@@ -60,6 +60,9 @@ def scoring_sets(spec: str) -> list[str]:
     from ..errors import PromptSearchError
     from ..template import quote
 
+    if not str(spec).strip(" ,"):
+        raise PromptSearchError("--dataset is empty; name the dev set(s) to score on, e.g. --dataset stsb-dev or "
+                                "--dataset stsb-dev,sick-trial")
     tasks = expand_tasks(spec)
     if any(n.strip().lower() in TASK_GROUPS for n in spec.split(",")):
         raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "

@@ -37,6 +37,9 @@ READOUT_PROMPTS = ("[X]", '"[X]"', "query: [X]", "passage: [X]", "Represent this
                    'This sentence : "[X]" means [MASK] .')
 
 
+MAX_DEMOS = 128  # demonstrations a --demos-pool may hold: each is a racing candidate (then pairs of the best 4)
+
+
 def parse_readouts(spec) -> list[str]:
     """``--readouts`` as a list of pooled read-outs ("none" or empty: none)."""
     from ..template import POOLED_READOUTS
@@ -128,8 +131,11 @@ class Greedy:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
-        if self.demos_pool:
-            read_demos(self.demos_pool, "--demos-pool")
+        if self.demos_pool and len(read_demos(self.demos_pool, "--demos-pool")) > MAX_DEMOS:
+            n = len(read_demos(self.demos_pool, "--demos-pool"))
+            raise PromptSearchError(f"--demos-pool {self.demos_pool} holds {n:,} demonstrations; greedy tries each one as a "
+                                    f"candidate (a full encoding each, its states held while it races), so give at most "
+                                    f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
         if "cls" in parse_readouts(self.readouts) and scorer.encoder.model.causal:

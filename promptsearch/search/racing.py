@@ -127,10 +127,10 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
     t0 = time.perf_counter()
     encoded = 0
     if "final" not in state:
-        # a candidate whose full-set score is known already costs nothing more: it is not raced
-        if "known" not in state:
-            state["known"] = [t for t in templates if scorer.cached(t) is not None]
-        known = set(state["known"])
+        # Every candidate races, whatever the score cache holds: a decision never depends on what happens
+        # to be cached (a cached full-set score only spares a finalist's last encoding). ``known`` is
+        # read only from races an earlier version recorded, so that they resume as they began.
+        known = set(state.setdefault("known", []))
         contenders: list[str] = state.get("contenders", [t for t in templates if t not in known])
         dropped: list[dict] = state.setdefault("dropped", [])
         vecs: dict[str, dict[bool, np.ndarray]] = {}  # template -> {denoise: vectors of the sentences encoded}
@@ -147,8 +147,11 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                     have[t] = np.zeros(n_sent, bool)
             # each rung's new sentences of every contender in one call, also when catching up after a
             # resume: the same batches as an uninterrupted race
+            label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
             for rr in rungs[: k + 1]:
-                encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have)
+                encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have,
+                                               progress=(lambda n, label=label: progress(label, n, len(contenders)))
+                                               if progress and rr == r else None)
             sims = {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in contenders}
             ev = scorer.evaluator
             groups = ev.groups[pairs] if len(ev.names) > 1 else None

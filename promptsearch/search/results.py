@@ -91,6 +91,7 @@ class Results:
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
     validation: dict | None = None
     numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
+    suspect: set = field(default_factory=set)  # keys loaded with a score this tool did not write (until re-scored)
 
     # ---- load / save -------------------------------------------------------------------------
     @classmethod
@@ -139,6 +140,9 @@ class Results:
             entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
                           e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"), e.get("readout"))
             res.entries[entry.key] = entry
+        if "x_record" in res.extras:  # checked as loaded: an edited score stays unverified until it is re-scored
+            record = res.extras.pop("x_record")
+            res.suspect = {e.key for e in res.entries.values() if record.get(e.key) != _seal(e)}
         return res
 
     @property
@@ -166,6 +170,7 @@ class Results:
 
     def add(self, score: Score, source: str = "") -> Entry:
         key = _key(score.template, score.layer, score.members, score.readout)
+        self.suspect.discard(key)  # scored now: its number is this tool's
         old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
             if score.cached:
@@ -225,8 +230,29 @@ class Results:
             d["validation"] = self.validation
         if self.numbers is not None:
             d["numbers"] = self.numbers
+        # what this tool wrote (see unverified); an entry loaded edited keeps no seal until it is re-scored
+        d["x_record"] = {e.key: "unverified" if e.key in self.suspect else _seal(e) for e in self.entries.values()}
         d.update(self.extras)
         return d
+
+    def unverified(self) -> list[str]:
+        """Keys whose score this tool did not write as it stands (an entry edited or added by hand; a file
+        from before the record has none)."""
+        return [k for k in self.entries if k in self.suspect]
+
+    def trust_notes(self, model: str | None = None) -> list[str]:
+        """What a reader should know before using this file's answer: scores not written by a search, another model."""
+        notes = []
+        ranked = self.ranked()
+        for key in dict.fromkeys(x.key for x in (self.best, ranked[0] if ranked else None) if x is not None):  # chosen, 1st
+            e = self.entries[key]
+            if key in self.suspect:
+                notes.append(f"{self.path}: the score of {e.key} ({e.spearman:.2f}) is not the one a promptsearch search "
+                             "wrote (edited by hand?); re-score it with 'promptsearch score' before trusting it")
+        if model is not None and model != self.model:
+            notes.append(f"{self.path} was searched on model {self.model!r}, not {model!r}: its ranking says nothing about "
+                         f"{model!r}")
+        return notes
 
     def save(self) -> None:
         if self.path is not None:
@@ -263,6 +289,7 @@ class Results:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
         compares with the results file ``compare``'s."""
         parts = ([self.format_ranking(top)] if top else []) + verdict_lines(self) + ([self.format_stats()] if stats else [])
+        parts += [f"note: {n}" for n in self.trust_notes()]
         line = self.compare(Results.load(compare)) if compare else ""
         return "\n".join(parts + ([line] if line else []))
 
@@ -295,6 +322,13 @@ def verdict_lines(results: Results) -> list[str]:
         lines.append(f"spread of the {s['n']} scored: min {s['min']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}; "
                      f"the model's own representation ({s['own']:.2f}) ranks {s['own_rank']} of {s['n']}")
     return lines
+
+
+def _seal(e: Entry) -> str:
+    """A short digest of an entry's key and score as written (not a security measure: it tells an edit apart)."""
+    import hashlib
+
+    return hashlib.sha1(json.dumps([e.key, e.spearman, e.sets], sort_keys=True).encode("utf-8")).hexdigest()[:10]
 
 
 def _key(template: str, layer: int | None, members: list[str] | None, readout: str | None) -> str:

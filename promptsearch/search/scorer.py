@@ -363,8 +363,10 @@ class Scorer:
         self.last_sets = self._sets(scores[self.denoise])
         return self.evaluator.value(scores[self.denoise])
 
+    PROGRESS_CHUNK = 4  # templates a call when encode_pairs reports progress (a racing rung's bar moves within it)
+
     def encode_pairs(self, enc: PromptEncoder, templates: list[str], pairs: np.ndarray,
-                     vecs: dict[str, dict[bool, np.ndarray]], done: dict[str, np.ndarray]) -> int:
+                     vecs: dict[str, dict[bool, np.ndarray]], done: dict[str, np.ndarray], progress=None) -> int:
         """Encode with ``enc`` the sentences of ``pairs`` each template has not ``done`` yet into
         ``vecs[template]`` (raw at False, denoised at True: the variants it holds; a ``None`` value
         becomes an array over every sentence at the first call) — the templates that need the same
@@ -376,12 +378,17 @@ class Scorer:
             need = want[~done[t][want]]
             if len(need):
                 groups.setdefault(need.tobytes(), []).append(t)
-        count = 0
-        for key, ts in groups.items():
+        count, finished = 0, 0
+        step = self.PROGRESS_CHUNK if progress is not None else None
+        work = [(key, ts[i : i + (step or len(ts))]) for key, ts in groups.items() for i in range(0, len(ts), step or len(ts))]
+        for key, ts in work:  # with ``progress``, a few templates a call (a batch holds one template's rows either way)
             need = np.frombuffer(key, dtype=want.dtype)
             at = {} if self.layer is None else {"layers": [self.layer]}
             sts = enc.template_states([self.sentences[i] for i in need], ts, denoise=True in vecs[ts[0]],
                                       show_progress_bar=False, **at)
+            finished += len(ts)
+            if progress is not None:
+                progress(finished)
             for t, st in zip(ts, sts):
                 st = st if self.layer is None else st[self.layer]
                 for dn in vecs[t]:

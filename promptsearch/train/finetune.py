@@ -184,6 +184,10 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
         raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
     if mode == "unsup" and len(chosen) == 1:
         chosen = chosen * 2
+    given = len(templates) + (1 if template_dir else 0)
+    if given > (2 if mode == "unsup" else 1):
+        raise PromptSearchError(f"{mode} fine-tuning takes {'two templates (the two views)' if mode == 'unsup' else 'one template'}; "
+                                f"{given} were given: drop the extra --template")
     return (chosen[:2] if mode == "unsup" else chosen[:1]), soft, layer
 
 
@@ -200,9 +204,12 @@ def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=Non
     return enc
 
 
-def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False) -> str:
-    """What a finished fine-tuning run says."""
-    return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['start_stsb_dev']:.2f} "
+def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False, dev: str = "stsb-dev") -> str:
+    """What a finished fine-tuning run says (``dev``: the set that chose the checkpoint, by its name)."""
+    from ..data import TASK_NAMES
+
+    return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
+            f"{summary['start_stsb_dev']:.2f} "
             f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
             f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} "
             f"sentences/s training on {summary['device']}); saved to {out}")

@@ -122,9 +122,11 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     return summary
 
 
-def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
-    """What a finished OptiPrompt run says."""
-    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: STS-B dev {summary['manual_stsb_dev']:.2f} "
+def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False, dev: str = "stsb-dev") -> str:
+    """What a finished OptiPrompt run says (``dev``: the set that chose the vectors, by its name)."""
+    from ..data import TASK_NAMES
+
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} {summary['manual_stsb_dev']:.2f} "
             f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
             f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved to {out}")
 
