@@ -86,8 +86,10 @@ def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
     assert scores == sorted(scores) and len(set(scores)) == len(scores)  # each accepted step improves
     for r in prefix:
         assert r["template"].endswith(best_rel["template"].split("[X]", 1)[1])  # the relation is kept
-    assert d["templates"][0]["spearman"] == max(e["spearman"] for e in d["templates"])
-    assert d["templates"] == sorted(d["templates"], key=lambda e: -e["spearman"])
+    first, rest = d["templates"][0], d["templates"][1:]  # the answer first, marked; then the rest ranked
+    assert first["chosen"] is True and not any(e.get("chosen") for e in rest)
+    assert first["template"] + (" @" + first["readout"] if first.get("readout") else "") == d["x_chosen"]
+    assert rest == sorted(rest, key=lambda e: -e["spearman"])
     assert "Searching for prefix tokens" in format_path(g.path)
     n = res.scored
     # re-running reuses every cached score

@@ -35,12 +35,38 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args))
 
 
+def next_steps(res: Results, args) -> str:
+    """What to do with the results file next, the chosen representation filled in."""
+    import shlex
+
+    best, out = res.best, shlex.quote(str(res.path))
+    if best is None or res.path is None:
+        return ""
+    model = "" if args.model == "default" else f" --model {shlex.quote(args.model)}"
+    if best.members:
+        how = " ".join(f"--template {shlex.quote(m)}" for m in best.members) + (" --denoise" if best.denoise else "")
+    elif best.readout:
+        how = f"--template {shlex.quote(best.template)} --readout {best.readout}"
+    else:
+        how = (f"--template {shlex.quote(best.template)}" + (" --denoise" if best.denoise else "")
+               + (f" --layer {best.layer}" if best.layer is not None else ""))
+    lines = [f"promptsearch eval{model} {how} --tasks sts-all     # the chosen on the 7 STS test sets",
+             f"promptsearch plot {out}     # the search's picture",
+             f"promptsearch tui --results {out}     # leaderboard and [MASK] predictions"]
+    if best.readout and not best.members:
+        lines.insert(1, f"promptsearch export {out} --out my-model     # a sentence-transformers folder")
+    else:
+        lines.insert(1, f"promptsearch finetune{model} --templates {out}     # fine-tune with it")
+    return "\nnext:\n" + "\n".join("  " + x for x in lines)
+
+
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
                    layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool, readouts=args.readouts,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
-    print(f"{format_path(strat.path, res)}\n\nbest: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}")
+    print(f"{format_path(strat.path, res)}\n\nchosen: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}"
+          f"{next_steps(res, args)}")
     return 0
 
 

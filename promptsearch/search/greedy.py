@@ -265,8 +265,9 @@ class Greedy:
         before = results.entries[lead].spearman
         sims = scorer.member_similarities([lead]) if " @layer " in lead else scorer.similarities(lead)
         need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
-        taken = cand_score > before + need
-        self.path.append({"stage": "readout:best", "step": len(self.path), "template": cand, "spearman": round(cand_score, 4),
+        taken = cand != lead and cand_score > before + need
+        self.path.append({"stage": "readout:best", "step": len(self.path), "template": cand, "lead": lead,
+                          "spearman": round(cand_score, 4),
                           "score_se": round(scorer.evaluator.se(scorer.similarities(cand)), 4), "candidates": len(keys),
                           "taken": taken, **noise})
         results.extras["path"] = self.path
@@ -386,9 +387,12 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         rows.append(("Searching for the read-out (prompts pooled)", "", *blank))
         rows += [row(r["template"], r["spearman"]) for r in ro]
         rb = [r for r in path if r["stage"] == "readout:best"]
-        if rb:
-            verdict = "taken" if rb[-1]["taken"] else f"not above the min gain {rb[-1]['min_gain']:.2f}: the template stays"
-            rows.append((f"(best read-out {rb[-1]['template']}: {rb[-1]['gain']:+.2f} ± {rb[-1]['se']:.2f}, {verdict})", "", *blank))
+        if rb and rb[-1]["template"] == rb[-1].get("lead"):
+            rows.append((f"(the best read-out is the best so far, {rb[-1]['template']}: it stays)", "", *blank))
+        elif rb:
+            verdict = "taken" if rb[-1]["taken"] else f"not above the min gain {rb[-1]['min_gain']:.2f}: {rb[-1].get('lead')} stays"
+            rows.append((f"(best read-out {rb[-1]['template']}: {rb[-1]['gain']:+.2f} ± {rb[-1]['se']:.2f} over "
+                         f"{rb[-1].get('lead')}, {verdict})", "", *blank))
     ens = [r for r in path if r["stage"] == "ensemble"]
     if ens:
         rows.append(("Averaging templates (ensemble)", "", *blank))

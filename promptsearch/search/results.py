@@ -191,6 +191,12 @@ class Results:
     def ranked(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.key))
 
+    def _answer_first(self) -> list[Entry]:
+        """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
+        r = self.ranked()
+        chosen = self.entries.get(self.extras.get("x_chosen", ""))
+        return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
+
     def choose(self, template: str) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
         stops before a candidate that scored higher by less than its noise)."""
@@ -209,6 +215,7 @@ class Results:
         work = dict(self.work_before)
         for k, v in self.work.items():
             work[k] = work.get(k, 0.0) + v
+        chosen = self.extras.get("x_chosen")
         d = {
             "schema": SCHEMA_ID,
             "model": self.model,
@@ -222,9 +229,11 @@ class Results:
                       "templates_per_minute": round(tpm, 2) if tpm else None,
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
-            "templates": [{k: v for k, v in asdict(e).items()
-                           if not (k in ("validation", "sets", "layer", "members", "readout") and v is None)}
-                          for e in self.ranked()],
+            # the chosen representation first (marked), then the rest ranked: the file's first entry is its answer
+            "templates": [{**{k: v for k, v in asdict(e).items()
+                              if not (k in ("validation", "sets", "layer", "members", "readout") and v is None)},
+                           **({"chosen": True} if e.key == chosen else {})}
+                          for e in self._answer_first()],
         }
         if self.validation is not None:
             d["validation"] = self.validation
