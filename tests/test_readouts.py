@@ -164,3 +164,26 @@ def test_bad_readout_input_is_one_line(tiny_bert_dir, tiny_gpt2_dir, tmp_path, c
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
     assert not new.exists() and not (tmp_path / "new.json").exists()
+
+
+def test_optuna_takes_the_readout_as_a_trial_parameter(tiny_bert_dir, tmp_path):
+    from promptsearch.encoding.reps import rep_from_key
+    from promptsearch.eval import evaluate_reps
+
+    g = tmp_path / "grammar.json"
+    g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
+                             "slots": {"prefix": ["", "This sentence :"], "relation": ["means", "is"]}}))
+    out = tmp_path / "optuna.json"
+    assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "mean,sentence-mean",
+                 "--trials", "12", "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0", "--no-prune"]) == 0  # every trial scored on the full set at once: eval's number
+    d = json.loads(out.read_text())
+    trials = [e for e in d["templates"] if e["source"].startswith("optuna")]
+    assert {e.get("readout") for e in trials} > {None}  # pooled and [MASK] trials both
+    enc = make_encoder(tiny_bert_dir)
+    for e in trials:
+        key = e["template"] + (" @" + e["readout"] if e.get("readout") else "")
+        r = rep_from_key(key, denoise=True)
+        want = evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"]
+        assert e["spearman"] == pytest.approx(want, abs=1e-4)
+        assert e["denoise"] is (e.get("readout") is None)

@@ -57,7 +57,14 @@ def cmd_report(args) -> int:
     if args.json:
         check_report_file(args.json)
     enc, t0 = o.encoder(args), time.time()
-    table = report(enc, tasks, args.model, args.template, args.demos,
+    templates = args.template
+    if args.readout not in (None, "mask"):
+        from ..library import paper_templates
+        from ..template import readout_key
+
+        templates = [readout_key(t, args.readout) for t in
+                     (templates or paper_templates(enc.model.config.model_type, compat=enc.compat))]
+    table = report(enc, tasks, args.model, templates, args.demos,
                    args.data_dir, o.show(args), o.fmt(args), args.json, log=lambda line: print(line, file=sys.stderr))
     print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
           f"Wikipedia pairs)\n{table}")

@@ -98,7 +98,9 @@ def _evaluate(sub) -> None:
     r = _command(sub, "report", "evaluate:cmd_report", help="the README table: every baseline, paper templates +/- denoising, best Ditto head")
     _common(r)
     r.add_argument("--tasks", default="sts-all")
-    r.add_argument("--template", action="append", help="template(s) instead of the paper's three (repeatable)")
+    r.add_argument("--template", action="append", help="template(s) or results-entry keys instead of the paper's three (repeatable)")
+    r.add_argument("--readout", choices=READOUTS, default=None, help="read the templates' passes this way (mask: [MASK] "
+                   "raw and denoised, the default; mean, sentence-mean, cls: pooled)")
     r.add_argument("--json", metavar="FILE", help="also write all numbers (with subsets) to FILE")
 
     pr = _command(sub, "predict", "evaluate:cmd_predict", help="top-k [MASK] tokens without and with template denoising (Table 7)")
@@ -158,6 +160,8 @@ def _search(sub) -> None:
     op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
     op.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N", help="trials asked at once and encoded together (default 8)")
     op.add_argument("--layers", help="the read-out layer as a trial parameter: all, or hidden_states indices such as 3,4,5")
+    op.add_argument("--readouts", metavar="LIST", help="the read-out as a trial parameter: mask or one of these pooled ones "
+                    "(mean, sentence-mean, cls; a pooled trial is scored on the full set)")
     op.add_argument("--pareto", action="store_true", help="with several --dataset sets: one objective each, the Pareto front")
     op.add_argument("--compare", metavar="RESULTS", help="a results file (e.g. best.json from greedy) to compare the best with")
     op.add_argument("--top", type=at_least(1), default=10)

@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
 from .grammar import Grammar
-from ..template import entry_key
+from ..template import entry_key, readout_key, split_readout
 from .progressive import Progressive
 from .results import Entry, Results
 from .scorer import Score, Scorer
@@ -46,6 +46,7 @@ class OptunaSearch:
     pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
     layers: str | list | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
     batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
+    readouts: str | list | None = None  # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
     show_progress_bar: bool | None = None
     name: str = "optuna"
     study: optuna.Study | None = None
@@ -56,12 +57,22 @@ class OptunaSearch:
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
                 "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch, **({"pareto": True} if self.pareto else {}),
-                **({"layers": self.layers} if self.layers else {})}
+                **({"layers": self.layers} if self.layers else {}),
+                **({"readouts": self._readouts()} if self._readouts() else {})}
+
+    def _readouts(self) -> list[str]:
+        from .greedy import parse_readouts
+
+        return parse_readouts(self.readouts)
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens."""
         self.check_datasets(scorer.dataset)
         scorer.layer_list(self.layers)
+        if "cls" in self._readouts() and scorer.encoder.model.causal:
+            from ..errors import PromptSearchError
+
+            raise PromptSearchError("--readouts cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
 
     def check_datasets(self, dataset: str) -> None:
         """The grammar, and with ``pareto`` two or more dev sets in ``dataset`` (before a model loads)."""
@@ -156,9 +167,10 @@ class OptunaSearch:
         """A trial's template (one option per grammar slot) and read-out layer, kept as its attributes."""
         grammar = self.load_grammar()
         choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
-        if layers:
+        readout = trial.suggest_categorical("readout", ["mask"] + self._readouts()) if self._readouts() else "mask"
+        if layers and readout == "mask":  # a pooled read-out reads the last layer
             trial.suggest_categorical("layer", layers)
-        trial.set_user_attr("template", grammar.render(choice))
+        trial.set_user_attr("template", readout_key(grammar.render(choice), readout))
         trial.set_user_attr("worker", os.getpid())
 
     def _score_batch(self, trials: list[optuna.Trial], scorer: Scorer, results: Results, interrupts, tell) -> None:
@@ -167,8 +179,15 @@ class OptunaSearch:
         trials told at their rung and the rest at the full set."""
         n = len(scorer.gold)
         rungs = sorted({max(n // 8, 1), max(n // 4, 1), max(n // 2, 1)} - {n})
+        pooled = {t: t.user_attrs["template"] for t in trials if split_readout(t.user_attrs["template"])[1]}
+        if pooled:  # a pooled read-out's trial: its full-set score at once (the rungs encode [MASK] states)
+            with interrupts.scoring_region():
+                full = dict(zip(pooled.values(), scorer.score_many(list(pooled.values()))))
+            for t, key in pooled.items():
+                results.add(full[key], f"optuna:trial {t.number}")
+                tell(t, tuple(full[key].sets[d] for d in scorer.datasets) if self.pareto else full[key].spearman)
         views: dict = {}
-        for t in trials:  # a view per layer: same cache
+        for t in (t for t in trials if t not in pooled):  # a view per layer: same cache
             views.setdefault(t.params.get("layer"), []).append(t)
         for layer, group in views.items():
             sc = scorer.at_layer(layer)  # None: the scorer itself
@@ -212,11 +231,12 @@ class OptunaSearch:
         trials = study.get_trials(deepcopy=False)  # one read of the storage
         for t in trials:
             tmpl = t.user_attrs.get("template")
-            key = tmpl and entry_key(tmpl, t.params.get("layer"))
+            key = tmpl and (tmpl if split_readout(tmpl)[1] else entry_key(tmpl, t.params.get("layer")))
             if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
                 results.entries[key] = _entry(t, scorer)
         if self.pareto:  # the non-dominated trials' templates, best objective first
-            front = {entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
+            front = {t.user_attrs["template"] if split_readout(t.user_attrs["template"])[1]
+                     else entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
                      if "template" in t.user_attrs}
             own = results.extras.get("x_baseline", {}).get("key")
             if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
@@ -238,12 +258,15 @@ class OptunaSearch:
 def _entry(t, scorer: Scorer) -> Entry:
     """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
     layer = t.params.get("layer")
+    template, readout = split_readout(t.user_attrs["template"])
+    denoise = scorer.denoise and readout is None
     if len(t.values) > 1:
         sets = dict(zip(scorer.datasets, t.values))
-        return Entry(t.user_attrs["template"], round(scorer.evaluator.value(sets), 4), scorer.denoise, 0.0,
-                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()}, layer=layer)
-    return Entry(t.user_attrs["template"], round(float(t.value), 4), scorer.denoise, 0.0, f"optuna:trial {t.number}",
-                 t.number + 1, layer=layer)
+        return Entry(template, round(scorer.evaluator.value(sets), 4), denoise, 0.0,
+                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()}, layer=layer,
+                     readout=readout)
+    return Entry(template, round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}",
+                 t.number + 1, layer=layer, readout=readout)
 
 
 def optuna_summary(study: optuna.Study) -> dict:
