@@ -315,6 +315,11 @@ def readout_key(template: str, readout: str | None) -> str:
     return f"{Template.parse(template).text} @{readout}"
 
 
+def is_key(text: str) -> bool:
+    """Whether ``text`` is a results-entry key naming a read-out or a layer (``T @mean``, ``T @layer L``)."""
+    return split_readout(text)[1] is not None or split_key(text)[1] is not None
+
+
 def canonical_key(key: str) -> str:
     """A one-member key with its template parsed (``T``, ``T @layer L`` or ``T @readout``)."""
     t, r = split_readout(key)

@@ -40,18 +40,27 @@ def _one_line(capsys, code, message):
 
 
 @pytest.mark.parametrize("template, message", [
-    (T2 + " @layer 3", "names a read-out layer ('@layer')"),
+    (T2 + " @layer 3", "layer 3 is out of range"),
     (T2 + " @layer x", "names a read-out layer ('@layer')"),
     (PAPER_T + " + ", "dangling '+'"),
 ])
-def test_a_results_key_is_not_a_template(tiny_bert_dir, capsys, template, message):
-    """1. ``T @layer 3`` and ``A + `` were scored as literal text under the real read-out's label:
-    a template is refused, and where a key is read (report) one that does not parse is an error
-    before any pass (``@layer 3`` on a 2-layer model: out of range, before the Ditto head search)."""
-    _one_line(capsys, main(["eval", "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
-    if template.endswith("@layer 3"):
-        message = "layer 3 is out of range"
-    _one_line(capsys, main(["report", "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
+def test_a_results_key_is_not_read_as_text(tiny_bert_dir, capsys, template, message):
+    """1. ``T @layer 3`` and ``A + `` were scored as literal text under the real read-out's label: one
+    key parser reads them wherever a template is read, and a key that does not parse (or names a layer
+    the model has not: 2 layers here) is an error before any pass (report: before the Ditto head search)."""
+    for cmd in ("eval", "report"):
+        _one_line(capsys, main([cmd, "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
+    _one_line(capsys, main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", template]),
+              "names a read-out layer" if "@layer" in template else message)
+
+
+def test_eval_reads_a_key_as_the_representation_it_names(tiny_bert_dir, capsys):
+    got = {}
+    for how in (["--template", T2 + " @layer 1", "--denoise"], ["--template", T2, "--layer", "1", "--denoise"],
+                ["--template", "query : [X] @sentence-mean"], ["--template", "query : [X]", "--readout", "sentence-mean"]):
+        assert main(["eval", "--model", str(tiny_bert_dir), *how, "--tasks", "sts16", "--json", "-q", "--no-bf16"]) == 0
+        got[len(got)] = json.loads(capsys.readouterr().out)["sts16"]
+    assert got[0] == got[1] and got[2] == got[3] and got[0] != got[2]
 
 
 def test_resuming_after_the_data_changed_is_refused(base, tmp_path, capsys):

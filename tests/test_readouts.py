@@ -4,6 +4,7 @@ own hidden states, masked and causal, right and left padding; the model's own re
 first candidate of every search and the rule that keeps it; the export to sentence-transformers."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -187,3 +188,31 @@ def test_optuna_takes_the_readout_as_a_trial_parameter(tiny_bert_dir, tmp_path):
         want = evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"]
         assert e["spearman"] == pytest.approx(want, abs=1e-4)
         assert e["denoise"] is (e.get("readout") is None)
+
+
+def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_dir, tmp_path, capsys):
+    """``finetune --templates best.json`` where the answer is a pooled read-out (the model's own mean
+    pooling here): it trains that read-out (SimCSE-style: the prompt is both views' context), keeps the
+    best dev checkpoint with the start among them, and the folder reads out the same way."""
+    from promptsearch import PromptEncoder
+    from promptsearch.search.results import Results
+
+    res = tmp_path / "r.json"
+    assert _score(tiny_bert_dir, res, "query : [X]", extra=["--readout", "mean", "--dataset", "stsb-dev"]) == 0
+    answer = Results.load(res).best
+    assert answer.readout == "mean"
+    ft = tmp_path / "ft"
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(res), "--max-steps", "3", "--eval-steps", "1",
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16", "--no-bf16",
+                 "-q"]) == 0
+    cap = capsys.readouterr()
+    assert f"fine-tuning {answer.key}" in cap.err
+    saved = json.loads((ft / "promptsearch.json").read_text())
+    assert (saved["template"], saved["readout"], saved["denoise"]) == (answer.template, "mean", False)
+    start, best = (float(x) for x in re.search(r"STS-B dev ([\d.]+) \(start\) -> ([\d.]+)", cap.out).groups())
+    assert start == pytest.approx(answer.spearman, abs=0.0051) and best >= start  # printed to 2 decimals; never below its start
+    tuned = PromptEncoder.from_pretrained(str(ft), bf16=False, show_progress_bar=False)
+    assert tuned.default_readout == "mean"
+    r = PromptPool(answer.template, "mean")
+    np.testing.assert_allclose(tuned.encode(SENTS), tuned.encode_reps(SENTS, [r])[r], rtol=0, atol=1e-6)
+    assert not (ft / "modules.json").exists()  # a pooled folder exports natively: promptsearch export

@@ -9,7 +9,9 @@ import time
 import torch
 
 from ..data import check_data, expand_tasks, one_dataset
-from ..encoding.reps import rep_from_options
+from ..encoding.reps import rep_from_key, rep_from_options
+from ..library import resolve_key
+from ..template import is_key
 from ..errors import PromptSearchError
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
@@ -26,10 +28,19 @@ def cmd_eval(args) -> int:
         enc = o.encoder(args, args.template_dir)
         template, denoise = enc.default_template and [enc.default_template], args.denoise or enc.default_denoise
         layer = enc.default_layer if layer is None else layer
+        if enc.default_readout and args.readout is None:
+            args.readout = enc.default_readout
     if args.readout is not None and not template:
         raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
-    rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head, layer,
-                           args.readout)
+    if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser
+        if args.readout is not None or args.layer is not None or args.pooling:
+            raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, --layer and "
+                                    "--pooling, or give the template alone")
+        rep = rep_from_key(" + ".join(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
+                                      for t in template), denoise)
+    else:
+        rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
+                               layer, args.readout)
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()

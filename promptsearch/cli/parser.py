@@ -240,6 +240,8 @@ def _train(sub) -> None:
     f.add_argument("--mode", choices=["unsup", "sup"], default="unsup")
     f.add_argument("--templates", metavar="RESULTS", help="a search's results JSON: unsup takes its top-2, sup its best")
     f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
+    f.add_argument("--readout", choices=READOUTS, default=None, help="train this read-out of the templates' passes (mask: "
+                   "[MASK], the default; mean, sentence-mean, cls: pooled; default with --templates: the file's answer's)")
     f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
     f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
     f.add_argument("--epochs", type=positive, default=1.0)

@@ -39,10 +39,11 @@ def _config(args, seed: int) -> dict:
                 micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
 
 
-def _table(args, seeds, template: str, labels) -> int:
+def _table(args, seeds, template: str, labels, readout: str | None = None) -> int:
     """The before/after table (several seeds: mean ± std, also in OUT/seeds.json)."""
     print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), template, args.denoise,
-                       expand_tasks(args.final_tasks), args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args)))
+                       expand_tasks(args.final_tasks), args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args),
+                       readout))
     return 0
 
 
@@ -60,14 +61,21 @@ def cmd_optiprompt(args) -> int:
 
 def cmd_finetune(args) -> int:
     seeds = _start(args)
-    templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []], args.templates,
-                                       args.template_dir)
+    readout = None if args.readout in (None, "mask") else args.readout
+    best = Results.load(args.templates).best if args.templates else None
     for note in Results.load(args.templates).trust_notes(args.model) if args.templates else []:
         print(f"note: {note}", file=sys.stderr)
-    if args.templates and (best := Results.load(args.templates).best) is not None and best.readout:
-        print(f"note: {args.templates}'s answer is {best.key}, a pooled read-out; finetune trains [MASK] read-outs, so it "
-              f"starts from the file's best [MASK] template(s), and its result is worth keeping only if it beats "
-              f"{best.spearman:.2f} (export {best.key} as it is with 'promptsearch export {args.templates}')", file=sys.stderr)
+    if best is not None and best.readout and not best.members and args.readout is None and not (args.template or args.template_dir):
+        # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
+        readout, layer, soft = best.readout, None, None
+        templates = [best.template] * (2 if args.mode == "unsup" else 1)
+        print(f"fine-tuning {best.key}, {args.templates}'s answer ({best.spearman:.2f} on its dev set)", file=sys.stderr)
+    else:
+        templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []],
+                                                  args.templates, args.template_dir)
+        if best is not None and best.readout and not readout:
+            print(f"note: {args.templates}'s answer is {best.key}; with --readout mask (or given templates) finetune trains "
+                  f"[MASK] read-outs of its best [MASK] template(s)", file=sys.stderr)
     if args.mode == "unsup":
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
     else:
@@ -77,10 +85,10 @@ def cmd_finetune(args) -> int:
         if i == 0:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
-                             **_config(args, seed))
+                             readout=readout, **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1,
                             one_dataset(args.dataset)))
-    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"])
+    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout)
 
 
 def cmd_train_head(args) -> int:

@@ -81,6 +81,7 @@ class PromptEncoder:
         self.default_template: str | None = None  # set by a trained directory's promptsearch.json
         self.default_denoise = False
         self.default_layer: int | None = None  # a trained directory's read-out layer (None: the last)
+        self.default_readout: str | None = None  # a trained directory's pooled read-out (None: [MASK])
         self._biased_ids: frozenset[int] | None = None
         self.on_first_pass = None  # called once, before the first forward pass (the CLI's precision line)
         lead, trail = self.prompt._specials()
@@ -103,6 +104,7 @@ class PromptEncoder:
         if cfg:
             enc.default_template, enc.default_denoise = cfg["template"], bool(cfg.get("denoise", False))
             enc.default_layer = cfg.get("layer")
+            enc.default_readout = cfg.get("readout")
         return enc
 
     PRECISIONS = ("fp32", "bf16", "int8")
@@ -224,6 +226,7 @@ class PromptEncoder:
                 template = self.default_template
                 denoise = self.default_denoise if denoise is None else denoise
                 layer = self.default_layer if layer is None else layer
+                pooling = self.default_readout
             rep = _rep(template, bool(denoise), pooling, head, top_k, layer)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)

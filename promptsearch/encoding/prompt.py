@@ -117,10 +117,11 @@ class PromptModule(nn.Module):
             self._tokens.update(zip(todo, tokens_in_context(self.tokenizer, todo)))
         return [self._tokens[t] for t in texts]
 
-    def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
-        """Token ids of each sentence as it fills [X], truncated so the template fits."""
-        room = self.check_template(template)
-        return [ids[:room] for ids in self._token_lists(sentences, self.rendered(template))]
+    def sentence_ids(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> list[list[int]]:
+        """Token ids of each sentence as it fills [X], truncated so the template fits (``pooled``: the
+        template as a pooled read-out renders it, [MASK] not needed)."""
+        room = self.check_template(template, pooled)
+        return [ids[:room] for ids in self._token_lists(sentences, self.rendered(template, pooled))]
 
     def sentence_arrays(self, sentences: Sequence[str], template: str | Template,
                         pooled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,14 +201,22 @@ class PromptModule(nn.Module):
         return {"inputs_embeds": emb}
 
     def forward(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
-                cache: bool | None = None, layer: int | None = None) -> torch.Tensor:
+                cache: bool | None = None, layer: int | None = None, readout: str | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
         What training calls (through DDP when ``accelerate`` wraps this module) and the
         sentence-transformers export. ``cache``: use the template-bias cache (default: only when
-        gradients are off).
+        gradients are off). ``readout`` (``mean``, ``sentence-mean``, ``cls``): the template's pass
+        pooled that way instead (sentence ids as :meth:`sentence_ids` gives them with ``pooled``).
         """
         t = Template.parse(template)
+        if readout not in (None, "mask"):
+            from ..template import POOLED_READOUTS
+
+            r = self.rendered(t, pooled=True)
+            rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
+            (batch,) = self._upload(rows, [np.arange(len(rows))])
+            return self._pooled(batch, t, len(r.before), r.n_trail)[POOLED_READOUTS.index(readout)]
         r = self.rendered(t)
         rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
         out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]

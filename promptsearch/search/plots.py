@@ -54,6 +54,8 @@ def _path_steps(path: list[dict]) -> list[tuple[str, dict, str]]:
             steps.append((f"prefix {r['step']}", r, r["template"]))
         elif st == "layer:best" and r.get("taken"):
             steps.append((f"layer {r['layer']}", r, entry_key(r["template"], r["layer"])))
+        elif st == "readout:best":  # the best pooled read-out, taken or not (its label says which)
+            steps.append((f"read-out {r['template'][:28]}" + ("" if r.get("taken") else " (not taken)"), r, r["template"]))
         elif st == "ensemble" and r.get("taken"):
             steps.append((f"+{len(r['members']) - 1} template", r, " + ".join(r["members"])))
     return steps

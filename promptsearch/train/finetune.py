@@ -47,6 +47,7 @@ class FinetuneConfig:
     eval_steps: int | None = 25
     denoise: bool = True
     layer: int | None = None  # the read-out layer trained and saved (None: the last hidden state)
+    readout: str | None = None  # a pooled read-out trained (mean, sentence-mean, cls; its views never denoised)
     seed: int = 42
     show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
@@ -57,12 +58,16 @@ class FinetuneConfig:
         self.batch_size = self.batch_size or d["batch_size"]
         self.eval_steps = self.eval_steps or 25
         self.templates = [Template.parse(t).text for t in self.templates]
+        if self.readout in ("mask", None):
+            self.readout = None
+        else:
+            self.denoise, self.layer = False, None  # a pooled read-out has no template bias and reads the last layer
 
     @property
     def step(self) -> Step:
         """What one training step compares (:mod:`.step`)."""
         return Step(self.mode, tuple(self.templates), self.denoise, self.temperature, self.max_seq_length,
-                    self.micro_batch, self.micro_tokens, self.layer)
+                    self.micro_batch, self.micro_tokens, self.layer, self.readout)
 
 
 def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
@@ -95,7 +100,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
         set_rng_state(ck["rng"])
     if start_score is None:
-        start_score = best = dev(tdev, cfg.denoise, cfg.layer)
+        start_score = best = dev(tdev, cfg.denoise, cfg.layer, cfg.readout)
         cfg.history.append({"step": 0, "stsb_dev": round(start_score, 4)})
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
@@ -116,7 +121,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         if evaluate:
             t_eval = time.time()
             if acc.is_main_process:
-                last = dev(tdev, cfg.denoise, cfg.layer)
+                last = dev(tdev, cfg.denoise, cfg.layer, cfg.readout)
                 cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
                 if last > best:
                     best = last
@@ -144,12 +149,14 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
     with _quiet_transformers():
         model.save_pretrained(out)
         enc.tokenizer.save_pretrained(out)
-    write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": "mask", "base_model": model_name,
-                       **({"layer": cfg.layer} if cfg.layer is not None else {}),
+    write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": cfg.readout or "mask",
+                       "base_model": model_name, **({"layer": cfg.layer} if cfg.layer is not None else {}),
+                       **({"readout": cfg.readout} if cfg.readout else {}),
                        "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
                                     "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
                                     **info}})
-    write_sentence_transformers_files(out)
+    if not cfg.readout:  # a pooled read-out exports as a plain sentence-transformers folder: promptsearch export
+        write_sentence_transformers_files(out)
 
 
 def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):

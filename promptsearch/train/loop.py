@@ -10,6 +10,7 @@ import torch
 
 from ..data import PairFormat, load_task
 from ..encoding import MaskState, PromptEncoder
+from ..encoding.reps import PromptPool
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
 
@@ -51,12 +52,12 @@ class DevEval:
         self.encoder = encoder
         self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
 
-    def __call__(self, template: str, denoise: bool, layer: int | None = None) -> float:
+    def __call__(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
         prompt = self.encoder.prompt
         was_training = prompt.training
         prompt.eval()
         try:
-            r = MaskState(template, denoise, layer)
+            r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
             return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
         finally:
             prompt.train(was_training)

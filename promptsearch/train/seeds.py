@@ -40,11 +40,13 @@ def seed_outputs(out, seeds: Sequence[int]) -> list[Path]:
 
 def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], PromptEncoder], template: str, denoise: bool,
                  tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str], data_dir=None, fmt=None,
-                 show_progress_bar=None) -> str:
+                 show_progress_bar=None, readout: str | None = None) -> str:
     """The before/after table of a training run (``before()`` the start encoder, ``after(dir)`` a
     trained one, each built when needed); with several seeds, one row per seed and the mean ± std,
-    also written to ``out/seeds.json``."""
-    r = MaskState(template, denoise)
+    also written to ``out/seeds.json``. ``readout``: a pooled read-out of the template's pass."""
+    from ..encoding.reps import PromptPool
+
+    r = PromptPool(template, readout) if readout else MaskState(template, denoise)
 
     def scores(enc):
         return evaluate_reps(enc, [r], tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)[r]

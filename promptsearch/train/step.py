@@ -38,6 +38,19 @@ class Step:
     micro_batch: int = 64  # rows per micro-batch (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
     layer: int | None = None  # the read-out layer (None: the last hidden state)
+    readout: str | None = None  # a pooled read-out of the template's pass (mean, sentence-mean, cls); None: [MASK]
+
+
+def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str) -> list[list[int]]:
+    """The sentences' ids as they fill ``template``'s [X] for this step's read-out (a pooled read-out:
+    no period added, as it is evaluated), cut at ``max_seq_length``."""
+    if step.readout:
+        from ..encoding.batching import prepare
+
+        ids = enc.prompt.sentence_ids(prepare(texts, add_period=False), template, pooled=True)
+    else:
+        ids = enc.sentence_ids(enc.prepare(texts), template)
+    return [s[: step.max_seq_length] for s in ids]
 
 
 def views(enc: PromptEncoder, step: Step, items: list, prompt=None) -> list[torch.Tensor]:
@@ -46,7 +59,9 @@ def views(enc: PromptEncoder, step: Step, items: list, prompt=None) -> list[torc
     prompt = prompt or enc.prompt
 
     def rep(texts, template):
-        ids = [s[: step.max_seq_length] for s in enc.sentence_ids(enc.prepare(texts), template)]
+        ids = sentence_ids(enc, step, texts, template)
+        if step.readout:  # the template's pass pooled: nothing to denoise
+            return prompt(ids, template, readout=step.readout)
         # never the bias cache: the no-grad first pass of gradient caching must draw the same
         # dropout masks as the second, so both compute the bias afresh
         return prompt(ids, template, denoise=step.denoise, cache=False, layer=step.layer)
@@ -69,7 +84,7 @@ def micro_batches(enc: PromptEncoder, step: Step, items: list) -> list[list[int]
     so short sentences share large micro-batches and long ones do not run out of memory."""
     if step.micro_tokens:
         texts = items if step.mode == "unsup" else [s for x in items for s in x]
-        ids = enc.sentence_ids(enc.prepare(texts), step.templates[0])
+        ids = sentence_ids(enc, step, texts, step.templates[0])
         lens = np.array([min(len(s), step.max_seq_length) for s in ids]).reshape(len(items), -1).max(1)
         return [b.tolist() for b in budget_batches(lens, step.micro_tokens, step.micro_batch or None)]
     m = step.micro_batch if step.micro_batch > 0 else len(items)
