@@ -216,3 +216,32 @@ def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_
     r = PromptPool(answer.template, "mean")
     np.testing.assert_allclose(tuned.encode(SENTS), tuned.encode_reps(SENTS, [r])[r], rtol=0, atol=1e-6)
     assert not (ft / "modules.json").exists()  # a pooled folder exports natively: promptsearch export
+
+
+def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
+    from promptsearch.encoding.reps import rep_from_key
+    from promptsearch.eval import evaluate_reps
+    from tests.test_racing import _vocab
+
+    out = tmp_path / "best.json"
+    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
+                 "--max-steps", "1", "--readout-steps", "2", "--min-gain", "0", "--out", str(out), "--no-cache", "-q",
+                 "--no-bf16", "--validate-top", "0", "--no-racing"]) == 0
+    d = json.loads(out.read_text())
+    rows = [r for r in d["path"] if r["stage"] in ("readout-prefix", "readout-stop")]
+    assert rows and all(r["stage"] == "readout-prefix" for r in rows[:-1]) and len(rows) <= 2
+    assert all((r["stage"] == "readout-prefix") == (r["gain"] > 0) for r in rows)  # --min-gain 0: any gain is a step
+    enc = make_encoder(tiny_bert_dir)
+    for r in rows:
+        rep = rep_from_key(r["template"])
+        assert r["spearman"] == pytest.approx(evaluate_reps(enc, [rep], ["sts16"])[rep]["sts16"]["spearman"], abs=1e-4)
+
+
+def test_optuna_over_a_grammar_of_prompts_without_mask(tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "o.json"
+    argv = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--grammar", "grammar-pooled", "--trials", "6",
+            "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+    assert main(argv) == 2 and "--readouts mean,sentence-mean" in capsys.readouterr().err and not out.exists()
+    assert main(argv + ["--readouts", "mean,sentence-mean"]) == 0
+    trials = [e for e in json.loads(out.read_text())["templates"] if e["source"].startswith("optuna")]
+    assert len(trials) >= 1 and all(e["readout"] in ("mean", "sentence-mean") and "[MASK]" not in e["template"] for e in trials)

@@ -145,6 +145,8 @@ def _search(sub) -> None:
     gr.add_argument("--readouts", default="mean,sentence-mean", metavar="LIST",
                     help="a last step: prompts (the vocabulary's readout_prompts and the chosen template) read out each of "
                          "these ways (mean, sentence-mean, cls; 'none': no such step)")
+    gr.add_argument("--readout-steps", type=at_least(0), default=0, metavar="N",
+                    help="then up to N greedy prefix steps on the best pooled prompt (the vocabulary's prefix tokens, quotes)")
     gr.add_argument("--min-gain", default="auto", help="points a step must gain to be taken (auto: its bootstrap std. error)")
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")

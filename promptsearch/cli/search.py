@@ -63,6 +63,7 @@ def next_steps(res: Results, args) -> str:
 def cmd_greedy(args) -> int:
     strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
                    layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool, readouts=args.readouts,
+                   readout_steps=args.readout_steps,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
     print(f"{format_path(strat.path, res)}\n\nchosen: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}"

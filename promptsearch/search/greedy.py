@@ -106,6 +106,7 @@ class Greedy:
     demos_pool: str | None = None  # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
     ensemble_pool: int = 8  # the best scored entries an ensemble draws from
     readouts: str | list | None = "mean,sentence-mean"  # a read-out step: prompts pooled these ways ("none": no step)
+    readout_steps: int = 0  # then prefix steps on the best pooled prompt (the vocabulary's prefix tokens, quotes)
     name: str = "greedy"
     path: list = field(default_factory=list)
 
@@ -125,7 +126,7 @@ class Greedy:
                 "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {}),
                 **({"ensemble": self.ensemble} if self.ensemble > 1 else {}),
                 **({"demos_pool": self.demos_pool} if self.demos_pool else {}),
-                "readouts": parse_readouts(self.readouts)}
+                "readouts": parse_readouts(self.readouts), **({"readout_steps": self.readout_steps} if self.readout_steps else {})}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
@@ -232,7 +233,7 @@ class Greedy:
             template = best.template
         chosen = self._layer_step(scorer, results, template, best_score) if self.layers else template
         if parse_readouts(self.readouts):
-            chosen = self._readout_step(scorer, results, v["readout_prompts"], chosen, template)
+            chosen = self._readout_step(scorer, results, v["readout_prompts"], chosen, template, v)
         results.choose(self._ensemble_step(scorer, results, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
 
     @staticmethod
@@ -243,7 +244,8 @@ class Greedy:
             return own
         return chosen
 
-    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: str, template: str) -> str:
+    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: str, template: str,
+                      vocabulary: dict | None = None) -> str:
         """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
         taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
         from ..template import readout_key
@@ -261,6 +263,8 @@ class Greedy:
         if not scored:
             return chosen
         cand_score, cand = max(scored, key=lambda x: x[0])
+        if self.readout_steps and vocabulary:
+            cand_score, cand = self._pooled_prefix_steps(scorer, results, cand, cand_score, vocabulary)
         lead = self._leader(results, chosen)  # the best so far: the chosen template or the model's own representation
         before = results.entries[lead].spearman
         sims = scorer.member_similarities([lead]) if " @layer " in lead else scorer.similarities(lead)
@@ -321,6 +325,39 @@ class Greedy:
         results.extras["path"] = self.path
         results.save()
         return " + ".join(members) if len(members) > 1 else chosen
+
+    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
+        """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
+        [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
+        from ..template import readout_key, split_readout
+
+        for step in range(1, self.readout_steps + 1):
+            t, r = split_readout(key)
+            cands = [readout_key(f"{tok} {t}", r) for tok in v["prefix_tokens"]]
+            if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
+                cands += [readout_key(t.replace("[X]", f"{q}[X]{q}"), r) for q in v["wrappers"]]
+            cands = [c for c in dict.fromkeys(cands) if _fits_pooled(scorer, c)]
+            scored = []
+            with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
+                      unit="template") as bar:
+                for c, sc in zip(cands, scorer.score_chunks(cands, bar)):
+                    if c not in results.entries:
+                        results.add(sc, "greedy:readout-prefix")
+                    scored.append((sc.spearman, c))
+            if not scored:
+                break
+            cand_score, cand = max(scored, key=lambda x: x[0])
+            need, noise = self._noise(*scorer.gain(key, cand, seed=len(self.path)))
+            taken = cand_score > score + need
+            self.path.append({"stage": "readout-prefix" if taken else "readout-stop", "step": step, "template": cand,
+                              "spearman": round(cand_score, 4), "score_se": round(self._se(scorer, cand), 4),
+                              "candidates": len(cands), **noise})
+            results.extras["path"] = self.path
+            results.save()
+            if not taken:
+                break
+            score, key = cand_score, cand
+        return score, key
 
     def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> str:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
@@ -386,6 +423,10 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     if ro:
         rows.append(("Searching for the read-out (prompts pooled)", "", *blank))
         rows += [row(r["template"], r["spearman"]) for r in ro]
+        rows += [row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}") for r in path if r["stage"] == "readout-prefix"]
+        rs = [r for r in path if r["stage"] == "readout-stop"]
+        if rs:
+            rows.append(row(rs[-1]["template"], rs[-1]["spearman"], f"(read-out prefix stopped: {rs[-1]['template']}{_gain(rs[-1])})"))
         rb = [r for r in path if r["stage"] == "readout:best"]
         if rb and rb[-1]["template"] == rb[-1].get("lead"):
             rows.append((f"(the best read-out is the best so far, {rb[-1]['template']}: it stays)", "", *blank))

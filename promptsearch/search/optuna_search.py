@@ -60,6 +60,14 @@ class OptunaSearch:
                 **({"layers": self.layers} if self.layers else {}),
                 **({"readouts": self._readouts()} if self._readouts() else {})}
 
+    def _pooled_only(self, scorer: Scorer) -> bool:
+        """Whether the grammar's templates have no [MASK] on a masked LM (then every trial is pooled)."""
+        from ..template import Template
+
+        g = self.load_grammar()
+        first = g.render({n: o[0] for n, o in g.slots.items()})
+        return Template.parse(first).readout == "last" and not scorer.encoder.model.causal
+
     def _readouts(self) -> list[str]:
         from .greedy import parse_readouts
 
@@ -69,10 +77,13 @@ class OptunaSearch:
         """Refuse what cannot run before the results file opens."""
         self.check_datasets(scorer.dataset)
         scorer.layer_list(self.layers)
-        if "cls" in self._readouts() and scorer.encoder.model.causal:
-            from ..errors import PromptSearchError
+        from ..errors import PromptSearchError
 
+        if "cls" in self._readouts() and scorer.encoder.model.causal:
             raise PromptSearchError("--readouts cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
+        if self._pooled_only(scorer) and not self._readouts():
+            raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
+                                    "e.g. --readouts mean,sentence-mean")
 
     def check_datasets(self, dataset: str) -> None:
         """The grammar, and with ``pareto`` two or more dev sets in ``dataset`` (before a model loads)."""
@@ -140,7 +151,8 @@ class OptunaSearch:
                 fail_stale_trials(study)
                 # Optuna's storage writes (ask, suggest, tell) hold an interrupt back: one landing inside a
                 # SQLite write left its transaction open. It lands at once only while templates are encoded.
-                trials = ask_batch(study, self.batch, self.trials, lambda trial: self._suggest(trial, layers))
+                pooled_only = self._pooled_only(scorer)
+                trials = ask_batch(study, self.batch, self.trials, lambda trial: self._suggest(trial, layers, pooled_only))
                 if not trials:
                     break
                 told: set[int] = set()
@@ -163,11 +175,12 @@ class OptunaSearch:
                     bar.set_postfix_str(f"best {study.best_value:.2f}" if not self.pareto else "")
             self._sync(study, scorer, results)
 
-    def _suggest(self, trial: optuna.Trial, layers: list[int]) -> None:
+    def _suggest(self, trial: optuna.Trial, layers: list[int], pooled_only: bool = False) -> None:
         """A trial's template (one option per grammar slot) and read-out layer, kept as its attributes."""
         grammar = self.load_grammar()
         choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
-        readout = trial.suggest_categorical("readout", ["mask"] + self._readouts()) if self._readouts() else "mask"
+        options = self._readouts() if pooled_only else ["mask"] + self._readouts()
+        readout = trial.suggest_categorical("readout", options) if self._readouts() else "mask"
         if layers and readout == "mask":  # a pooled read-out reads the last layer
             trial.suggest_categorical("layer", layers)
         trial.set_user_attr("template", readout_key(grammar.render(choice), readout))
