@@ -288,8 +288,8 @@ def entry_key(template: str, layer: int | None = None) -> str:
 
 
 def template_of(key: str) -> str:
-    """The (first) template of an entry key: itself, without its layer, or an ensemble's first member's."""
-    return key_members(key)[0][0]
+    """The (first) template of an entry key: itself, without its layer or read-out, or an ensemble's first member's."""
+    return split_readout(key_members(key)[0][0])[0]
 
 
 def split_key(key: str) -> tuple[str, int | None]:

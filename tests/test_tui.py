@@ -137,3 +137,24 @@ def test_leaderboard_plots_the_results_file(tmp_path, monkeypatch):
 
     asyncio.run(scenario())
     assert (tmp_path / "best.svg").read_text().startswith("<?xml") and opened == [(tmp_path / "best.svg").as_uri()]
+
+
+def test_leaderboard_lists_the_chosen_answer_first_and_says_so(tmp_path):
+    """A greedy file whose answer (x_chosen) is not its highest score: the header says "chosen", the
+    answer is row 1, and a strategy's templates are "scored", not "trials"."""
+    path = tmp_path / "best.json"
+    _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 71.0)])
+    d = json.loads(path.read_text())
+    d["x_chosen"] = "[X] means [MASK] ."
+    path.write_text(json.dumps(d))
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(120, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == 2)
+            info = str(app.screen.query_one("#info").render())
+            assert "chosen" in info and "[X] means [MASK] ." in info and "trials" not in info and "2 scored" in info
+            assert table.get_row_at(0)[2] == "[X] means [MASK] ."
+
+    asyncio.run(scenario())

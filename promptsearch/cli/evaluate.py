@@ -47,9 +47,21 @@ def cmd_eval(args) -> int:
     res = evaluate_reps(enc, [rep], evaluators(tasks, args.data_dir, o.fmt(args)), args.data_dir, o.show(args))[rep]
     aniso = anisotropy(enc, [rep], data_dir=args.data_dir)[rep] if args.anisotropy else None
     if not args.json:
-        print(f"model: {args.model}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
+        print(f"model: {_loaded(args)}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
     print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))
     return 0
+
+
+def _loaded(args) -> str:
+    """What was loaded, named by itself: the model, or a trained folder and what it holds."""
+    if not args.template_dir:
+        return args.model
+    from ..model.saved import read_config
+
+    cfg = read_config(args.template_dir) or {}
+    held = ("OptiPrompt soft vectors on " + str(cfg.get("base_model", "?")) if cfg.get("soft_prompt")
+            else "fine-tuned weights" if cfg.get("finetune") else "a trained folder")
+    return f"{args.template_dir} ({held})"
 
 
 def cmd_ditto_search(args) -> int:

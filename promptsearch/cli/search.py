@@ -32,7 +32,8 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     check_apart(None if args.no_cache else args.cache, args.out)
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
                     use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
-    return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args))
+    announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
 
 
 def next_steps(res: Results, args) -> str:

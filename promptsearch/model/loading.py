@@ -242,7 +242,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
-    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL:
+    trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()  # a folder finetune wrote: said once there
+    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)

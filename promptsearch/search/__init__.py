@@ -27,7 +27,7 @@ class Strategy(Protocol):
 
 
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
-                 validate_on=DEFAULT_VALIDATE_ON, validate_top: int = 5, show_progress_bar=None) -> Results:
+                 validate_on=DEFAULT_VALIDATE_ON, validate_top: int = 5, show_progress_bar=None, announce=None) -> Results:
     """Open (or resume) the results file, run the strategy, validate its best ``validate_top``
     templates on the held-out ``validate_on`` tasks (:mod:`.validate`), return the results."""
     if hasattr(strategy, "check"):  # optional: refuse bad input before the results file is opened
@@ -43,7 +43,8 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     if validate_top > 0 and validate_on:
         extra = getattr(strategy, "validation_extra", lambda results: [])(results)  # optional: more templates to validate
         extra = [own, results.best.key] + list(extra)
-        validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar)
+        validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar,
+                 announce=announce)
     return results
 
 

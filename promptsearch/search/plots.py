@@ -49,9 +49,9 @@ def _path_steps(path: list[dict]) -> list[tuple[str, dict, str]]:
     for r in path:
         st = r["stage"]
         if st == "relation:best":
-            steps.append(("relation", r, r["template"]))
+            steps.append((f"relation: {_short(r['template'])}", r, r["template"]))
         elif st == "prefix":
-            steps.append((f"prefix {r['step']}", r, r["template"]))
+            steps.append((f"prefix {r['step']}: {_short(r['template'])}", r, r["template"]))
         elif st == "layer:best" and r.get("taken"):
             steps.append((f"layer {r['layer']}", r, entry_key(r["template"], r["layer"])))
         elif st == "readout:best":  # the best pooled read-out, taken or not (its label says which)
@@ -59,6 +59,11 @@ def _path_steps(path: list[dict]) -> list[tuple[str, dict, str]]:
         elif st == "ensemble" and r.get("taken"):
             steps.append((f"+{len(r['members']) - 1} template", r, " + ".join(r["members"])))
     return steps
+
+
+def _short(text: str, n: int = 26) -> str:
+    """A template shortened for an axis label."""
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def plot_greedy(res: Results, out: Path) -> list[Path]:
@@ -91,10 +96,12 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
         if not e.members and e.layer is None:
             by_source.setdefault(e.source or "?", []).append(e.spearman)
     names = sorted(by_source, key=lambda s: (s != "relation", s))
+    stopped = {f"prefix step {r['step']}" for r in res.path_steps if r.get("stage") == "stop"}  # a rejected step's candidates
     bx.boxplot([by_source[n] for n in names], showfliers=False)
     for i, n in enumerate(names, 1):
         bx.scatter([i] * len(by_source[n]), by_source[n], s=10, alpha=0.6)
-    bx.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
+    bx.set_xticks(range(1, len(names) + 1), [f"{n} (rejected)" if n in stopped else n for n in names], rotation=20, ha="right")
+    bx.set_ylabel("Spearman × 100 (full set)")
     if own is not None:
         bx.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2)
     bx.set_title("full-set scores of each step's candidates")

@@ -291,8 +291,10 @@ class Results:
         tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
         work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
         work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
-        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}; {d['cached']} came from the cache; "
-                f"results: {self.path}")
+        held = (f"; held-out validation {self.validation['seconds']:.0f}s more"
+                if self.validation and "seconds" in self.validation else "")
+        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}{held}; {d['cached']} came from the "
+                f"cache; results: {self.path}")
 
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best

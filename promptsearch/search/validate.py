@@ -15,12 +15,19 @@ from .scorer import Scorer
 DEFAULT_VALIDATE_ON = ("stsb", "sickr")  # the STS-B and SICK-R test sets
 
 
-def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None) -> None:
+def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None, announce=None) -> None:
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. greedy's
-    path) on every task; store them in their entries' ``validation`` and save the results."""
+    path) on every task; store them in their entries' ``validation`` (and its time in the results'
+    ``validation``) and save the results. ``announce(line)`` is told its size before it starts."""
+    import time
+
+    t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
     chosen = [e.key for e in results.ranked()[:top]]
     chosen += [t for t in extra if t in results.entries and t not in chosen]
+    if announce is not None and chosen and tasks:
+        announce(f"held-out validation: {len(chosen)} representations on {', '.join(tasks)} ({len(chosen) * len(tasks)} "
+                 "scores, not search work; --validate-top 0 skips it)")
     results.validation = {"tasks": tasks, "top": top}
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
@@ -41,6 +48,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     for t in chosen:  # in the order of --validate-on
         v = results.entries[t].validation or {}
         results.entries[t].validation = {k: v[k] for k in tasks if k in v} or None
+    results.validation["seconds"] = round(time.perf_counter() - t0, 1)
     results.save()
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+from rich.text import Text
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -57,14 +60,23 @@ class LeaderboardScreen(Screen):
     def _update_info(self) -> None:
         b = self.board
         if b.error:
-            text = b.error
+            text = Text(b.error)
         else:
             best = f"{b.best:.2f}" if b.best is not None else "-"
             kind = "denoised" if b.denoise else "raw"
-            text = (f"[b]{b.strategy}[/b] on [b]{b.model}[/b] · {b.dataset} ({kind}) · {b.trials} trials · "
-                    f"{len(b.rows)} templates · best so far [b]{best}[/b]")
+            count = f"{b.trials} trials · " if b.unit == "trials" else ""
+            text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} ({kind}) · "
+                                    f"{count}{len(b.rows)} scored · ")
+            if b.chosen:  # a template's brackets are text, not markup
+                score = next(s for s, k in b.rows if k == b.chosen)
+                text.append("chosen ")
+                text.append(b.chosen[:48], style="bold")
+                text.append(f" {score:.2f} (listed first) · best scored {best}")
+            else:
+                text.append_text(Text.from_markup(f"best so far [b]{best}[/b]"))
         if self.search_status:
-            text += f"\n{self.search_status}"
+            text.append("\n")
+            text.append_text(Text.from_markup(self.search_status))
         self.query_one("#info", Static).update(text)
 
     def selected_template(self) -> str | None:

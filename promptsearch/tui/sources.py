@@ -20,6 +20,8 @@ class Board:
     history: list[float] = field(default_factory=list)  # scores in the order they were produced
     error: str = ""
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)  # template -> {task: Spearman} (top-k)
+    chosen: str | None = None  # the search's answer (a results file's x_chosen), listed first
+    unit: str = "trials"  # what ``trials`` counts: Optuna's trials, or the templates a strategy scored
 
     def held_out_text(self, template: str) -> str:
         v = self.held_out.get(template) or {}
@@ -27,7 +29,8 @@ class Board:
 
     @property
     def best(self) -> float | None:
-        return self.rows[0][0] if self.rows else None
+        """The highest score on the board (the chosen answer may be another: see ``chosen``)."""
+        return max(r[0] for r in self.rows) if self.rows else None
 
 
 class _Polled:
@@ -66,10 +69,15 @@ class ResultsFileSource(_Polled):
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
             return Board(error=str(exc))
-        rows = [(float(e.spearman), e.key) for e in res.ranked()]  # a template, "T @layer L" or an ensemble "A + B"
+        chosen = res.extras.get("x_chosen") if res.extras.get("x_chosen") in res.entries else None
+        ranked = res.ranked()
+        if chosen:  # the answer first, then the rest ranked (as the file lists them)
+            ranked = [res.entries[chosen]] + [e for e in ranked if e.key != chosen]
+        rows = [(float(e.spearman), e.key) for e in ranked]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
-        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held)
+        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held,
+                     chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
 
 
 class OptunaSource(_Polled):
