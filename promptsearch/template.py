@@ -30,6 +30,7 @@ POOLED_READOUTS = ("mean", "sentence-mean", "cls")
 READOUTS = ("mask",) + POOLED_READOUTS
 OWN = "[X] @mean"  # the model's own representation when it names no other: mean pooling, no template
 _TOKEN_RE = re.compile(r"\[X\]|\[MASK\]")
+_READOUT_KEY_RE = re.compile(r"(^|\s)@(" + "|".join(map(re.escape, POOLED_READOUTS)) + r")$")  # 'T @mean': a key
 
 
 def quote(text: str, n: int = 60) -> str:
@@ -69,7 +70,7 @@ class Template:
         if re.search(r"(^|\s)@layer(\s|$)", text):
             raise TemplateError(f"{quote(text)} names a read-out layer ('@layer'), as a results file's keys do; give the "
                                 "template alone and the layer with --layer N")
-        if m := re.search(r"(^|\s)@(" + "|".join(map(re.escape, POOLED_READOUTS)) + r")$", text):
+        if m := _READOUT_KEY_RE.search(text):
             raise TemplateError(f"{quote(text)} names a read-out ('@{m.group(2)}'), as a results file's keys do; give the "
                                 f"template alone and --readout {m.group(2)}")
         if text.startswith("+ ") or text.endswith(" +") or text == "+":
@@ -318,15 +319,6 @@ def readout_key(template: str, readout: str | None) -> str:
 def is_key(text: str) -> bool:
     """Whether ``text`` is a results-entry key naming a read-out or a layer (``T @mean``, ``T @layer L``)."""
     return split_readout(text)[1] is not None or split_key(text)[1] is not None
-
-
-def canonical_key(key: str) -> str:
-    """A one-member key with its template parsed (``T``, ``T @layer L`` or ``T @readout``)."""
-    t, r = split_readout(key)
-    if r is not None:
-        return readout_key(t, r)
-    t, layer = split_key(key)
-    return entry_key(Template.parse(t).text, layer)
 
 
 def key_members(key: str) -> list[tuple[str, int | None]]:

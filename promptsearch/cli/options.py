@@ -20,7 +20,7 @@ def precision_line(args, device) -> str | None:
     """The precision a command runs in and why, one line for stderr (None with ``-q``)."""
     if args.quiet:
         return None
-    bf16, why = precision_choice(device)
+    why = precision_choice(device)[1]
     if args.bf16 is not None:
         why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
     return f"precision: {why}"

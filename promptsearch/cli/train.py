@@ -62,8 +62,9 @@ def cmd_optiprompt(args) -> int:
 def cmd_finetune(args) -> int:
     seeds = _start(args)
     readout = None if args.readout in (None, "mask") else args.readout
-    best = Results.load(args.templates).best if args.templates else None
-    for note in Results.load(args.templates).trust_notes(args.model) if args.templates else []:
+    searched = Results.load(args.templates) if args.templates else None
+    best = searched.best if searched else None
+    for note in searched.trust_notes(args.model) if searched else []:
         print(f"note: {note}", file=sys.stderr)
     if best is not None and best.readout and not best.members and args.readout is None and not (args.template or args.template_dir):
         # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context

@@ -24,10 +24,9 @@ from ..data import load_corpus
 from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
-from ..template import RenderedTemplate, Template
-from .batching import bf16_supported, default_max_tokens, precision_choice, length_order, pad, prepare, unique
+from ..template import POOLED_READOUTS, RenderedTemplate, Template
+from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
 from .prompt import PromptModule
-from ..template import POOLED_READOUTS
 from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
 
 
@@ -288,6 +287,15 @@ class PromptEncoder:
             for r, resolved in pooled.items():
                 out[r] = res[resolved]
         return {r: r.combine([out[p] for p in r.parts()]) for r in wanted}
+
+    def check_rep(self, r: Rep) -> None:
+        """A one-line error when a template of ``r`` (each member of an ensemble) cannot be read here: a
+        pooled read-out this model cannot give, a [MASK] template it cannot fill, no room for a sentence."""
+        for m in r.parts():
+            if isinstance(m, PromptPool):
+                self.check_readout(m)
+            elif m.prompt:
+                self.check_template(m.template)
 
     def check_readout(self, r: PromptPool) -> None:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""

@@ -216,7 +216,7 @@ class PromptModule(nn.Module):
             r = self.rendered(t, pooled=True)
             rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
             (batch,) = self._upload(rows, [np.arange(len(rows))])
-            return self._pooled(batch, t, len(r.before), r.n_trail)[POOLED_READOUTS.index(readout)]
+            return self._pooled(batch, t)[POOLED_READOUTS.index(readout)]
         r = self.rendered(t)
         rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
         out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]
@@ -267,15 +267,20 @@ class PromptModule(nn.Module):
             out.append((ids, att, read, lens, shifts))
         return out
 
-    def _states(self, batch: tuple, template: Template, layers: Sequence[int] | None = None) -> torch.Tensor:
-        """:meth:`states_for_rows` of one uploaded batch."""
-        ids, att, read, lens, shifts = batch
+    def _forward(self, batch: tuple, template: Template, hidden_states: bool = False):
+        """The encoder's output for one uploaded batch (left padding: positions from each row's first token)."""
+        ids, att, _, lens, shifts = batch
         extra = {}
         if self.padding_side == "left":
             extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
         with autocast(ids.device, self.bf16):  # the batch's device: no walk over the parameters per batch
-            o = self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att,
-                             output_hidden_states=layers is not None, **extra)
+            return self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att,
+                                output_hidden_states=hidden_states, **extra)
+
+    def _states(self, batch: tuple, template: Template, layers: Sequence[int] | None = None) -> torch.Tensor:
+        """:meth:`states_for_rows` of one uploaded batch."""
+        o = self._forward(batch, template, hidden_states=layers is not None)
+        read = batch[2]
         at = (torch.arange(len(read), device=read.device), read)
         if layers is None:
             return o.last_hidden_state[at].float()
@@ -307,19 +312,25 @@ class PromptModule(nn.Module):
         at = dict(zip(rows, np.cumsum([0] + [len(r) for r in rows.values()]).tolist()))  # each template's first row
         out = torch.empty((nl, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
         with self.autocast():  # one autocast region: its weight casts are made once per call, not per batch
-            for t, batches in plan.items():
-                places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
-                done = 0
-                for idx, batch in zip(batches, self._upload(rows[t], batches)):
-                    st = self._states(batch, t, layers)
-                    out[:, places[done : done + len(idx)]] = st if layers is not None else st[None]
-                    done += len(idx)
-                    if bar is not None:
-                        bar.update(1)
+            self._fill(out, rows, plan, at, lambda batch, t: self._states(batch, t, layers) if layers is not None
+                       else self._states(batch, t)[None], bar)
             for g, p in plans:
                 branched_states(self, g, rows, p, layers, out, at, bar)
         host = out.cpu().numpy()  # the one device-to-host copy
         return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
+
+    def _fill(self, out: torch.Tensor, rows: dict[Template, ListRows], plan: dict[Template, list[np.ndarray]],
+              at: dict[Template, int], read, bar=None) -> None:
+        """Each template's planned batches uploaded and read (``read(batch, template)``: (k, B, hidden)) into
+        ``out[:, rows]`` at the template's first row ``at``, advancing ``bar`` a batch at a time."""
+        for t, batches in plan.items():
+            places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
+            done = 0
+            for idx, batch in zip(batches, self._upload(rows[t], batches)):
+                out[:, places[done : done + len(idx)]] = read(batch, t)
+                done += len(idx)
+                if bar is not None:
+                    bar.update(1)
 
     def pooled_rows_states(self, rows: dict[Template, ListRows], max_tokens: int, max_rows: int | None = None,
                            bar=None) -> dict[str, np.ndarray]:
@@ -334,27 +345,16 @@ class PromptModule(nn.Module):
         at = dict(zip(rows, np.cumsum([0] + [len(r) for r in rows.values()]).tolist()))
         out = torch.empty((3, sum(map(len, rows.values())), self.hidden_size), dtype=torch.float32, device=self.device)
         with self.autocast():
-            for t, batches in plan.items():
-                r = self.rendered(t, pooled=True)
-                places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
-                done = 0
-                for idx, batch in zip(batches, self._upload(rows[t], batches)):
-                    out[:, places[done : done + len(idx)]] = self._pooled(batch, t, len(r.before), r.n_trail)
-                    done += len(idx)
-                    if bar is not None:
-                        bar.update(1)
+            self._fill(out, rows, plan, at, lambda batch, t: self._pooled(batch, t), bar)
         host = out.cpu().numpy()
         return {t.text: host[:, at[t] : at[t] + len(r)] for t, r in rows.items()}
 
-    def _pooled(self, batch: tuple, template: Template, n_before: int, n_trail: int) -> torch.Tensor:
+    def _pooled(self, batch: tuple, template: Template) -> torch.Tensor:
         """(3, B, hidden): one batch's mean over all tokens, over the sentence's (+ closing specials), first token."""
         ids, att, _, lens, shifts = batch
-        extra = {}
-        if self.padding_side == "left":
-            extra["position_ids"] = (att.cumsum(1) - 1).clamp(min=0) + self.position_offset
-        with autocast(ids.device, self.bf16):
-            o = self.encoder(**self._inputs(ids, template, lens, shifts), attention_mask=att, **extra)
-        h = o.last_hidden_state.float()
+        r = self.rendered(template, pooled=True)
+        n_before, n_trail = len(r.before), r.n_trail
+        h = self._forward(batch, template).last_hidden_state.float()
         shift = torch.as_tensor(shifts, device=ids.device)[:, None]
         n = torch.as_tensor(lens, device=ids.device)[:, None]
         rel = torch.arange(ids.shape[1], device=ids.device)[None, :] - shift  # each cell's place in its row

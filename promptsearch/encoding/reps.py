@@ -140,7 +140,6 @@ class PromptPool(Rep):
     template: str
     readout: str = "mean"
     prompt: ClassVar[bool] = False
-    pooled_prompt: ClassVar[bool] = True
 
     def __post_init__(self):
         if self.readout not in POOLED_READOUTS:
@@ -171,7 +170,7 @@ class Ensemble(Rep):
     members: tuple[Rep, ...]  # MaskState or PromptPool
 
     def __post_init__(self):
-        if len(self.members) < 2 or not all(m.prompt or getattr(m, "pooled_prompt", False) for m in self.members):
+        if len(self.members) < 2 or not all(isinstance(m, (MaskState, PromptPool)) for m in self.members):
             raise PromptSearchError("an ensemble averages two or more templates' read-outs")
 
     @property

@@ -93,8 +93,7 @@ def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, sh
     keyed = []
     for t in templates:  # a template, or a results-entry key (a layer, an ensemble): checked before any pass
         keyed += [enc.resolve(rep_from_key(t)), enc.resolve(rep_from_key(t, denoise=True))]
-        for m in keyed[-1].parts():
-            enc.check_readout(m) if hasattr(m, "readout") else enc.check_template(m.template)
+        enc.check_rep(keyed[-1])
     keyed = list(dict.fromkeys(keyed))  # a pooled read-out has no denoised twin
     best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
     return [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])] + keyed, best

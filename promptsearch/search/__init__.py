@@ -60,8 +60,7 @@ class GivenTemplates:
 
     def check(self, scorer: Scorer) -> None:
         for t in self.templates:  # every template usable with this tokenizer before anything is written
-            rep = scorer.rep(scorer.canonical(t), scorer.denoise)
-            scorer.encoder.check_readout(rep) if hasattr(rep, "readout") else scorer.encoder.check_template(t)
+            scorer.encoder.check_rep(scorer.rep(scorer.canonical(t), scorer.denoise))
 
     def run(self, scorer: Scorer, results: Results) -> None:
         for sc in scorer.score_chunks(self.templates):

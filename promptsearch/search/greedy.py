@@ -26,6 +26,7 @@ from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
 from ..template import entry_key
+from .baseline import similarities
 from .results import Results
 from .scorer import Scorer
 
@@ -132,8 +133,7 @@ class Greedy:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
-        if self.demos_pool and len(read_demos(self.demos_pool, "--demos-pool")) > MAX_DEMOS:
-            n = len(read_demos(self.demos_pool, "--demos-pool"))
+        if self.demos_pool and (n := len(read_demos(self.demos_pool, "--demos-pool"))) > MAX_DEMOS:
             raise PromptSearchError(f"--demos-pool {self.demos_pool} holds {n:,} demonstrations; greedy tries each one as a "
                                     f"candidate (a full encoding each, its states held while it races), so give at most "
                                     f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
@@ -251,7 +251,7 @@ class Greedy:
         from ..template import readout_key
 
         keys = list(dict.fromkeys(readout_key(p, r) for p in list(prompts) + [template] for r in parse_readouts(self.readouts)))
-        keys = [k for k in keys if k in results.entries or _fits_pooled(scorer, k)]
+        keys = [k for k in keys if k in results.entries or _fits(scorer, k)]
         scored = []
         with tqdm(total=len(keys), desc="read-outs", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
             for k, sc in zip(keys, scorer.score_chunks(keys, bar)):
@@ -267,7 +267,7 @@ class Greedy:
             cand_score, cand = self._pooled_prefix_steps(scorer, results, cand, cand_score, vocabulary)
         lead = self._leader(results, chosen)  # the best so far: the chosen template or the model's own representation
         before = results.entries[lead].spearman
-        sims = scorer.member_similarities([lead]) if " @layer " in lead else scorer.similarities(lead)
+        sims = similarities(scorer, results, lead)  # a layer's, a pooled read-out's or an ensemble's
         need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
         taken = cand != lead and cand_score > before + need
         self.path.append({"stage": "readout:best", "step": len(self.path), "template": cand, "lead": lead,
@@ -336,7 +336,7 @@ class Greedy:
             cands = [readout_key(f"{tok} {t}", r) for tok in v["prefix_tokens"]]
             if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
                 cands += [readout_key(t.replace("[X]", f"{q}[X]{q}"), r) for q in v["wrappers"]]
-            cands = [c for c in dict.fromkeys(cands) if _fits_pooled(scorer, c)]
+            cands = [c for c in dict.fromkeys(cands) if _fits(scorer, c)]
             scored = []
             with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
                       unit="template") as bar:
@@ -445,23 +445,13 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
 
 
-def _fits(scorer: Scorer, template: str) -> bool:
-    """Whether the template leaves the model room for a sentence (a long demonstration may not)."""
+def _fits(scorer: Scorer, key: str) -> bool:
+    """Whether a candidate (a template, or a pooled read-out's key) leaves the model room for a sentence
+    (a long demonstration may not)."""
     from ..errors import TemplateError
 
     try:
-        scorer.encoder.check_template(template)
-    except TemplateError:
-        return False
-    return True
-
-
-def _fits_pooled(scorer: Scorer, key: str) -> bool:
-    """Whether a pooled read-out's template leaves the model room for a sentence."""
-    from ..errors import TemplateError
-
-    try:
-        scorer.encoder.check_readout(scorer.rep(key, False))
+        scorer.encoder.check_rep(scorer.rep(scorer.canonical(key), scorer.denoise))
     except TemplateError:
         return False
     return True

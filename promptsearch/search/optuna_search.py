@@ -144,6 +144,7 @@ class OptunaSearch:
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
         interrupts = StudyInterrupts()
+        pooled_only = self._pooled_only(scorer)  # a grammar of prompts without [MASK]: every trial pooled
         with interrupts, tqdm(total=max(self.trials - self.done_before, 0), desc="optuna", unit="trial", leave=False,
                               disable=self.show_progress_bar is False) as bar:
             while True:
@@ -151,7 +152,6 @@ class OptunaSearch:
                 fail_stale_trials(study)
                 # Optuna's storage writes (ask, suggest, tell) hold an interrupt back: one landing inside a
                 # SQLite write left its transaction open. It lands at once only while templates are encoded.
-                pooled_only = self._pooled_only(scorer)
                 trials = ask_batch(study, self.batch, self.trials, lambda trial: self._suggest(trial, layers, pooled_only))
                 if not trials:
                     break
