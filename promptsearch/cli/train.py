@@ -75,8 +75,9 @@ def cmd_finetune(args) -> int:
         templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []],
                                                   args.templates, args.template_dir)
         if best is not None and best.readout and not readout:
-            print(f"note: {args.templates}'s answer is {best.key}; with --readout mask (or given templates) finetune trains "
-                  f"[MASK] read-outs of its best [MASK] template(s)", file=sys.stderr)
+            print(f"note: {args.templates}'s answer is {best.key} ({best.spearman:.2f}); with --readout mask (or given "
+                  f"templates) finetune trains [MASK] read-outs of its best [MASK] template(s), and the result may stay "
+                  f"below that answer: compare its dev score with {best.spearman:.2f}", file=sys.stderr)
     if args.mode == "unsup":
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
     else:
