@@ -33,6 +33,13 @@ def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     assert len(finished) == 4
     fresh = [t for t in finished if t.intermediate_values]
     assert fresh and all(set(t.intermediate_values) <= {148, 296, 593} for t in fresh)
+    # each value says what it was measured on: a complete trial the full set, a pruned one its rung (marked partial)
+    for t in finished:
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert t.user_attrs["value_pairs"] == 1186 and "partial" not in t.user_attrs
+        else:
+            assert t.user_attrs["value_pairs"] == t.user_attrs["pruned_at_pairs"] < 1186
+            assert "not comparable" in t.user_attrs["partial"]
     # re-running the same command with a larger target continues the same study
     s2 = OptunaSearch(storage=storage, study_name="t", trials=7, grammar=grammar, seed=1, show_progress_bar=False)
     res = run_strategy(s2, scorer, tmp_path / "o.json", "tiny")

@@ -4,6 +4,7 @@ own hidden states, masked and causal, right and left padding; the model's own re
 first candidate of every search and the rule that keeps it; the export to sentence-transformers."""
 
 import json
+import os
 import re
 import warnings
 
@@ -146,6 +147,28 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
         theirs = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(st)
     key = next(k for k in theirs if k.endswith("spearman_cosine"))
     assert abs(100 * theirs[key] - ours) < 0.01
+    # another process in which promptsearch cannot be imported at all loads the folder the same way
+    probe = ["two dogs run in the park .", "a man plays a guitar ."]
+    code = f"""
+import sys, json, importlib.abc
+class NoPromptsearch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "promptsearch":
+            raise ImportError("promptsearch is not installed here")
+sys.meta_path.insert(0, NoPromptsearch())
+import warnings; warnings.simplefilter("ignore")
+from sentence_transformers import SentenceTransformer
+st = SentenceTransformer({str(folder)!r}, device="cpu")
+assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)
+print(json.dumps(st.encode({probe!r}).tolist()))
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    np.testing.assert_allclose(np.array(json.loads(done.stdout.strip().splitlines()[-1])), st.encode(probe), atol=1e-5)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -216,6 +239,43 @@ def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_
     r = PromptPool(answer.template, "mean")
     np.testing.assert_allclose(tuned.encode(SENTS), tuned.encode_reps(SENTS, [r])[r], rtol=0, atol=1e-6)
     assert not (ft / "modules.json").exists()  # a pooled folder exports natively: promptsearch export
+
+
+def test_finetune_reuses_the_scores_it_has(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """The start's dev score and the table's start row are score-cache lookups: a second run from the
+    same start encodes neither again (only its own training-time dev evaluations), and prints the same."""
+    from collections import Counter
+
+    from promptsearch.eval.objective import Objective
+    from promptsearch.eval.sts import STSEvaluator
+
+    monkeypatch.setenv("PROMPTSEARCH_CACHE", str(tmp_path / "scores.jsonl"))
+    passes = Counter()
+
+    def counting(cls, name):
+        real = cls.encode
+
+        def counted(self, *a, **kw):
+            passes[name(self)] += 1
+            return real(self, *a, **kw)
+        monkeypatch.setattr(cls, "encode", counted)
+
+    counting(STSEvaluator, lambda ev: ev.name)  # the trainer's dev evaluations
+    counting(Objective, lambda ob: ",".join(ob.sets))  # scorer passes: the start, the table
+
+    def run(out):
+        passes.clear()
+        assert main(["finetune", "--model", str(tiny_bert_dir), "--template", "query : [X]", "--readout", "mean",
+                     "--max-steps", "2", "--eval-steps", "1", "--train-batch-size", "8", "--micro-batch", "4", "--out",
+                     str(tmp_path / out), "--final-tasks", "sts16", "--no-bf16", "-q"]) == 0
+        printed = capsys.readouterr().out
+        return dict(passes), re.search(r"STS-B dev ([\d.]+) \(start\)", printed).group(1), printed.splitlines()[-2]
+
+    first, start1, row1 = run("a")
+    second, start2, row2 = run("b")
+    assert first["stsb-dev"] == 3 and second["stsb-dev"] == 2  # the start, then steps 1 and 2; the start once only
+    assert first["sts16"] == 2 and second["sts16"] <= 1  # start and trained rows; the start row once only
+    assert (start1, row1) == (start2, row2)
 
 
 def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):

@@ -64,13 +64,14 @@ def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
     import promptsearch.train.optiprompt as op
     op.DevEval.__call__, real = (lambda self, t, d: float(len(self.encoder.soft_prompts))), op.DevEval.__call__
     try:
-        train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", resume=False)
+        train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", resume=False, keep_checkpoint=True)
         assert not torch.allclose(fresh.soft_prompts[PAPER_T], init)  # "best" is the trained vectors here
-        ck = torch.load(tmp_path / "op" / op.CHECKPOINT, weights_only=False)
+        ck = torch.load(tmp_path / "op" / "resume" / op.CHECKPOINT, weights_only=False)
         assert ck["step"] == 4
         cfg2 = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
         s2 = train_optiprompt(fresh, sentences, cfg2, tmp_path / "op", "tiny", resume=True)
         assert [h["step"] for h in s2["history"]] == [2, 4, 6]  # continued from step 4
+        assert not (tmp_path / "op" / "resume").exists()  # finished without --keep-checkpoint: removed
     finally:
         op.DevEval.__call__ = real
 
@@ -167,6 +168,7 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     # 3 steps of 16 sentences over the training time alone (the dev evaluations left out): more than over the wall time
     assert summary["train_sentences_per_second"] > 3 * 16 / max(summary["seconds"], 0.1) > 0
     out = tmp_path / "ft"
+    assert not list(out.rglob("*.pt")) and not (out / "resume").exists()  # finished: the model alone, no resume state
     saved = json.loads((out / "promptsearch.json").read_text())
     assert saved["template"] == PAPER_T and saved["denoise"] is True and saved["finetune"]["mode"] == mode
     loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
@@ -179,6 +181,28 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     # sentence-transformers >= 6 imports any non-ST module class only with trust_remote_code=True
     st = SentenceTransformer(str(out), device="cpu", trust_remote_code=True)
     np.testing.assert_allclose(st.encode(probe, batch_size=7), got, atol=1e-5)
+
+
+def test_finetune_checkpoint_lives_apart_resumes_and_goes_when_training_ends(tiny_bert_dir, sentences, tmp_path):
+    """The resume checkpoint is OUT/resume/…: kept on request (or while a run can resume), read back
+    by a longer run (also from where earlier versions kept it, beside the model), removed at the end."""
+    import promptsearch.train.finetune as ft
+
+    out = tmp_path / "ft"
+
+    def run(steps, **kw):
+        cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=1e-3, batch_size=16, micro_batch=8,
+                             max_steps=steps, eval_steps=1, show_progress_bar=False)
+        return finetune(make_encoder(tiny_bert_dir), sentences[:48], cfg, out, "tiny", **kw)
+
+    run(2, resume=False, keep_checkpoint=True)
+    ck = out / "resume" / ft.CHECKPOINT
+    assert ck.is_file() and torch.load(ck, weights_only=False)["step"] == 2
+    ck.rename(out / ft.CHECKPOINT)  # where earlier versions kept it
+    (out / "resume").rmdir()
+    s = run(3)
+    assert [h["step"] for h in s["history"]] == [0, 1, 2, 3]  # went on from step 2
+    assert not list(out.rglob("*.pt")) and not (out / "resume").exists()
 
 
 def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys):
@@ -209,7 +233,7 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
     train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
     out = tmp_path / command
     argv = [command, "--model", str(tiny_bert_dir), "--train-file", str(train), "--train-batch-size", "8",
-            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps", "1"]
+            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps", "1", "--keep-checkpoint"]
     argv += ["--steps", "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
@@ -221,7 +245,7 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
         # the saved model is the best checkpoint on the dev set, which may be the untrained start for
         # every seed (no step beat it: that depends on rounding, so on the machine); what each seed
         # guarantees is its own trajectory: other batches, other dropout, other weights after the last step
-        ck = torch.load(next((out / f"seed-{s}").glob("*-checkpoint.pt")), map_location="cpu", weights_only=False)
+        ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu", weights_only=False)
         assert ck["step"] == 2
         state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
         last.append(state)

@@ -208,6 +208,8 @@ def _train_flags(p, out: str) -> None:
                    help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
     g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
     g.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in --out and start over")
+    g.add_argument("--keep-checkpoint", action="store_true", help="keep the resume checkpoint (OUT/resume/) when training "
+                   "ends (default: removed, so OUT holds the trained model alone)")
     g.add_argument("--final-tasks", default="sts-all", help="tasks of the before/after table at the end")
 
 

@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
+from ..encoding import MaskState
 from ..encoding.batching import bf16_supported
+from ..encoding.reps import PromptPool
 from ..fileio import check_writable
 from ..search.results import Results
 from ..library import default_template
@@ -30,7 +32,8 @@ def _start(args) -> list[int]:
 
 def _dev(args) -> dict:
     """The training keywords every run shares: dev set, resume, data."""
-    return dict(data_dir=args.data_dir, resume=not args.no_resume, dev_dataset=one_dataset(args.dataset), fmt=o.fmt(args))
+    return dict(data_dir=args.data_dir, resume=not args.no_resume, dev_dataset=one_dataset(args.dataset), fmt=o.fmt(args),
+                keep_checkpoint=args.keep_checkpoint)
 
 
 def _config(args, seed: int) -> dict:
@@ -39,11 +42,11 @@ def _config(args, seed: int) -> dict:
                 micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
 
 
-def _table(args, seeds, template: str, labels, readout: str | None = None) -> int:
-    """The before/after table (several seeds: mean ± std, also in OUT/seeds.json)."""
-    print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), template, args.denoise,
-                       expand_tasks(args.final_tasks), args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args),
-                       readout))
+def _table(args, seeds, template: str, labels, readout: str | None = None, layer: int | None = None) -> int:
+    """The before/after table of what was trained (several seeds: mean ± std, also in OUT/seeds.json)."""
+    r = PromptPool(template, readout) if readout else MaskState(template, args.denoise, layer)
+    print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), r, expand_tasks(args.final_tasks),
+                       args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args)))
     return 0
 
 
@@ -90,7 +93,7 @@ def cmd_finetune(args) -> int:
                              readout=readout, **_config(args, seed))
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1,
                             one_dataset(args.dataset)))
-    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout)
+    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
 
 
 def cmd_train_head(args) -> int:

@@ -158,6 +158,8 @@ class OptunaSearch:
                 told: set[int] = set()
 
                 def tell(trial, value=None, state=None) -> None:
+                    if state is None:  # a complete trial's value: the full set's (a pruned one says its rung)
+                        trial.set_user_attr("value_pairs", len(scorer.gold))
                     study.tell(trial, value, state=state)
                     told.add(trial.number)
                     bar.update(1)
@@ -228,6 +230,10 @@ class OptunaSearch:
                     t.report(values[tmpl], pairs)
                     if t.should_prune():
                         t.set_user_attr("pruned_at_pairs", pairs)
+                        # Optuna keeps a pruned trial's last rung score as its value: say it is not the full set's
+                        t.set_user_attr("value_pairs", pairs)
+                        t.set_user_attr("partial", f"pruned: its value is the Spearman of the first {pairs} of {n} "
+                                        "pairs, not comparable with complete trials' full-set values")
                         tell(t, state=TrialState.PRUNED)
                         del live[t]
                 for tmpl in set(values) - set(live.values()):

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, batches, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+from .loop import (DevEval, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
                    set_rng_state, set_seed)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
@@ -71,8 +71,9 @@ class FinetuneConfig:
 
 
 def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
-             resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None) -> dict:
-    """Train, evaluate on STS-B dev every ``eval_steps``, keep the best weights in ``out_dir``."""
+             resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None, keep_checkpoint: bool = False) -> dict:
+    """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
+    resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``keep_checkpoint``."""
     from accelerate import Accelerator
 
     acc = Accelerator()
@@ -92,7 +93,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     dev = DevEval(enc, data_dir, dev_dataset, fmt)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
-    ck = load_checkpoint(out / CHECKPOINT) if resume else None
+    ckpt = checkpoint_path(out, CHECKPOINT)
+    ck = load_checkpoint(ckpt) if resume else None
     if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode and ck.get("layer") == cfg.layer:
         acc.unwrap_model(wrapped).encoder.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
@@ -100,7 +102,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
         set_rng_state(ck["rng"])
     if start_score is None:
-        start_score = best = dev(tdev, cfg.denoise, cfg.layer, cfg.readout)
+        start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
         cfg.history.append({"step": 0, "stsb_dev": round(start_score, 4)})
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
@@ -126,7 +128,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
                 if last > best:
                     best = last
                     save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
-                save_checkpoint(out / CHECKPOINT, {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
+                save_checkpoint(ckpt, {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
                                                    "model": acc.unwrap_model(wrapped).encoder.state_dict(), "optimizer": opt.state_dict(),
                                                    "scheduler": sched.state_dict(), "step": done, "best": best,
                                                    "start_score": start_score, "history": cfg.history, "rng": rng_state()})
@@ -137,6 +139,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     bar.close()
     wrapped.eval()
     secs = time.time() - t0
+    if acc.is_main_process:
+        end_checkpoint(ckpt, keep_checkpoint)
     return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),

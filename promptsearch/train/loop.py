@@ -45,22 +45,41 @@ def take(items, idx) -> list:
 
 
 class DevEval:
-    """STS-B dev Spearman of a template on the encoder's current weights (the one STSEvaluator;
+    """The dev set's Spearman of a template on the encoder's current weights (the one STSEvaluator;
     the template-bias cache follows the weights by itself)."""
 
     def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev", fmt: PairFormat | None = None):
         self.encoder = encoder
+        self.dataset, self.data_dir, self.fmt = dataset, data_dir, fmt
         self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
 
     def __call__(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
-        prompt = self.encoder.prompt
-        was_training = prompt.training
-        prompt.eval()
-        try:
-            r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+        r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+        with self._eval_mode():
             return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
-        finally:
-            prompt.train(was_training)
+
+    def start(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
+        """The same number for the untrained start, through the score cache: a start a search or an
+        earlier run already scored on this set (same weights, data and settings) costs no pass."""
+        from .seeds import known_scores
+
+        r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+        with self._eval_mode():
+            return known_scores(self.encoder, r, [self.dataset], self.data_dir, self.fmt, False)[self.dataset]["spearman"]
+
+    def _eval_mode(self):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def mode():
+            prompt = self.encoder.prompt
+            was_training = prompt.training
+            prompt.eval()
+            try:
+                yield
+            finally:
+                prompt.train(was_training)
+        return mode()
 
 
 LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device
@@ -95,11 +114,35 @@ def set_rng_state(st: dict) -> None:
         torch.cuda.set_rng_state_all(st["cuda"])
 
 
+RESUME_DIR = "resume"  # a trainer's resume checkpoint lives in OUT/resume/, apart from the model it writes
+
+
+def checkpoint_path(out, name: str) -> Path:
+    """Where a trainer keeps its resume checkpoint ``name``: ``out/resume/name``."""
+    return Path(out) / RESUME_DIR / name
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_replace(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """The checkpoint at ``path`` (or where earlier versions kept it, beside the model), or None."""
+    for p in (path, path.parent.parent / path.name):
+        if p.is_file():
+            return torch.load(p, map_location="cpu", weights_only=False)
+    return None
+
+
+def end_checkpoint(path: Path, keep: bool) -> None:
+    """A finished run's resume checkpoint: removed (with its folder, and any copy where earlier
+    versions kept it) unless ``keep`` — the folder then holds the trained model alone."""
+    if keep:
+        return
+    for p in (path, path.parent.parent / path.name):
+        p.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:  # not empty (something else of the user's), or already gone
+        pass

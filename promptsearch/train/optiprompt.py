@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, batches, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+from .loop import (DevEval, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
                    set_rng_state, set_seed)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
@@ -63,7 +63,8 @@ def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
 
 
 def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
-                     data_dir=None, resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None) -> dict:
+                     data_dir=None, resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None,
+                     keep_checkpoint: bool = False) -> dict:
     """Train, keep the best vectors on the dev set (STS-B dev), save them to ``out_dir``; returns a summary.
     ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
     template = Template.parse(cfg.template).text
@@ -78,7 +79,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     enc.set_soft_prompt(template, None)
     manual = dev(template, cfg.denoise)
     best, best_vec, start = manual, soft.detach().clone(), 0
-    ck = load_checkpoint(out / CHECKPOINT) if resume else None
+    ckpt = checkpoint_path(out, CHECKPOINT)
+    ck = load_checkpoint(ckpt) if resume else None
     if ck and ck["template"] == template:
         with torch.no_grad():
             soft.copy_(ck["soft"])
@@ -104,7 +106,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
             cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
             if last > best:
                 best, best_vec = last, soft.detach().clone()
-            save_checkpoint(out / CHECKPOINT, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
+            save_checkpoint(ckpt, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
                                                "best": best, "best_vec": best_vec, "step": done, "history": cfg.history,
                                                "rng": rng_state()})
             evaluating += time.time() - t_eval
@@ -119,6 +121,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
                "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
+    end_checkpoint(ckpt, keep_checkpoint)
     return summary
 
 

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Callable, Sequence
 
+from tqdm.auto import tqdm
+
 from ..encoding import MaskState, PromptEncoder
+from ..encoding.reps import PromptPool
 from ..errors import PromptSearchError
-from ..eval import evaluate_reps
 from ..eval.tables import format_seed_table, format_table, mean_std
 from ..fileio import atomic_write
 from ..template import quote
@@ -38,18 +40,34 @@ def seed_outputs(out, seeds: Sequence[int]) -> list[Path]:
     return [Path(out)] if len(seeds) == 1 else [Path(out) / f"seed-{s}" for s in seeds]
 
 
-def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], PromptEncoder], template: str, denoise: bool,
-                 tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str], data_dir=None, fmt=None,
-                 show_progress_bar=None, readout: str | None = None) -> str:
-    """The before/after table of a training run (``before()`` the start encoder, ``after(dir)`` a
-    trained one, each built when needed); with several seeds, one row per seed and the mean ± std,
-    also written to ``out/seeds.json``. ``readout``: a pooled read-out of the template's pass."""
-    from ..encoding.reps import PromptPool
+def known_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[str], data_dir=None, fmt=None,
+                 show_progress_bar=None) -> dict[str, dict]:
+    """``{task: {"spearman"}}`` of ``r`` on each task, each a :class:`~promptsearch.search.scorer.Scorer`
+    score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
+    settings — the search's held-out validation, an earlier seed's or run's start row — comes from
+    the score cache instead of another pass."""
+    from ..search.scorer import Scorer
 
-    r = PromptPool(template, readout) if readout else MaskState(template, denoise)
+    pooled = isinstance(r, PromptPool)
+    key = f"{r.template} @{r.readout}" if pooled else r.template
+    out = {}
+    for task in tqdm(tasks, desc="scoring", leave=False, disable=show_progress_bar is False, unit="task"):
+        sc = Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data_dir=data_dir, fmt=fmt)
+        out[task] = {"spearman": (sc if pooled else sc.at_layer(r.layer)).score(key).spearman}
+    return out
+
+
+def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], PromptEncoder], r: MaskState | PromptPool,
+                 tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str], data_dir=None, fmt=None,
+                 show_progress_bar=None) -> str:
+    """The before/after table of a training run of representation ``r`` (``before()`` the start
+    encoder, ``after(dir)`` a trained one, each built when needed; scores already measured come from
+    the score cache: :func:`known_scores`); with several seeds, one row per seed and the mean ± std,
+    also written to ``out/seeds.json``."""
+    denoise = getattr(r, "denoise", False)
 
     def scores(enc):
-        return evaluate_reps(enc, [r], tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)[r]
+        return known_scores(enc, r, tasks, data_dir, fmt, show_progress_bar)
 
     outs = seed_outputs(out, seeds)
     if len(seeds) == 1:
