@@ -5,6 +5,9 @@ No downloads: vocabularies are built from the STS-B dev sentences in the shared 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,71 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.module.__name__ in KERNEL_SENSITIVE or "precision" in params:
             item.add_marker(pytest.mark.kernels)
+
+# ---- child processes: one way to start them, none outlives its test ---------------------------------
+_CHILDREN: list[subprocess.Popen] = []
+
+
+def _child_setup() -> None:
+    """In the child, before Python starts: SIGINT back to its default. A suite started with SIGINT
+    ignored (``nohup pytest &``: a background job of a shell) passes SIG_IGN on, Python then installs no
+    KeyboardInterrupt handler, and a test's Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def spawn(cmd: list, env: dict | None = None, **kw) -> subprocess.Popen:
+    """Start ``cmd`` as a child of the current test (text pipes unless told otherwise; ``env`` entries
+    of None are removed). It runs in its own process group, which the autouse fixture below kills at
+    the test's end if it is still running — pass, fail or timeout."""
+    env = {k: v for k, v in {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}.items() if v is not None}
+    for name in ("stdout", "stderr"):
+        kw.setdefault(name, subprocess.PIPE)
+    kw.setdefault("text", True)
+    p = subprocess.Popen([str(c) for c in cmd], env=env, preexec_fn=_child_setup, start_new_session=True, **kw)
+    _CHILDREN.append(p)
+    return p
+
+
+def cli(argv: list, env: dict | None = None, **kw) -> subprocess.Popen:
+    """``python -m promptsearch ARGV`` as a child of the current test (see :func:`spawn`)."""
+    return spawn([sys.executable, "-m", "promptsearch", *argv], env, **kw)
+
+
+def run_child(cmd: list, env: dict | None = None, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """Run ``cmd`` to its end (a timeout fails the test; the child is killed with it)."""
+    p = spawn(cmd, env, **kw)
+    out, err = p.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def run_cli(argv: list, env: dict | None = None, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """``python -m promptsearch ARGV`` run to its end (see :func:`run_child`)."""
+    return run_child([sys.executable, "-m", "promptsearch", *argv], env, timeout, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test():
+    """Every child a test started (and their children) is gone when the test ends."""
+    start = len(_CHILDREN)
+    yield
+    for p in _CHILDREN[start:]:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        for f in (p.stdout, p.stderr, p.stdin):
+            if f is not None:
+                f.close()
+    del _CHILDREN[start:]
+
+
+@pytest.fixture(autouse=True)
+def _score_cache_of_its_own(tmp_path, monkeypatch):
+    """No test reads or writes the user's score cache (~/.cache/promptsearch/scores.jsonl): each has its own."""
+    monkeypatch.setenv("PROMPTSEARCH_CACHE", str(tmp_path / "scores.jsonl"))
+
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T, make_encoder
+from conftest import DATA, PAPER_T, cli, make_encoder, run_cli, spawn
 
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."
 
@@ -269,8 +269,7 @@ def test_bad_input_is_one_line_exit_2_and_loses_nothing(argv, message, world, ca
 
 
 def _run(argv, **kw):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "promptsearch"] + argv, capture_output=True, text=True, env=env, **kw)
+    return run_cli(argv, **kw)
 
 
 def test_long_input_prints_no_transformers_warning(world):
@@ -324,7 +323,7 @@ def test_sigterm_ends_a_search_like_ctrl_c(world, tmp_path):
     """10. A message, the results kept, re-running resumes."""
     out = tmp_path / "g.json"
     argv = ["greedy", "--model", str(world["model"]), "--dataset", "sts16", "--out", str(out), "--no-cache", "-q", "--no-bf16"]
-    p = subprocess.Popen([sys.executable, "-m", "promptsearch"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = cli(argv)
     deadline = time.time() + 120
     while time.time() < deadline and not (out.exists() and json.loads(out.read_text() or "{}").get("templates")):
         time.sleep(0.05)
@@ -454,10 +453,7 @@ def test_a_damaged_cache_line_is_skipped_with_one_warning(world, tmp_path, capsy
         assert first.splitlines()[-1].split()[-1] in out  # the cached score of the paper template, unchanged
 
 
-def _cli(argv, env=None, **kw):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "promptsearch"] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={k: v for k, v in env.items() if v is not None}, **kw)
+_cli = cli
 
 
 def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
@@ -466,9 +462,9 @@ def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
     out = tmp_path / "best.json"
     argv = ["score", "--model", str(world["model"]), "--data-dir", str(world["small"]), "--no-cache", "-q", "--no-bf16",
             "--validate-top", "0", "--out", str(out), PAPER_T]
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from promptsearch.fileio import hold_write_lock; "
+    holder = spawn([sys.executable, "-c", "import sys, time; from promptsearch.fileio import hold_write_lock; "
                                "hold_write_lock(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(out)],
-                              stdout=subprocess.PIPE, text=True)
+                   stderr=None)
     try:
         assert holder.stdout.readline().strip() == "held"
         out.write_text("{}")  # what the holder has written so far

@@ -9,14 +9,13 @@ import sys
 import pytest
 import torch
 
-from conftest import DATA, REPO
+from conftest import DATA, REPO, run_child
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def bench(name, *args, timeout=300):
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *map(str, args)], capture_output=True,
-                         text=True, timeout=timeout, env={**__import__("os").environ, "PROMPTSEARCH_DATA_DIR": str(DATA)})
+    out = run_child([sys.executable, REPO / "benchmarks" / name, *args], {"PROMPTSEARCH_DATA_DIR": str(DATA)}, timeout)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
     return out.stdout

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from promptsearch.cli import main
-from conftest import PAPER_T
+from conftest import PAPER_T, run_cli
 
 
 def run(argv, capsys):
@@ -48,8 +48,7 @@ def test_eval_ditto_uses_the_given_attention_head(tiny_bert_dir, capsys):
 def test_unreadable_row_via_console_script(tmp_path):
     (tmp_path / "STSBenchmark").mkdir()
     (tmp_path / "STSBenchmark" / "sts-dev.csv").write_text("only\tthree\tfields\n", encoding="utf-8")
-    p = subprocess.run([sys.executable, "-m", "promptsearch", "eval", "--pooling", "static", "--data-dir", str(tmp_path)],
-                       capture_output=True, text=True)
+    p = run_cli(["eval", "--pooling", "static", "--data-dir", tmp_path])
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3 field(s)"]

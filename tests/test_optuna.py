@@ -8,6 +8,7 @@ import sys
 import optuna
 import pytest
 
+from conftest import run_child, spawn
 from promptsearch.search import Scorer, run_strategy
 from promptsearch.search.optuna_search import OptunaSearch
 
@@ -89,9 +90,8 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     args = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
             "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
     ready = [str(tmp_path / f"ready{i}") for i in range(2)]
-    procs = [subprocess.Popen([sys.executable, "-c", _BARRIER, ready[i], ready[1 - i]] + args
-                              + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [spawn([sys.executable, "-c", _BARRIER, ready[i], ready[1 - i]] + args
+                   + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     study = optuna.load_study(study_name="shared", storage=storage)
@@ -115,7 +115,7 @@ def test_killed_worker_then_rerun_continues_the_study(tiny_bert_dir, grammar, tm
     cmd = [sys.executable, "-m", "promptsearch", "optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
            "--grammar", grammar, "--storage", storage, "--study-name", "k", "--no-bf16", "-q", "--no-prune",
            "--out", str(tmp_path / "k.json"), "--seed", "0"]
-    p = subprocess.Popen(cmd + ["--trials", "50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = spawn(cmd + ["--trials", "50"], env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     n_done = 0
     while time.time() < deadline:
@@ -131,7 +131,7 @@ def test_killed_worker_then_rerun_continues_the_study(tiny_bert_dir, grammar, tm
     p.wait()
     assert n_done >= 2
     before = len(optuna.load_study(study_name="k", storage=storage).trials)
-    r = subprocess.run(cmd + ["--trials", str(n_done + 2)], env=env, capture_output=True, text=True, timeout=300)
+    r = run_child(cmd + ["--trials", str(n_done + 2)], env, timeout=300)
     assert r.returncode == 0, r.stderr
     study = optuna.load_study(study_name="k", storage=storage)
     assert len(study.trials) > before  # same study, new trials appended

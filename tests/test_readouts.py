@@ -16,7 +16,7 @@ from promptsearch.cli import main
 from promptsearch.encoding.reps import Mean, PromptPool
 from promptsearch.model.own import own_key
 from promptsearch.template import OWN
-from conftest import DATA, PAPER_T, make_encoder
+from conftest import DATA, PAPER_T, make_encoder, run_child
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
 
@@ -162,11 +162,9 @@ st = SentenceTransformer({str(folder)!r}, device="cpu")
 assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)
 print(json.dumps(st.encode({probe!r}).tolist()))
 """
-    import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     np.testing.assert_allclose(np.array(json.loads(done.stdout.strip().splitlines()[-1])), st.encode(probe), atol=1e-5)
 
