@@ -107,6 +107,16 @@ def _score_cache_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("PROMPTSEARCH_CACHE", str(tmp_path / "scores.jsonl"))
 
 
+def write_vocab(tmp_path, **kw) -> str:
+    """A small greedy vocabulary file (relations, prefix tokens, wrappers; ``kw`` replaces any of them)."""
+    import json
+
+    v = {"relations": ["means", "is", "", "like"], "prefix_tokens": ["This", "sentence", ":", "a"], "wrappers": ['"'], **kw}
+    p = Path(tmp_path) / "vocab.json"
+    p.write_text(json.dumps(v), encoding="utf-8")
+    return str(p)
+
+
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."
 

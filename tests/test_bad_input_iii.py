@@ -170,7 +170,7 @@ def test_bf16_scores_are_cached_per_batching(tiny_bert_dir, tmp_path):
 
 def test_a_warm_cache_does_not_change_the_search(tiny_bert_dir, tmp_path):
     """6. Cached full-set scores skipped a racing rung, so survivors (and the answer) differed."""
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     vocab = _vocab(tmp_path)
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2", "-q",

@@ -26,7 +26,7 @@ def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabula
     from promptsearch.encoding import rep
     from promptsearch.eval import evaluate_reps
     from conftest import make_encoder
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     d = str(request.getfixturevalue(kind))
     pool = tmp_path / "pool.tsv"

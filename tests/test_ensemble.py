@@ -43,7 +43,7 @@ def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
     from promptsearch.cli import main
     from promptsearch.eval import evaluate_reps
     from promptsearch.encoding.reps import rep_from_key
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),

@@ -87,7 +87,7 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     from promptsearch.cli import main
     from promptsearch.encoding import rep
     from promptsearch.eval import evaluate_reps
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path), "--max-steps", "1",

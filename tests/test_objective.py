@@ -131,7 +131,7 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
     from promptsearch.search import run_strategy
     from promptsearch.search.greedy import Greedy
     from tests.conftest import make_encoder
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     enc = make_encoder(tiny_bert_dir, bf16=False)
     paths = {}

@@ -10,7 +10,7 @@ from conftest import PAPER_T
 
 @pytest.fixture(scope="module")
 def greedy_file(tiny_bert_dir, tmp_path_factory):
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     d = tmp_path_factory.mktemp("plot")
     out = d / "best.json"

@@ -13,7 +13,7 @@ from promptsearch.search.greedy import Greedy
 from promptsearch.search.progressive import score_progressive
 from promptsearch.search.racing import Racing, race
 from promptsearch.search.results import SCHEMA_ID, load, schema
-from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder
+from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs
 
@@ -82,11 +82,7 @@ def test_the_racing_rule_is_a_pure_function_of_rung_scores():
     assert Racing().decide({"only": sims["good"]}, gold) == (["only"], [])
 
 
-def _vocab(tmp_path):
-    v = {"relations": ["means", "is", "", "like"], "prefix_tokens": ["This", "sentence", ":", "a"], "wrappers": ['"']}
-    p = tmp_path / "vocab.json"
-    p.write_text(json.dumps(v), encoding="utf-8")
-    return str(p)
+_vocab = write_vocab
 
 
 def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, tmp_path):

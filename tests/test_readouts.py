@@ -279,7 +279,7 @@ def test_finetune_reuses_the_scores_it_has(tiny_bert_dir, tmp_path, capsys, monk
 def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
     from promptsearch.encoding.reps import rep_from_key
     from promptsearch.eval import evaluate_reps
-    from tests.test_racing import _vocab
+    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),

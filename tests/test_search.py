@@ -11,7 +11,7 @@ from promptsearch.search.grammar import Grammar
 from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
 from promptsearch.search.results import load, schema
-from conftest import PAPER_T, PRECISIONS, make_encoder
+from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
 
@@ -66,10 +66,7 @@ def test_progressive_scoring_ends_at_the_full_score(scorer, bert_enc, tmp_path):
 
 
 def _vocab(tmp_path, **kw):
-    v = {"relations": ["means", "is", ""], "prefix_tokens": ["This", "sentence", ":"], "wrappers": ['"'], **kw}
-    p = tmp_path / "vocab.json"
-    p.write_text(json.dumps(v), encoding="utf-8")
-    return str(p)
+    return write_vocab(tmp_path, **{"relations": ["means", "is", ""], "prefix_tokens": ["This", "sentence", ":"], **kw})
 
 
 def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
