@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from .errors import DataError
@@ -13,6 +10,10 @@ from .errors import DataError
 ENV_VAR = "PROMPTSEARCH_DATA_DIR"
 CACHE_ENV = "PROMPTSEARCH_CACHE"
 STS_FOLDERS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
+
+
+
+DEV_SET = "stsb-dev"  # the set a search scores on and training chooses its checkpoint by, unless told another
 
 
 def hub_offline_if_unreachable() -> bool:
@@ -24,6 +25,10 @@ def hub_offline_if_unreachable() -> bool:
 
     if constants.HF_HUB_OFFLINE:
         return True
+    import socket
+    import urllib.parse
+    import urllib.request
+
     if urllib.request.getproxies():  # behind a proxy a direct connection proves nothing: leave it to the libraries
         return False
     url = urllib.parse.urlsplit(constants.ENDPOINT)

@@ -3,6 +3,7 @@ symlinked or read-only ``--out``, and tracebacks — each gives the right number
 exit 2, and leaves every file as it was."""
 
 import json
+import re
 import os
 import stat
 
@@ -232,12 +233,15 @@ def test_a_demos_pool_byte_order_mark_is_not_text(tmp_path):
 def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, capsys):
     """14. Extra --template views were dropped silently; an empty --dataset was told to use --tasks; the
     summary named STS-B dev whatever --dataset was."""
-    from promptsearch.train.finetune import FinetuneConfig, summary_line
-
     _one_line(capsys, main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2,
                             "--template", "[X] is [MASK] .", "--out", str(tmp_path / "ft"), "-q"]), "drop the extra --template")
     _one_line(capsys, main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "", "--out", str(tmp_path / "g.json"),
                             "-q"]), "--dataset is empty")
-    s = {"start_stsb_dev": 1.0, "best_stsb_dev": 2.0, "steps": 1, "seconds": 1.0, "steps_per_second": 1.0,
-         "train_sentences_per_second": 1.0, "device": "cpu"}
-    assert "SICK-R trial 1.00 (start) -> 2.00" in summary_line(s, FinetuneConfig("unsup", [PAPER_T]), "out", dev="sick-trial")
+    # the run reports, and records, the dev set it was given under that set's own name
+    ft = tmp_path / "sick"
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--dataset", "sick-trial", "--max-steps",
+                 "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16", "-q",
+                 "--no-bf16"]) == 0
+    assert re.search(r"finetune unsup: SICK-R trial [\d.]+ \(start\) -> ", capsys.readouterr().out)
+    saved = json.loads((ft / "promptsearch.json").read_text())["finetune"]
+    assert saved["dev_set"] == "sick-trial" and "dev" in saved and "stsb_dev" not in saved

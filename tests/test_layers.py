@@ -166,7 +166,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
     from promptsearch.eval import evaluate_reps
 
     r = rep(PAPER_T, denoise=True, layer=1)
-    assert summary["start_stsb_dev"] == pytest.approx(evaluate_reps(start, [r], ["stsb-dev"])[r]["stsb-dev"]["spearman"],
+    assert summary["start_dev"] == pytest.approx(evaluate_reps(start, [r], ["stsb-dev"])[r]["stsb-dev"]["spearman"],
                                                       abs=1e-4)
     loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
     assert loaded.default_layer == 1

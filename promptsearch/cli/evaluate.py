@@ -18,6 +18,7 @@ from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict
 from ..eval.tables import check_report_file, eval_output, report, table9
 from . import options as o
+from ..data import DEV_SET
 
 
 def cmd_eval(args) -> int:
@@ -76,7 +77,7 @@ def cmd_ditto_search(args) -> int:
 def cmd_report(args) -> int:
     """Every baseline, the paper's templates raw and denoised, and the best Ditto head."""
     tasks = expand_tasks(args.tasks)
-    check_data(tasks + ["stsb-dev"], args.data_dir)  # the Ditto head is chosen on STS-B dev
+    check_data(tasks + [DEV_SET], args.data_dir)  # the Ditto head is chosen on STS-B dev
     if args.json:
         check_report_file(args.json)
     enc, t0 = o.encoder(args), time.time()

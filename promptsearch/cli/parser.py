@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..template import READOUTS, quote
+from ..paths import DEV_SET
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 
@@ -82,7 +83,7 @@ def _evaluate(sub) -> None:
     e.add_argument("--layer", type=int, help="read the template's state at this layer (0: embeddings; default: the last)")
     e.add_argument("--readout", choices=READOUTS, default=None, help="with --template: mask (default), mean (all tokens), "
                    "sentence-mean (the sentence's tokens), cls (the first token)")
-    e.add_argument("--tasks", default="stsb-dev", help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
+    e.add_argument("--tasks", default=DEV_SET, help="stsb-dev | sts-all | comma list of sts12..sts16,stsb,sickr,stsb-dev")
     e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
     e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     e.add_argument("--subsets", action="store_true", help="also print per-subset Spearman")
@@ -91,7 +92,7 @@ def _evaluate(sub) -> None:
 
     d = _command(sub, "ditto-search", "evaluate:cmd_ditto_search", help="grid-search the Ditto attention head on STS-B dev")
     _common(d)
-    d.add_argument("--dataset", default="stsb-dev", help="the set heads are scored on (default stsb-dev; any data set)")
+    d.add_argument("--dataset", default=DEV_SET, help="the set heads are scored on (default stsb-dev; any data set)")
     d.add_argument("--top", type=at_least(1), default=10)
     d.add_argument("--json", action="store_true")
 
@@ -121,7 +122,7 @@ def _search_flags(p, out: str | None) -> None:
     _common(p)
     g = p.add_argument_group("scoring")
     g.add_argument("--out", default=out, help=f"results JSON (default {out}); an existing one is resumed")
-    g.add_argument("--dataset", default="stsb-dev", help="scoring set(s): stsb-dev, or a list such as stsb-dev,sick-trial")
+    g.add_argument("--dataset", default=DEV_SET, help="scoring set(s): stsb-dev, or a list such as stsb-dev,sick-trial")
     g.add_argument("--objective", choices=["mean", "min"], default="mean", help="over several sets: their mean or min Spearman")
     g.add_argument("--no-denoise", dest="denoise", action="store_false",
                    help="rank by the raw [MASK] state (default: denoised; both are cached)")
@@ -195,7 +196,7 @@ def _train_flags(p, out: str) -> None:
     g.add_argument("--train-file", help="a .txt (one sentence a line), a .csv/.tsv/.json/.jsonl/.parquet file or dataset folder "
                    "with a text column, or a hub id (default: the data folder's Wikipedia sample); sup: sent0,sent1,hard_neg")
     g.add_argument("--text-column", default=None, help="the text column of --train-file (default: text, sentence, ...)")
-    g.add_argument("--dataset", default="stsb-dev", help="dev set for choosing the best checkpoint (default stsb-dev; any data set)")
+    g.add_argument("--dataset", default=DEV_SET, help="dev set for choosing the best checkpoint (default stsb-dev; any data set)")
     g.add_argument("--train-batch-size", type=at_least(2), default=None,
                    help="sentences per step (at least 2: the other sentences of a batch are the negatives)")
     g.add_argument("--lr", type=positive, default=None)
@@ -275,6 +276,6 @@ def build_parser() -> Parser:
     tu.add_argument("--study-name")
     tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
     tu.add_argument("--mlm-head", default=None, metavar="FILE", help="a head.safetensors from train-head for the predictions")
-    tu.add_argument("--dataset", default="stsb-dev", help="data set for searches started from the TUI and for random "
+    tu.add_argument("--dataset", default=DEV_SET, help="data set for searches started from the TUI and for random "
                                                           "sentences (default stsb-dev; any data set the tool reads)")
     return p

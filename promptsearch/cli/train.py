@@ -58,7 +58,7 @@ def cmd_optiprompt(args) -> int:
         cfg = OptiPromptConfig(template=template, steps=args.steps, **_config(args, seed))
         summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
                                    **_dev(args))
-        print(optiprompt_line(summary, cfg, out, len(seeds) > 1, one_dataset(args.dataset)))
+        print(optiprompt_line(summary, cfg, out, len(seeds) > 1))
     return _table(args, seeds, template, ["manual template", "OptiPrompt vectors"])
 
 
@@ -91,8 +91,7 @@ def cmd_finetune(args) -> int:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
                              readout=readout, **_config(args, seed))
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1,
-                            one_dataset(args.dataset)))
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
 
 

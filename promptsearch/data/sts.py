@@ -6,6 +6,8 @@ The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
 
 from __future__ import annotations
 
+from ..paths import DEV_SET  # noqa: F401 (re-exported by promptsearch.data)
+
 import math
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -12,6 +12,7 @@ from ..data import PairFormat, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import FIRST_LAYER, Batch, Pooling
 from .sts import STSEvaluator
+from ..data import DEV_SET
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class EveryDittoHead(Pooling):
         return pooled.reshape(len(w), -1)
 
 
-def search_heads(encoder: PromptEncoder, task: str = "stsb-dev", data_dir=None, show_progress_bar=None,
+def search_heads(encoder: PromptEncoder, task: str = DEV_SET, data_dir=None, show_progress_bar=None,
                  fmt: PairFormat | None = None) -> list[tuple[int, int, float]]:
     """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
     ev = STSEvaluator(load_task(task, data_dir, fmt))

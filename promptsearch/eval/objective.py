@@ -19,6 +19,12 @@ from ..errors import PromptSearchError
 from .sts import STSEvaluator, spearman100
 
 OBJECTIVES = ("mean", "min")
+DEFAULT_OBJECTIVE = "mean"
+
+
+def _rule(objective: str):
+    """The one rule of an objective over several sets' scores (along the first axis)."""
+    return np.mean if objective == "mean" else np.min
 
 
 def combine(values: Sequence[float], objective: str = "mean") -> float:
@@ -27,7 +33,7 @@ def combine(values: Sequence[float], objective: str = "mean") -> float:
     v = np.asarray([x for x in values if np.isfinite(x)], dtype=np.float64)
     if not len(v):
         return float("nan")
-    return float(v.mean() if objective == "mean" else v.min())
+    return float(_rule(objective)(v))
 
 
 def group_spearmans(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray, labels) -> list[float]:
@@ -59,7 +65,7 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
             r = rankdata(s[idx], axis=1)
             r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
             per[t].append((r * g).mean(1))
-    return {t: (v[0] if len(v) == 1 else (np.mean(v, 0) if objective == "mean" else np.min(v, 0))) for t, v in per.items()}
+    return {t: (v[0] if len(v) == 1 else _rule(objective)(v, 0)) for t, v in per.items()}
 
 
 class Objective:

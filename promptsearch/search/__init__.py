@@ -15,6 +15,7 @@ from .baseline import score_own, settle
 from .results import Results
 from .scorer import Scorer, Score
 from .validate import DEFAULT_VALIDATE_ON, validate
+from ..data import DEV_SET
 
 
 @runtime_checkable
@@ -67,7 +68,7 @@ class GivenTemplates:
             results.add(sc, "score")
 
 
-def greedy_search(encoder, out, model_name: str = "default", dataset: str = "stsb-dev", show_progress_bar=False,
+def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_SET, show_progress_bar=False,
                   **greedy) -> Results:
     """A greedy search with the command's defaults (racing, held-out validation on STS-B and SICK-R
     test) into the results file ``out`` (resumed if it exists): what ``promptsearch greedy`` runs."""

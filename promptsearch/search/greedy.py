@@ -29,6 +29,7 @@ from ..template import entry_key
 from .baseline import similarities
 from .results import Results
 from .scorer import Scorer
+from ..data import DEV_SET
 
 
 # Prompts the read-out step pools (besides the template greedy chose): instruction-style prefixes as
@@ -383,8 +384,8 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     """The search path as a Table 4-style table (with held-out columns where the results have them)."""
     from ..data import TASK_NAMES
 
-    dataset = results.dataset if results is not None else "stsb-dev"
-    sets = dataset.split(",") if "," in dataset else []  # each set's column beside the objective's
+    dataset = results.dataset if results is not None else DEV_SET
+    sets = results.set_names if results is not None and len(results.set_names) > 1 else []  # each set's column
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
     held = {t: {**(e.sets or {}), **(e.validation or {})} for t, e in results.entries.items()} if results is not None else {}
 
@@ -393,7 +394,7 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
         return (label or template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
     blank = ("",) * len(val)
-    head = results.settings.get("objective", "mean") if sets else TASK_NAMES.get(dataset, dataset)
+    head = results.objective if sets else TASK_NAMES.get(dataset, dataset)
     rows = [("Template", head, *val)]
     rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r["stage"] == "relation"]

@@ -71,7 +71,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     steps = _path_steps(res.path_steps)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     xs = range(len(steps))
-    objective = "objective (" + res.settings.get("objective", "mean") + ")" if "," in res.dataset else res.dataset
+    objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else res.dataset
     ax.errorbar(xs, [r["spearman"] for _, r, _ in steps], yerr=[r.get("score_se", 0.0) for _, r, _ in steps],
                 marker="o", capsize=4, lw=2, label=f"{objective} ± bootstrap s.e.")
     lines = {}
@@ -127,7 +127,7 @@ def plot_optuna(res: Results, out: Path) -> list[Path]:
     plt = _pyplot()
     made = []
     multi = len(study.directions) > 1
-    names = res.dataset.split(",")
+    names = res.set_names
     pictures = [("history", lambda: ovm.plot_optimization_history(
         study, target=(lambda t: sum(t.values) / len(t.values)) if multi else None,
         target_name="mean of the sets" if multi else "Spearman × 100"))]

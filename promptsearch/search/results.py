@@ -94,6 +94,18 @@ class Results:
     suspect: set = field(default_factory=set)  # keys loaded with a score this tool did not write (until re-scored)
 
     # ---- load / save -------------------------------------------------------------------------
+    @property
+    def set_names(self) -> list[str]:
+        """The dev sets scored, by name (``dataset`` holds them comma-joined, as ``--dataset`` gave them)."""
+        return self.dataset.split(",")
+
+    @property
+    def objective(self) -> str:
+        """How several dev sets' scores became one (mean or min; files written before it was a setting: mean)."""
+        from ..eval.objective import DEFAULT_OBJECTIVE
+
+        return self.settings.get("objective", DEFAULT_OBJECTIVE)
+
     @classmethod
     def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
              numbers: dict | None = None) -> "Results":
@@ -109,8 +121,8 @@ class Results:
             mismatch = [(k, getattr(old, k), v) for k, v in
                         (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise))
                         if getattr(old, k) != v]
-            if old.settings.get("objective", "mean") != res.settings.get("objective", "mean"):
-                mismatch.append(("objective", old.settings.get("objective", "mean"), res.settings.get("objective", "mean")))
+            if old.objective != res.objective:
+                mismatch.append(("objective", old.objective, res.objective))
             if mismatch:
                 k, was, now = mismatch[0]
                 raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
@@ -274,8 +286,8 @@ class Results:
         w = max([len(e.key) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
-        sets = self.dataset.split(",") if any(e.sets for e in ranked) else []
-        objective = self.settings.get("objective", "mean") + " " if sets else ""
+        sets = self.set_names if any(e.sets for e in ranked) else []
+        objective = self.objective + " " if sets else ""
         lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {objective + ('' if sets else self.dataset + ' ') + '(' + kind + ')':>20}"
                  + "".join(f"  {t:>10}" for t in sets + held)]
         for i, e in enumerate(ranked, 1):
@@ -319,7 +331,7 @@ def verdict_lines(results: Results) -> list[str]:
     v, s = results.extras.get("x_baseline"), results.extras.get("x_spread")
     if not v or "kept" not in v:
         return []
-    obj = "the objective" if "," in results.dataset else results.dataset
+    obj = "the objective" if len(results.set_names) > 1 else results.dataset
     if v["best"] == v["key"]:
         lines = [f"the model's own representation, {v['key']} ({v['spearman']:.2f}), scored best: it is the answer"]
     elif v["kept"]:

@@ -31,6 +31,7 @@ from ..model import model_fingerprint
 from ..paths import default_cache_path
 from ..template import Template, readout_key, split_readout
 from .score_cache import append_scores, load_scores
+from ..data import DEV_SET
 
 def data_fingerprint(data: STSData) -> str:
     """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
@@ -59,7 +60,7 @@ class Scorer:
     """Scores templates on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
     ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score."""
 
-    def __init__(self, encoder: PromptEncoder, dataset: str = "stsb-dev", denoise: bool = True, data_dir=None,
+    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True, data_dir=None,
                  cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None,
                  screening: str = "auto", objective: str = "mean"):
         self.encoder = encoder

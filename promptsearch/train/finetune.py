@@ -27,6 +27,7 @@ from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
 from .step import Step, train_step
+from ..data import DEV_SET
 
 CHECKPOINT = "finetune-checkpoint.pt"
 DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch_size": 512}}
@@ -71,7 +72,7 @@ class FinetuneConfig:
 
 
 def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
-             resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None, keep_checkpoint: bool = False) -> dict:
+             resume: bool = True, dev_dataset: str = DEV_SET, fmt=None, keep_checkpoint: bool = False) -> dict:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
     resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``keep_checkpoint``."""
     from accelerate import Accelerator
@@ -103,9 +104,9 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         set_rng_state(ck["rng"])
     if start_score is None:
         start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
-        cfg.history.append({"step": 0, "stsb_dev": round(start_score, 4)})
+        cfg.history.append({"step": 0, "dev": round(start_score, 4)})
         if acc.is_main_process:
-            save_model(enc, out, cfg, model_name, {"step": 0, "stsb_dev": start_score})
+            save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": dev_dataset})
     wrapped.train()
     t0, evaluating = time.time(), 0.0  # training time is the wall time less the dev evaluations
     last = None
@@ -124,10 +125,10 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
             t_eval = time.time()
             if acc.is_main_process:
                 last = dev(tdev, cfg.denoise, cfg.layer, cfg.readout)
-                cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
+                cfg.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
                 if last > best:
                     best = last
-                    save_model(enc, out, cfg, model_name, {"step": done, "stsb_dev": last})
+                    save_model(enc, out, cfg, model_name, {"step": done, "dev": last, "dev_set": dev_dataset})
                 save_checkpoint(ckpt, {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
                                                    "model": acc.unwrap_model(wrapped).encoder.state_dict(), "optimizer": opt.state_dict(),
                                                    "scheduler": sched.state_dict(), "step": done, "best": best,
@@ -141,7 +142,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     secs = time.time() - t0
     if acc.is_main_process:
         end_checkpoint(ckpt, keep_checkpoint)
-    return {"start_stsb_dev": round(start_score, 4), "best_stsb_dev": round(best, 4), "steps": total,
+    return {"dev_set": dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
@@ -215,12 +216,13 @@ def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=Non
     return enc
 
 
-def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False, dev: str = "stsb-dev") -> str:
-    """What a finished fine-tuning run says (``dev``: the set that chose the checkpoint, by its name)."""
+def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False) -> str:
+    """What a finished fine-tuning run says, under the name of the set that chose the checkpoint."""
     from ..data import TASK_NAMES
 
+    dev = summary["dev_set"]
     return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
-            f"{summary['start_stsb_dev']:.2f} "
-            f"(start) -> {summary['best_stsb_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
+            f"{summary['start_dev']:.2f} "
+            f"(start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
             f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} "
             f"sentences/s training on {summary['device']}); saved to {out}")

@@ -13,6 +13,7 @@ from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
+from ..data import DEV_SET
 
 
 def set_seed(seed: int) -> None:
@@ -48,7 +49,7 @@ class DevEval:
     """The dev set's Spearman of a template on the encoder's current weights (the one STSEvaluator;
     the template-bias cache follows the weights by itself)."""
 
-    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = "stsb-dev", fmt: PairFormat | None = None):
+    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = DEV_SET, fmt: PairFormat | None = None):
         self.encoder = encoder
         self.dataset, self.data_dir, self.fmt = dataset, data_dir, fmt
         self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))

@@ -22,6 +22,7 @@ from .loop import (DevEval, batches, checkpoint_path, end_checkpoint, load_check
                    set_rng_state, set_seed)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
+from ..data import DEV_SET
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
 
@@ -63,7 +64,7 @@ def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
 
 
 def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
-                     data_dir=None, resume: bool = True, dev_dataset: str = "stsb-dev", fmt=None,
+                     data_dir=None, resume: bool = True, dev_dataset: str = DEV_SET, fmt=None,
                      keep_checkpoint: bool = False) -> dict:
     """Train, keep the best vectors on the dev set (STS-B dev), save them to ``out_dir``; returns a summary.
     ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
@@ -103,7 +104,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         if evaluate:
             t_eval = time.time()
             last = dev(template, cfg.denoise)
-            cfg.history.append({"step": done, "loss": round(float(loss), 4), "stsb_dev": round(last, 4)})
+            cfg.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
             if last > best:
                 best, best_vec = last, soft.detach().clone()
             save_checkpoint(ckpt, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
@@ -116,7 +117,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
     secs = time.time() - t0
-    summary = {"manual_stsb_dev": round(manual, 4), "best_stsb_dev": round(best, 4), "steps": cfg.steps,
+    summary = {"dev_set": dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
                "history": cfg.history}
@@ -125,12 +126,13 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     return summary
 
 
-def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False, dev: str = "stsb-dev") -> str:
-    """What a finished OptiPrompt run says (``dev``: the set that chose the vectors, by its name)."""
+def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
+    """What a finished OptiPrompt run says, under the name of the set that chose the vectors."""
     from ..data import TASK_NAMES
 
-    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} {summary['manual_stsb_dev']:.2f} "
-            f"(manual template) -> {summary['best_stsb_dev']:.2f} (best vectors) in {summary['steps']} steps x "
+    dev = summary["dev_set"]
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} {summary['manual_dev']:.2f} "
+            f"(manual template) -> {summary['best_dev']:.2f} (best vectors) in {summary['steps']} steps x "
             f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved to {out}")
 
 

@@ -13,6 +13,7 @@ from ..errors import PromptSearchError
 from .leaderboard import LeaderboardScreen
 from .predictions import PredictionsScreen
 from .sources import OptunaSource, ResultsFileSource
+from ..data import DEV_SET
 
 HELP = """[b]promptsearch tui[/b]
 
@@ -46,7 +47,7 @@ class PromptSearchApp(App):
 
     def __init__(self, results: str | None = None, storage: str | None = None, study_name: str | None = None,
                  model: str = "default", encoder=None, poll_seconds: float = 1.0, mask_head: str | None = None,
-                 dataset: str = "stsb-dev"):
+                 dataset: str = DEV_SET):
         super().__init__()
         if bool(storage) != bool(study_name):
             raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")

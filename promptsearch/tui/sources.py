@@ -7,13 +7,14 @@ from pathlib import Path
 
 from ..errors import PromptSearchError
 from ..search.results import Results
+from ..data import DEV_SET
 
 
 @dataclass
 class Board:
     strategy: str = "-"
     model: str = "-"
-    dataset: str = "stsb-dev"
+    dataset: str = DEV_SET
     denoise: bool = True
     trials: int = 0
     rows: list[tuple[float, str]] = field(default_factory=list)  # (spearman, template), best first
@@ -113,5 +114,5 @@ class OptunaSource(_Polled):
             best[t.user_attrs["template"]] = max(best.get(t.user_attrs["template"], -1e9), float(t.value))
         rows = sorted(((v, k) for k, v in best.items()), key=lambda r: -r[0])
         finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-        return Board("optuna", study.user_attrs.get("model", "-"), study.user_attrs.get("dataset", "stsb-dev"), True,
+        return Board("optuna", study.user_attrs.get("model", "-"), study.user_attrs.get("dataset", DEV_SET), True,
                      len(finished), rows, [float(t.value) for t in sorted(done, key=lambda t: t.number)])
