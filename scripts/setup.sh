@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install promptsearch and everything it needs on a Debian/Ubuntu machine with Python >= 3.10.
 #   bash scripts/setup.sh                  # the tool, at the versions in requirements.lock (what CI tested)
-#   bash scripts/setup.sh --dev            # the tool + test dependencies, locked
+#   bash scripts/setup.sh --dev            # the tool + test dependencies (pytest, MkDocs, psycopg, PostgreSQL's server), locked
 #   bash scripts/setup.sh --latest [--dev] # the newest versions pyproject.toml allows instead
 set -euo pipefail
 export PIP_ROOT_USER_ACTION=ignore
@@ -19,6 +19,12 @@ done
 if [ ! -e /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq wordnet-base >/dev/null || echo "note: could not install wordnet-base; 'promptsearch t5' will need --wordnet-dir" >&2
+fi
+
+# PostgreSQL's server for the tests of studies on a real database (--dev; they skip without it).
+if [ -n "$extra" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq postgresql >/dev/null || echo "note: could not install postgresql; its tests will be skipped" >&2
 fi
 
 # The lock was resolved on one Python minor version; elsewhere its pins may not exist.

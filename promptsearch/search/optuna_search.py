@@ -86,10 +86,13 @@ class OptunaSearch:
                                     "e.g. --readouts mean,sentence-mean")
 
     def check_datasets(self, dataset: str) -> None:
-        """The grammar, and with ``pareto`` two or more dev sets in ``dataset`` (before a model loads)."""
+        """The grammar, the storage (reachable, its driver installed), and with ``pareto`` two or more
+        dev sets in ``dataset`` — before a model loads."""
         from ..data import scoring_sets
+        from .study import open_storage
 
         self.load_grammar()
+        open_storage(self.storage)
         if self.pareto and len(scoring_sets(dataset)) < 2:
             from ..errors import PromptSearchError
 
@@ -98,7 +101,9 @@ class OptunaSearch:
 
     def describe(self) -> str:
         g = self.load_grammar()
-        return (f"study {self.study_name!r} in {self.storage}: grammar {g.source} has {g.size} templates; target "
+        from .study import _shown
+
+        return (f"study {self.study_name!r} in {_shown(self.storage)}: grammar {g.source} has {g.size} templates; target "
                 f"{self.trials} finished trials")
 
     def open_study(self, n_pairs: int = 1500, n_objectives: int = 1) -> optuna.Study:

@@ -107,17 +107,46 @@ class StudyInterrupts:
         self.check()
 
 
+def storage_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` name psycopg 3 (``postgresql+psycopg://``), the driver
+    promptsearch installs; any other SQLAlchemy URL is used as given."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
+
+
+def _shown(url: str) -> str:
+    """The URL as a message may show it: no password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
+CONNECT_TIMEOUT = 5  # seconds a server gets to answer before the storage is refused
+
+
 def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
     """RDB storage with heartbeats (a killed worker's trial is failed and retried once).
 
-    Workers started together on a fresh database race to create its tables; the loser
-    retries and then finds them.
+    Workers started together on a fresh database race to create its tables; the loser retries and
+    then finds them. A server that cannot be reached, refuses the login or needs a driver that is
+    not installed is one :class:`~promptsearch.errors.PromptSearchError` within seconds, no retries.
     """
     import warnings
 
     from sqlalchemy.exc import IntegrityError, OperationalError
 
-    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    from ..errors import PromptSearchError
+
+    given, url = url, storage_url(url)
+    sqlite = url.startswith("sqlite")
+    kwargs = ({"connect_args": {"timeout": 60}} if sqlite
+              else {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_pre_ping": True} if url.startswith("postgresql")
+              else {"pool_pre_ping": True})
     for attempt in range(attempts):
         try:
             with warnings.catch_warnings():
@@ -126,10 +155,21 @@ def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
                     url, engine_kwargs=kwargs, heartbeat_interval=30, grace_period=90,
                     failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
                 )
-        except (OperationalError, IntegrityError):
+        except ImportError as exc:
+            driver = getattr(exc, "name", None) or "its database driver"
+            hint = "pip install 'psycopg[binary]'" if url.startswith("postgresql") else f"install {driver}"
+            raise PromptSearchError(f"the storage {_shown(given)} needs {driver}, which is not installed: {hint}") from None
+        except IntegrityError:
             if attempt == attempts - 1:
                 raise
-            time.sleep(0.5 + random.random())
+        except OperationalError as exc:
+            if not sqlite:  # the server is unreachable or refused the login: say so at once
+                reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+                raise PromptSearchError(f"cannot open the storage {_shown(given)}: {reason}; check its host, port, user, "
+                                        "password and database, and that the server is running") from None
+            if attempt == attempts - 1:
+                raise
+        time.sleep(0.5 + random.random())
     raise AssertionError("unreachable")
 
 
