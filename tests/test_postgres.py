@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from conftest import run_cli, spawn
+from conftest import cli, run_cli, spawn
 from promptsearch.cli import main
 from promptsearch.search.study import storage_url
 
@@ -88,3 +88,100 @@ def test_a_missing_driver_is_one_line_naming_the_package(tmp_path, monkeypatch, 
                  "postgresql://u:p@localhost/db", "--out", str(tmp_path / "o.json"), "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "pip install 'psycopg[binary]'" in err[0], err
+
+
+# ---- greedy's candidates on workers -------------------------------------------------------------------
+def _greedy(tiny_bert_dir, vocab, out, *extra):
+    return [str(a) for a in ["greedy", "--model", tiny_bert_dir, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2",
+            "--min-gain", "0", "--out", out, "--no-cache", "-q", "--no-bf16", "--validate-top", "0", *extra]]
+
+
+def _comparable(path):
+    """What a search decided and scored: the path, every entry's numbers, the races' decisions."""
+    d = json.loads(path.read_text())
+    keep = ("template", "spearman", "denoise", "sets", "layer", "members", "readout", "chosen")
+    entries = sorted(({k: e.get(k) for k in keep} for e in d["templates"]), key=lambda e: (e["template"], str(e["readout"])))
+    path_rows = [{k: v for k, v in r.items() if k not in ("seconds",)} for r in d["path"]]
+    races = {k: {f: v for f, v in r.items() if f != "known"} for k, r in d.get("x_races", {}).items()}
+    return entries, path_rows, races, d["x_chosen"], d["x_baseline"]
+
+
+def _workers(url, name, n, tiny_bert_dir, wrapper=None):
+    args = ["worker", "--storage", url, "--study-name", name, "--model", tiny_bert_dir, "--no-bf16", "-q", "--grace", "3"]
+    if wrapper is None:
+        return [cli(args) for _ in range(n)]
+    return [spawn([sys.executable, "-c", wrapper, *args]) for _ in range(n)]
+
+
+def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tiny_bert_dir, tmp_path):
+    from conftest import write_vocab
+
+    vocab = write_vocab(tmp_path)
+    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    workers = _workers(postgres_url, "g3", 3, tiny_bert_dir)
+    r = run_cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", "g3",
+                        "--no-local", "--grace", "3"), timeout=600)
+    assert r.returncode == 0, r.stderr
+    outs = [w.communicate(timeout=120) for w in workers]  # the driver said the search is over: they stop
+    assert [w.returncode for w in workers] == [0, 0, 0], outs
+    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    study = optuna.load_study(study_name="g3", storage=storage_url(postgres_url))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    kinds = {json.loads(t.user_attrs["job"])["kind"] for t in done}
+    assert kinds == {"full", "rung"} and all(t.user_attrs["worker"].split(":")[-1] in {str(w.pid) for w in workers}
+                                            for t in done)  # every job done by a worker (--no-local)
+    assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
+
+
+_SLOW_WORKER = """
+import sys, time
+from promptsearch.cli import main
+from promptsearch.search import distributed
+do = distributed.Worker.do
+def slow(self, job):
+    print("claimed", flush=True)
+    time.sleep(30)  # killed in here
+    return do(self, job)
+distributed.Worker.do = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_killed_worker_loses_nothing_and_a_late_one_takes_over(postgres_url, tiny_bert_dir, tmp_path):
+    from conftest import write_vocab
+
+    vocab = write_vocab(tmp_path)
+    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    slow = _workers(postgres_url, "kill", 1, tiny_bert_dir, _SLOW_WORKER)[0]
+    driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", "kill",
+                         "--no-local", "--grace", "3"))
+    line = slow.stdout.readline()
+    assert line.strip() == "claimed", (line, slow.communicate(timeout=60))  # it holds a candidate ...
+    slow.kill()  # ... and dies with it (SIGKILL: no goodbye)
+    slow.wait()
+    late = _workers(postgres_url, "kill", 1, tiny_bert_dir)[0]  # joins late, takes the work, the killed one's included
+    _, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    late.communicate(timeout=120)
+    assert late.returncode == 0
+    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    study = optuna.load_study(study_name="kill", storage=storage_url(postgres_url))
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert failed  # the killed worker's candidate, failed after the grace period and done again
+
+
+def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url, tiny_bert_dir, tiny_roberta_dir, tmp_path):
+    from conftest import write_vocab
+
+    vocab = write_vocab(tmp_path)
+    driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "d.json", "--storage", postgres_url, "--study-name", "mixed",
+                         "--grace", "3"))
+    try:
+        for extra, message in ((["--model", tiny_roberta_dir], "model weights differ"),
+                               (["--model", tiny_bert_dir, "--max-length", "16"], "max_length")):
+            r = run_cli(["worker", "--storage", postgres_url, "--study-name", "mixed", "--no-bf16", "-q", *extra], timeout=300)
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
+    finally:
+        driver.communicate(timeout=600)
+    assert driver.returncode == 0

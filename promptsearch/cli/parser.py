@@ -134,6 +134,17 @@ def _search_flags(p, out: str | None) -> None:
                    help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
 
 
+def _work_flags(p) -> None:
+    """Spreading a search's scoring over worker processes (``promptsearch worker``) through a database."""
+    g = p.add_argument_group("several processes or machines")
+    g.add_argument("--storage", metavar="URL", help="a database (postgresql://user:password@host/db, or sqlite:///work.db on one "
+                   "machine) where candidates wait for 'promptsearch worker' processes; this process scores too")
+    g.add_argument("--study-name", metavar="NAME", help="the work study's name (default: one derived from the model, data and settings)")
+    g.add_argument("--no-local", action="store_true", help="with --storage: leave all the scoring to the workers")
+    g.add_argument("--grace", type=at_least(2), default=90, metavar="SECONDS",
+                   help="with --storage: a worker silent this long is taken for dead and its candidate queued again (default 90)")
+
+
 def _search(sub) -> None:
     gr = _command(sub, "greedy", "search:cmd_greedy", help="greedy template search (relation tokens, then prefix tokens; PromptBERT Table 4)")
     _search_flags(gr, "best.json")
@@ -152,6 +163,17 @@ def _search(sub) -> None:
     gr.add_argument("--race-rungs", default="0.125,0.25,0.5", metavar="FRACTIONS",
                     help="the racing rungs: shares of the dev pairs (default 0.125,0.25,0.5)")
     gr.add_argument("--finalists", type=at_least(1), default=2, help="candidates per step that get a full-set score (default 2)")
+    _work_flags(gr)
+
+    wk = _command(sub, "worker", "search:cmd_worker", help="score candidates for a search started with --storage (on any machine "
+                  "that reaches the database)")
+    _common(wk)
+    wk.set_defaults(model=None, add_period=None)
+    wk.add_argument("--storage", metavar="URL", required=True, help="the database the search was started with")
+    wk.add_argument("--study-name", metavar="NAME", help="the work study (default: the newest open one)")
+    wk.add_argument("--grace", type=at_least(2), default=90, metavar="SECONDS", help="as the search's --grace (default 90)")
+    wk.add_argument("--wait", type=at_least(0), default=600, metavar="SECONDS",
+                    help="how long to wait for a search to start (default 600)")
 
     op = _command(sub, "optuna", "search:cmd_optuna", help="TPE search over a template grammar with successive-halving pruning (resumable, multi-worker)")
     _search_flags(op, "optuna.json")
@@ -180,6 +202,7 @@ def _search(sub) -> None:
     t5.add_argument("--seed", type=at_least(0), default=0)
     t5.add_argument("--compare", metavar="RESULTS", help="a results file to compare the best with")
     t5.add_argument("--top", type=at_least(1), default=10)
+    _work_flags(t5)
 
     sc = _command(sub, "score", "search:cmd_score", help="score given templates on STS-B dev and print the ranking")
     _search_flags(sc, None)
@@ -188,6 +211,7 @@ def _search(sub) -> None:
     sc.add_argument("--template-dir", help="a directory written by optiprompt or finetune (scores its template with its vectors)")
     sc.add_argument("--readout", choices=READOUTS, default="mask", help="how each template's pass becomes a vector: its [MASK] "
                     "state (default), the mean over all tokens, over the sentence's tokens, or the first ([CLS]) token")
+    _work_flags(sc)
 
 
 def _train_flags(p, out: str) -> None:

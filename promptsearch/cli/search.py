@@ -30,10 +30,26 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     check_data(scoring_sets(args.dataset), args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
     check_apart(None if args.no_cache else args.cache, args.out)
+    work = args.command != "optuna" and getattr(args, "storage", None)
+    if work:
+        from ..search.study import open_storage
+
+        open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
                     use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
     announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
-    return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
+    if not work:
+        return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
+    from ..search.distributed import WorkQueue
+
+    scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
+    if announce:
+        announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
+                 f"--study-name {scorer.remote.name}")
+    try:
+        return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
+    finally:
+        scorer.remote.close()
 
 
 def next_steps(res: Results, args) -> str:
@@ -101,6 +117,30 @@ def cmd_t5(args) -> int:
     print(f"generated {g.get('distinct', '?')} distinct templates from {g.get('pairs_used', '?')} WordNet (word, definition) "
           f"pairs with the {args.generator} generator; scored the top {g.get('kept', '?')}\n"
           + res.summary(top=args.top, compare=args.compare))
+    return 0
+
+
+def cmd_worker(args) -> int:
+    """Score candidates for a search started with --storage, until it is over."""
+    from ..search.distributed import serve
+
+    def make_scorer(spec):
+        numbers = spec["numbers"]
+        model = args.model or spec["model"]
+        args.model = model
+        if args.bf16 is None:
+            args.bf16 = numbers["precision"] == "bf16"
+        if args.add_period is None:
+            args.add_period = numbers["add_period"]
+        args.max_length = args.max_length or numbers["max_length"]
+        args.compat = numbers["compat"]
+        scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data_dir=args.data_dir,
+                        use_cache=False, fmt=o.fmt(args), screening=spec["screening"], objective=spec["objective"])
+        return scorer, model
+
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    done = serve(args.storage, args.study_name, make_scorer, args.grace, args.wait, log)
+    print(f"worker: {done} candidates scored")
     return 0
 
 

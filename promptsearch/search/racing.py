@@ -145,14 +145,18 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 if t not in vecs:
                     vecs[t] = {scorer.denoise: None}  # filled as sentences are encoded
                     have[t] = np.zeros(n_sent, bool)
-            # each rung's new sentences of every contender in one call, also when catching up after a
-            # resume: the same batches as an uninterrupted race
-            label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
-            for rr in rungs[: k + 1]:
-                encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have,
-                                               progress=(lambda n, label=label: progress(label, n, len(contenders)))
-                                               if progress and rr == r else None)
-            sims = {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in contenders}
+            if scorer.remote is not None:  # workers encode (each rung's new sentences, as below) and send similarities
+                sims, n = scorer.remote.rung(scorer, contenders, k, rungs, racing.seed)
+                encoded += n
+            else:
+                # each rung's new sentences of every contender in one call, also when catching up after a
+                # resume: the same batches as an uninterrupted race
+                label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
+                for rr in rungs[: k + 1]:
+                    encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have,
+                                                   progress=(lambda n, label=label: progress(label, n, len(contenders)))
+                                                   if progress and rr == r else None)
+                sims = {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in contenders}
             ev = scorer.evaluator
             groups = ev.groups[pairs] if len(ev.names) > 1 else None
             keep, out = racing.decide(sims, ev.gold[pairs], k, groups, ev.objective)
@@ -171,5 +175,5 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
             save()
     seconds = time.perf_counter() - t0
     scorer.count_time(seconds)
-    scores = [scorer.score(t) for t in state["final"]]
+    scores = scorer.score_many(state["final"])  # the finalists together (each scored as if alone)
     return RaceOutcome(scores, list(state.get("dropped", [])), encoded / max(n_sent, 1), seconds)

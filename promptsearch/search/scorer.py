@@ -92,6 +92,7 @@ class Scorer:
         self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
         self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
         self.keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
+        self.remote = None  # a distributed.WorkQueue: full-set scores and racing rungs done by workers too
         self._vecs: dict[str, np.ndarray] = {}
 
     def on(self, dataset: str) -> "Scorer":
@@ -270,7 +271,10 @@ class Scorer:
         todo = list(dict.fromkeys(t for t in ts if hits[t] is None))
         out = {t: Score(t, self.evaluator.value(h), self.denoise, 0.0, cached=True, precision=self.reference_precision,
                         sets=self._sets(h), layer=self.layer) for t, h in hits.items() if h is not None}
-        if todo:
+        if todo and self.remote is not None and not self.keep_vectors:  # workers (and this process) score them
+            out.update(self.remote.full(self, todo))
+            self._count_work(self.reference_precision, float(len(todo)))
+        elif todo:
             t0 = time.perf_counter()
             reps = {(t, dn): self.rep(t, dn) for t in todo for dn in (False, True)}  # one pass gives both
             vecs = self.evaluator.encode(self.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)

@@ -129,8 +129,9 @@ def _shown(url: str) -> str:
 CONNECT_TIMEOUT = 5  # seconds a server gets to answer before the storage is refused
 
 
-def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
-    """RDB storage with heartbeats (a killed worker's trial is failed and retried once).
+def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storages.BaseStorage:
+    """RDB storage with heartbeats (a killed worker's trial is failed ``grace`` seconds after its last
+    beat, and retried once).
 
     Workers started together on a fresh database race to create its tables; the loser retries and
     then finds them. A server that cannot be reached, refuses the login or needs a driver that is
@@ -152,7 +153,7 @@ def open_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # heartbeat args are flagged experimental/deprecated, still supported
                 return optuna.storages.RDBStorage(
-                    url, engine_kwargs=kwargs, heartbeat_interval=30, grace_period=90,
+                    url, engine_kwargs=kwargs, heartbeat_interval=max(1, grace // 3), grace_period=grace,
                     failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
                 )
         except ImportError as exc:

@@ -1,0 +1,326 @@
+"""Scoring spread over processes and machines through an Optuna RDB storage (PostgreSQL, MySQL,
+SQLite on one machine).
+
+A search's driver (``greedy``, ``score``, the generators, racing) puts each candidate it would
+have encoded into a *work study* as a waiting trial — a job: a template's full-set scores, or its
+pair similarities on a racing rung — and ``promptsearch worker`` processes, each with its own copy
+of the model, claim waiting jobs (a row lock: a job is claimed once), encode, and report the
+result in the trial's user attributes. The driver works on its own jobs too (unless told not to),
+waits for the rest, and then decides exactly as a single process does: a job's result is the same
+numbers the driver would have computed (the same sentences in the same batches, fp32 or the
+precision and batching the study records), so the path, the scores and the results file equal a
+single-process run's. The score cache and the results file stay the driver's.
+
+Faults: a worker beats a heartbeat while it works; a killed worker's job goes stale after the grace
+period and is failed, and the driver puts it back in the queue (a worker interrupted with Ctrl-C
+fails its job at once). A job's result is taken once, from its first complete trial. Workers with
+another model, data, precision or settings than the study's refuse it with one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from ..errors import PromptSearchError
+from .scorer import Score, Scorer
+from .study import fail_stale_trials, open_storage
+
+PREFIX = "promptsearch-work"
+POLL = 0.2  # seconds between looks at the queue while waiting
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of scoring work: ``full`` (a key's scores on every set, both variants, and its pair
+    similarities) or ``rung`` (a key's similarities on racing rung ``k``'s pairs, its sentences
+    encoded rung by rung as a single-process race encodes them)."""
+
+    kind: str
+    key: str
+    layer: int | None = None
+    k: int = 0
+    rungs: tuple[int, ...] = ()
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Job":
+        d = json.loads(text)
+        return cls(d["kind"], d["key"], d["layer"], d["k"], tuple(d["rungs"]), d["seed"])
+
+
+def _pack(a: np.ndarray) -> dict:
+    """An array as JSON, bit for bit."""
+    a = np.ascontiguousarray(a)
+    return {"dtype": str(a.dtype), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _unpack(d: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(d["data"]), dtype=np.dtype(d["dtype"])).copy()
+
+
+def spec_of(scorer: Scorer, model: str) -> dict:
+    """What a worker must reproduce: the model (name and weights), the sets (names and contents),
+    and every setting that changes a number (:meth:`Scorer.numbers`)."""
+    return {"model": model, "dataset": scorer.dataset, "denoise": scorer.denoise, "objective": scorer.objective,
+            "screening": scorer.screening_precision, "numbers": scorer.numbers()}
+
+
+def study_name(spec: dict) -> str:
+    return f"{PREFIX}-{hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]}"
+
+
+class Worker:
+    """Does jobs with one scorer (its own model copy). A rung job's vectors are kept for the next
+    rung of the same key on this worker (at most ``keep`` keys): the sentences encoded at one rung
+    are not encoded again at the next."""
+
+    def __init__(self, scorer: Scorer, keep: int = 32):
+        self.scorer, self.keep = scorer, keep
+        self.memo: dict[tuple, tuple[dict, np.ndarray]] = {}
+
+    def do(self, job: Job) -> dict:
+        sc = self.scorer.at_layer(job.layer)
+        t0 = time.perf_counter()
+        if job.kind == "full":
+            reps = {dn: sc.rep(job.key, dn) for dn in (False, True)}  # one pass gives both
+            vecs = sc.evaluator.encode(sc.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
+            scores = {str(int(dn)): {d: float(v) for d, v in sc.evaluator.scores(vecs[reps[dn]]).items()} for dn in (False, True)}
+            return {"scores": scores, "sims": _pack(sc.evaluator.similarities(vecs[reps[sc.denoise]])),
+                    "seconds": time.perf_counter() - t0}
+        perm = np.random.default_rng(job.seed).permutation(sc.evaluator.n_pairs)
+        mk = (job.key, job.layer, job.seed, job.rungs)
+        vecs, have = self.memo.pop(mk, ({job.key: {sc.denoise: None}}, np.zeros(len(sc.sentences), bool)))
+        encoded = 0
+        for rr in job.rungs[: job.k + 1]:  # as race() encodes: each rung's new sentences, in order
+            encoded += sc.encode_pairs(sc.screening_encoder, [job.key], perm[:rr], vecs, {job.key: have})
+        self.memo[mk] = (vecs, have)
+        while len(self.memo) > self.keep:
+            self.memo.pop(next(iter(self.memo)))
+        pairs = perm[: job.rungs[job.k]]
+        return {"sims": _pack(sc.evaluator.similarities(vecs[job.key][sc.denoise], pairs)), "encoded": encoded,
+                "seconds": time.perf_counter() - t0}
+
+
+class _Beat:
+    """A heartbeat for one claimed job while it runs (its worker killed: the job goes stale)."""
+
+    def __init__(self, storage, trial_id: int):
+        self.storage, self.trial_id = storage, trial_id
+        self.interval = storage.get_heartbeat_interval() or 30
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(self.interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # a missed beat is not an error
+                pass
+
+    def __enter__(self):
+        self.storage.record_heartbeat(self.trial_id)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = None) -> bool:
+    """Claim the oldest waiting job (of ``only``, when given), do it and report it; False if none
+    was waiting. An interrupt while it runs fails the job (the driver queues it again) and goes on."""
+    storage = study._storage
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        job_id = t.user_attrs.get("job_id")
+        if job_id is None or (only is not None and job_id not in only):
+            continue
+        if not storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
+            continue  # another worker took it
+        storage.set_trial_user_attr(t._trial_id, "worker", f"{socket.gethostname()}:{os.getpid()}")
+        job = Job.from_json(t.user_attrs["job"])
+        try:
+            with _Beat(storage, t._trial_id):
+                result = worker.do(job)
+        except BaseException:
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            raise
+        storage.set_trial_user_attr(t._trial_id, "result", result)
+        storage.set_trial_state_values(t._trial_id, TrialState.COMPLETE, [0.0])
+        return True
+    return False
+
+
+class WorkQueue:
+    """The driver's side: jobs into the work study, results out, each job's result taken once."""
+
+    def __init__(self, url: str, scorer: Scorer, model: str, name: str | None = None, local: bool = True,
+                 grace: int = 90):
+        self.url = url
+        self.spec = spec_of(scorer, model)
+        self.storage = open_storage(url, grace=grace)
+        self.name = name or study_name(self.spec)
+        self.study = optuna.create_study(study_name=self.name, storage=self.storage, load_if_exists=True)
+        old = self.study.user_attrs.get("spec")
+        if old is not None and old != self.spec:
+            raise PromptSearchError(f"the work study {self.name!r} in the storage belongs to another search (other model, "
+                                    "data or settings); give another study name")
+        self.study.set_user_attr("spec", self.spec)
+        self.study.set_user_attr("finished", False)
+        self.worker = Worker(scorer) if local else None
+        self.seconds_waiting = 0.0
+        self.jobs_done = 0
+
+    def run(self, jobs: list[Job]) -> dict[str, dict]:
+        """Each job's result ({job id: result}), by whichever process did it."""
+        want = {j.id: j for j in jobs}
+        results: dict[str, dict] = {}
+        queued = self._known()
+        for j in jobs:
+            if j.id not in queued:
+                self.study.enqueue_trial({}, user_attrs={"job_id": j.id, "job": j.to_json()}, skip_if_exists=False)
+        last_stale = 0.0
+        while len(results) < len(want):
+            trials = self.study.get_trials(deepcopy=False)
+            live: set[str] = set()
+            for t in trials:
+                jid = t.user_attrs.get("job_id")
+                if jid not in want:
+                    continue
+                if t.state == TrialState.COMPLETE and jid not in results and "result" in t.user_attrs:
+                    results[jid] = t.user_attrs["result"]
+                elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+                    live.add(jid)
+            for jid in set(want) - set(results) - live:  # failed (a killed or interrupted worker): queue it again
+                self.study.enqueue_trial({}, user_attrs={"job_id": jid, "job": want[jid].to_json()}, skip_if_exists=False)
+            if len(results) == len(want):
+                break
+            if self.worker is not None and claim_and_do(self.study, self.worker, set(want) - set(results)):
+                continue
+            if time.monotonic() - last_stale > 5:
+                fail_stale_trials(self.study)
+                last_stale = time.monotonic()
+            t0 = time.perf_counter()
+            time.sleep(POLL)
+            self.seconds_waiting += time.perf_counter() - t0
+        self.jobs_done += len(jobs)
+        return results
+
+    def _known(self) -> set[str]:
+        """Job ids already in the study, waiting, running or done (a resumed search reuses them)."""
+        return {t.user_attrs.get("job_id") for t in self.study.get_trials(deepcopy=False)
+                if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)}
+
+    # ---- what the scorer and racing ask ---------------------------------------------------------
+    def full(self, scorer: Scorer, keys: list[str]) -> dict[str, Score]:
+        """Full-set scores of ``keys`` at ``scorer``'s layer: recorded, kept and cached by the driver's
+        scorer exactly as :meth:`Scorer.record` does."""
+        jobs = {k: Job("full", k, scorer.layer) for k in keys}
+        got = self.run(list(jobs.values()))
+        out = {}
+        for k, job in jobs.items():
+            r = got[job.id]
+            scorer._sims[k] = _unpack(r["sims"])
+            value = scorer._record(k, {dn == "1": s for dn, s in r["scores"].items()}, r["seconds"])
+            out[k] = Score(k, value, scorer.denoise, r["seconds"], precision=scorer.reference_precision, sets=scorer.last_sets,
+                           layer=scorer.layer)
+        return out
+
+    def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int]:
+        """Each key's similarities on rung ``k``'s pairs, and the sentences encoded for them."""
+        jobs = {key: Job("rung", key, scorer.layer, k, tuple(rungs), seed) for key in keys}
+        got = self.run(list(jobs.values()))
+        encoded = sum(got[j.id]["encoded"] for j in jobs.values())
+        scorer._count_work(scorer.screening_precision, encoded / len(scorer.sentences))
+        return {key: _unpack(got[j.id]["sims"]) for key, j in jobs.items()}, encoded
+
+    def close(self) -> None:
+        """The search is over: workers attached to the study stop."""
+        try:
+            self.study.set_user_attr("finished", True)
+        except Exception:  # the storage is gone: the workers find out by themselves
+            pass
+
+
+def find_study(storage, name: str | None) -> optuna.Study | None:
+    """The work study ``name``, or the newest unfinished one in the storage (None while there is none)."""
+    if name is not None:
+        try:
+            study = optuna.load_study(study_name=name, storage=storage)
+        except KeyError:
+            return None
+        return study if "spec" in study.user_attrs else None  # made, not yet described: a moment more
+    open_ = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+             if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
+    if not open_:
+        return None
+    newest = max(open_, key=lambda s: s.datetime_start or 0)
+    return optuna.load_study(study_name=newest.study_name, storage=storage)
+
+
+def check_spec(spec: dict, scorer: Scorer, model: str) -> None:
+    """A worker's scorer must compute the study's numbers: one line naming the first difference."""
+    mine = spec_of(scorer, model)
+    for field in ("dataset", "denoise", "objective", "screening"):
+        if mine[field] != spec[field]:
+            raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start it with "
+                                    "the search's settings")
+    for field, theirs in spec["numbers"].items():
+        ours = mine["numbers"].get(field)
+        if ours != theirs:
+            what = {"model": "model weights", "data": "data sets' contents"}.get(field, field)
+            raise PromptSearchError(f"this worker's {what} differ from the study's ({ours!r} here, {theirs!r} there): "
+                                    "give it the search's model, data and settings")
+
+
+def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float = 600, log=None) -> int:
+    """``promptsearch worker``: attach to the work study ``name`` (or the newest open one; waiting up to
+    ``wait`` seconds for a search to start), build a scorer for its spec (``make_scorer(spec)`` ->
+    (scorer, model)), refuse a study it would compute other numbers for, then do jobs until the
+    driver says the search is over. Returns the number of jobs done."""
+    storage = open_storage(url, grace=grace)
+    start = time.monotonic()
+    study = find_study(storage, name)
+    while study is None:
+        if time.monotonic() - start > wait:
+            raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with --storage "
+                                    "first, or give its study name")
+        time.sleep(1)
+        study = find_study(storage, name)
+    spec = study.user_attrs["spec"]
+    if log:
+        log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
+    scorer, model = make_scorer(spec)
+    check_spec(spec, scorer, model)
+    worker, done, last_stale = Worker(scorer), 0, 0.0
+    while True:
+        if claim_and_do(study, worker):
+            done += 1
+            continue
+        if storage.get_study_user_attrs(study._study_id).get("finished"):
+            break
+        if time.monotonic() - last_stale > 5:
+            fail_stale_trials(study)
+            last_stale = time.monotonic()
+        time.sleep(POLL)
+    if log:
+        log(f"worker: the search is over; {done} jobs done here")
+    return done
