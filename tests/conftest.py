@@ -118,61 +118,26 @@ def write_vocab(tmp_path, **kw) -> str:
 
 
 # ---- a throwaway PostgreSQL server -----------------------------------------------------------------
-def _postgres_bin() -> str | None:
-    """The folder of the installed PostgreSQL server binaries (Debian: /usr/lib/postgresql/N/bin)."""
-    import glob
-    import shutil
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A PostgreSQL cluster made for this test session (:class:`promptsearch.pgcluster.Cluster`: initdb
+    in a temporary folder, as the ``postgres`` user when the suite runs as root; password
+    authentication; a Unix socket, no TCP port); stopped and removed at the end, pass or fail.
+    Skipped, with the reason, where no server binaries or no psycopg are installed."""
+    from promptsearch.pgcluster import Cluster, server_bin
 
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]), reverse=True)
-    path = found[0] if found else shutil.which("initdb")
-    return str(Path(path).parent) if path else None
+    if server_bin() is None:
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); bash scripts/setup.sh --dev installs them where apt exists")
+    pytest.importorskip("psycopg", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
+    cluster = Cluster()
+    with cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
-def postgres_url():
-    """``postgresql://…`` of a PostgreSQL cluster made for this test session: ``initdb`` in a temporary
-    folder (run as the ``postgres`` user when the suite runs as root: initdb refuses root), password
-    authentication, a Unix socket in that folder and no TCP port; stopped and removed at the end, pass
-    or fail. Skipped, with the reason, where no server binaries or no psycopg are installed."""
-    import shutil
-    import tempfile
-    import time
-
-    pg = _postgres_bin()
-    if pg is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); bash scripts/setup.sh --dev installs them where apt exists")
-    pytest.importorskip("psycopg", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
-    base = Path(tempfile.mkdtemp(prefix="promptsearch-pg-"))
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        import pwd
-
-        user = pwd.getpwnam("postgres")
-        os.chown(base, user.pw_uid, user.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    (base / "pw").write_text("secret\n")
-    os.chmod(base / "pw", 0o644)
-    data, log = base / "data", base / "server.log"
-
-    def pg_ctl(*args, check=True):
-        return subprocess.run(prefix + [f"{pg}/pg_ctl", "-D", str(data), *args], capture_output=True, text=True, check=check,
-                              timeout=120)
-
-    try:
-        subprocess.run(prefix + [f"{pg}/initdb", "-D", str(data), "-U", "promptsearch", f"--pwfile={base / 'pw'}",
-                                 "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"], capture_output=True, text=True,
-                       check=True, timeout=300)
-        pg_ctl("-l", str(log), "-w", "-o", f"-k {base} -c listen_addresses='' -c max_connections=60 -c fsync=off", "start")
-        yield f"postgresql://promptsearch:secret@/postgres?host={base}"
-    finally:
-        if (data / "postmaster.pid").exists():
-            pg_ctl("-m", "immediate", "-w", "stop", check=False)
-        for _ in range(50):  # the server's files may still be closing
-            try:
-                shutil.rmtree(base)
-                break
-            except OSError:
-                time.sleep(0.1)
+def postgres_url(postgres_cluster):
+    """``postgresql://…`` of :func:`postgres_cluster`."""
+    return postgres_cluster.url
 
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'

@@ -62,16 +62,19 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     assert all(abs(by_template[t] - v) < 1e-3 for t, v in recorded.items() if t in by_template)
 
 
+@pytest.mark.parametrize("command", ["optuna", "greedy", "worker"])
 @pytest.mark.parametrize("how, message", [
     ("password", 'password authentication failed for user "promptsearch"'),
     ("host", "Connection refused"),
 ])
-def test_bad_connection_input_is_one_line_within_seconds(postgres_url, tiny_bert_dir, tmp_path, how, message):
+def test_bad_connection_input_is_one_line_within_seconds(postgres_url, tiny_bert_dir, tmp_path, how, message, command):
     url = (postgres_url.replace(":secret@", ":wrong@") if how == "password"
            else "postgresql://promptsearch:secret@127.0.0.1:1/postgres")
     t0 = time.time()
-    r = run_cli(["optuna", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "2", "--storage", url, "--out",
-                 tmp_path / "o.json", "-q", "--no-bf16"], timeout=120)
+    argv = {"optuna": ["--trials", "2"], "greedy": [], "worker": []}[command]
+    if command != "worker":
+        argv += ["--dataset", "sts16", "--out", tmp_path / "o.json"]
+    r = run_cli([command, "--model", tiny_bert_dir, "--storage", url, "-q", "--no-bf16", *argv], timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert message in lines[0] and "cannot open the storage" in lines[0]
@@ -101,9 +104,9 @@ def _comparable(path):
     d = json.loads(path.read_text())
     keep = ("template", "spearman", "denoise", "sets", "layer", "members", "readout", "chosen")
     entries = sorted(({k: e.get(k) for k in keep} for e in d["templates"]), key=lambda e: (e["template"], str(e["readout"])))
-    path_rows = [{k: v for k, v in r.items() if k not in ("seconds",)} for r in d["path"]]
+    path_rows = [{k: v for k, v in r.items() if k not in ("seconds",)} for r in d.get("path", [])]
     races = {k: {f: v for f, v in r.items() if f != "known"} for k, r in d.get("x_races", {}).items()}
-    return entries, path_rows, races, d["x_chosen"], d["x_baseline"]
+    return entries, path_rows, races, d.get("x_chosen"), d.get("x_baseline")
 
 
 def _workers(url, name, n, tiny_bert_dir, wrapper=None):
@@ -147,27 +150,37 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_killed_worker_loses_nothing_and_a_late_one_takes_over(postgres_url, tiny_bert_dir, tmp_path):
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_a_killed_worker_loses_nothing_and_a_late_one_takes_over(postgres_url, tiny_bert_dir, tmp_path, how):
+    """SIGKILL: the candidate goes stale after the grace period and is queued again; Ctrl-C: the worker
+    fails it at once (one line, exit 130) and it is queued again."""
+    import signal
+
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
     assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
-    slow = _workers(postgres_url, "kill", 1, tiny_bert_dir, _SLOW_WORKER)[0]
-    driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", "kill",
+    name = f"kill-{how}"
+    slow = _workers(postgres_url, name, 1, tiny_bert_dir, _SLOW_WORKER)[0]
+    driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", name,
                          "--no-local", "--grace", "3"))
     line = slow.stdout.readline()
     assert line.strip() == "claimed", (line, slow.communicate(timeout=60))  # it holds a candidate ...
-    slow.kill()  # ... and dies with it (SIGKILL: no goodbye)
-    slow.wait()
-    late = _workers(postgres_url, "kill", 1, tiny_bert_dir)[0]  # joins late, takes the work, the killed one's included
+    slow.send_signal(getattr(signal, how))  # ... and dies with it
+    _, err = slow.communicate(timeout=60)
+    if how == "SIGINT":
+        assert slow.returncode == 130 and err.strip().splitlines() == ["promptsearch worker: interrupted"], err
+    late = _workers(postgres_url, name, 1, tiny_bert_dir)[0]  # joins late, takes the work, the killed one's included
     _, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err
     late.communicate(timeout=120)
     assert late.returncode == 0
     assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
-    study = optuna.load_study(study_name="kill", storage=storage_url(postgres_url))
+    study = optuna.load_study(study_name=name, storage=storage_url(postgres_url))
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
-    assert failed  # the killed worker's candidate, failed after the grace period and done again
+    assert len(failed) == 1  # the killed worker's candidate, failed (SIGKILL: after the grace period) and done again
+    done = {t.user_attrs["job_id"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    assert failed[0].user_attrs["job_id"] in done
 
 
 def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url, tiny_bert_dir, tiny_roberta_dir, tmp_path):
@@ -185,3 +198,69 @@ def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url,
     finally:
         driver.communicate(timeout=600)
     assert driver.returncode == 0
+
+
+def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_bert_dir, tmp_path):
+    """The server stops and comes back while a driver and a worker are at work: both reconnect and the
+    search ends as a single-process run does."""
+    from conftest import write_vocab
+
+    url = postgres_cluster.url
+    vocab = write_vocab(tmp_path)
+    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    worker = cli(["worker", "--storage", url, "--study-name", "restart", "--model", tiny_bert_dir, "--no-bf16", "-q",
+                  "--grace", "30"])
+    driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "restart",
+                         "--no-local", "--grace", "30"))
+    deadline = time.time() + 300
+    while time.time() < deadline:  # some work done, the search not over
+        try:
+            study = optuna.load_study(study_name="restart", storage=storage_url(url))
+            if sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) >= 3:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    postgres_cluster.stop()
+    time.sleep(3)
+    postgres_cluster.start()
+    _, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    worker.communicate(timeout=120)
+    assert worker.returncode == 0
+    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+
+
+def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_cluster, tiny_bert_dir, tmp_path):
+    from conftest import write_vocab
+
+    url = postgres_cluster.url
+    vocab = write_vocab(tmp_path)
+    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    argv = _greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "gone", "--grace", "3")
+    driver = cli(argv)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (tmp_path / "dist.json").exists():
+        time.sleep(0.1)
+    time.sleep(1)
+    postgres_cluster.stop()
+    try:
+        _, err = driver.communicate(timeout=120)
+    finally:
+        postgres_cluster.start()
+    lines = err.strip().splitlines()
+    if driver.returncode == 0:  # the search was done before the server went: nothing to show
+        pytest.skip("the search ended before the server stopped")
+    assert driver.returncode == 2 and len(lines) == 1 and "lost the storage" in lines[0], err
+    r = run_cli(argv, timeout=600)  # the same command, the server back: it resumes
+    assert r.returncode == 0, r.stderr
+    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+
+
+def test_score_through_the_storage_equals_scoring_here(postgres_url, tiny_bert_dir, tmp_path):
+    templates = ["[X] means [MASK] .", "This sentence : \"[X]\" means [MASK] .", "[X] is [MASK] ."]
+    base = ["score", "--model", tiny_bert_dir, "--dataset", "sts16", "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+    assert main([str(a) for a in base + ["--out", tmp_path / "here.json", *templates]]) == 0
+    r = run_cli(base + ["--out", tmp_path / "there.json", "--storage", postgres_url, *templates], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert _comparable(tmp_path / "there.json")[0] == _comparable(tmp_path / "here.json")[0]

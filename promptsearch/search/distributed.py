@@ -119,6 +119,35 @@ class Worker:
                 "seconds": time.perf_counter() - t0}
 
 
+def retrying(fn, patience: float, what: str = "the storage"):
+    """``fn()``, tried again while the database does not answer (a restart, a dropped connection) for
+    up to ``patience`` seconds; then one line: the search resumes from its results file when re-run."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    def lost(exc: BaseException) -> BaseException | None:
+        """The connection failure behind ``exc`` (Optuna wraps SQLAlchemy's errors), or None."""
+        while exc is not None:
+            if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+                return exc
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+    start = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except (DBAPIError, StorageInternalError) as exc:
+            cause = lost(exc)
+            if cause is None or "locked" in str(cause):  # not a lost connection (SQLite's locks have their own waits)
+                raise
+            if time.monotonic() - start > patience:
+                reason = str(getattr(cause, "orig", cause)).strip().splitlines()[0]
+                raise PromptSearchError(f"lost {what} for {patience:.0f}s ({reason}); re-run the same command when it is "
+                                        "back: the search resumes from its results file") from None
+            time.sleep(1)
+
+
 class _Beat:
     """A heartbeat for one claimed job while it runs (its worker killed: the job goes stale)."""
 
@@ -145,9 +174,10 @@ class _Beat:
         self.thread.join()
 
 
-def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = None) -> bool:
+def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = None, patience: float = 90) -> bool:
     """Claim the oldest waiting job (of ``only``, when given), do it and report it; False if none
-    was waiting. An interrupt while it runs fails the job (the driver queues it again) and goes on."""
+    was waiting. An interrupt while it runs fails the job (the driver queues it again) and goes on.
+    The report waits out a database restart (``patience`` seconds)."""
     storage = study._storage
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         job_id = t.user_attrs.get("job_id")
@@ -161,10 +191,13 @@ def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = No
             with _Beat(storage, t._trial_id):
                 result = worker.do(job)
         except BaseException:
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            try:
+                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            except Exception:  # the database is gone too: the job goes stale and is queued again
+                pass
             raise
-        storage.set_trial_user_attr(t._trial_id, "result", result)
-        storage.set_trial_state_values(t._trial_id, TrialState.COMPLETE, [0.0])
+        retrying(lambda: storage.set_trial_user_attr(t._trial_id, "result", result), patience)
+        retrying(lambda: storage.set_trial_state_values(t._trial_id, TrialState.COMPLETE, [0.0]), patience)
         return True
     return False
 
@@ -174,6 +207,7 @@ class WorkQueue:
 
     def __init__(self, url: str, scorer: Scorer, model: str, name: str | None = None, local: bool = True,
                  grace: int = 90):
+        optuna.logging.set_verbosity(optuna.logging.ERROR)  # the work study is plumbing: its hiccups are handled here
         self.url = url
         self.spec = spec_of(scorer, model)
         self.storage = open_storage(url, grace=grace)
@@ -186,6 +220,7 @@ class WorkQueue:
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
         self.worker = Worker(scorer) if local else None
+        self.grace = grace
         self.seconds_waiting = 0.0
         self.jobs_done = 0
 
@@ -193,36 +228,40 @@ class WorkQueue:
         """Each job's result ({job id: result}), by whichever process did it."""
         want = {j.id: j for j in jobs}
         results: dict[str, dict] = {}
-        queued = self._known()
+        queued = retrying(self._known, self.grace)
         for j in jobs:
             if j.id not in queued:
-                self.study.enqueue_trial({}, user_attrs={"job_id": j.id, "job": j.to_json()}, skip_if_exists=False)
+                retrying(lambda j=j: self.study.enqueue_trial({}, user_attrs={"job_id": j.id, "job": j.to_json()}), self.grace)
         last_stale = 0.0
         while len(results) < len(want):
-            trials = self.study.get_trials(deepcopy=False)
-            live: set[str] = set()
-            for t in trials:
-                jid = t.user_attrs.get("job_id")
-                if jid not in want:
-                    continue
-                if t.state == TrialState.COMPLETE and jid not in results and "result" in t.user_attrs:
-                    results[jid] = t.user_attrs["result"]
-                elif t.state in (TrialState.WAITING, TrialState.RUNNING):
-                    live.add(jid)
-            for jid in set(want) - set(results) - live:  # failed (a killed or interrupted worker): queue it again
-                self.study.enqueue_trial({}, user_attrs={"job_id": jid, "job": want[jid].to_json()}, skip_if_exists=False)
-            if len(results) == len(want):
-                break
-            if self.worker is not None and claim_and_do(self.study, self.worker, set(want) - set(results)):
+            if retrying(lambda: self._step(want, results), self.grace):
                 continue
             if time.monotonic() - last_stale > 5:
-                fail_stale_trials(self.study)
+                retrying(lambda: fail_stale_trials(self.study), self.grace)
                 last_stale = time.monotonic()
             t0 = time.perf_counter()
             time.sleep(POLL)
             self.seconds_waiting += time.perf_counter() - t0
         self.jobs_done += len(jobs)
         return results
+
+    def _step(self, want: dict[str, Job], results: dict[str, dict]) -> bool:
+        """One look at the queue: results taken, failed jobs queued again, one job done here if any
+        waits; True when there is no reason to wait before the next look."""
+        live: set[str] = set()
+        for t in self.study.get_trials(deepcopy=False):
+            jid = t.user_attrs.get("job_id")
+            if jid not in want:
+                continue
+            if t.state == TrialState.COMPLETE and jid not in results and "result" in t.user_attrs:
+                results[jid] = t.user_attrs["result"]
+            elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+                live.add(jid)
+        for jid in set(want) - set(results) - live:  # failed (a killed or interrupted worker): queue it again
+            self.study.enqueue_trial({}, user_attrs={"job_id": jid, "job": want[jid].to_json()})
+        if len(results) == len(want):
+            return True
+        return self.worker is not None and claim_and_do(self.study, self.worker, set(want) - set(results), self.grace)
 
     def _known(self) -> set[str]:
         """Job ids already in the study, waiting, running or done (a resumed search reuses them)."""
@@ -296,6 +335,7 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     ``wait`` seconds for a search to start), build a scorer for its spec (``make_scorer(spec)`` ->
     (scorer, model)), refuse a study it would compute other numbers for, then do jobs until the
     driver says the search is over. Returns the number of jobs done."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(url, grace=grace)
     start = time.monotonic()
     study = find_study(storage, name)
@@ -311,14 +351,15 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     scorer, model = make_scorer(spec)
     check_spec(spec, scorer, model)
     worker, done, last_stale = Worker(scorer), 0, 0.0
+    finished = lambda: storage.get_study_user_attrs(study._study_id).get("finished")  # noqa: E731
     while True:
-        if claim_and_do(study, worker):
+        if retrying(lambda: claim_and_do(study, worker, patience=grace), grace):
             done += 1
             continue
-        if storage.get_study_user_attrs(study._study_id).get("finished"):
+        if retrying(finished, grace):
             break
         if time.monotonic() - last_stale > 5:
-            fail_stale_trials(study)
+            retrying(lambda: fail_stale_trials(study), grace)
             last_stale = time.monotonic()
         time.sleep(POLL)
     if log:
