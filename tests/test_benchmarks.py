@@ -70,3 +70,11 @@ def test_optuna_speed(tiny_bert_dir):
     out = bench("optuna_speed.py", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "4", "--batch", "4",
                 "--device", "cpu")
     assert "batch   1:" in out and "batch   4:" in out and "against batch 1:" in out
+
+
+def test_distributed_speed(tiny_bert_dir, postgres_url):
+    out = bench("distributed_speed.py", "--model", tiny_bert_dir, "--storage", postgres_url, "--templates", "2", timeout=600)
+    assert "storage overhead (2 candidates" in out and "ms a candidate" in out
+    for label in ("one-process", "1-worker", "2-workers"):
+        assert label in out
+    assert out.count("same path and scores") == 3 and "DIFFERENT" not in out
