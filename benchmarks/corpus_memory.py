@@ -30,6 +30,7 @@ def _peak_mb() -> float:
 
 def worker(variant: str, path: str, steps: int, model: str, device: str | None) -> None:
     from promptsearch import PromptEncoder
+    from promptsearch.train.loop import TrainRun
     from promptsearch.data import load_texts
     from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 
@@ -46,7 +47,7 @@ def worker(variant: str, path: str, steps: int, model: str, device: str | None) 
     load_s = time.time() - t0
     cfg = OptiPromptConfig(template=template, steps=steps, batch_size=64, eval_steps=steps, show_progress_bar=False)
     with tempfile.TemporaryDirectory() as out:
-        train_optiprompt(enc, corpus, cfg, out, model, resume=False)
+        train_optiprompt(enc, corpus, cfg, out, model, TrainRun(resume=False))
     print(json.dumps({"variant": variant, "sentences": len(corpus), "peak_mb": round(_peak_mb()),
                       "load_s": round(load_s, 1), "total_s": round(time.time() - t0, 1)}))
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from promptsearch.train.loop import TrainRun
 from promptsearch import PromptSearchError
 from promptsearch.encoding import MaskState
 from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
@@ -156,7 +157,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
     enc = make_encoder(tiny_bert_dir, bf16=False)
     cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, "[X] means [MASK] ."], lr=1e-3, batch_size=16, micro_batch=8,
                          max_steps=2, eval_steps=1, layer=1, show_progress_bar=False)
-    summary = finetune(enc, sentences[:32], cfg, tmp_path / "ft", "tiny", resume=False)
+    summary = finetune(enc, sentences[:32], cfg, tmp_path / "ft", "tiny", TrainRun(resume=False))
     out = tmp_path / "ft"
     saved = json.loads((out / "promptsearch.json").read_text())
     assert saved["layer"] == 1

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from promptsearch.train.loop import TrainRun
 from promptsearch import PromptEncoder
 from promptsearch.train.finetune import FinetuneConfig, finetune
 from promptsearch.train.step import loss as step_loss, micro_batches, train_step, views
@@ -23,7 +24,7 @@ def fresh(tiny_bert_dir):
 def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
     before = {n: p.detach().clone() for n, p in fresh.encoder.named_parameters()}
     cfg = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=3, lr=1e-2, show_progress_bar=False)
-    summary = train_optiprompt(fresh, sentences, cfg, tmp_path / "op", str(fresh.model.path), resume=False)
+    summary = train_optiprompt(fresh, sentences, cfg, tmp_path / "op", str(fresh.model.path), TrainRun(resume=False))
     for n, p in fresh.encoder.named_parameters():
         assert torch.equal(p, before[n]), n  # bit-identical
     saved = json.loads((tmp_path / "op" / "promptsearch.json").read_text())
@@ -64,12 +65,12 @@ def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
     import promptsearch.train.optiprompt as op
     op.DevEval.__call__, real = (lambda self, t, d: float(len(self.encoder.soft_prompts))), op.DevEval.__call__
     try:
-        train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", resume=False, keep_checkpoint=True)
+        train_optiprompt(fresh, sentences, cfg, tmp_path / "op", "tiny", TrainRun(resume=False, keep_checkpoint=True))
         assert not torch.allclose(fresh.soft_prompts[PAPER_T], init)  # "best" is the trained vectors here
         ck = torch.load(tmp_path / "op" / "resume" / op.CHECKPOINT, weights_only=False)
         assert ck["step"] == 4
         cfg2 = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
-        s2 = train_optiprompt(fresh, sentences, cfg2, tmp_path / "op", "tiny", resume=True)
+        s2 = train_optiprompt(fresh, sentences, cfg2, tmp_path / "op", "tiny", TrainRun(resume=True))
         assert [h["step"] for h in s2["history"]] == [2, 4, 6]  # continued from step 4
         assert not (tmp_path / "op" / "resume").exists()  # finished without --keep-checkpoint: removed
     finally:
@@ -163,7 +164,7 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     data = sentences[:48] if mode == "unsup" else list(zip(sentences[:48], sentences[48:96], sentences[96:144]))
     cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2] if mode == "unsup" else [PAPER_T], lr=1e-3, batch_size=16,
                          micro_batch=8, max_steps=3, eval_steps=1, show_progress_bar=False)
-    summary = finetune(enc, data, cfg, tmp_path / "ft", "tiny", resume=False)
+    summary = finetune(enc, data, cfg, tmp_path / "ft", "tiny", TrainRun(resume=False))
     assert [h["step"] for h in summary["history"]] == [0, 1, 2, 3]
     # 3 steps of 16 sentences over the training time alone (the dev evaluations left out): more than over the wall time
     assert summary["train_sentences_per_second"] > 3 * 16 / max(summary["seconds"], 0.1) > 0
@@ -193,7 +194,7 @@ def test_finetune_checkpoint_lives_apart_resumes_and_goes_when_training_ends(tin
     def run(steps, **kw):
         cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=1e-3, batch_size=16, micro_batch=8,
                              max_steps=steps, eval_steps=1, show_progress_bar=False)
-        return finetune(make_encoder(tiny_bert_dir), sentences[:48], cfg, out, "tiny", **kw)
+        return finetune(make_encoder(tiny_bert_dir), sentences[:48], cfg, out, "tiny", TrainRun(**kw))
 
     run(2, resume=False, keep_checkpoint=True)
     ck = out / "resume" / ft.CHECKPOINT

@@ -14,6 +14,7 @@ from ..search.results import Results
 from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
+from ..train.loop import TrainRun
 from ..train.head import HeadConfig, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
 from ..train.optiprompt import OptiPromptConfig, train_optiprompt
@@ -30,10 +31,10 @@ def _start(args) -> list[int]:
     return seeds
 
 
-def _dev(args) -> dict:
-    """The training keywords every run shares: dev set, resume, data."""
-    return dict(data_dir=args.data_dir, resume=not args.no_resume, dev_dataset=one_dataset(args.dataset), fmt=o.fmt(args),
-                keep_checkpoint=args.keep_checkpoint)
+def _dev(args) -> TrainRun:
+    """How every training run is run: dev set, data, resume, the checkpoint kept or not."""
+    return TrainRun(dev_dataset=one_dataset(args.dataset), data_dir=args.data_dir, fmt=o.fmt(args), resume=not args.no_resume,
+                    keep_checkpoint=args.keep_checkpoint)
 
 
 def _config(args, seed: int) -> dict:
@@ -57,7 +58,7 @@ def cmd_optiprompt(args) -> int:
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
         cfg = OptiPromptConfig(template=template, steps=args.steps, **_config(args, seed))
         summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
-                                   **_dev(args))
+                                   _dev(args))
         print(optiprompt_line(summary, cfg, out, len(seeds) > 1))
     return _table(args, seeds, template, ["manual template", "OptiPrompt vectors"])
 
@@ -91,7 +92,7 @@ def cmd_finetune(args) -> int:
             print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
                              readout=readout, **_config(args, seed))
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, **_dev(args)), cfg, out, len(seeds) > 1))
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args)), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
 
 

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+from .loop import (DevEval, TrainRun, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
                    set_rng_state, set_seed)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
@@ -71,10 +71,10 @@ class FinetuneConfig:
                     self.micro_batch, self.micro_tokens, self.layer, self.readout)
 
 
-def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, data_dir=None,
-             resume: bool = True, dev_dataset: str = DEV_SET, fmt=None, keep_checkpoint: bool = False) -> dict:
+def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, run: TrainRun = TrainRun()) -> dict:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
-    resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``keep_checkpoint``."""
+    resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``."""
+    data_dir, resume, dev_dataset, fmt, keep_checkpoint = run.data_dir, run.resume, run.dev_dataset, run.fmt, run.keep_checkpoint
     from accelerate import Accelerator
 
     acc = Accelerator()

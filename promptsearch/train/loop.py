@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,19 @@ def take(items, idx) -> list:
         values = [cols[c] for c in items.column_names]
         return values[0] if len(values) == 1 else list(zip(*values))
     return [items[i] for i in idx]
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """How a training run is run, whatever it trains: the dev set that chooses the checkpoint (and
+    where its data is, in which columns), whether a checkpoint in the output folder is resumed, and
+    whether that checkpoint is kept when training ends."""
+
+    dev_dataset: str = DEV_SET
+    data_dir: str | None = None
+    fmt: PairFormat | None = None
+    resume: bool = True
+    keep_checkpoint: bool = False
 
 
 class DevEval:

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
+from .loop import (DevEval, TrainRun, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
                    set_rng_state, set_seed)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
@@ -64,10 +64,10 @@ def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
 
 
 def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
-                     data_dir=None, resume: bool = True, dev_dataset: str = DEV_SET, fmt=None,
-                     keep_checkpoint: bool = False) -> dict:
-    """Train, keep the best vectors on the dev set (STS-B dev), save them to ``out_dir``; returns a summary.
-    ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
+                     run: TrainRun = TrainRun()) -> dict:
+    """Train, keep the best vectors on the dev set (``run.dev_dataset``), save them to ``out_dir``; returns a
+    summary. ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
+    data_dir, resume, dev_dataset, fmt, keep_checkpoint = run.data_dir, run.resume, run.dev_dataset, run.fmt, run.keep_checkpoint
     template = Template.parse(cfg.template).text
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
