@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from ..data import check_data, expand_tasks, one_dataset
+from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
 from ..library import resolve_key
 from ..template import is_key
@@ -18,7 +18,6 @@ from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict
 from ..eval.tables import check_report_file, eval_output, report, table9
 from . import options as o
-from ..data import DEV_SET
 
 
 def cmd_eval(args) -> int:

@@ -38,18 +38,18 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
                     use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
     announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
-    if not work:
-        return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
-    from ..search.distributed import WorkQueue
+    if work:
+        from ..search.distributed import WorkQueue
 
-    scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
-    if announce:
-        announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
-                 f"--study-name {scorer.remote.name}")
+        scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
+        if announce:
+            announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
+                     f"--study-name {scorer.remote.name}")
     try:
         return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
     finally:
-        scorer.remote.close()
+        if scorer.remote is not None:
+            scorer.remote.close()
 
 
 def next_steps(res: Results, args) -> str:

@@ -6,15 +6,13 @@ import sys
 from pathlib import Path
 
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
-from ..encoding import MaskState
 from ..encoding.batching import bf16_supported
-from ..encoding.reps import PromptPool
 from ..fileio import check_writable
 from ..search.results import Results
 from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
-from ..train.loop import TrainRun
+from ..train.loop import TrainRun, trained_rep
 from ..train.head import HeadConfig, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
 from ..train.optiprompt import OptiPromptConfig, train_optiprompt
@@ -45,7 +43,7 @@ def _config(args, seed: int) -> dict:
 
 def _table(args, seeds, template: str, labels, readout: str | None = None, layer: int | None = None) -> int:
     """The before/after table of what was trained (several seeds: mean ± std, also in OUT/seeds.json)."""
-    r = PromptPool(template, readout) if readout else MaskState(template, args.denoise, layer)
+    r = trained_rep(template, args.denoise, layer, readout)
     print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), r, expand_tasks(args.final_tasks),
                        args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args)))
     return 0

@@ -8,11 +8,10 @@ from typing import ClassVar
 
 import torch
 
-from ..data import PairFormat, load_task
+from ..data import DEV_SET, PairFormat, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import FIRST_LAYER, Batch, Pooling
 from .sts import STSEvaluator
-from ..data import DEV_SET
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
+from .racing import rung_similarities
 from .scorer import Score, Scorer
 from .study import fail_stale_trials, open_storage
 
@@ -108,15 +109,12 @@ class Worker:
         perm = np.random.default_rng(job.seed).permutation(sc.evaluator.n_pairs)
         mk = (job.key, job.layer, job.seed, job.rungs)
         vecs, have = self.memo.pop(mk, ({job.key: {sc.denoise: None}}, np.zeros(len(sc.sentences), bool)))
-        encoded = 0
-        for rr in job.rungs[: job.k + 1]:  # as race() encodes: each rung's new sentences, in order
-            encoded += sc.encode_pairs(sc.screening_encoder, [job.key], perm[:rr], vecs, {job.key: have})
+        sims, encoded = rung_similarities(sc, sc.screening_encoder, [job.key], perm, list(job.rungs), job.k, vecs,
+                                          {job.key: have})
         self.memo[mk] = (vecs, have)
         while len(self.memo) > self.keep:
             self.memo.pop(next(iter(self.memo)))
-        pairs = perm[: job.rungs[job.k]]
-        return {"sims": _pack(sc.evaluator.similarities(vecs[job.key][sc.denoise], pairs)), "encoded": encoded,
-                "seconds": time.perf_counter() - t0}
+        return {"sims": _pack(sims[job.key]), "encoded": encoded, "seconds": time.perf_counter() - t0}
 
 
 def retrying(fn, patience: float, what: str = "the storage"):
@@ -208,7 +206,6 @@ class WorkQueue:
     def __init__(self, url: str, scorer: Scorer, model: str, name: str | None = None, local: bool = True,
                  grace: int = 90):
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # the work study is plumbing: its hiccups are handled here
-        self.url = url
         self.spec = spec_of(scorer, model)
         self.storage = open_storage(url, grace=grace)
         self.name = name or study_name(self.spec)
@@ -221,8 +218,6 @@ class WorkQueue:
         self.study.set_user_attr("finished", False)
         self.worker = Worker(scorer) if local else None
         self.grace = grace
-        self.seconds_waiting = 0.0
-        self.jobs_done = 0
 
     def run(self, jobs: list[Job]) -> dict[str, dict]:
         """Each job's result ({job id: result}), by whichever process did it."""
@@ -239,10 +234,7 @@ class WorkQueue:
             if time.monotonic() - last_stale > 5:
                 retrying(lambda: fail_stale_trials(self.study), self.grace)
                 last_stale = time.monotonic()
-            t0 = time.perf_counter()
             time.sleep(POLL)
-            self.seconds_waiting += time.perf_counter() - t0
-        self.jobs_done += len(jobs)
         return results
 
     def _step(self, want: dict[str, Job], results: dict[str, dict]) -> bool:

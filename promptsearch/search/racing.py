@@ -106,6 +106,18 @@ def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leade
     return {t for t in sims if t != leader and np.mean(rho[leader] > rho[t]) > 1 - alpha}
 
 
+def rung_similarities(scorer: Scorer, enc, templates: list[str], perm: np.ndarray, rungs: list[int], k: int,
+                      vecs: dict, have: dict, progress=None) -> tuple[dict[str, np.ndarray], int]:
+    """Each template's pair similarities on rung ``k``'s pairs (``perm[:rungs[k]]``) and the sentences
+    encoded for them: each rung's new sentences of every template in one call, also when catching up
+    after a resume (or on a worker that saw no earlier rung) — the same batches as an uninterrupted race."""
+    encoded = 0
+    for rr in rungs[: k + 1]:
+        encoded += scorer.encode_pairs(enc, templates, perm[:rr], vecs, have, progress=progress if rr == rungs[k] else None)
+    pairs = perm[: rungs[k]]
+    return {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in templates}, encoded
+
+
 def race_key(scorer: Scorer, templates: list[str], racing: Racing) -> str:
     """Identifies one race: candidates, scoring set, precisions and racing settings."""
     blob = json.dumps([templates, scorer.settings_key(), scorer.screening_precision, racing.settings()])
@@ -149,14 +161,10 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 sims, n = scorer.remote.rung(scorer, contenders, k, rungs, racing.seed)
                 encoded += n
             else:
-                # each rung's new sentences of every contender in one call, also when catching up after a
-                # resume: the same batches as an uninterrupted race
                 label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
-                for rr in rungs[: k + 1]:
-                    encoded += scorer.encode_pairs(enc, contenders, perm[:rr], vecs, have,
-                                                   progress=(lambda n, label=label: progress(label, n, len(contenders)))
-                                                   if progress and rr == r else None)
-                sims = {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in contenders}
+                sims, n = rung_similarities(scorer, enc, contenders, perm, rungs, k, vecs, have,
+                                            (lambda n, label=label: progress(label, n, len(contenders))) if progress else None)
+                encoded += n
             ev = scorer.evaluator
             groups = ev.groups[pairs] if len(ev.names) > 1 else None
             keep, out = racing.decide(sims, ev.gold[pairs], k, groups, ev.objective)

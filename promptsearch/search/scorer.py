@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..data import PairFormat, STSData, load_task, scoring_sets
+from ..data import DEV_SET, PairFormat, STSData, load_task, scoring_sets
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, normalized
 from ..errors import PromptSearchError
@@ -31,7 +31,6 @@ from ..model import model_fingerprint
 from ..paths import default_cache_path
 from ..template import Template, readout_key, split_readout
 from .score_cache import append_scores, load_scores
-from ..data import DEV_SET
 
 def data_fingerprint(data: STSData) -> str:
     """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
@@ -96,9 +95,12 @@ class Scorer:
         self._vecs: dict[str, np.ndarray] = {}
 
     def on(self, dataset: str) -> "Scorer":
-        """A scorer of the same encoder, settings and cache on another data set (held-out validation)."""
-        return Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
-                      use_cache=self.use_cache, fmt=self.fmt, objective=self.objective)
+        """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
+        cache already read is shared, not read again."""
+        other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
+                       use_cache=False, fmt=self.fmt, objective=self.objective)
+        other.use_cache, other._cache = self.use_cache, self._cache
+        return other
 
     def at_layer(self, layer: int | None) -> "Scorer":
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):

@@ -27,7 +27,6 @@ from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
 from .step import Step, train_step
-from ..data import DEV_SET
 
 CHECKPOINT = "finetune-checkpoint.pt"
 DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch_size": 512}}

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..data import PairFormat, load_task
+from ..data import DEV_SET, PairFormat, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
-from ..data import DEV_SET
 
 
 def set_seed(seed: int) -> None:
@@ -46,6 +46,12 @@ def take(items, idx) -> list:
     return [items[i] for i in idx]
 
 
+def trained_rep(template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> MaskState | PromptPool:
+    """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
+    its [MASK] state at ``layer``."""
+    return PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+
+
 @dataclass(frozen=True)
 class TrainRun:
     """How a training run is run, whatever it trains: the dev set that chooses the checkpoint (and
@@ -69,7 +75,7 @@ class DevEval:
         self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
 
     def __call__(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
-        r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+        r = trained_rep(template, denoise, layer, readout)
         with self._eval_mode():
             return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
 
@@ -78,23 +84,19 @@ class DevEval:
         earlier run already scored on this set (same weights, data and settings) costs no pass."""
         from .seeds import known_scores
 
-        r = PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+        r = trained_rep(template, denoise, layer, readout)
         with self._eval_mode():
             return known_scores(self.encoder, r, [self.dataset], self.data_dir, self.fmt, False)[self.dataset]["spearman"]
 
+    @contextmanager
     def _eval_mode(self):
-        from contextlib import contextmanager
-
-        @contextmanager
-        def mode():
-            prompt = self.encoder.prompt
-            was_training = prompt.training
-            prompt.eval()
-            try:
-                yield
-            finally:
-                prompt.train(was_training)
-        return mode()
+        prompt = self.encoder.prompt
+        was_training = prompt.training
+        prompt.eval()
+        try:
+            yield
+        finally:
+            prompt.train(was_training)
 
 
 LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device

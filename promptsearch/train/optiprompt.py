@@ -22,7 +22,6 @@ from .loop import (DevEval, TrainRun, batches, checkpoint_path, end_checkpoint, 
                    set_rng_state, set_seed)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
-from ..data import DEV_SET
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
 

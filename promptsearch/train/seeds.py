@@ -47,12 +47,15 @@ def known_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[
     settings — the search's held-out validation, an earlier seed's or run's start row — comes from
     the score cache instead of another pass."""
     from ..search.scorer import Scorer
+    from ..template import readout_key
 
     pooled = isinstance(r, PromptPool)
-    key = f"{r.template} @{r.readout}" if pooled else r.template
-    out = {}
+    key = readout_key(r.template, r.readout) if pooled else r.template
+    out, first = {}, None
     for task in tqdm(tasks, desc="scoring", leave=False, disable=show_progress_bar is False, unit="task"):
-        sc = Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data_dir=data_dir, fmt=fmt)
+        sc = first.on(task) if first else Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data_dir=data_dir,
+                                                  fmt=fmt)
+        first = first or sc  # the score cache read once
         out[task] = {"spearman": (sc if pooled else sc.at_layer(r.layer)).score(key).spearman}
     return out
 
