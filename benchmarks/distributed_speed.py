@@ -41,12 +41,12 @@ def overhead(model: str, url: str, n: int) -> dict:
     relations = [r for r in load_vocabulary("greedy")["relations"] if r][:n]
     templates = [f"[X] {r} [MASK] ." for r in relations]
     enc = PromptEncoder.from_pretrained(model, bf16=False, show_progress_bar=False)
-    direct = Scorer(enc, use_cache=False)
+    direct = Scorer(enc, cache=False)
     direct.score(templates[0], fresh=True)  # warm
     t0 = time.perf_counter()
     scores = {t: direct.score(t, fresh=True).spearman for t in templates}
     t_direct = (time.perf_counter() - t0) / len(templates)
-    queued = Scorer(enc, use_cache=False)
+    queued = Scorer(enc, cache=False)
     queued.remote = WorkQueue(url, queued, model, name=f"bench-{os.getpid()}", local=True)
     t0 = time.perf_counter()
     via = {t: queued.score(t).spearman for t in templates}

@@ -34,7 +34,7 @@ def run(model: str, dataset: str, trials: int, batch: int, device, seed: int, bf
     with tempfile.TemporaryDirectory() as tmp:
         times: list = []
         with timed(device, times):
-            scorer = Scorer(enc, dataset=dataset, use_cache=False)
+            scorer = Scorer(enc, dataset=dataset, cache=False)
             s = OptunaSearch(storage=f"sqlite:///{Path(tmp) / 's.db'}", study_name="bench", trials=trials, seed=seed,
                              prune=False, batch=batch, show_progress_bar=False)
             res = run_strategy(s, scorer, None, model, validate_top=0)

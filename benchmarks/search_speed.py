@@ -48,7 +48,7 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
     enc.prompt.clear_cache()
     times = []
     with timed(device, times):
-        scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, use_cache=False, screening=screening)
+        scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, cache=False, screening=screening)
         # the template search alone (no read-out step); the model's own representation is scored as always
         g = Greedy(vocabulary=vocabulary, max_steps=max_steps, show_progress_bar=False, racing=racing, readouts="none")
         res = run_strategy(g, scorer, None, model, validate_top=0)
@@ -68,7 +68,7 @@ def kendall(model: str, templates: dict[str, float], data_dir) -> dict:
     from promptsearch.search import Scorer
 
     enc = PromptEncoder.from_pretrained(model, bf16=False, show_progress_bar=False).with_precision("int8")
-    s = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, use_cache=False)
+    s = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, cache=False)
     names = sorted(templates)
     int8 = [s.score(t).spearman for t in names]
     fp = [templates[t] for t in names]

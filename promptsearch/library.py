@@ -111,7 +111,7 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
     """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
     ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
-    from .template import entry_key, key_members, readout_key, split_readout
+    from .template import ensemble_key, entry_key, key_members, readout_key, split_readout
 
     def one(t: str, layer) -> str:
         t, readout = split_readout(t)
@@ -120,7 +120,7 @@ def resolve_key(text: str, demos: str | None = None) -> Template | str:
     members = key_members(text)
     if len(members) == 1 and members[0][1] is None and split_readout(members[0][0])[1] is None:
         return resolve_template(text, demos)
-    return " + ".join(one(t, layer) for t, layer in members)
+    return ensemble_key(one(t, layer) for t, layer in members)
 
 
 def read_templates(items=(), file: str | None = None, demos: str | None = None) -> list[Template]:

@@ -288,6 +288,12 @@ def entry_key(template: str, layer: int | None = None) -> str:
     return template if layer is None else f"{template} @layer {layer}"
 
 
+def ensemble_key(members) -> str:
+    """How a results file keys an ensemble: its members' keys joined by `` + `` (one member: its own key)."""
+    members = list(members)
+    return members[0] if len(members) == 1 else " + ".join(members)
+
+
 def template_of(key: str) -> str:
     """The (first) template of an entry key: itself, without its layer or read-out, or an ensemble's first member's."""
     return split_readout(key_members(key)[0][0])[0]

@@ -62,7 +62,7 @@ def main():
     d = json.load(open(args.results, encoding="utf-8"))
     steps = steps_of(d["path"], d["settings"].get("vocabulary", "greedy"))
     enc = PromptEncoder.from_pretrained(args.model, show_progress_bar=False)
-    scorer = Scorer(enc, dataset="stsb-dev", use_cache=False, denoise=d["denoise"])
+    scorer = Scorer(enc, dataset="stsb-dev", cache=False, denoise=d["denoise"])
     vecs, full = {}, {}
     for cands in steps:
         for t in cands:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from promptsearch import PromptSearchError
+from promptsearch import PromptSearchError, rep
 from promptsearch.model.loading import load_model
 from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
@@ -99,7 +99,7 @@ def test_every_pooling_matches_its_definition(bert_enc):
         "ditto": (fl * a[:, None]).sum(0) / a.sum(),
     }
     for name, vec in expected.items():
-        got = enc.encode([s], pooling=name, head="1-2")[0]
+        got = enc.encode([s], rep=rep(pooling=name, head="1-2"))[0]
         np.testing.assert_allclose(got, vec.numpy(), atol=1e-5, err_msg=name)
     # static-debiased really drops something here, else the test above proves nothing
     assert (~special & biased).any() and (~special & ~biased).any()
@@ -119,7 +119,7 @@ def test_pooling_and_template_errors(bert_enc):
     with pytest.raises(PromptSearchError, match="needs --head"):
         make_encoder(bert_enc.model.path).encode(["a"], pooling="ditto")
     with pytest.raises(PromptSearchError, match="out of range"):
-        bert_enc.encode(["a"], pooling="ditto", head="5-0")
+        bert_enc.encode(["a"], rep=rep(pooling="ditto", head="5-0"))
     with pytest.raises(PromptSearchError, match="needs a --template"):
         bert_enc.encode(["a"], denoise=True)
 

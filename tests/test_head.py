@@ -7,7 +7,7 @@ import torch
 
 from promptsearch.cli import main
 from promptsearch.errors import ModelError
-from promptsearch.train.head import (HeadConfig, HeadTrainSettings, MaskHead, MaskedStates, collect_states, head_accuracy,
+from promptsearch.train.head import (HeadConfig, HeadData, HeadTrainSettings, Masking, MaskHead, MaskedStates, collect_states, head_accuracy,
                                load_head, run_train_head, save_head, shipped_head_path, split_heldout, train_head,
                                unigram_accuracy)
 from promptsearch.model.loading import load_model
@@ -59,21 +59,21 @@ def test_heldout_split_is_by_sentence():
 
 def test_collect_states_masks_only_words_and_keeps_their_ids(tiny_bert_encoder_only_dir, sentences):
     m = load_model(str(tiny_bert_encoder_only_dir), device="cpu")
-    got = collect_states(m, sentences[:40], layers=(-1, 1), rate=0.15, bf16=False, show_progress_bar=False)
+    got = collect_states(m, sentences[:40], layers=(-1, 1), masking=Masking(0.15, bf16=False), show_progress_bar=False)
     last, first = got[-1], got[1]
     assert len(last.targets) >= 40 and last.states.shape == (len(last.targets), 32) == first.states.shape
     assert not torch.isin(last.targets, torch.tensor(m.tokenizer.all_special_ids)).any()
     assert not torch.equal(last.states, first.states)
     # with every token masked the states are the encoder's at [CLS] [MASK]… [SEP] and the targets the words
     s0 = "a man plays a guitar ."
-    full = collect_states(m, [s0], rate=1.0, bf16=False, show_progress_bar=False)[-1]
+    full = collect_states(m, [s0], masking=Masking(1.0, bf16=False), show_progress_bar=False)[-1]
     body = m.tokenizer(s0, add_special_tokens=False)["input_ids"]
     ids = [m.tokenizer.cls_token_id] + [m.tokenizer.mask_token_id] * len(body) + [m.tokenizer.sep_token_id]
     with torch.no_grad():
         h = m.encoder(input_ids=torch.tensor([ids])).last_hidden_state[0, 1:-1]
     assert full.targets.tolist() == body
     torch.testing.assert_close(full.states.float(), h, atol=2e-3, rtol=2e-3)
-    again = collect_states(m, sentences[:40], layers=(-1,), rate=0.15, bf16=False, show_progress_bar=False)[-1]
+    again = collect_states(m, sentences[:40], layers=(-1,), masking=Masking(0.15, bf16=False), show_progress_bar=False)[-1]
     assert torch.equal(again.targets, last.targets)  # seeded
 
 
@@ -140,8 +140,8 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
     settings = HeadTrainSettings(epochs=3, batch_size=64)
 
     def run(log):
-        return run_train_head(m, sentences[:200], tmp_path / "h", cfg, settings, heldout=40,
-                              cache_dir=tmp_path / "c", log=log, show_progress_bar=False)
+        return run_train_head(m, sentences[:200], tmp_path / "h", cfg, settings, HeadData(40, cache_dir=tmp_path / "c"),
+                              log=log, show_progress_bar=False)
 
     def stop_after_first(line):
         if line.startswith("epoch 2/3"):
@@ -155,7 +155,7 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
     assert [l.split(":")[0] for l in epochs] == ["epoch 3/3"]  # epochs 1 and 2 were kept
     assert len(rep.history.epochs) == 3
     full = []
-    run_train_head(m, sentences[:200], tmp_path / "fresh", cfg, settings, heldout=40, cache_dir=tmp_path / "c",
+    run_train_head(m, sentences[:200], tmp_path / "fresh", cfg, settings, HeadData(40, cache_dir=tmp_path / "c"),
                    log=full.append, show_progress_bar=False)
     assert [l for l in full if l.startswith("epoch 3/3")] == epochs  # same numbers as an uninterrupted run
 
@@ -173,7 +173,7 @@ def test_shipped_head_predicts_masked_words_of_unseen_sentences(default_enc):
 
     sents = read_stsb("dev").sentences()[:600]
     m = default_enc.model
-    st = collect_states(m, sents, rate=0.15, seed=1, bf16=False, show_progress_bar=False)[-1]
+    st = collect_states(m, sents, masking=Masking(0.15, seed=1, bf16=False), show_progress_bar=False)[-1]
     special = m.tokenizer.all_special_ids
     acc = head_accuracy(m.mask_head, st.states, st.targets, exclude=special)
     counts = torch.bincount(st.targets, minlength=m.config.vocab_size)  # unigram fitted on the test tokens themselves

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from promptsearch.train.loop import TrainRun
-from promptsearch import PromptSearchError
+from promptsearch import PromptSearchError, rep
 from promptsearch.encoding import MaskState
 from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
 
@@ -65,7 +65,7 @@ def test_every_layer_comes_from_one_pass(bert_enc):
         hook.remove()
     assert with_layers == len(calls)  # the same forward passes (sentences + bias buckets) as one layer
     np.testing.assert_array_equal(out[reps[2]], bert_enc.encode(SENTS, template=PAPER_T, denoise=True))
-    np.testing.assert_array_equal(out[reps[1]], bert_enc.encode(SENTS, template=PAPER_T, denoise=True, layer=1))
+    np.testing.assert_array_equal(out[reps[1]], bert_enc.encode(SENTS, rep=rep(PAPER_T, denoise=True, layer=1)))
 
 
 def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
@@ -73,8 +73,8 @@ def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
 
     enc = make_encoder(tiny_bert_dir)
     with pytest.raises(PromptSearchError, match="layer 3 is out of range: this model has hidden states 0 .* to 2"):
-        enc.encode(SENTS, template=PAPER_T, layer=3)
-    assert enc.encode(SENTS[:1], template=PAPER_T, layer=-1).tolist() == enc.encode(SENTS[:1], template=PAPER_T).tolist()
+        enc.encode(SENTS, rep=rep(PAPER_T, layer=3))
+    assert enc.encode(SENTS[:1], rep=rep(PAPER_T, layer=-1)).tolist() == enc.encode(SENTS[:1], template=PAPER_T).tolist()
     code = main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--layer", "-4", "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "layer -4 is out of range" in err and "\n" not in err
@@ -173,7 +173,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
     assert loaded.default_layer == 1
     probe = sentences[200:220]
     got = loaded.encode(probe)
-    np.testing.assert_allclose(got, loaded.encode(probe, template=PAPER_T, denoise=True, layer=1), atol=0)
+    np.testing.assert_allclose(got, loaded.encode(probe, rep=rep(PAPER_T, denoise=True, layer=1)), atol=0)
     assert np.abs(got - loaded.encode(probe, template=PAPER_T, denoise=True)).max() > 1e-3  # not the last layer
     from sentence_transformers import SentenceTransformer
 

@@ -67,17 +67,17 @@ def test_racing_rule_over_groups_follows_the_objective():
 
 def test_scorer_objective_records_each_set_and_caches_them_apart(bert_enc, tmp_path):
     cache = tmp_path / "c.jsonl"
-    both = Scorer(bert_enc, dataset="sick-trial,sts16", cache_path=cache)
+    both = Scorer(bert_enc, dataset="sick-trial,sts16", cache=cache)
     s = both.score(T)
     assert set(s.sets) == {"sick-trial", "sts16"}
     assert s.spearman == pytest.approx(np.mean(list(s.sets.values())), abs=1e-12)
     lines = [json.loads(x) for x in cache.read_text().splitlines()]
     assert len(lines) == 4  # raw and denoised, each set
     # a single-set scorer finds its set's score in the cache: the number the objective used
-    one = Scorer(bert_enc, dataset="sts16", cache_path=cache)
+    one = Scorer(bert_enc, dataset="sts16", cache=cache)
     hit = one.score(T)
     assert hit.cached and hit.spearman == s.sets["sts16"] and hit.sets is None
-    worst = Scorer(bert_enc, dataset="sick-trial,sts16", cache_path=cache, objective="min").score(T)
+    worst = Scorer(bert_enc, dataset="sick-trial,sts16", cache=cache, objective="min").score(T)
     assert worst.cached and worst.spearman == min(s.sets.values())
 
 
@@ -136,7 +136,7 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
     enc = make_encoder(tiny_bert_dir, bf16=False)
     paths = {}
     for mg in ("auto", 0):
-        scorer = Scorer(enc, dataset="sts16", cache_path=tmp_path / "c.jsonl")
+        scorer = Scorer(enc, dataset="sts16", cache=tmp_path / "c.jsonl")
         g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg, readouts="none")
         res = run_strategy(g, scorer, tmp_path / f"best-{mg}.json", "tiny", validate_top=0)
         path = paths[mg] = res.path_steps

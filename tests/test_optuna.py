@@ -26,7 +26,7 @@ def grammar(tmp_path):
 def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    scorer = Scorer(bert_enc, dataset="sts16", cache_path=tmp_path / "c.jsonl")
+    scorer = Scorer(bert_enc, dataset="sts16", cache=tmp_path / "c.jsonl")
     s = OptunaSearch(storage=storage, study_name="t", trials=4, grammar=grammar, seed=0, show_progress_bar=False)
     run_strategy(s, scorer, tmp_path / "o.json", "tiny")
     study = optuna.load_study(study_name="t", storage=storage)
@@ -158,13 +158,13 @@ def test_progressive_rungs_score_several_templates_in_one_call_as_if_alone(tiny_
 
     templates = ['This sentence : "[X]" means [MASK] .', "[X] is [MASK] .", "This [X] says [MASK] ."]
     calls: list = []
-    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", use_cache=False)
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)
     _counting(scorer.encoder, calls)
     together = Progressive(scorer, seed=0)
     rungs = [[together.rung(templates, r) for r in (148, 296)]]
     full = together.finish(templates)
     assert [len(c) for c in calls] == [3, 3, 3]  # one call per rung and one for the rest of the set
-    alone = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", use_cache=False)
+    alone = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)
     for t in templates:
         steps = list(score_progressive(alone, t, [148, 296]))
         assert [v for _, v in steps] == [rungs[0][0][t], rungs[0][1][t], full[t].spearman]
@@ -177,7 +177,7 @@ def test_a_batch_of_trials_is_encoded_together_and_told(tiny_bert_dir, grammar, 
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = f"sqlite:///{tmp_path / 'b.db'}"
-    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", use_cache=False)
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)
     calls: list = []
     _counting(scorer.encoder, calls)
     s = OptunaSearch(storage=storage, study_name="b", trials=4, batch=4, grammar=grammar, seed=3, show_progress_bar=False)
@@ -187,7 +187,7 @@ def test_a_batch_of_trials_is_encoded_together_and_told(tiny_bert_dir, grammar, 
     assert len([t for t in trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]) == 4
     distinct = len({t.user_attrs["template"] for t in trials})
     assert len(calls[0]) == distinct > 1 and len(calls) <= 4  # the first rung: every distinct template in one call
-    fresh = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", use_cache=False)
+    fresh = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)
     for t in trials:
         if t.state == optuna.trial.TrialState.COMPLETE:  # rung by rung, the same number as one full pass (± padding)
             assert t.value == pytest.approx(fresh.score(t.user_attrs["template"]).spearman, abs=0.05)

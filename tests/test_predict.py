@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from promptsearch import rep
 from promptsearch.cli import main
 from promptsearch.eval.predict import mask_logits, predict, topk_static
 from conftest import PAPER_T, ROBERTA_T, make_encoder
@@ -44,7 +45,7 @@ def test_eq3_is_the_probability_weighted_top_k_average(bert_enc):
         w = top.values / top.values.sum()
         expected = (w[:, None] * bert_enc.word_embeddings[top.indices]).sum(0)
         np.testing.assert_allclose(v[i], expected.numpy(), atol=1e-5)
-    np.testing.assert_allclose(bert_enc.encode(s, template=PAPER_T, denoise=True, pooling="topk-static", top_k=7), v, atol=1e-6)
+    np.testing.assert_allclose(bert_enc.encode(s, rep=rep(PAPER_T, denoise=True, pooling="topk-static", top_k=7)), v, atol=1e-6)
 
 
 def test_predict_and_table9_commands(tiny_bert_dir, capsys):

@@ -45,7 +45,7 @@ class Synthetic:
 
 
 def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(bert_enc, monkeypatch):
-    scorer = Scorer(bert_enc, dataset=DATASET, use_cache=False)
+    scorer = Scorer(bert_enc, dataset=DATASET, cache=False)
     noise = {"[X] best [MASK] .": 0.05, "[X] worst [MASK] .": 50.0,
              **{f"[X] middling{i} [MASK] .": 0.5 + 0.05 * i for i in range(8)}}
     syn = Synthetic(scorer, noise)
@@ -88,12 +88,12 @@ _vocab = write_vocab
 def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, tmp_path):
     enc = make_encoder(tiny_bert_dir, bf16=False)
     cache = tmp_path / "cache.jsonl"
-    scorer = Scorer(enc, dataset=DATASET, cache_path=cache, screening="int8")
+    scorer = Scorer(enc, dataset=DATASET, cache=cache, screening="int8")
     g = Greedy(vocabulary=_vocab(tmp_path), max_steps=2, show_progress_bar=False)
     res = run_strategy(g, scorer, tmp_path / "best.json", "tiny", validate_top=0)
     assert scorer.screening_encoder.precision == "int8" and scorer.screening_encoder is not enc
-    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False)
-    screen = Scorer(scorer.screening_encoder, dataset=DATASET, use_cache=False)
+    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache=False)
+    screen = Scorer(scorer.screening_encoder, dataset=DATASET, cache=False)
     differs = 0
     for e in res.entries.values():
         ref = reference.score(e.key).spearman
@@ -123,7 +123,7 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
             return real(*a, **kw)
 
         enc.template_states = flaky
-        scorer = Scorer(enc, dataset=DATASET, cache_path=where / "cache.jsonl")
+        scorer = Scorer(enc, dataset=DATASET, cache=where / "cache.jsonl")
         g = Greedy(vocabulary=vocab, max_steps=3, show_progress_bar=False)
         run_strategy(g, scorer, where / "best.json", "tiny", validate_top=0)
         return g.path, calls[0]
@@ -212,10 +212,10 @@ def test_pruning_rungs_screen_in_int8_but_the_full_score_is_the_reference(tiny_b
     """Optuna's progressive scoring with a screening precision: partial rungs in int8, the last one
     the reference precision's one-pass score (and only that is cached)."""
     cache = tmp_path / "c.jsonl"
-    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache_path=cache, screening="int8")
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache=cache, screening="int8")
     steps = list(score_progressive(scorer, PAPER_T, [100, 300]))
     assert [n for n, _ in steps] == [100, 300, 1186]
-    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False).score(PAPER_T).spearman
+    reference = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache=False).score(PAPER_T).spearman
     assert steps[-1][1] == pytest.approx(reference, abs=1e-9)
     assert scorer.work["int8"] > 0 and scorer.work["fp32"] == 1.0
     keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
@@ -224,7 +224,7 @@ def test_pruning_rungs_screen_in_int8_but_the_full_score_is_the_reference(tiny_b
 
 def test_a_rung_reports_progress_as_its_candidates_are_encoded(tiny_bert_dir):
     """The bar used to sit at 0/16 for a whole rung: now it moves every few candidates within one."""
-    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, use_cache=False)
+    scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache=False)
     templates = [f"[X] {r} [MASK] ." for r in ("means", "is", "like", "says", "shows", "of", "is like", "equals", "a")]
     calls = []
     race(scorer, templates, Racing(fractions=(0.25, 0.5), finalists=2), progress=lambda *a: calls.append(a))

@@ -111,7 +111,7 @@ def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_
     from promptsearch.search import Results, Scorer
     from promptsearch.search.baseline import score_own, settle, verdict_lines
 
-    scorer = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", use_cache=False)
+    scorer = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False)
     res = Results(None, "tiny", "sts16", "score", True)
     own = score_own(scorer, res)
     res.add(scorer.score(PAPER_T), "score")

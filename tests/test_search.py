@@ -18,19 +18,19 @@ DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
 
 @pytest.fixture
 def scorer(bert_enc, tmp_path):
-    return Scorer(bert_enc, dataset=DATASET, cache_path=tmp_path / "cache.jsonl")
+    return Scorer(bert_enc, dataset=DATASET, cache=tmp_path / "cache.jsonl")
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_scorer_caches_both_variants_persistently(precision, tiny_bert_dir, tmp_path):
     enc = make_encoder(tiny_bert_dir, bf16=precision == "bf16")
-    scorer = Scorer(enc, dataset=DATASET, cache_path=tmp_path / "cache.jsonl")
+    scorer = Scorer(enc, dataset=DATASET, cache=tmp_path / "cache.jsonl")
     s1 = scorer.score(PAPER_T)
     assert not s1.cached and scorer.n_scored == 1
     s2 = scorer.score(PAPER_T)
     assert s2.cached and s2.spearman == s1.spearman and scorer.n_scored == 1
     # one pass recorded the raw variant too
-    raw = Scorer(enc, dataset=DATASET, denoise=False, cache_path=tmp_path / "cache.jsonl")
+    raw = Scorer(enc, dataset=DATASET, denoise=False, cache=tmp_path / "cache.jsonl")
     assert raw.cached(PAPER_T) is not None and raw.cached(PAPER_T) != s1.spearman
     # The value is the real evaluation, bit for bit: one STSEvaluator, the same sentences in the
     # same batches — also from another encoder whose template-bias cache was filled in another
@@ -51,12 +51,12 @@ def test_cache_is_keyed_by_weights_not_just_name(scorer, tiny_bert_dir, tmp_path
     with __import__("torch").no_grad():
         for p in other.encoder.parameters():
             p.add_(0.01)
-    s = Scorer(other, dataset=DATASET, cache_path=tmp_path / "cache.jsonl")
+    s = Scorer(other, dataset=DATASET, cache=tmp_path / "cache.jsonl")
     assert s.cached(PAPER_T) is None
 
 
 def test_progressive_scoring_ends_at_the_full_score(scorer, bert_enc, tmp_path):
-    full = Scorer(bert_enc, dataset=DATASET, use_cache=False).score("[X] means [MASK] .").spearman
+    full = Scorer(bert_enc, dataset=DATASET, cache=False).score("[X] means [MASK] .").spearman
     steps = list(score_progressive(scorer, "[X] means [MASK] .", [100, 300, 600]))
     assert [n for n, _ in steps] == [100, 300, 600, 1186]
     # Sentences are batched differently (subset by subset), so padding changes float rounding
@@ -90,7 +90,7 @@ def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
     assert "Searching for prefix tokens" in format_path(g.path)
     n = res.scored
     # re-running reuses every cached score
-    scorer2 = Scorer(bert_enc, dataset=DATASET, cache_path=scorer.cache_path)
+    scorer2 = Scorer(bert_enc, dataset=DATASET, cache=scorer.cache_path)
     res2 = run_strategy(Greedy(vocabulary=_vocab(tmp_path), max_steps=3, show_progress_bar=False, racing=None), scorer2,
                         out, "tiny")
     assert scorer2.n_scored == 0  # every score came from the cache
@@ -117,7 +117,7 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
                      validate_top=0)
     d = load(out)
     assert {e["template"] + (" @" + e["readout"] if e.get("readout") else "") for e in d["templates"]} == set(calls)
-    s2 = Scorer(bert_enc, dataset=DATASET, cache_path=scorer.cache_path)
+    s2 = Scorer(bert_enc, dataset=DATASET, cache=scorer.cache_path)
     assert all(s2.cached(t) is not None for t in calls)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..data import PairFormat
+from ..data import DataOptions, PairFormat
 from ..encoding import PromptEncoder
 from ..encoding.batching import precision_choice
 from ..errors import PromptSearchError
@@ -28,6 +28,11 @@ def precision_line(args, device) -> str | None:
 
 def fmt(args) -> PairFormat:
     return PairFormat.parse(args.columns, args.subset_column)
+
+
+def data(args) -> DataOptions:
+    """Where the command reads data and whether it shows progress."""
+    return DataOptions(args.data_dir, fmt(args), show(args))
 
 
 def template(args, text: str):

@@ -35,8 +35,8 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         from ..search.study import open_storage
 
         open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
-    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache_path=args.cache,
-                    use_cache=not args.no_cache, fmt=o.fmt(args), screening=args.precision, objective=args.objective)
+    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache=False if args.no_cache else args.cache,
+                    fmt=o.fmt(args), screening=args.precision, objective=args.objective)
     announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     if work:
         from ..search.distributed import WorkQueue
@@ -135,7 +135,7 @@ def cmd_worker(args) -> int:
         args.max_length = args.max_length or numbers["max_length"]
         args.compat = numbers["compat"]
         scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data_dir=args.data_dir,
-                        use_cache=False, fmt=o.fmt(args), screening=spec["screening"], objective=spec["objective"])
+                        cache=False, fmt=o.fmt(args), screening=spec["screening"], objective=spec["objective"])
         return scorer, model
 
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr))

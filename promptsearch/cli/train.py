@@ -13,7 +13,7 @@ from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
 from ..train.loop import TrainRun, trained_rep
-from ..train.head import HeadConfig, HeadTrainSettings, head_model, run_train_head
+from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
 from ..train.optiprompt import OptiPromptConfig, train_optiprompt
 from ..train.optiprompt import summary_line as optiprompt_line
@@ -45,7 +45,7 @@ def _table(args, seeds, template: str, labels, readout: str | None = None, layer
     """The before/after table of what was trained (several seeds: mean ± std, also in OUT/seeds.json)."""
     r = trained_rep(template, args.denoise, layer, readout)
     print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), r, expand_tasks(args.final_tasks),
-                       args.out, seeds, labels, args.data_dir, o.fmt(args), o.show(args)))
+                       args.out, seeds, labels, o.data(args)))
     return 0
 
 
@@ -104,8 +104,8 @@ def cmd_train_head(args) -> int:
         print(line, file=sys.stderr)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
                                  bf16=args.bf16 if args.bf16 is not None else bf16_supported(model.word_embeddings.device))
-    rep = run_train_head(model, sentences, args.out, cfg, settings, heldout=args.heldout, cache_dir=args.cache_dir,
-                         show_progress_bar=not args.quiet, meta={"corpus": corpus_parts(args.corpus)})
+    data = HeadData(heldout=args.heldout, cache_dir=args.cache_dir, describe={"corpus": corpus_parts(args.corpus)})
+    rep = run_train_head(model, sentences, args.out, cfg, settings, data, show_progress_bar=not args.quiet)
     print(f"{rep.summary()}\nwrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
     return 0
 

@@ -1,6 +1,6 @@
 """Encoding: sentences → vectors. Batching, the representations, the prompt module, the encoder."""
 
-from .encoder import PromptEncoder, PromptStates
+from .encoder import EncodeOptions, PromptEncoder, PromptStates
 from .prompt import PromptModule
 from .reps import Cls, Ditto, Ensemble, FirstLast, MaskState, Mean, Pooling, Rep, Static, StaticDebiased, TopKStatic, rep
 

@@ -30,6 +30,27 @@ from .prompt import PromptModule
 from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
 
 
+@dataclass(frozen=True)
+class EncodeOptions:
+    """How an encoder runs, apart from what it reads: one object that travels together.
+
+    ``batch_size`` caps rows per template-pass batch (plain passes take 64 when None);
+    ``max_tokens`` padded tokens per batch (default: 2048 on CPU, 65536 on CUDA); ``bf16`` autocast
+    (None: where it is the faster precision); ``add_period`` appends "." to sentences without final
+    punctuation (the paper's evaluation); ``max_length`` truncates (default: the model's positions);
+    ``show_progress_bar`` (None: on a terminal); ``compat`` "promptsearch" or "reference" (the
+    authors' rendering); ``padding_side`` of template rows."""
+
+    batch_size: int | None = None
+    max_tokens: int | None = None
+    bf16: bool | None = None
+    add_period: bool = True
+    max_length: int | None = None
+    show_progress_bar: bool | None = None
+    compat: str = "promptsearch"
+    padding_side: str = "right"
+
+
 @dataclass
 class PromptStates:
     """[MASK] states of a template for a list of sentences: raw and the template bias."""
@@ -50,21 +71,20 @@ class PromptEncoder:
     (1, 384)
     """
 
-    def __init__(
-        self,
-        model: LoadedModel,
-        *,
-        batch_size: int | None = None,
-        max_tokens: int | None = None,
-        bf16: bool | None = None,
-        add_period: bool = True,
-        max_length: int | None = None,
-        show_progress_bar: bool | None = None,
-        corpus: Sequence[str] | None = None,
-        compat: str = "promptsearch",
-        data_dir: str | os.PathLike | None = None,
-        padding_side: str = "right",
-    ):
+    def __init__(self, model: LoadedModel, options: "EncodeOptions | None" = None, *,
+                 corpus: Sequence[str] | None = None, data_dir: str | os.PathLike | None = None, **option_fields):
+        """``options`` (an :class:`EncodeOptions`), or its fields as keywords (``bf16=False``,
+        ``show_progress_bar=False`` ...), which replace those of ``options``. ``corpus``: the sentences
+        static-debiased counts token frequencies on (default: the Wikipedia sample in ``data_dir``)."""
+        try:
+            o = dataclasses.replace(options or EncodeOptions(), **option_fields)
+        except TypeError:
+            bad = sorted(set(option_fields) - {f.name for f in dataclasses.fields(EncodeOptions)})
+            raise TypeError(f"PromptEncoder got unknown option(s) {', '.join(bad)}; "
+                            f"EncodeOptions has {', '.join(f.name for f in dataclasses.fields(EncodeOptions))}") from None
+        self.options = o
+        batch_size, max_tokens, bf16, max_length = o.batch_size, o.max_tokens, o.bf16, o.max_length
+        add_period, show_progress_bar, compat, padding_side = o.add_period, o.show_progress_bar, o.compat, o.padding_side
         self.model = model
         self.batch_size = batch_size  # a cap on rows per batch (template passes); plain passes take 64 when None
         device = next(model.encoder.parameters()).device
@@ -128,10 +148,8 @@ class PromptEncoder:
             from ..model.quantize import int8_copy
 
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
-        other = PromptEncoder(model, batch_size=self.batch_size, max_tokens=self.max_tokens, bf16=precision == "bf16",
-                              add_period=self.add_period, max_length=self.max_length, show_progress_bar=self.show_progress_bar,
-                              corpus=self._corpus, compat=self.compat, data_dir=self.data_dir,
-                              padding_side=self.prompt.padding_side)
+        other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir, bf16=precision == "bf16",
+                              max_tokens=self.max_tokens, max_length=self.max_length)
         other.int8 = precision == "int8"
         for t, v in self.soft_prompts.items():
             other.set_soft_prompt(t, v.detach().clone())
@@ -200,33 +218,33 @@ class PromptEncoder:
         template: str | Template | None = None,
         denoise: bool | None = None,
         pooling: str | None = None,
+        rep: Rep | None = None,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
-        head: str | tuple[int, int] | None = None,
         normalize_embeddings: bool = False,
-        top_k: int = 200,
-        rep: Rep | None = None,
-        layer: int | None = None,
     ) -> np.ndarray:
         """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
 
         Give a :class:`~promptsearch.encoding.reps.Rep`, or the words for one: with ``template``
         the vector is the last hidden state at [MASK] (minus the template bias when ``denoise``);
         ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k tokens' static
-        embeddings weighted by probability. ``layer`` reads the template's state at another layer
-        (as ``hidden_states`` counts them: 0 the embeddings; default the last). Without a template, ``pooling`` picks a baseline
-        (default ``mean``): ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``,
-        ``ditto`` (with ``head="L-H"``, the attention head). A model directory written by
+        embeddings weighted by probability. Without a template, ``pooling`` picks a baseline
+        (default ``mean``): ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``.
+        Representations with more settings come as ``rep``: ``rep=rep(T, layer=4)`` reads the
+        template's state at another layer (as ``hidden_states`` counts them: 0 the embeddings; default
+        the last), ``rep=rep(pooling="ditto", head="3-7")``
+        (Ditto's attention head), ``rep=rep(template=T, pooling="topk-static", top_k=50)``. A model directory written by
         ``finetune``/``optiprompt`` supplies its own template and denoise setting when neither
         ``template`` nor ``pooling`` is given.
         """
         if rep is None:
+            layer = None
             if template is None and pooling is None and self.default_template:
                 template = self.default_template
                 denoise = self.default_denoise if denoise is None else denoise
-                layer = self.default_layer if layer is None else layer
+                layer = self.default_layer
                 pooling = self.default_readout
-            rep = _rep(template, bool(denoise), pooling, head, top_k, layer)
+            rep = _rep(template, bool(denoise), pooling, layer=layer)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)
         out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import POOLED_READOUTS, READOUTS, Template, key_members, readout_key, split_readout
+from ..template import POOLED_READOUTS, READOUTS, Template, ensemble_key, key_members, readout_key, split_readout
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -179,7 +179,7 @@ class Ensemble(Rep):
 
     @property
     def template(self) -> str:
-        return " + ".join(m.template for m in self.members)
+        return ensemble_key(m.template for m in self.members)
 
     def resolve(self, encoder, data_dir=None) -> "Ensemble":
         return Ensemble(tuple(m.resolve(encoder, data_dir) for m in self.members))

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import TASK_NAMES
+from ..data import TASK_NAMES, DataOptions
 from ..encoding.reps import Rep
 
 
@@ -76,7 +76,7 @@ def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: 
 REPORT_POOLINGS = ("cls", "mean", "first-last", "static", "static-debiased")
 
 
-def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, show_progress_bar=None):
+def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions = DataOptions()):
     """The report's rows: the baselines, the best Ditto head on STS-B dev, and each template raw
     and denoised (default: the paper's three, or the shipped causal-LM ones with ``demos``);
     returns (reps, (layer, head, STS-B dev))."""
@@ -95,27 +95,27 @@ def report_reps(enc, templates=None, demos: str | None = None, data_dir=None, sh
         keyed += [enc.resolve(rep_from_key(t)), enc.resolve(rep_from_key(t, denoise=True))]
         enc.check_rep(keyed[-1])
     keyed = list(dict.fromkeys(keyed))  # a pooled read-out has no denoised twin
-    best = search_heads(enc, data_dir=data_dir, show_progress_bar=show_progress_bar)[0]
+    best = search_heads(enc, data_dir=data.data_dir, show_progress_bar=data.show_progress_bar)[0]
     return [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])] + keyed, best
 
 
-def report(enc, tasks, model: str, templates=None, demos=None, data_dir=None, show_progress_bar=None, fmt=None,
-           json_path=None, log=print) -> str:
+def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions = DataOptions(), json_path=None,
+           log=print) -> str:
     """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by
     :func:`report_table`."""
-    reps, (l, h, s) = report_reps(enc, templates, demos, data_dir, show_progress_bar)
+    reps, (l, h, s) = report_reps(enc, templates, demos, data)
     log(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})")
-    return report_table(enc, reps, tasks, model, data_dir, show_progress_bar, fmt, json_path)
+    return report_table(enc, reps, tasks, model, data, json_path)
 
 
-def report_table(enc, reps, tasks, model: str, data_dir=None, show_progress_bar=None, fmt=None, json_path=None) -> str:
+def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions(), json_path=None) -> str:
     """The report's Markdown table (with anisotropy); every number also to ``json_path`` if given."""
     from ..fileio import atomic_write
     from .anisotropy import anisotropy
     from .sts import evaluate_reps
 
-    res = evaluate_reps(enc, reps, tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)
-    aniso = anisotropy(enc, reps, data_dir=data_dir)
+    res = evaluate_reps(enc, reps, tasks, data.data_dir, show_progress_bar=data.show_progress_bar, fmt=data.fmt)
+    aniso = anisotropy(enc, reps, data_dir=data.data_dir)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
     if json_path:
         atomic_write(json_path, results_json([(r, res[r]) for r in reps], model))

@@ -109,7 +109,7 @@ class Worker:
         perm = np.random.default_rng(job.seed).permutation(sc.evaluator.n_pairs)
         mk = (job.key, job.layer, job.seed, job.rungs)
         vecs, have = self.memo.pop(mk, ({job.key: {sc.denoise: None}}, np.zeros(len(sc.sentences), bool)))
-        sims, encoded = rung_similarities(sc, sc.screening_encoder, [job.key], perm, list(job.rungs), job.k, vecs,
+        sims, encoded = rung_similarities(sc, sc.screening_encoder, [job.key], perm, list(job.rungs)[: job.k + 1], vecs,
                                           {job.key: have})
         self.memo[mk] = (vecs, have)
         while len(self.memo) > self.keep:

@@ -25,9 +25,9 @@ from tqdm.auto import tqdm
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from ..template import entry_key
+from ..template import ensemble_key, entry_key
 from .baseline import similarities
-from .results import Results
+from .results import PathStep, Results
 from .scorer import Scorer
 from ..data import DEV_SET
 
@@ -150,9 +150,8 @@ class Greedy:
     def validation_extra(self, results: Results) -> list[str]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step,
         the best layer, each ensemble taken)."""
-        return ([r["template"] for r in results.path_steps if r.get("stage") in ("relation:best", "prefix")]
-                + [entry_key(r["template"], r["layer"]) for r in results.path_steps if r.get("stage") == "layer:best"]
-                + [" + ".join(r["members"]) for r in results.path_steps if r.get("stage") == "ensemble" and r["taken"]])
+        return [r.key for r in results.path_steps
+                if r.stage in ("relation:best", "prefix", "layer:best") or (r.stage == "ensemble" and r.taken)]
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
@@ -195,15 +194,17 @@ class Greedy:
         """The bootstrap standard error of a template's objective (the plot's error bars)."""
         return scorer.evaluator.se(scorer.similarities(template))
 
-    def _record(self, scorer: Scorer, results: Results, stage: str, step: int, state: GreedyState, score: float, candidates: int,
-                dropped: list[dict], gain: dict | None = None):
-        row = {"stage": stage, "step": step, "template": state.template, "spearman": round(score, 4),
-               "score_se": round(self._se(scorer, state.template), 4), "candidates": candidates, **(gain or {})}
-        if self.racing is not None:
-            row["dropped"] = list(dropped)  # raced out before a full-set score: no number recorded
-        self.path.append(row)
-        results.extras["path"] = self.path
+    def _save_path(self, results: Results) -> None:
+        results.extras["path"] = [r.to_dict() for r in self.path]
         results.save()
+
+    def _record(self, scorer: Scorer, results: Results, step: PathStep, dropped: list[dict]):
+        """A relation or prefix step, with its score's standard error and (racing) the candidates raced out
+        before a full-set score (no number recorded for them)."""
+        step.score_se = round(self._se(scorer, step.template), 4)
+        step.dropped = list(dropped) if self.racing is not None else None
+        self.path.append(step)
+        self._save_path(results)
 
     def run(self, scorer: Scorer, results: Results) -> None:
         v = load_vocabulary(self.vocabulary)
@@ -213,9 +214,9 @@ class Greedy:
         rel_states = [GreedyState(relation=r, suffix=suffix, mask=v["mask"]) for r in dict.fromkeys(v["relations"])]
         scored, dropped = self._score_all(scorer, results, rel_states, "relation")
         for sc, st in scored:
-            self.path.append({"stage": "relation", "step": 0, "template": st.template, "spearman": round(sc, 4), "candidates": 1})
+            self.path.append(PathStep(stage="relation", step=0, template=st.template, spearman=round(sc, 4), candidates=1))
         best_score, best = max(scored, key=lambda x: x[0])
-        self._record(scorer, results, "relation:best", 0, best, best_score, len(rel_states), dropped)
+        self._record(scorer, results, PathStep("relation:best", 0, best.template, round(best_score, 4), len(rel_states)), dropped)
         for step in range(1, self.max_steps + 1):
             cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
@@ -224,10 +225,10 @@ class Greedy:
             cand_score, cand = max(scored, key=lambda x: x[0])
             need, noise = self._noise(*scorer.gain(best.template, cand.template, seed=step))
             if cand_score <= best_score + need:
-                self._record(scorer, results, "stop", step, cand, cand_score, len(cands), dropped, noise)
+                self._record(scorer, results, PathStep("stop", step, cand.template, round(cand_score, 4), len(cands), **noise), dropped)
                 break
             best_score, best = cand_score, cand
-            self._record(scorer, results, "prefix", step, best, best_score, len(cands), dropped, noise)
+            self._record(scorer, results, PathStep("prefix", step, best.template, round(best_score, 4), len(cands), **noise), dropped)
         if self.demos_pool:
             best_score, template = self._demos_step(scorer, results, best.template, best_score)
         else:
@@ -259,8 +260,8 @@ class Greedy:
                 if k not in results.entries:  # the model's own representation keeps its source
                     results.add(sc, "greedy:readout")
                 scored.append((sc.spearman, k))
-                self.path.append({"stage": "readout", "step": len(self.path), "template": k, "spearman": round(sc.spearman, 4),
-                                  "candidates": 1})
+                self.path.append(PathStep(stage="readout", step=len(self.path), template=k, spearman=round(sc.spearman, 4),
+                                  candidates=1))
         if not scored:
             return chosen
         cand_score, cand = max(scored, key=lambda x: x[0])
@@ -271,11 +272,11 @@ class Greedy:
         sims = similarities(scorer, results, lead)  # a layer's, a pooled read-out's or an ensemble's
         need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
         taken = cand != lead and cand_score > before + need
-        self.path.append({"stage": "readout:best", "step": len(self.path), "template": cand, "lead": lead,
-                          "spearman": round(cand_score, 4),
-                          "score_se": round(scorer.evaluator.se(scorer.similarities(cand)), 4), "candidates": len(keys),
-                          "taken": taken, **noise})
-        results.extras["path"] = self.path
+        self.path.append(PathStep(stage="readout:best", step=len(self.path), template=cand, lead=lead,
+                          spearman=round(cand_score, 4),
+                          score_se=round(scorer.evaluator.se(scorer.similarities(cand)), 4), candidates=len(keys),
+                          taken=taken, **noise))
+        results.extras["path"] = [r.to_dict() for r in self.path]
         results.save()
         return cand if taken else chosen
 
@@ -297,10 +298,10 @@ class Greedy:
         cand_score, cand = ranked[0]
         need, noise = self._noise(*scorer.gain(template, cand, seed=len(self.path)))
         taken = cand_score > score + need
-        self.path.append({"stage": "demos", "step": len(self.path), "template": cand, "spearman": round(cand_score, 4),
-                          "score_se": round(self._se(scorer, cand), 4), "candidates": len(singles) + len(pairs),
-                          "taken": taken, **noise, **({"dropped": list(dropped)} if self.racing is not None else {})})
-        results.extras["path"] = self.path
+        self.path.append(PathStep(stage="demos", step=len(self.path), template=cand, spearman=round(cand_score, 4),
+                          score_se=round(self._se(scorer, cand), 4), candidates=len(singles) + len(pairs),
+                          taken=taken, **noise, dropped=list(dropped) if self.racing is not None else None))
+        results.extras["path"] = [r.to_dict() for r in self.path]
         results.save()
         return (cand_score, cand) if taken else (score, template)
 
@@ -316,16 +317,16 @@ class Greedy:
             new = scorer.member_similarities(members + [c])
             need, noise = self._noise(*scorer.evaluator.gain(sims, new, seed=len(self.path)))
             taken = tries[c].spearman > score + need
-            self.path.append({"stage": "ensemble", "step": len(self.path), "template": c, "members": members + [c],
-                              "spearman": round(tries[c].spearman, 4), "score_se": round(scorer.evaluator.se(new), 4),
-                              "candidates": len(tries), "taken": taken, **noise})
+            self.path.append(PathStep(stage="ensemble", step=len(self.path), template=c, members=members + [c],
+                              spearman=round(tries[c].spearman, 4), score_se=round(scorer.evaluator.se(new), 4),
+                              candidates=len(tries), taken=taken, **noise))
             if not taken:
                 break
             members, score, sims = members + [c], tries[c].spearman, new
             results.add(tries[c], "greedy:ensemble")
-        results.extras["path"] = self.path
+        results.extras["path"] = [r.to_dict() for r in self.path]
         results.save()
-        return " + ".join(members) if len(members) > 1 else chosen
+        return ensemble_key(members) if len(members) > 1 else chosen
 
     def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
@@ -350,10 +351,10 @@ class Greedy:
             cand_score, cand = max(scored, key=lambda x: x[0])
             need, noise = self._noise(*scorer.gain(key, cand, seed=len(self.path)))
             taken = cand_score > score + need
-            self.path.append({"stage": "readout-prefix" if taken else "readout-stop", "step": step, "template": cand,
-                              "spearman": round(cand_score, 4), "score_se": round(self._se(scorer, cand), 4),
-                              "candidates": len(cands), **noise})
-            results.extras["path"] = self.path
+            self.path.append(PathStep(stage="readout-prefix" if taken else "readout-stop", step=step, template=cand,
+                              spearman=round(cand_score, 4), score_se=round(self._se(scorer, cand), 4),
+                              candidates=len(cands), **noise))
+            results.extras["path"] = [r.to_dict() for r in self.path]
             results.save()
             if not taken:
                 break
@@ -366,21 +367,21 @@ class Greedy:
         scores = scorer.score_layers(template, layers)
         for k, sc in scores.items():
             results.add(sc, "greedy:layer")
-            self.path.append({"stage": "layer", "step": len(self.path), "template": template, "layer": k,
-                              "spearman": round(sc.spearman, 4), "candidates": 1})
+            self.path.append(PathStep(stage="layer", step=len(self.path), template=template, layer=k,
+                              spearman=round(sc.spearman, 4), candidates=1))
         k = max(layers, key=lambda k: (scores[k].spearman, k))
         at_k = scorer.at_layer(k).similarities(template)
         need, noise = self._noise(*scorer.evaluator.gain(scorer.similarities(template), at_k, seed=len(self.path)))
         taken = scores[k].spearman > score + need
-        self.path.append({"stage": "layer:best", "step": len(self.path), "template": template, "layer": k,
-                          "spearman": round(scores[k].spearman, 4), "score_se": round(scorer.evaluator.se(at_k), 4),
-                          "candidates": len(layers), "taken": taken, **noise})
-        results.extras["path"] = self.path
+        self.path.append(PathStep(stage="layer:best", step=len(self.path), template=template, layer=k,
+                          spearman=round(scores[k].spearman, 4), score_se=round(scorer.evaluator.se(at_k), 4),
+                          candidates=len(layers), taken=taken, **noise))
+        results.extras["path"] = [r.to_dict() for r in self.path]
         results.save()
         return entry_key(template, k) if taken else template
 
 
-def format_path(path: list[dict], results: Results | None = None) -> str:
+def format_path(path: list[PathStep], results: Results | None = None) -> str:
     """The search path as a Table 4-style table (with held-out columns where the results have them)."""
     from ..data import TASK_NAMES
 
@@ -397,50 +398,50 @@ def format_path(path: list[dict], results: Results | None = None) -> str:
     head = results.objective if sets else TASK_NAMES.get(dataset, dataset)
     rows = [("Template", head, *val)]
     rows.append(("Searching for relationship tokens", "", *blank))
-    rel = [r for r in path if r["stage"] == "relation"]
-    rows += [row(r["template"], r["spearman"]) for r in rel]
-    best = [r for r in path if r["stage"] == "relation:best"]
-    if best and best[-1].get("dropped"):
-        rows.append((f"({len(best[-1]['dropped'])} more raced out on subsets)", "", *blank))
+    rel = [r for r in path if r.stage == "relation"]
+    rows += [row(r.template, r.spearman) for r in rel]
+    best = [r for r in path if r.stage == "relation:best"]
+    if best and best[-1].dropped:
+        rows.append((f"({len(best[-1].dropped)} more raced out on subsets)", "", *blank))
     rows.append(("Searching for prefix tokens", "", *blank))
-    rows += [row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}") for r in path if r["stage"] == "prefix"]
-    stop = [r for r in path if r["stage"] == "stop"]
+    rows += [row(r.template, r.spearman, f"{r.template}{_gain(r)}") for r in path if r.stage == "prefix"]
+    stop = [r for r in path if r.stage == "stop"]
     if stop:
         s = stop[-1]
-        why = f" gains {s['gain']:+.2f} ± {s['se']:.2f}, not above the min gain {s['min_gain']:.2f}" if "se" in s else ""
-        rows.append(row(s["template"], s["spearman"], f"(stopped: best next candidate {s['template']}{why})"))
-    for r in (r for r in path if r["stage"] == "demos"):
+        why = f" gains {s.gain:+.2f} ± {s.se:.2f}, not above the min gain {s.min_gain:.2f}" if s.se is not None else ""
+        rows.append(row(s.template, s.spearman, f"(stopped: best next candidate {s.template}{why})"))
+    for r in (r for r in path if r.stage == "demos"):
         rows.append(("Choosing demonstrations", "", *blank))
-        verdict = "taken" if r["taken"] else f"not above the min gain {r['min_gain']:.2f}: none"
-        rows.append(row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}  ({r['candidates']} tried, {verdict})"))
-    layer_rows = [r for r in path if r["stage"] == "layer"]
+        verdict = "taken" if r.taken else f"not above the min gain {r.min_gain:.2f}: none"
+        rows.append(row(r.template, r.spearman, f"{r.template}{_gain(r)}  ({r.candidates} tried, {verdict})"))
+    layer_rows = [r for r in path if r.stage == "layer"]
     if layer_rows:
         rows.append(("Searching for the read-out layer", "", *blank))
-        rows += [row(entry_key(r["template"], r["layer"]), r["spearman"]) for r in layer_rows]
-        lb = [r for r in path if r["stage"] == "layer:best"][-1]
-        verdict = "taken" if lb["taken"] else f"not above the min gain {lb['min_gain']:.2f}: the last layer stays"
-        rows.append((f"(best layer {lb['layer']}: {lb['gain']:+.2f} ± {lb['se']:.2f} over the last, {verdict})", "", *blank))
-    ro = [r for r in path if r["stage"] == "readout"]
+        rows += [row(r.key, r.spearman) for r in layer_rows]
+        lb = [r for r in path if r.stage == "layer:best"][-1]
+        verdict = "taken" if lb.taken else f"not above the min gain {lb.min_gain:.2f}: the last layer stays"
+        rows.append((f"(best layer {lb.layer}: {lb.gain:+.2f} ± {lb.se:.2f} over the last, {verdict})", "", *blank))
+    ro = [r for r in path if r.stage == "readout"]
     if ro:
         rows.append(("Searching for the read-out (prompts pooled)", "", *blank))
-        rows += [row(r["template"], r["spearman"]) for r in ro]
-        rows += [row(r["template"], r["spearman"], f"{r['template']}{_gain(r)}") for r in path if r["stage"] == "readout-prefix"]
-        rs = [r for r in path if r["stage"] == "readout-stop"]
+        rows += [row(r.template, r.spearman) for r in ro]
+        rows += [row(r.template, r.spearman, f"{r.template}{_gain(r)}") for r in path if r.stage == "readout-prefix"]
+        rs = [r for r in path if r.stage == "readout-stop"]
         if rs:
-            rows.append(row(rs[-1]["template"], rs[-1]["spearman"], f"(read-out prefix stopped: {rs[-1]['template']}{_gain(rs[-1])})"))
-        rb = [r for r in path if r["stage"] == "readout:best"]
-        if rb and rb[-1]["template"] == rb[-1].get("lead"):
-            rows.append((f"(the best read-out is the best so far, {rb[-1]['template']}: it stays)", "", *blank))
+            rows.append(row(rs[-1].template, rs[-1].spearman, f"(read-out prefix stopped: {rs[-1].template}{_gain(rs[-1])})"))
+        rb = [r for r in path if r.stage == "readout:best"]
+        if rb and rb[-1].template == rb[-1].lead:
+            rows.append((f"(the best read-out is the best so far, {rb[-1].template}: it stays)", "", *blank))
         elif rb:
-            verdict = "taken" if rb[-1]["taken"] else f"not above the min gain {rb[-1]['min_gain']:.2f}: {rb[-1].get('lead')} stays"
-            rows.append((f"(best read-out {rb[-1]['template']}: {rb[-1]['gain']:+.2f} ± {rb[-1]['se']:.2f} over "
-                         f"{rb[-1].get('lead')}, {verdict})", "", *blank))
-    ens = [r for r in path if r["stage"] == "ensemble"]
+            verdict = "taken" if rb[-1].taken else f"not above the min gain {rb[-1].min_gain:.2f}: {rb[-1].lead} stays"
+            rows.append((f"(best read-out {rb[-1].template}: {rb[-1].gain:+.2f} ± {rb[-1].se:.2f} over "
+                         f"{rb[-1].lead}, {verdict})", "", *blank))
+    ens = [r for r in path if r.stage == "ensemble"]
     if ens:
         rows.append(("Averaging templates (ensemble)", "", *blank))
         for r in ens:
-            label = f"+ {r['template']}{_gain(r)}" + ("" if r["taken"] else f"  (not above the min gain {r['min_gain']:.2f})")
-            rows.append(row(" + ".join(r["members"]), r["spearman"], label))
+            label = f"+ {r.template}{_gain(r)}" + ("" if r.taken else f"  (not above the min gain {r.min_gain:.2f})")
+            rows.append(row(r.key, r.spearman, label))
     w = max(len(r[0]) for r in rows)
     cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
@@ -458,6 +459,6 @@ def _fits(scorer: Scorer, key: str) -> bool:
     return True
 
 
-def _gain(row: dict) -> str:
+def _gain(row: PathStep) -> str:
     """A step's gain over the template before it, ± its paired-bootstrap standard error."""
-    return f"   ({row['gain']:+.2f} ± {row['se']:.2f})" if "se" in row else ""
+    return f"   ({row.gain:+.2f} ± {row.se:.2f})" if row.se is not None else ""

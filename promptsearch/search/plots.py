@@ -13,8 +13,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from ..template import entry_key
-from .results import Results
+from .results import PathStep, Results
 
 FORMATS = (".svg", ".png", ".pdf")
 
@@ -43,21 +42,21 @@ def check_out(out) -> Path:
     return p
 
 
-def _path_steps(path: list[dict]) -> list[tuple[str, dict, str]]:
-    """(x label, row, entry key) for each step the search took."""
+def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, str]]:
+    """(x label, step, entry key) for each step the search took."""
     steps = []
     for r in path:
-        st = r["stage"]
+        st = r.stage
         if st == "relation:best":
-            steps.append((f"relation: {_short(r['template'])}", r, r["template"]))
+            steps.append((f"relation: {_short(r.template)}", r, r.key))
         elif st == "prefix":
-            steps.append((f"prefix {r['step']}: {_short(r['template'])}", r, r["template"]))
-        elif st == "layer:best" and r.get("taken"):
-            steps.append((f"layer {r['layer']}", r, entry_key(r["template"], r["layer"])))
+            steps.append((f"prefix {r.step}: {_short(r.template)}", r, r.key))
+        elif st == "layer:best" and r.taken:
+            steps.append((f"layer {r.layer}", r, r.key))
         elif st == "readout:best":  # the best pooled read-out, taken or not (its label says which)
-            steps.append((f"read-out {r['template'][:28]}" + ("" if r.get("taken") else " (not taken)"), r, r["template"]))
-        elif st == "ensemble" and r.get("taken"):
-            steps.append((f"+{len(r['members']) - 1} template", r, " + ".join(r["members"])))
+            steps.append((f"read-out {r.template[:28]}" + ("" if r.taken else " (not taken)"), r, r.key))
+        elif st == "ensemble" and r.taken:
+            steps.append((f"+{len(r.members) - 1} template", r, r.key))
     return steps
 
 
@@ -72,7 +71,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     xs = range(len(steps))
     objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else res.dataset
-    ax.errorbar(xs, [r["spearman"] for _, r, _ in steps], yerr=[r.get("score_se", 0.0) for _, r, _ in steps],
+    ax.errorbar(xs, [r.spearman for _, r, _ in steps], yerr=[r.score_se or 0.0 for _, r, _ in steps],
                 marker="o", capsize=4, lw=2, label=f"{objective} ± bootstrap s.e.")
     lines = {}
     for i, (_, _, key) in enumerate(steps):
@@ -96,7 +95,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
         if not e.members and e.layer is None:
             by_source.setdefault(e.source or "?", []).append(e.spearman)
     names = sorted(by_source, key=lambda s: (s != "relation", s))
-    stopped = {f"prefix step {r['step']}" for r in res.path_steps if r.get("stage") == "stop"}  # a rejected step's candidates
+    stopped = {f"prefix step {r.step}" for r in res.path_steps if r.stage == "stop"}  # a rejected step's candidates
     bx.boxplot([by_source[n] for n in names], showfliers=False)
     for i, n in enumerate(names, 1):
         bx.scatter([i] * len(by_source[n]), by_source[n], s=10, alpha=0.6)

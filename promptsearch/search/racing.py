@@ -106,15 +106,16 @@ def paired_bootstrap_behind(sims: dict[str, np.ndarray], gold: np.ndarray, leade
     return {t for t in sims if t != leader and np.mean(rho[leader] > rho[t]) > 1 - alpha}
 
 
-def rung_similarities(scorer: Scorer, enc, templates: list[str], perm: np.ndarray, rungs: list[int], k: int,
+def rung_similarities(scorer: Scorer, enc, templates: list[str], perm: np.ndarray, rungs: list[int],
                       vecs: dict, have: dict, progress=None) -> tuple[dict[str, np.ndarray], int]:
-    """Each template's pair similarities on rung ``k``'s pairs (``perm[:rungs[k]]``) and the sentences
-    encoded for them: each rung's new sentences of every template in one call, also when catching up
-    after a resume (or on a worker that saw no earlier rung) — the same batches as an uninterrupted race."""
+    """Each template's pair similarities on the last rung's pairs (``perm[:rungs[-1]]``; ``rungs``: the
+    pair counts of the rungs up to it) and the sentences encoded for them: each rung's new sentences of
+    every template in one call, also when catching up after a resume (or on a worker that saw no
+    earlier rung) — the same batches as an uninterrupted race."""
     encoded = 0
-    for rr in rungs[: k + 1]:
-        encoded += scorer.encode_pairs(enc, templates, perm[:rr], vecs, have, progress=progress if rr == rungs[k] else None)
-    pairs = perm[: rungs[k]]
+    for rr in rungs:
+        encoded += scorer.encode_pairs(enc, templates, perm[:rr], vecs, have, progress=progress if rr == rungs[-1] else None)
+    pairs = perm[: rungs[-1]]
     return {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in templates}, encoded
 
 
@@ -162,7 +163,7 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
                 encoded += n
             else:
                 label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
-                sims, n = rung_similarities(scorer, enc, contenders, perm, rungs, k, vecs, have,
+                sims, n = rung_similarities(scorer, enc, contenders, perm, rungs[: k + 1], vecs, have,
                                             (lambda n, label=label: progress(label, n, len(contenders))) if progress else None)
                 encoded += n
             ev = scorer.evaluator

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -39,7 +39,7 @@ import jsonschema
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
-from ..template import entry_key, readout_key
+from ..template import ensemble_key, entry_key, readout_key
 from .scorer import Score
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -71,6 +71,44 @@ class Entry:
     @property
     def key(self) -> str:
         return _key(self.template, self.layer, self.members, self.readout)
+
+
+@dataclass
+class PathStep:
+    """One step of greedy's path as the results file records it (``"path"``): its ``stage`` ("relation",
+    "relation:best", "prefix", "stop", "demos", "layer", "layer:best", "readout", "readout:best",
+    "readout-prefix", "readout-stop", "ensemble"), the template and its score, and — for a step that
+    had to beat the template before it — the gain, its standard error and the threshold."""
+
+    stage: str
+    step: int
+    template: str
+    spearman: float
+    candidates: int | None = None
+    score_se: float | None = None
+    layer: int | None = None
+    lead: str | None = None
+    members: list[str] | None = None
+    taken: bool | None = None
+    gain: float | None = None
+    se: float | None = None
+    min_gain: float | None = None
+    dropped: list | None = None
+
+    def to_dict(self) -> dict:
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PathStep":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def key(self) -> str:
+        """The entry this step scored: the template, at its layer, or the ensemble's members."""
+        if self.members:
+            return ensemble_key(self.members)
+        return entry_key(self.template, self.layer)
 
 
 @dataclass
@@ -158,9 +196,9 @@ class Results:
         return res
 
     @property
-    def path_steps(self) -> list[dict]:
+    def path_steps(self) -> list[PathStep]:
         """Greedy's path (one record per step) when the file holds one."""
-        return list(self.extras.get("path", []))
+        return [PathStep.from_dict(d) for d in self.extras.get("path", [])]
 
     @property
     def generated(self) -> dict:
@@ -357,7 +395,7 @@ def _seal(e: Entry) -> str:
 def _key(template: str, layer: int | None, members: list[str] | None, readout: str | None) -> str:
     """An entry's key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``."""
     if members:
-        return " + ".join(members)
+        return ensemble_key(members)
     return readout_key(template, readout) if readout else entry_key(template, layer)
 
 

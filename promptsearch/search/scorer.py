@@ -29,7 +29,7 @@ from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
-from ..template import Template, readout_key, split_readout
+from ..template import Template, ensemble_key, readout_key, split_readout
 from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
@@ -60,8 +60,10 @@ class Scorer:
     ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True, data_dir=None,
-                 cache_path: str | os.PathLike | None = None, use_cache: bool = True, fmt: PairFormat | None = None,
+                 cache: str | os.PathLike | bool | None = None, fmt: PairFormat | None = None,
                  screening: str = "auto", objective: str = "mean"):
+        """``cache``: the score cache file (None: the default, ``$PROMPTSEARCH_CACHE`` or
+        ~/.cache/promptsearch/scores.jsonl; False: no cache)."""
         self.encoder = encoder
         if screening not in ("auto",) + PromptEncoder.PRECISIONS:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
@@ -79,7 +81,8 @@ class Scorer:
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder.model)
         self.data_fingerprints = {d: data_fingerprint(ev.data) for d, ev in sets.items()}
-        self.cache_path = Path(cache_path) if cache_path else default_cache_path()
+        use_cache = cache is not False
+        self.cache_path = Path(cache) if cache not in (None, False, True) else default_cache_path()
         loaded = load_scores(self.cache_path) if use_cache else {}
         self.use_cache, self._cache = use_cache and loaded is not None, loaded or {}
         self.n_scored = 0  # templates actually encoded in this process
@@ -97,8 +100,9 @@ class Scorer:
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
         cache already read is shared, not read again."""
-        other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache_path=self.cache_path,
-                       use_cache=False, fmt=self.fmt, objective=self.objective)
+        other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache=False, fmt=self.fmt,
+                       screening=self.screening_precision, objective=self.objective)
+        other.cache_path = self.cache_path
         other.use_cache, other._cache = self.use_cache, self._cache
         return other
 
@@ -344,7 +348,7 @@ class Scorer:
         from ..template import split_key
 
         scores = self.evaluator.scores(self._ensemble(members))
-        return Score(" + ".join(split_key(m)[0] for m in members), self.evaluator.value(scores), self.denoise, 0.0,
+        return Score(ensemble_key(split_key(m)[0] for m in members), self.evaluator.value(scores), self.denoise, 0.0,
                      precision=self.reference_precision, sets=self._sets(scores), members=list(members))
 
     def gain(self, before: str | Template, after: str | Template, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:

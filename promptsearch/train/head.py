@@ -63,11 +63,22 @@ def mask_ids(ids: list[int], rate: float, rng: random.Random, maskable: Callable
     return sorted(rng.sample(cand, k))
 
 
+@dataclass(frozen=True)
+class Masking:
+    """How the states corpus is made: the share of each sentence's tokens masked (seeded), the
+    length sentences are cut to, and the precision of the frozen encoder's pass."""
+
+    rate: float = 0.15
+    seed: int = 0
+    max_length: int = 64
+    bf16: bool = True
+
+
 @torch.inference_mode()
-def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,), rate: float = 0.15,
-                   seed: int = 0, batch_size: int = 128, max_length: int = 64, bf16: bool = True,
-                   show_progress_bar: bool = True) -> dict[int, MaskedStates]:
+def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,), masking: Masking = Masking(),
+                   batch_size: int = 128, show_progress_bar: bool = True) -> dict[int, MaskedStates]:
     """Mask each sentence once (seeded) and keep the frozen states at the masked positions."""
+    rate, seed, max_length, bf16 = masking.rate, masking.seed, masking.max_length, masking.bf16
     tok = model.tokenizer
     enc = model.encoder
     device = next(enc.parameters()).device
@@ -115,23 +126,23 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
             for l, v in out.items()}
 
 
-def corpus_key(model, sentences: Sequence[str], rate, seed, max_length, bf16) -> str:
+def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([model.name, model_fingerprint(model), rate, seed, max_length, bool(bf16)]).encode())
+    h.update(json.dumps([model.name, model_fingerprint(model), masking.rate, masking.seed, masking.max_length,
+                         bool(masking.bf16)]).encode())
     for s in sentences:
         h.update(s.encode("utf-8", "replace") + b"\n")
     return h.hexdigest()[:16]
 
 
-def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.15, seed=0,
-                  max_length=64, bf16=True, batch_size=128, show_progress_bar=True,
-                  key: str | None = None) -> dict[int, MaskedStates]:
+def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), masking: Masking = Masking(), batch_size=128,
+                  show_progress_bar=True, key: str | None = None) -> dict[int, MaskedStates]:
     """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
     (one file holds every layer collected; a layer it lacks means collecting again)."""
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    key = key or corpus_key(model, sentences, rate, seed, max_length, bf16)
+    key = key or corpus_key(model, sentences, masking)
     path = Path(cache_dir) / f"states-{key}.safetensors"
     if path.is_file():
         with safe_open(str(path), framework="pt") as f:
@@ -139,7 +150,7 @@ def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), rate=0.
         if all(f"layer{l}" in have for l in layers):
             t = load_file(str(path))
             return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
-    got = collect_states(model, sentences, layers, rate, seed, batch_size, max_length, bf16, show_progress_bar)
+    got = collect_states(model, sentences, layers, masking, batch_size, show_progress_bar)
     first = got[layers[0]]
     tensors = {f"layer{l}": v.states.contiguous() for l, v in got.items()}
     tensors.update(targets=first.targets, sentence=first.sentence)
@@ -312,10 +323,21 @@ class HeadReport:
                 f"(+{100 * (a.top5 - u.top5):.2f} top-5 points)")
 
 
+@dataclass(frozen=True)
+class HeadData:
+    """What a head is trained and measured on, apart from the sentences: ``heldout`` sentences kept
+    out for the accuracy, the mask ``rate``, the states cache folder (None: the user cache's ``head/``),
+    and a description recorded in ``train-head.json`` (e.g. the corpus parts)."""
+
+    heldout: int = 2000
+    rate: float = 0.15
+    cache_dir: str | Path | None = None
+    describe: dict = field(default_factory=dict)
+
+
 def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: HeadConfig,
-                   settings: HeadTrainSettings, heldout: int = 2000, rate: float = 0.15,
-                   cache_dir: str | Path | None = None, log: Callable[[str], None] = print,
-                   show_progress_bar: bool = True, meta: dict | None = None) -> HeadReport:
+                   settings: HeadTrainSettings, data: HeadData = HeadData(), log: Callable[[str], None] = print,
+                   show_progress_bar: bool = True) -> HeadReport:
     """Masked states (cached) → held-out split → unigram baseline → train → ``out_dir/head.safetensors``.
 
     Interrupt it at any point and run it again: the states come from the cache and training
@@ -323,11 +345,12 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cache = Path(cache_dir) if cache_dir else cache_dir_path() / "head"
+    cache = Path(data.cache_dir) if data.cache_dir else cache_dir_path() / "head"
+    heldout, rate = data.heldout, data.rate
     sentences = dedupe(sentences)
-    bf16 = settings.bf16
-    key = corpus_key(model, sentences, rate, settings.seed, 64, bf16)  # names the states file and the checkpoint
-    states = cached_states(model, sentences, cache, layers=(cfg.layer,), rate=rate, seed=settings.seed, bf16=bf16,
+    masking = Masking(rate, settings.seed, 64, settings.bf16)
+    key = corpus_key(model, sentences, masking)  # names the states file and the checkpoint
+    states = cached_states(model, sentences, cache, layers=(cfg.layer,), masking=masking,
                            show_progress_bar=show_progress_bar, key=key)[cfg.layer]
     train, test = split_heldout(states, len(sentences), heldout, seed=settings.seed)
     log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked tokens")
@@ -352,7 +375,7 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     info = {"model": model.name, "sentences": len(sentences), "train_tokens": len(train.targets),
             "heldout_tokens": len(test.targets), "mask_rate": rate, "best_epoch": hist.best_epoch,
             "heldout_top1": acc.top1, "heldout_top5": acc.top5, "unigram_top1": uni.top1, "unigram_top5": uni.top5,
-            "settings": asdict(settings), "history": hist.epochs, **(meta or {})}
+            "settings": asdict(settings), "history": hist.epochs, **data.describe}
     path = save_head(head, out / "head.safetensors", info)
     atomic_write(out / "train-head.json", json.dumps(info, indent=2) + "\n")
     return HeadReport(head, path, acc, uni, hist, len(sentences), len(train.targets))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import DEV_SET, PairFormat, load_task
+from ..data import DEV_SET, DataOptions, PairFormat, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool
 from ..eval.sts import STSEvaluator
@@ -86,7 +86,7 @@ class DevEval:
 
         r = trained_rep(template, denoise, layer, readout)
         with self._eval_mode():
-            return known_scores(self.encoder, r, [self.dataset], self.data_dir, self.fmt, False)[self.dataset]["spearman"]
+            return known_scores(self.encoder, r, [self.dataset], DataOptions(self.data_dir, self.fmt, False))[self.dataset]["spearman"]
 
     @contextmanager
     def _eval_mode(self):

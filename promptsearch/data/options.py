@@ -1,0 +1,19 @@
+"""Where data is read from and how loading shows itself: the options that travel together."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .user import PairFormat
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """``data_dir``: the SentEval-layout folder (None: ``$PROMPTSEARCH_DATA_DIR`` or ../shared/data);
+    ``fmt``: the columns of a user's own pairs file; ``show_progress_bar``: None shows bars on a
+    terminal, False never."""
+
+    data_dir: str | os.PathLike | None = None
+    fmt: PairFormat | None = None
+    show_progress_bar: bool | None = None
