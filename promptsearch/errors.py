@@ -22,3 +22,19 @@ def first_line(exc: BaseException, limit: int | None = None) -> str:
     characters: what a one-line error quotes of a library's error."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+# How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.
+wording = None
+
+
+def note(message: str) -> None:
+    """A line for the user that is not an error (stderr), worded by :data:`wording` when set."""
+    import sys
+
+    print(wording(message) if wording else message, file=sys.stderr)
+
+
+def worded(message: str) -> str:
+    """``message`` as :func:`note` would word it."""
+    return wording(message) if wording else message

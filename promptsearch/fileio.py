@@ -84,36 +84,36 @@ def hold_write_lock(path: str | os.PathLike) -> None:
         holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
         os.close(fd)
         raise PromptSearchError(f"{p} is being written by another promptsearch run (pid {holder}); wait for it to end, "
-                                "or pass another --out") from None
+                                "or pass another out=") from None
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _HELD[str(p)] = fd
 
 
-def check_writable(path, flag: str = "--out", example: str = "best.json") -> None:
-    """Fail before loading anything if ``path`` (a file) cannot be written."""
+def check_writable(path, param: str = "out", example: str = "best.json") -> None:
+    """Fail before loading anything if ``path`` (a file, the parameter ``param``) cannot be written."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
-        raise PromptSearchError(f"{flag} {p} is a directory; give a file name such as {example}")
+        raise PromptSearchError(f"{param}={p} is a directory; give a file name such as {example}")
     probe = parent
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise PromptSearchError(f"{flag} {p} is not writable; choose a path in a writable folder")
-    check_not_read_only(p, flag)
+        raise PromptSearchError(f"{param}={p} is not writable; choose a path in a writable folder")
+    check_not_read_only(p, param)
 
 
-def check_not_read_only(path, flag: str = "--out") -> None:
+def check_not_read_only(path, param: str = "out") -> None:
     """A file whose mode has no write bit is refused, whoever runs (root may write it, but its owner
     made it read-only on purpose)."""
     p = Path(path)
     if p.exists() and p.is_file() and not p.stat().st_mode & 0o222:
-        raise PromptSearchError(f"{flag} {p} is read-only (mode {p.stat().st_mode & 0o777:o}); make it writable "
+        raise PromptSearchError(f"{param}={p} is read-only (mode {p.stat().st_mode & 0o777:o}); make it writable "
                                 "(chmod u+w) or pass another path")
 
 
 def check_apart(cache, out) -> None:
     """The score cache and the results file must be two files."""
     if out and cache and Path(cache).resolve() == Path(out).resolve():
-        raise PromptSearchError(f"--cache and --out are both {out}; the cache is a separate file (e.g. scores.jsonl)")
+        raise PromptSearchError(f"cache= and out= are both {out}; the cache is a separate file (e.g. scores.jsonl)")

@@ -55,26 +55,26 @@ def causal_templates() -> list[str]:
     return [Template.parse(t).text for t in _read("causal")["templates"].values()]
 
 
-def read_demos(path: str, flag: str = "--demos") -> list[tuple[str, str]]:
+def read_demos(path: str, param: str = "demos") -> list[tuple[str, str]]:
     """In-context demonstrations: ``sentence<TAB>word`` lines of ``path`` (``#`` comments)."""
     try:
         lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not text
     except (OSError, UnicodeDecodeError) as exc:
-        raise PromptSearchError(f"cannot read {flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise PromptSearchError(f"cannot read {param}={path}: {getattr(exc, 'strerror', None) or exc}") from None
     shots = []
     for i, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-            raise PromptSearchError(f"{flag} {path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
+            raise PromptSearchError(f"{param}={path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
         slot = next((x for x in ("[X]", "[MASK]") if x in line), None)
         if slot:
-            raise PromptSearchError(f"{flag} {path}:{i}: a demonstration holds {slot}, which a template reserves; write "
+            raise PromptSearchError(f"{param}={path}:{i}: a demonstration holds {slot}, which a template reserves; write "
                                     "the sentence and its word as plain text")
         shots.append((parts[0].strip(), parts[1].strip()))
     if not shots:
-        raise PromptSearchError(f"{flag} {path} holds no 'sentence<TAB>word' lines")
+        raise PromptSearchError(f"{param}={path} holds no 'sentence<TAB>word' lines")
     return shots
 
 
@@ -130,12 +130,12 @@ def read_templates(items=(), file: str | None = None, demos: str | None = None) 
         try:
             lines = Path(file).read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise PromptSearchError(f"cannot read --file {file}: {exc.strerror or exc}") from None
+            raise PromptSearchError(f"cannot read file={file}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             line = Path(file).read_bytes()[: exc.start].count(b"\n") + 1
-            raise PromptSearchError(f"--file {file}:{line}: not valid UTF-8 (byte {exc.object[exc.start]:#04x}); "
+            raise PromptSearchError(f"file={file}:{line}: not valid UTF-8 (byte {exc.object[exc.start]:#04x}); "
                                     "save the file as UTF-8") from None
         items += [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
     if not items:
-        raise PromptSearchError("give templates as arguments or with --file (one per line)")
+        raise PromptSearchError("give templates as arguments or with file= (one per line)")
     return [resolve_template(t, demos) for t in items]

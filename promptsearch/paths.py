@@ -70,7 +70,7 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     given = data_dir or os.environ.get(ENV_VAR)
     if given:
         p = Path(given).expanduser()
-        src = "--data-dir" if data_dir else ENV_VAR
+        src = "data_dir=" if data_dir else ENV_VAR
         if p.exists() and not p.is_dir():
             raise DataError(f"data directory {p} ({src}) is a file, not a folder; point it at the STS data folder "
                             "(e.g. ../shared/data/sts)")
@@ -84,7 +84,7 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     for c in _candidates():
         if (c / "sts" / "STSBenchmark").is_dir():
             return (c / "sts").resolve(), (c / "train").resolve()
-    raise DataError(f"no data directory: pass --data-dir or set {ENV_VAR} (e.g. ../shared/data/sts)")
+    raise DataError(f"no data directory: pass data_dir= or set {ENV_VAR} (e.g. ../shared/data/sts)")
 
 
 def sts_dir(data_dir=None) -> Path:

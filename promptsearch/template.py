@@ -69,10 +69,10 @@ class Template:
         text = " ".join(from_reference_syntax(text).split())
         if re.search(r"(^|\s)@layer(\s|$)", text):
             raise TemplateError(f"{quote(text)} names a read-out layer ('@layer'), as a results file's keys do; give the "
-                                "template alone and the layer with --layer N")
+                                "template alone and the layer with layer=N")
         if m := _READOUT_KEY_RE.search(text):
             raise TemplateError(f"{quote(text)} names a read-out ('@{m.group(2)}'), as a results file's keys do; give the "
-                                f"template alone and --readout {m.group(2)}")
+                                f"template alone and readout={m.group(2)}")
         if text.startswith("+ ") or text.endswith(" +") or text == "+":
             raise TemplateError(f"{quote(text)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
         n_x, n_mask = text.count(SENT), text.count(MASK)

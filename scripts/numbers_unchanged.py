@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 VOLATILE = {"seconds", "elapsed", "wall_s", "started", "finished", "created", "time", "timestamp", "software",
-            "machine", "version", "torch", "transformers", "host", "cpu", "threads", "known", "command", "argv"}
+            "machine", "version", "updated", "templates_per_minute", "torch", "transformers", "host", "cpu", "threads", "known", "command", "argv"}
 
 
 def _data() -> Path:
@@ -84,6 +84,14 @@ def _strip(x):
     return x
 
 
+def _unkeyed(d):
+    """A race is keyed by a hash that includes the model's path, which differs between the two folders:
+    compare the races' contents in order instead."""
+    if isinstance(d, dict) and isinstance(d.get("x_races"), dict):
+        d = {**d, "x_races": sorted((json.dumps(v, sort_keys=True) for v in d["x_races"].values()))}
+    return d
+
+
 def _diff(a, b, where="") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
@@ -103,7 +111,7 @@ def _diff(a, b, where="") -> list[str]:
 def compare(a: Path, b: Path) -> int:
     bad = 0
     for name in ("report.json", "greedy.json"):
-        da, db = (_strip(json.loads((p / name).read_text())) for p in (a, b))
+        da, db = (_strip(_unkeyed(json.loads((p / name).read_text()))) for p in (a, b))
         diffs = _diff(da, db)
         print(f"{name}: {'identical' if not diffs else f'{len(diffs)} differences'}")
         for d in diffs[:40]:

@@ -116,11 +116,11 @@ def test_biased_tokens_are_frequent_subwords_and_punctuation(bert_enc):
 def test_pooling_and_template_errors(bert_enc):
     with pytest.raises(PromptSearchError, match="unknown pooling"):
         bert_enc.encode(["a"], pooling="max")
-    with pytest.raises(PromptSearchError, match="needs --head"):
+    with pytest.raises(PromptSearchError, match="needs head=L-H"):
         make_encoder(bert_enc.model.path).encode(["a"], pooling="ditto")
     with pytest.raises(PromptSearchError, match="out of range"):
         bert_enc.encode(["a"], rep=rep(pooling="ditto", head="5-0"))
-    with pytest.raises(PromptSearchError, match="needs a --template"):
+    with pytest.raises(PromptSearchError, match="needs a template="):
         bert_enc.encode(["a"], denoise=True)
 
 

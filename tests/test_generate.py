@@ -108,7 +108,7 @@ def test_t5_output_parsing(tiny_t5_dir):
 
 def test_missing_t5_model_is_a_clear_error(tmp_path):
     from promptsearch.errors import ModelError
-    with pytest.raises(ModelError, match="--generator mlm"):
+    with pytest.raises(ModelError, match="generator=mlm"):
         T5Generator(str(tmp_path / "nope"))
 
 

@@ -96,7 +96,7 @@ def test_cli_search_on_two_sets_writes_each_sets_score(tiny_bert_dir, tmp_path, 
     before = out.read_bytes()
     capsys.readouterr()
     assert main(argv[:-7] + ["--objective", "mean", "--out", str(out), "--no-cache", "-q", "--no-bf16"]) == 2
-    assert "objective='min', not 'mean'" in capsys.readouterr().err and out.read_bytes() == before
+    assert "--objective 'min', not 'mean'" in capsys.readouterr().err and out.read_bytes() == before
 
 
 def test_cli_unknown_scoring_set_is_one_line(tiny_bert_dir, tmp_path, capsys):
@@ -140,17 +140,17 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
         g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg, readouts="none")
         res = run_strategy(g, scorer, tmp_path / f"best-{mg}.json", "tiny", validate_top=0)
         path = paths[mg] = res.path_steps
-        prev = [r for r in path if r["stage"] == "relation:best"][0]
+        prev = [r for r in path if r.stage == "relation:best"][0]
         for r in path:
-            if r["stage"] not in ("prefix", "stop"):
+            if r.stage not in ("prefix", "stop"):
                 continue
-            assert r["gain"] == pytest.approx(r["spearman"] - prev["spearman"], abs=2e-4)
-            assert r["min_gain"] == (r["se"] if mg == "auto" else 0) and r["se"] > 0
-            assert (r["gain"] > r["min_gain"]) == (r["stage"] == "prefix")
-            prev = r if r["stage"] == "prefix" else prev
+            assert r.gain == pytest.approx(r.spearman - prev.spearman, abs=2e-4)
+            assert r.min_gain == (r.se if mg == "auto" else 0) and r.se > 0
+            assert (r.gain > r.min_gain) == (r.stage == "prefix")
+            prev = r if r.stage == "prefix" else prev
         # the product is the path's end, not a noisier higher score (then the model's own unless it is beaten)
-        assert res.extras["x_baseline"]["best"] == prev["template"] and res.best.key in (prev["template"], "[X] @mean")
-    steps = {mg: [r["template"] for r in p if r["stage"] == "prefix"] for mg, p in paths.items()}
+        assert res.extras["x_baseline"]["best"] == prev.template and res.best.key in (prev.template, "[X] @mean")
+    steps = {mg: [r.template for r in p if r.stage == "prefix"] for mg, p in paths.items()}
     assert steps["auto"] == steps[0][: len(steps["auto"])]  # the noise rule stops on the same path, no later
 
 

@@ -101,8 +101,7 @@ def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, 
         differs += abs(screen.score(e.key).spearman - ref) > 1e-3
     assert differs  # int8 numbers are other numbers: had any been recorded, the check above would see it
     for r in g.path:
-        if "spearman" in r:
-            assert r["spearman"] == pytest.approx(reference.score(r["template"]).spearman, abs=1e-4)
+        assert r.spearman == pytest.approx(reference.score(r.template).spearman, abs=1e-4)
     keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
     assert keys and all("fp32" in k and "int8" not in k for k in keys)  # the cache holds reference scores only
     d = load(tmp_path / "best.json")

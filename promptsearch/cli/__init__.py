@@ -11,7 +11,9 @@ import os
 import sys
 from pathlib import Path
 
+from .. import errors
 from ..errors import PromptSearchError
+from .flags import as_flags, flag_table
 from ..interrupts import ignore_interrupts, restored_handlers, terminable
 from .parser import build_parser
 
@@ -29,7 +31,7 @@ def _saved_hint(args) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
     with restored_handlers(), terminable() as terminated:  # handlers left as found (tests, notebooks call main())
-        args = None
+        args, was = None, errors.wording
         try:
             parser = build_parser()
             try:
@@ -39,14 +41,18 @@ def main(argv: list[str] | None = None) -> int:
             if not getattr(args, "func", None):
                 parser.print_help()
                 return 2
+            table = flag_table(parser, args.command)
+            errors.wording = lambda text: as_flags(text, table)  # the library's parameters, said as this command's flags
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             module, name = args.func.split(":")
             return int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)
         except PromptSearchError as exc:
-            print(f"promptsearch {args.command}: error: {exc}", file=sys.stderr)
+            print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up
             ignore_interrupts()
             what = "terminated" if terminated else "interrupted"
             print(f"promptsearch {args.command}: {what}{_saved_hint(args)}" if args else f"promptsearch: {what}", file=sys.stderr)
             return 143 if terminated else 130
+        finally:
+            errors.wording = was

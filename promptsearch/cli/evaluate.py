@@ -11,8 +11,8 @@ import torch
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
 from ..library import resolve_key
-from ..template import is_key
-from ..errors import PromptSearchError
+from ..template import ensemble_key, is_key
+from ..errors import PromptSearchError, worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict
@@ -36,7 +36,7 @@ def cmd_eval(args) -> int:
         if args.readout is not None or args.layer is not None or args.pooling:
             raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, --layer and "
                                     "--pooling, or give the template alone")
-        rep = rep_from_key(" + ".join(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
+        rep = rep_from_key(ensemble_key(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
                                       for t in template), denoise)
     else:
         rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
@@ -69,7 +69,7 @@ def cmd_ditto_search(args) -> int:
     check_data([task], args.data_dir)
     scores = search_heads(o.encoder(args), task, data_dir=args.data_dir, show_progress_bar=o.show(args), fmt=o.fmt(args))
     heads = [{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores]
-    print(json.dumps(heads, indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{best_head_line(scores)}")
+    print(json.dumps(heads, indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
     return 0
 
 

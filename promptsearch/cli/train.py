@@ -122,7 +122,7 @@ def cmd_export(args) -> int:
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PromptSearchError(f"--out {out} exists and is not an empty folder; pass a new folder")
-    check_writable(out / "modules.json", "--out", "my-model")
+    check_writable(out / "modules.json", "out", "my-model")
     model, key = args.model, args.template
     if args.results:
         res = Results.load(args.results)

@@ -47,7 +47,7 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, .
     """
     d = Path(wordnet_dir)
     if not d.is_dir():
-        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass wordnet_dir=")
     pairs: list[tuple[str, str]] = []
     for p in pos:
         path = d / f"data.{p}"
@@ -92,7 +92,7 @@ def read_wordnet_texts(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[
     """Every WordNet gloss part as a text: definitions and the quoted usage examples."""
     d = Path(wordnet_dir)
     if not d.is_dir():
-        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass --wordnet-dir")
+        raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass wordnet_dir=")
     out: list[str] = []
     for p in pos:
         for line in _read_lines(d / f"data.{p}"):

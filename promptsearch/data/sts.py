@@ -50,7 +50,7 @@ class STSData:
             for name, (_, _, y) in self.subsets.items():
                 if len(set(y)) < 2:
                     raise DataError(f"subset {name!r} of {self.name} has {len(y)} pair(s), all scored {y[0]}: its Spearman "
-                                    "correlation is undefined; group the pairs by another column (--subset-column) or by none")
+                                    "correlation is undefined; group the pairs by another column (subset_column=) or by none")
         return self
 
     def sentences(self) -> list[str]:
@@ -65,7 +65,7 @@ def _read_lines(path: Path) -> list[str]:
         with open(path, encoding="utf-8") as f:
             return [line.rstrip("\r\n") for line in f]
     except FileNotFoundError:
-        raise DataError(f"missing data file {path}; check --data-dir") from None
+        raise DataError(f"missing data file {path}; check data_dir=") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from None
 
@@ -89,7 +89,7 @@ def read_sts_year(task: str, data_dir=None) -> STSData:
     """STS12–16: ``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``; unscored pairs skipped."""
     folder = sts_dir(data_dir) / STS_YEARS[task]
     if not folder.is_dir():
-        raise DataError(f"missing {folder}; check --data-dir")
+        raise DataError(f"missing {folder}; check data_dir=")
     data = STSData(task)
     for inp in sorted(folder.glob("STS.input.*.txt")):
         subset = inp.name[len("STS.input.") : -len(".txt")]
@@ -110,7 +110,7 @@ def read_sts_year(task: str, data_dir=None) -> STSData:
             y.append(score)
         data.subsets[subset] = (a, b, y)
     if not data.subsets:
-        raise DataError(f"{folder} holds no STS.input.*.txt files; check --data-dir")
+        raise DataError(f"{folder} holds no STS.input.*.txt files; check data_dir=")
     if not data.n_pairs:
         raise DataError(f"{folder} holds no scored sentence pairs; check its STS.gs.*.txt files")
     return data

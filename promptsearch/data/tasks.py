@@ -21,7 +21,7 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
             if t not in out:
                 out.append(t)
     if not out:
-        raise DataError("no task given; use e.g. --tasks stsb-dev or --tasks sts-all")
+        raise DataError("no task given; use e.g. tasks=stsb-dev or tasks=sts-all")
     return out
 
 
@@ -49,7 +49,7 @@ def one_dataset(spec: str) -> str:
     if len(tasks) != 1:
         from ..errors import PromptSearchError
 
-        raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
+        raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
                                 "scores on one, e.g. stsb-dev")
     return tasks[0]
 
@@ -61,11 +61,11 @@ def scoring_sets(spec: str) -> list[str]:
     from ..template import quote
 
     if not str(spec).strip(" ,"):
-        raise PromptSearchError("--dataset is empty; name the dev set(s) to score on, e.g. --dataset stsb-dev or "
-                                "--dataset stsb-dev,sick-trial")
+        raise PromptSearchError("dataset= is empty; name the dev set(s) to score on, e.g. dataset=stsb-dev or "
+                                "dataset=stsb-dev,sick-trial")
     tasks = expand_tasks(spec)
     if any(n.strip().lower() in TASK_GROUPS for n in spec.split(",")):
-        raise PromptSearchError(f"--dataset {quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
+        raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
                                 "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
     return tasks
 

@@ -70,13 +70,13 @@ class PairFormat:
         if columns:
             cols = tuple(c.strip() for c in columns.split(","))
             if len(cols) != 3 or not all(cols):
-                raise DataError(f"--columns {columns!r}: give three names, sentence1,sentence2,score")
+                raise DataError(f"columns={columns!r}: give three names, sentence1,sentence2,score")
             twice = next((c for c in cols if cols.count(c) > 1), None)
             if twice:
-                raise DataError(f"--columns {columns!r} names {twice!r} twice; give three different columns, "
+                raise DataError(f"columns={columns!r} names {twice!r} twice; give three different columns, "
                                 "sentence1,sentence2,score")
         if subset_column and subset_column in (cols or ()):
-            raise DataError(f"--subset-column {subset_column!r} is one of the pair columns; give a column that groups "
+            raise DataError(f"subset_column={subset_column!r} is one of the pair columns; give a column that groups "
                             "the pairs (a genre, a source)")
         return cls(cols, subset_column or None)
 
@@ -293,12 +293,12 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
     if fmt.columns:
         missing = [c for c in fmt.columns if c not in names]
         if missing:
-            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} (--columns a,b,score)")
+            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} (columns=a,b,score)")
         return fmt.columns
     for cols in PAIR_COLUMNS:
         if all(c in names for c in cols):
             return cols
-    raise DataError(f"{spec}: no sentence-pair columns among {', '.join(names)}; name them with --columns "
+    raise DataError(f"{spec}: no sentence-pair columns among {', '.join(names)}; name them with columns="
                     "sentence1,sentence2,score")
 
 
@@ -314,13 +314,13 @@ def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: st
     for col in text_cols:
         if kind(col) not in ("string", "large_string"):
             raise DataError(f"column {col!r} of {spec} holds {kind(col)} values, not text; give a column of sentences "
-                            "(--columns a,b,score)")
+                            "(columns=a,b,score)")
     k = kind(score_col)
     if not (k in ("string", "large_string", "bool") or k.startswith(("int", "uint", "float", "double", "decimal"))):
         raise DataError(f"column {score_col!r} of {spec} holds {k} values, not scores; give a column of numbers "
-                        "(--columns a,b,score)")
+                        "(columns=a,b,score)")
     if subset_col and not isinstance(ds.features[subset_col], datasets.Value):
-        raise DataError(f"--subset-column {subset_col!r} of {spec} holds {kind(subset_col)} values; give a column of "
+        raise DataError(f"subset_column={subset_col!r} of {spec} holds {kind(subset_col)} values; give a column of "
                         "names or numbers")
 
 
@@ -331,10 +331,10 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
     names = list(ds.column_names)
     a_col, b_col, y_col = pair_columns(names, spec, fmt)
     if fmt.subset_column in (a_col, b_col, y_col):
-        raise DataError(f"--subset-column {fmt.subset_column!r} is one of the pair columns of {spec}; give a column that "
+        raise DataError(f"subset_column={fmt.subset_column!r} is one of the pair columns of {spec}; give a column that "
                         "groups the pairs (a genre, a source)")
     if fmt.subset_column and fmt.subset_column not in names:
-        raise DataError(f"{spec} has no column {fmt.subset_column!r} for --subset-column; its columns are {', '.join(names)}")
+        raise DataError(f"{spec} has no column {fmt.subset_column!r} for subset_column=; its columns are {', '.join(names)}")
     _check_column_types(ds, spec, (a_col, b_col), y_col, fmt.subset_column)
     cols = ds.select_columns([c for c in (a_col, b_col, y_col, fmt.subset_column) if c])
     a, b, raw = cols[a_col], cols[b_col], cols[y_col]
@@ -390,7 +390,7 @@ def load_texts(spec: str, text_column: str | None = None):
     col = text_column or next((c for c in TEXT_COLUMNS if c in names), None)
     if col is None or col not in names:
         raise DataError(f"{spec} has no text column {text_column or ''!r}; its columns are {', '.join(names)} "
-                        "(--text-column NAME)".replace(" ''", ""))
+                        "(text_column=NAME)".replace(" ''", ""))
     ds = ds.select_columns([col])
     if col != "text":
         ds = ds.rename_column(col, "text")

@@ -108,7 +108,7 @@ def precision_choice(device: torch.device) -> tuple[bool, str]:
     if "amx_bf16" in flags:
         return True, "bf16 (this CPU has AMX)"
     if "avx512_bf16" in flags:
-        return False, "fp32 (this CPU has AVX512-BF16 but no AMX, where bf16 measured slower; --bf16 forces it)"
+        return False, "fp32 (this CPU has AVX512-BF16 but no AMX, where bf16 measured slower; bf16=True forces it)"
     return False, "fp32 (this CPU has no fast bf16)"
 
 

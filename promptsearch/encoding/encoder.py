@@ -142,7 +142,7 @@ class PromptEncoder:
             return self
         if precision == "bf16" and not bf16_supported(self.device):
             raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} ({precision_choice(self.device)[1]}); "
-                                    "use --precision fp32 or int8")
+                                    "use precision='fp32' or 'int8'")
         model = self.model
         if precision == "int8":
             from ..model.quantize import int8_copy
@@ -319,7 +319,7 @@ class PromptEncoder:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
         if r.readout == "cls" and (self.model.causal or not self.prompt._specials()[0]):
             raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
-                                    "does not put first; use --readout mean or sentence-mean")
+                                    "does not put first; use readout=mean or sentence-mean")
         self.prompt.check_template(r.template, pooled=True)
 
     def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,

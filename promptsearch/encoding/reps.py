@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import POOLED_READOUTS, READOUTS, Template, ensemble_key, key_members, readout_key, split_readout
+from ..template import POOLED_READOUTS, READOUTS, Template, ensemble_key, entry_key, key_members, readout_key, split_readout
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -83,7 +83,7 @@ class MaskState(Rep):
 
     @property
     def label(self) -> str:
-        return self.template + (f" @layer {self.layer}" if self.layer is not None else "") + (" (denoised)" if self.denoise else "")
+        return entry_key(self.template, self.layer) + (" (denoised)" if self.denoise else "")
 
     pooling: ClassVar[str | None] = None
 
@@ -111,8 +111,7 @@ class TopKStatic(MaskState):
 
     @property
     def label(self) -> str:
-        return (self.template + (f" @layer {self.layer}" if self.layer is not None else "") + f" [avg top-{self.k}]"
-                + (" (denoised)" if self.denoise else ""))
+        return entry_key(self.template, self.layer) + f" [avg top-{self.k}]" + (" (denoised)" if self.denoise else "")
 
     @torch.inference_mode()
     def from_states(self, raw, denoised, encoder, batch_size: int = 256) -> np.ndarray:
@@ -175,7 +174,7 @@ class Ensemble(Rep):
 
     @property
     def label(self) -> str:
-        return " + ".join(m.label for m in self.members)
+        return ensemble_key(m.label for m in self.members)
 
     @property
     def template(self) -> str:
@@ -309,7 +308,7 @@ class Ditto(Pooling):
     layer: int
     head: int
     name: ClassVar[str] = "ditto"
-    help: ClassVar[str] = "first-last weighted by one head's attention diagonal (--head L-H)"
+    help: ClassVar[str] = "first-last weighted by one head's attention diagonal (head=L-H)"
     hidden_states: ClassVar[bool] = True
     attentions: ClassVar[bool] = True
 
@@ -319,7 +318,7 @@ class Ditto(Pooling):
 
     def check(self, num_layers: int, num_heads: int) -> "Ditto":
         if not (0 <= self.layer < num_layers and 0 <= self.head < num_heads):
-            raise PromptSearchError(f"--head {self.layer}-{self.head} is out of range: this model has layers "
+            raise PromptSearchError(f"head={self.layer}-{self.head} is out of range: this model has layers "
                                     f"0-{num_layers - 1} and heads 0-{num_heads - 1}")
         return self
 
@@ -342,13 +341,13 @@ TEMPLATE_POOLINGS = (None, "mask", "topk-static") + POOLED_READOUTS
 def parse_head(text: str | tuple[int, int] | None) -> tuple[int, int]:
     """``"L-H"`` (0-based layer and head) → (L, H)."""
     if text is None:
-        raise PromptSearchError("pooling 'ditto' needs --head L-H (run 'promptsearch ditto-search' to find the best)")
+        raise PromptSearchError("pooling 'ditto' needs head=L-H (run 'promptsearch ditto-search' to find the best)")
     if isinstance(text, tuple):
         return int(text[0]), int(text[1])
     try:
         layer, head = (int(x) for x in str(text).split("-"))
     except ValueError:
-        raise PromptSearchError(f"--head {text!r} is not of the form L-H, e.g. 3-7") from None
+        raise PromptSearchError(f"head={text!r} is not of the form L-H, e.g. 3-7") from None
     return layer, head
 
 
@@ -358,28 +357,28 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
     for Eq. 3), or a pooling baseline (``head="L-H"`` for Ditto). One-line errors for the rest."""
     if template is not None:
         if pooling not in TEMPLATE_POOLINGS:
-            raise PromptSearchError(f"pooling {pooling!r} does not take a template; with --template use "
-                                    f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop --template")
+            raise PromptSearchError(f"pooling {pooling!r} does not take a template; with template=use "
+                                    f"{' or '.join(p for p in TEMPLATE_POOLINGS if p)}, or drop template=")
         text = Template.parse(template).text
         if pooling in POOLED_READOUTS:
             if denoise:
-                raise PromptSearchError(f"--denoise subtracts a template's [MASK] state; the {pooling} read-out has no "
-                                        "template bias to subtract: drop --denoise")
+                raise PromptSearchError(f"denoise=True subtracts a template's [MASK] state; the {pooling} read-out has no "
+                                        "template bias to subtract: drop denoise=")
             if layer is not None:
-                raise PromptSearchError(f"--layer reads a template's [MASK] state at another layer; the {pooling} read-out "
-                                        "reads the last layer: drop --layer")
+                raise PromptSearchError(f"layer= reads a template's [MASK] state at another layer; the {pooling} read-out "
+                                        "reads the last layer: drop layer=")
             return PromptPool(text, pooling)
         if pooling == "topk-static":
             return TopKStatic(text, bool(denoise), layer, k=top_k)
         return MaskState(text, bool(denoise), layer)
     if layer is not None:
-        raise PromptSearchError("--layer reads a template's [MASK] state at another layer; give a --template")
+        raise PromptSearchError("layer= reads a template's [MASK] state at another layer; give a template=")
     if denoise:
-        raise PromptSearchError("--denoise needs a --template (it subtracts the template's own [MASK] state)")
+        raise PromptSearchError("denoise=True needs a template= (it subtracts the template's own [MASK] state)")
     name = pooling or "mean"
     if name not in POOLINGS:
         raise PromptSearchError(
-            f"unknown pooling {name!r}; choose one of: {', '.join(POOLINGS)} (or give a --template for [MASK])")
+            f"unknown pooling {name!r}; choose one of: {', '.join(POOLINGS)} (or give a template= for [MASK])")
     if name == "ditto":
         return Ditto(*parse_head(head))
     return POOLINGS[name]()
@@ -408,13 +407,13 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
     template = template[0] if isinstance(template, list) and template else (template or None)
     if readout not in (None, "mask"):
         if not template or pooling:
-            raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
+            raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no pooling=)")
         return rep(template, denoise, readout, layer=layer)
     if template and pooling not in (None, "mask", "topk-static"):
-        raise PromptSearchError("give either --template or --pooling, not both (with a template, --pooling takes only "
-                                "mask or topk-static; --readout says how a template's pass is pooled)")
+        raise PromptSearchError("give either template= or pooling=, not both (with a template, pooling= takes only "
+                                "mask or topk-static; readout= says how a template's pass is pooled)")
     if not template and pooling == "ditto" and not head:
-        raise PromptSearchError("--pooling ditto needs --head L-H (find the best with 'promptsearch ditto-search')")
+        raise PromptSearchError("pooling=ditto needs head=L-H (find the best with 'promptsearch ditto-search')")
     return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None,
                layer=layer)
 

@@ -58,4 +58,4 @@ def format_heads(scores: list[tuple[int, int, float]], top: int = 10) -> str:
 
 def best_head_line(scores: list[tuple[int, int, float]]) -> str:
     l, h, s = scores[0]
-    return f"\nbest head: {l}-{h} (STS-B dev {s:.2f}); use it with: promptsearch eval --pooling ditto --head {l}-{h}"
+    return f"\nbest head: {l}-{h} (STS-B dev {s:.2f}); use it with pooling=ditto head={l}-{h}"

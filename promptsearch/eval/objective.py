@@ -73,9 +73,9 @@ class Objective:
 
     def __init__(self, evaluators: dict[str, STSEvaluator], objective: str = "mean"):
         if objective not in OBJECTIVES:
-            raise PromptSearchError(f"--objective {objective!r}: choose mean or min")
+            raise PromptSearchError(f"objective={objective!r}: choose mean or min")
         if not evaluators:
-            raise PromptSearchError("no dev set to score on; give --dataset, e.g. stsb-dev")
+            raise PromptSearchError("no dev set to score on; give dataset=, e.g. stsb-dev")
         self.sets, self.objective = dict(evaluators), objective
         self.names = list(self.sets)
         self.name = ",".join(self.names)

@@ -130,7 +130,7 @@ def check_report_file(path) -> None:
     from ..fileio import check_writable
 
     p = Path(path)
-    check_writable(p, "--json", "report.json")
+    check_writable(p, "json", "report.json")
     if p.exists():
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
@@ -138,7 +138,7 @@ def check_report_file(path) -> None:
         except (OSError, ValueError):
             ok = False
         if not ok:
-            raise PromptSearchError(f"--json {p} exists and is not a report written by promptsearch report; give a new "
+            raise PromptSearchError(f"json={p} exists and is not a report written by promptsearch report; give a new "
                                     "file name")
 
 

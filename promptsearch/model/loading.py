@@ -172,14 +172,14 @@ def _check_device(device) -> None:
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
-        raise ModelError(f"--device {device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+        raise ModelError(f"device={device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
     if dev.type not in COMPUTE_DEVICES:
-        raise ModelError(f"--device {device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or auto")
+        raise ModelError(f"device={device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or auto")
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ModelError(f"--device {device}: there is no Apple GPU (MPS) here; use --device cpu, or leave --device out")
+        raise ModelError(f"device={device}: there is no Apple GPU (MPS) here; use device='cpu', or leave device= out")
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-        raise ModelError(f"--device {device}: that CUDA device is not available here ({torch.cuda.device_count()} GPU(s) "
-                         "visible); use --device cpu, or leave --device out")
+        raise ModelError(f"device={device}: that CUDA device is not available here ({torch.cuda.device_count()} GPU(s) "
+                         "visible); use device='cpu', or leave device= out")
 
 
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,

@@ -37,9 +37,9 @@ class HeadConfig:
         if self.decoder not in ("tied", "rank", "full"):
             raise PromptSearchError(f"decoder {self.decoder!r}: choose tied, rank or full")
         if self.decoder == "rank" and self.rank < 1:
-            raise PromptSearchError(f"--rank {self.rank}: give a rank of at least 1 (or --decoder tied/full)")
+            raise PromptSearchError(f"rank={self.rank}: give a rank of at least 1 (or decoder='tied' or 'full')")
         if self.depth < 1:
-            raise PromptSearchError(f"--depth {self.depth}: give at least 1 transform layer")
+            raise PromptSearchError(f"depth={self.depth}: give at least 1 transform layer")
         return self
 
 

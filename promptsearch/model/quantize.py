@@ -25,9 +25,9 @@ def int8_copy(encoder: nn.Module) -> nn.Module:
     """A float32 copy of ``encoder`` whose linear layers run int8 (dynamic activation scales)."""
     device = next(encoder.parameters()).device
     if device.type != "cpu":
-        raise PromptSearchError(f"int8 screening runs on CPU (the model is on {device}); on a GPU use --precision bf16")
+        raise PromptSearchError(f"int8 screening runs on CPU (the model is on {device}); on a GPU use precision='bf16'")
     if "fbgemm" not in torch.backends.quantized.supported_engines and "x86" not in torch.backends.quantized.supported_engines:
-        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use --precision fp32 or bf16")
+        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or 'bf16'")
     from torch.ao.quantization import quantize_dynamic
 
     with warnings.catch_warnings():

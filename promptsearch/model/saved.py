@@ -56,7 +56,7 @@ def template_dir_config(directory) -> dict:
     """The config of a directory written by optiprompt or finetune; one-line error otherwise."""
     d = Path(directory)
     if not d.is_dir():
-        raise PromptSearchError(f"--template-dir {d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
     cfg = read_config(d)
     if cfg is None:
         raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")

@@ -333,7 +333,7 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     study = find_study(storage, name)
     while study is None:
         if time.monotonic() - start > wait:
-            raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with --storage "
+            raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with storage="
                                     "first, or give its study name")
         time.sleep(1)
         study = find_study(storage, name)

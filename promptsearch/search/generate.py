@@ -15,7 +15,6 @@ produced them.
 from __future__ import annotations
 
 import random
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -23,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import read_wordnet
-from ..errors import ModelError, TemplateError, first_line
+from ..errors import ModelError, TemplateError, first_line, note
 from ..model.loading import _quiet_transformers
 from ..template import Template, special_tokens_around
 from .results import Results
@@ -59,8 +58,8 @@ class T5Generator:
                 self.model = T5ForConditionalGeneration.from_pretrained(model_name)
         except (OSError, ValueError) as exc:
             first = first_line(exc)
-            raise ModelError(f"cannot load T5 model {model_name!r} ({first}); pass --model-t5 with a local path or "
-                             "a reachable HF id, or use --generator mlm offline") from None
+            raise ModelError(f"cannot load T5 model {model_name!r} ({first}); pass model_t5= with a local path or "
+                             "a reachable HF id, or use generator=mlm offline") from None
         self.device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
         self.num_beams = num_beams
@@ -109,8 +108,8 @@ class MLMGenerator:
         self.patterns = patterns
         m = encoder.model
         if not m.has_mlm_head:
-            print(f"note: {m.name} has no MLM head; --generator mlm scores tokens by projecting [MASK] states on the "
-                  "word embeddings, so expect weak templates", file=sys.stderr)
+            note(f"note: {m.name} has no MLM head; generator=mlm scores tokens by projecting [MASK] states on the "
+                 "word embeddings, so expect weak templates")
         special = set(getattr(m.tokenizer, "all_special_ids", []))
         vocab = m.tokenizer.get_vocab()
         bad = [i for t, i in vocab.items() if i in special or t.startswith("[unused") or t.startswith("<") or "[X]" in t]

@@ -51,7 +51,7 @@ def parse_readouts(spec) -> list[str]:
         return []
     bad = [x for x in items if x not in POOLED_READOUTS]
     if bad:
-        raise PromptSearchError(f"--readouts: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or none")
+        raise PromptSearchError(f"readouts=: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or none")
     return list(dict.fromkeys(items))
 
 
@@ -121,7 +121,7 @@ class Greedy:
         except (TypeError, ValueError):
             self.min_gain = float("nan")
         if not 0 <= self.min_gain < float("inf"):
-            raise PromptSearchError("--min-gain must be auto or a number of points ≥ 0 (0: take any gain, the paper's rule)")
+            raise PromptSearchError("min_gain= must be auto or a number of points ≥ 0 (0: take any gain, the paper's rule)")
 
     def settings(self) -> dict:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
@@ -134,14 +134,14 @@ class Greedy:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
-        if self.demos_pool and (n := len(read_demos(self.demos_pool, "--demos-pool"))) > MAX_DEMOS:
-            raise PromptSearchError(f"--demos-pool {self.demos_pool} holds {n:,} demonstrations; greedy tries each one as a "
+        if self.demos_pool and (n := len(read_demos(self.demos_pool, "demos_pool"))) > MAX_DEMOS:
+            raise PromptSearchError(f"demos_pool={self.demos_pool} holds {n:,} demonstrations; greedy tries each one as a "
                                     f"candidate (a full encoding each, its states held while it races), so give at most "
                                     f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
-            raise PromptSearchError(f"--ensemble {self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
+            raise PromptSearchError(f"ensemble={self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
         if "cls" in parse_readouts(self.readouts) and scorer.encoder.model.causal:
-            raise PromptSearchError("--readouts cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
+            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
 
     def layer_list(self, scorer: Scorer) -> list[int]:
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
@@ -283,7 +283,7 @@ class Greedy:
     def _demos_step(self, scorer: Scorer, results: Results, template: str, score: float) -> tuple[float, str]:
         """PromptEOL's choice of demonstration, automated: each one of the pool before the template, then
         pairs of the best four; the best is taken only above its noise. (score, template) after it."""
-        pool = read_demos(self.demos_pool, "--demos-pool")
+        pool = read_demos(self.demos_pool, "demos_pool")
         singles = {t: d for d in pool if _fits(scorer, t := demo_template(template, [d]))}
         scored, dropped = self._score_all(scorer, results, [Given(t) for t in singles], "demos")
         ranked = sorted(((sc, st.template) for sc, st in scored), key=lambda x: -x[0])

@@ -80,10 +80,10 @@ class OptunaSearch:
         from ..errors import PromptSearchError
 
         if "cls" in self._readouts() and scorer.encoder.model.causal:
-            raise PromptSearchError("--readouts cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
+            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
         if self._pooled_only(scorer) and not self._readouts():
             raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
-                                    "e.g. --readouts mean,sentence-mean")
+                                    "e.g. readouts=mean,sentence-mean")
 
     def check_datasets(self, dataset: str) -> None:
         """The grammar, the storage (reachable, its driver installed), and with ``pareto`` two or more
@@ -96,7 +96,7 @@ class OptunaSearch:
         if self.pareto and len(scoring_sets(dataset)) < 2:
             from ..errors import PromptSearchError
 
-            raise PromptSearchError("--pareto makes one objective per dev set: give two or more, e.g. --dataset "
+            raise PromptSearchError("pareto=True makes one objective per dev set: give two or more, e.g. dataset="
                                     "stsb-dev,sick-trial")
 
     def describe(self) -> str:
@@ -124,7 +124,7 @@ class OptunaSearch:
         except optuna.exceptions.StorageInternalError as exc:
             from ..errors import PromptSearchError
 
-            raise PromptSearchError(f"Optuna storage {self.storage} failed ({exc}); check the --storage URL") from None
+            raise PromptSearchError(f"Optuna storage {self.storage} failed ({exc}); check the storage= URL") from None
 
     def summary(self) -> str:
         """The study's trial counts and this run's throughput (and a multi-objective study's Pareto front)."""

@@ -32,13 +32,13 @@ def check_out(out) -> Path:
     from ..fileio import check_writable
 
     p = Path(out)
-    check_writable(p, "--out", "plot.svg")
+    check_writable(p, "out", "plot.svg")
     if p.suffix.lower() not in FORMATS:
-        raise PromptSearchError(f"--out {p}: give a .svg, .png or .pdf file name")
+        raise PromptSearchError(f"out={p}: give a .svg, .png or .pdf file name")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made, as results files' are
     except OSError as exc:
-        raise PromptSearchError(f"--out {p}: cannot make its folder ({exc.strerror or exc}); choose a writable path") from None
+        raise PromptSearchError(f"out={p}: cannot make its folder ({exc.strerror or exc}); choose a writable path") from None
     return p
 
 

@@ -71,7 +71,7 @@ class Racing:
         try:
             fractions = tuple(float(x) for x in rungs.split(","))
         except ValueError:
-            raise PromptSearchError(f"--race-rungs {quote(rungs)}: give fractions such as 0.125,0.25,0.5") from None
+            raise PromptSearchError(f"race_rungs={quote(rungs)}: give fractions such as 0.125,0.25,0.5") from None
         return cls(fractions=fractions, finalists=finalists).check()
 
     def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0, groups: np.ndarray | None = None,

@@ -163,10 +163,10 @@ class Results:
                 mismatch.append(("objective", old.objective, res.objective))
             if mismatch:
                 k, was, now = mismatch[0]
-                raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another --out (or delete the file) to start a new run")
+                raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the file) to start a new run")
             if numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, numbers)):
                 raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
-                                        "run's: pass another --out (or delete the file) to start a new run")
+                                        "run's: pass another out= (or delete the file) to start a new run")
             old.settings = res.settings
             old.numbers = numbers or old.numbers
             res = old
@@ -433,7 +433,7 @@ def load(path) -> dict:
         where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err.absolute_path).lstrip(".") or "top level"
         msg = err.message if len(err.message) <= 120 else err.message[:119] + "…"
         raise PromptSearchError(f"{p} does not match the results schema at {where}: {msg}; fix that field, or pass "
-                                "another --out (or delete the file) to start a new run")
+                                "another out= (or delete the file) to start a new run")
     return d
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, note
 
 RECORD_START = b'{"key": '  # how every line append_scores writes begins
 
@@ -28,7 +28,7 @@ def load_scores(path: Path) -> dict[str, float] | None:
                 if not line.strip():
                     continue
                 if first and not line.startswith(RECORD_START):
-                    raise PromptSearchError(f"--cache {path} is not a promptsearch score cache (its first line "
+                    raise PromptSearchError(f"cache={path} is not a promptsearch score cache (its first line "
                                             "is no score record); give a new file name, or an existing cache")
                 first = False
                 try:
@@ -39,7 +39,7 @@ def load_scores(path: Path) -> dict[str, float] | None:
     except FileNotFoundError:
         pass
     except IsADirectoryError:
-        raise PromptSearchError(f"--cache {path} is a folder; give a file name such as scores.jsonl") from None
+        raise PromptSearchError(f"cache={path} is a folder; give a file name such as scores.jsonl") from None
     except OSError as exc:
         unusable(path, exc)
         return None
@@ -64,5 +64,5 @@ def append_scores(path: Path, records: dict[str, float], seconds: float) -> bool
 
 
 def unusable(path: Path, exc: OSError) -> None:
-    print(f"warning: cannot use the score cache {path} ({exc.strerror or exc}); scores will not be "
-          "kept across runs (pass --cache PATH in a writable folder)", file=sys.stderr)
+    note(f"warning: cannot use the score cache {path} ({exc.strerror or exc}); scores will not be "
+         "kept across runs (pass cache=PATH in a writable folder)")

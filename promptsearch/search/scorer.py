@@ -127,10 +127,10 @@ class Scorer:
         try:
             asked = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec)]
         except ValueError:
-            raise PromptSearchError(f"--layers {spec!r}: give all, or layer numbers such as 3,4,5,6") from None
+            raise PromptSearchError(f"layers={spec!r}: give all, or layer numbers such as 3,4,5,6") from None
         out = list(dict.fromkeys(self.encoder.prompt.layer_index(k) for k in asked))
         if 0 in out:
-            raise PromptSearchError(f"--layers: layer 0 (the embeddings) reads the same vector for every sentence; choose "
+            raise PromptSearchError(f"layers=: layer 0 (the embeddings) reads the same vector for every sentence; choose "
                                     f"from 1 to {n}, or all")
         return out
 

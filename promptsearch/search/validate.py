@@ -27,7 +27,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     chosen += [t for t in extra if t in results.entries and t not in chosen]
     if announce is not None and chosen and tasks:
         announce(f"held-out validation: {len(chosen)} representations on {', '.join(tasks)} ({len(chosen) * len(tasks)} "
-                 "scores, not search work; --validate-top 0 skips it)")
+                 "scores, not search work; validate_top=0 skips it)")
     results.validation = {"tasks": tasks, "top": top}
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
@@ -62,6 +62,6 @@ def held_out_tasks(spec: str, top: int, data_dir=None, fmt=None) -> list[str]:
         for t in tasks:
             load_task(t, data_dir, fmt)
     except DataError as exc:
-        raise PromptSearchError(f"held-out validation: {exc}; pass --validate-on TASKS, or --validate-top 0 to skip "
+        raise PromptSearchError(f"held-out validation: {exc}; pass validate_on=TASKS, or validate_top=0 to skip "
                                 "it") from None
     return tasks

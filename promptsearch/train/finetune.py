@@ -176,8 +176,8 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
     if results:
         best = top_templates(results, 2 if mode == "unsup" else 1)
         if not best:
-            raise PromptSearchError(f"--templates {results} holds no scored templates yet; run a search into it "
-                                    "first, or give --template T")
+            raise PromptSearchError(f"templates={results} holds no scored templates yet; run a search into it "
+                                    "first, or give template=T")
         if best[0].members:  # an ensemble: its members are the views (their layer: the first member's)
             members = [split_key(m) for m in best[0].members]
             chosen += [t for t, _ in members]
@@ -192,13 +192,13 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
         cfg, soft = load_template_dir(template_dir)
         chosen.insert(0, cfg["template"])
     if not chosen:
-        raise PromptSearchError("give --templates best.json (a search's results), --template T (repeatable) or --template-dir")
+        raise PromptSearchError("give templates=best.json (a search's results), template=T (repeatable) or template_dir=")
     if mode == "unsup" and len(chosen) == 1:
         chosen = chosen * 2
     given = len(templates) + (1 if template_dir else 0)
     if given > (2 if mode == "unsup" else 1):
         raise PromptSearchError(f"{mode} fine-tuning takes {'two templates (the two views)' if mode == 'unsup' else 'one template'}; "
-                                f"{given} were given: drop the extra --template")
+                                f"{given} were given: drop the extra template=")
     return (chosen[:2] if mode == "unsup" else chosen[:1]), soft, layer
 
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, worded
 
 from ..encoding.batching import pad
 from ..fileio import atomic_replace, atomic_write
@@ -293,7 +293,7 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
 def split_heldout(states: MaskedStates, n_sentences: int, heldout: int, seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
     """Hold out the masked tokens of ``heldout`` randomly chosen sentences."""
     if heldout >= n_sentences:
-        raise PromptSearchError(f"--heldout {heldout} leaves no training sentences out of {n_sentences}")
+        raise PromptSearchError(f"heldout={heldout} leaves no training sentences out of {n_sentences}")
     rng = np.random.default_rng(seed)
     test_s = torch.from_numpy(rng.choice(n_sentences, size=heldout, replace=False))
     is_test = torch.isin(states.sentence, test_s)
@@ -390,5 +390,5 @@ def head_model(name: str, device=None, log: Callable[[str], None] = print):
     if model.tokenizer.mask_token is None:
         raise PromptSearchError(f"{name}'s tokenizer has no mask token; a [MASK] head needs one")
     if model.mlm is not None:
-        log(f"note: {name} has its own MLM head; the trained one is used only when passed with --mlm-head")
+        log(worded(f"note: {name} has its own MLM head; the trained one is used only when passed as mask_head="))
     return model

@@ -55,7 +55,7 @@ def corpus_parts(spec: str) -> list[str]:
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     bad = [p for p in parts if p not in CORPORA and not is_user_dataset(p)]
     if bad or not parts:
-        raise PromptSearchError(f"--corpus {spec!r}: give a comma list of {', '.join(CORPORA)} or text files")
+        raise PromptSearchError(f"corpus={spec!r}: give a comma list of {', '.join(CORPORA)} or text files")
     return parts
 
 

@@ -29,10 +29,10 @@ def parse_seeds(text: str | None, default: int) -> list[int]:
         if any(x < 0 for x in seeds):
             raise ValueError
     except ValueError:
-        raise PromptSearchError(f"--seeds {quote(text)}: give whole numbers of 0 or more separated by commas, "
+        raise PromptSearchError(f"seeds={quote(text)}: give whole numbers of 0 or more separated by commas, "
                                 "e.g. 0,1,2") from None
     if not seeds:
-        raise PromptSearchError("--seeds: give at least one seed, e.g. 0,1,2")
+        raise PromptSearchError("seeds=: give at least one seed, e.g. 0,1,2")
     return seeds
 
 

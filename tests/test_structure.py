@@ -1,0 +1,101 @@
+"""What crosses a layer is an object: checked on the package's source (issue 33's "done when")."""
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from promptsearch.cli.flags import as_flags, flag_table
+from promptsearch.cli.parser import build_parser
+
+PKG = Path(__file__).resolve().parents[1] / "promptsearch"
+# the command line and the TUI speak in flags; pgcluster passes flags to initdb
+SPEAKS_FLAGS = ("cli/", "tui/", "pgcluster.py")
+
+
+def _sources():
+    return sorted(p for p in PKG.rglob("*.py"))
+
+
+def _strings(path: Path):
+    """(line, text) of every string literal that is not a docstring."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            yield n.lineno, n.value
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    long = []
+    for p in _sources():
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = n.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+                if len(names) > 8:
+                    long.append(f"{p.relative_to(PKG)}:{n.lineno} {n.name} ({len(names)})")
+    assert not long, long
+
+
+def test_library_messages_name_parameters_not_flags():
+    found = []
+    for p in _sources():
+        rel = str(p.relative_to(PKG))
+        if rel.startswith(SPEAKS_FLAGS):
+            continue
+        for line, text in _strings(p):
+            if re.search(r"(?<![\w-])--[a-z][a-z-]+", text):
+                found.append(f"{rel}:{line} {text[:70]!r}")
+    assert not found, found
+
+
+def test_entry_keys_are_built_and_parsed_in_one_module():
+    """``T @layer L`` and ``A + B`` are written and read by template.py alone (the key helpers)."""
+    found = []
+    for p in _sources():
+        rel = str(p.relative_to(PKG))
+        if rel == "template.py":
+            continue
+        src = p.read_text(encoding="utf-8")
+        code = "".join(t.string + " " for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                       if t.type not in (tokenize.COMMENT,))
+        for _, text in _strings(p):
+            if "@layer" in text or text == " + ":
+                found.append(f"{rel}: {text!r}")
+        if re.search(r"@layer \(", code):
+            found.append(f"{rel}: a @layer pattern")
+    assert not found, found
+
+
+def test_the_command_line_says_a_parameter_as_its_flag():
+    table = flag_table(build_parser(), "greedy")
+    assert as_flags("pass data_dir= or set X", table) == "pass --data-dir or set X"
+    assert as_flags("layers='1,x': give all", table) == "--layers '1,x': give all"
+    assert as_flags("pareto=True makes one objective per set, e.g. dataset=a,b.", table) == \
+        "--pareto makes one objective per set, e.g. --dataset a,b."
+    assert as_flags("fp32 (bf16=True forces it)", table) == "fp32 (--bf16 forces it)"
+    assert as_flags("passed as mask_head=", table) == "passed as --mlm-head"
+    assert as_flags("a=b and x.json=1 and strategy='greedy'", table) == "a=b and x.json=1 and strategy='greedy'"  # no such flags
+
+
+def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch import rep
+    from promptsearch.cli import main
+    from promptsearch.data import load_task
+    from promptsearch.eval.objective import Objective
+    from promptsearch.eval.sts import STSEvaluator
+    from promptsearch.errors import PromptSearchError
+
+    with pytest.raises(PromptSearchError, match=r"^objective='max': choose mean or min"):
+        Objective({"sts16": STSEvaluator(load_task("sts16"))}, "max")
+    with pytest.raises(PromptSearchError, match=r"^head='x' is not of the form L-H"):
+        rep(pooling="ditto", head="x")
+    code = main(["eval", "--model", str(tiny_bert_dir), "--pooling", "ditto", "--head", "x", "--tasks", "sts16", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--head 'x' is not of the form L-H" in err and "head=" not in err, err
