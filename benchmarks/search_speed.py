@@ -57,7 +57,7 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
     stats = res.to_dict()["stats"]
     return {"wall_s": round(wall, 1), "encodings": stats["encodings"], "by_precision": stats["encodings_by_precision"],
             "templates_scored": stats["scored"], "final": best.template, "final_dev": best.spearman,
-            "path": [(r["stage"], r["template"], r["spearman"]) for r in g.path if r["stage"] != "relation"],
+            "path": [(r.stage, r.template, r.spearman) for r in g.path if r.stage != "relation"],
             "scores": {e.template: e.spearman for e in res.entries.values() if not e.readout}}
 
 

@@ -36,11 +36,18 @@ KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_search", "test_racing
                     "test_default_model", "test_causal", "test_predict", "test_user_data", "test_head"}
 
 
+# Tests that load the real default model (MiniLM): marked ``realmodel`` here (the default_enc fixture,
+# these modules) or by hand (a command run with --model default).
+REAL_MODEL = {"test_default_model"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.module.__name__ in KERNEL_SENSITIVE or "precision" in params:
             item.add_marker(pytest.mark.kernels)
+        if item.module.__name__ in REAL_MODEL or "default_enc" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.realmodel)
 
 # ---- child processes: one way to start them, none outlives its test ---------------------------------
 _CHILDREN: list[subprocess.Popen] = []

@@ -272,6 +272,7 @@ def _run(argv, **kw):
     return run_cli(argv, **kw)
 
 
+@pytest.mark.realmodel
 def test_long_input_prints_no_transformers_warning(world):
     """13. The default model (512 positions): a 600-word template is one short line, a 5,000-word
     sentence is truncated without transformers' "indexing errors" warning."""
@@ -525,6 +526,7 @@ def test_interrupting_optuna_is_one_line_and_leaves_no_running_trial(signals, co
     assert json.loads(out.read_text())["x_study"]["finished"] >= done + 1
 
 
+@pytest.mark.realmodel
 @pytest.mark.parametrize("after", [0.0, 0.5])
 def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
     """T5. Ctrl-C while the command starts (imports, model loading): one line, exit 130, and no claim

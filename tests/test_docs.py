@@ -38,6 +38,15 @@ def test_readme_is_a_short_entry():
     assert len((REPO / "README.md").read_text().splitlines()) <= 250
 
 
+def test_the_site_home_page_is_the_readme():
+    """docs/index.md is the README with its links made relative to docs/ (a repository file named in
+    the README is plain text on the site)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    want = re.sub(r"\[(`[^`]+`)\]\((?!https?:)[^)]*\.(?:lock|toml|sh|py)\)", r"\1", readme.replace("](docs/", "]("))
+    assert (REPO / "docs" / "index.md").read_text(encoding="utf-8") == want, \
+        "docs/index.md differs from README.md: copy the README there with links made relative to docs/"
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_command_shown_is_accepted_by_the_parser(page):
     from promptsearch.cli.parser import build_parser

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from promptsearch import rep
 from promptsearch.encoding.batching import budget_batches
 from promptsearch.search import Scorer
 from conftest import CAUSAL_T, PRECISIONS, make_encoder
@@ -15,8 +16,8 @@ MLM_T = ['This sentence : "[X]" means [MASK] .', "[X] means [MASK] .", '"[X]" is
 CAUSAL = [CAUSAL_T, '"[X]" means in one word:"', 'This sentence : "[X]" means in a word:"']
 
 
-def _alone(enc, templates, **kw):
-    return [enc.encode(SENTS, template=t, **kw) for t in templates]
+def _alone(enc, templates, denoise=False, layer=None):
+    return [enc.encode(SENTS, rep=rep(t, denoise=denoise, layer=layer)) for t in templates]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

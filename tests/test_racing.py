@@ -129,7 +129,7 @@ def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
 
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     path, n_calls = run(tmp_path / "a")
-    assert any(r.get("dropped") for r in path)  # the race did drop candidates
+    assert any(r.dropped for r in path)  # the race did drop candidates
     # interrupt inside the first prefix step's race (the relation step takes the first few calls)
     at = n_calls // 2
     with pytest.raises(KeyboardInterrupt):

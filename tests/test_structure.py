@@ -99,3 +99,25 @@ def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_d
     code = main(["eval", "--model", str(tiny_bert_dir), "--pooling", "ditto", "--head", "x", "--tasks", "sts16", "-q"])
     err = capsys.readouterr().err
     assert code == 2 and "--head 'x' is not of the form L-H" in err and "head=" not in err, err
+
+
+def test_every_strategy_shares_one_base_with_no_op_hooks(tmp_path):
+    from promptsearch.search import GivenTemplates, Strategy, run_strategy
+    from promptsearch.search.generate import GenerateSearch
+    from promptsearch.search.greedy import Greedy
+    from promptsearch.search.optuna_search import OptunaSearch
+
+    assert all(issubclass(c, Strategy) for c in (Greedy, OptunaSearch, GenerateSearch, GivenTemplates))
+    base = Strategy()
+    assert base.settings() == {} and base.validation_extra(None) == [] and base.check(None) is None
+    assert base.min_gain == "auto"
+
+    class Duck:  # the shape of a strategy without the base: refused before any file is opened
+        name = "duck"
+
+        def run(self, scorer, results):
+            pass
+
+    with pytest.raises(TypeError, match="subclass it"):
+        run_strategy(Duck(), None, tmp_path / "o.json")
+    assert not (tmp_path / "o.json").exists()

@@ -1,38 +1,31 @@
 """Template search: strategies propose templates, one :class:`Scorer` scores them, one
 :class:`Results` file records them.
 
-A strategy is anything with a ``name``, a ``settings()`` dict and ``run(scorer, results)``;
-it asks the scorer for scores (cached, never computed twice) and adds them to the results
-(saved atomically after each one), so a run can be interrupted and resumed.
+A strategy subclasses :class:`~.strategy.Strategy` (a ``name``, a ``settings()`` dict,
+``run(scorer, results)`` and no-op hooks); it asks the scorer for scores (cached, never computed
+twice) and adds them to the results (saved atomically after each one), so a run can be interrupted
+and resumed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from .baseline import score_own, settle
 from .results import Results
 from .scorer import Scorer, Score
+from .strategy import Strategy
 from .validate import DEFAULT_VALIDATE_ON, validate
 from ..data import DEV_SET
-
-
-@runtime_checkable
-class Strategy(Protocol):
-    name: str
-
-    def settings(self) -> dict: ...
-
-    def run(self, scorer: Scorer, results: Results) -> None: ...
 
 
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
                  validate_on=DEFAULT_VALIDATE_ON, validate_top: int = 5, show_progress_bar=None, announce=None) -> Results:
     """Open (or resume) the results file, run the strategy, validate its best ``validate_top``
     templates on the held-out ``validate_on`` tasks (:mod:`.validate`), return the results."""
-    if hasattr(strategy, "check"):  # optional: refuse bad input before the results file is opened
-        strategy.check(scorer)
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"{type(strategy).__name__} is not a promptsearch.search.Strategy: subclass it")
+    strategy.check(scorer)  # refuse bad input before the results file is opened
     settings = strategy.settings()
     if len(scorer.datasets) > 1:  # the objective over several dev sets
         settings["objective"] = scorer.objective
@@ -40,17 +33,16 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     results.track(scorer.work)
     own = score_own(scorer, results)  # the model's own representation: the first candidate, always
     strategy.run(scorer, results)
-    settle(scorer, results, getattr(strategy, "min_gain", "auto"))  # kept unless beaten beyond noise
+    settle(scorer, results, strategy.min_gain)  # kept unless beaten beyond noise
     if validate_top > 0 and validate_on:
-        extra = getattr(strategy, "validation_extra", lambda results: [])(results)  # optional: more templates to validate
-        extra = [own, results.best.key] + list(extra)
+        extra = [own, results.best.key] + list(strategy.validation_extra(results))
         validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar,
                  announce=announce)
     return results
 
 
 @dataclass
-class GivenTemplates:
+class GivenTemplates(Strategy):
     """The strategy of ``promptsearch score``: the templates given, each scored once, in order."""
 
     templates: list

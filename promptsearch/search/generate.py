@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from .strategy import Strategy
 from ..data import read_wordnet
 from ..errors import ModelError, TemplateError, first_line, note
 from ..model.loading import _quiet_transformers
@@ -175,7 +176,7 @@ class MLMGenerator:
 
 
 @dataclass
-class GenerateSearch:
+class GenerateSearch(Strategy):
     """Generate templates from WordNet (word, definition) pairs, then score them all."""
 
     generator: str = "t5"  # "t5" | "mlm"

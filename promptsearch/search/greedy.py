@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
@@ -97,7 +98,7 @@ def load_vocabulary(path: str = "greedy") -> dict:
 
 
 @dataclass
-class Greedy:
+class Greedy(Strategy):
     vocabulary: str = "greedy"
     max_steps: int = 8
     min_gain: float | str | None = "auto"  # points a step must gain; "auto"/None: its paired-bootstrap standard error

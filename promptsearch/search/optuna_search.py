@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 
 from tqdm.auto import tqdm
 
+from .strategy import Strategy
 from .grammar import Grammar
 from ..template import entry_key, readout_key, split_readout
 from .progressive import Progressive
@@ -36,7 +37,7 @@ from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_
 
 
 @dataclass
-class OptunaSearch:
+class OptunaSearch(Strategy):
     storage: str
     study_name: str
     trials: int = 60
