@@ -12,17 +12,15 @@ Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch fine
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, TrainRun, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
-                   set_rng_state, set_seed)
+from .loop import (DevEval, Progress, Schedule, Trainee, TrainRun, checkpoint_path, end_checkpoint, load_checkpoint,
+                   sentences_per_second, set_rng_state, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
@@ -89,7 +87,6 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
     wrapped, opt = acc.prepare(prompt, opt)
-    local_bs = max(cfg.batch_size // acc.num_processes, 1)
     dev = DevEval(enc, data_dir, dev_dataset, fmt)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
@@ -107,44 +104,57 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": dev_dataset})
     wrapped.train()
-    t0, evaluating = time.time(), 0.0  # training time is the wall time less the dev evaluations
-    last = None
-    bar = tqdm(total=total, initial=start, desc=f"finetune ({cfg.mode})", disable=cfg.show_progress_bar is False or not acc.is_main_process, unit="step")
-    for step, items in batches(data, cfg.batch_size, cfg.seed, start):
-        if step >= total:
-            break
-        items = items[acc.process_index * local_bs : (acc.process_index + 1) * local_bs]
-        loss = train_step(enc, cfg.step, items, acc.backward, lambda: acc.no_sync(wrapped), prompt=wrapped)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
-        done = step + 1
-        evaluate = done % cfg.eval_steps == 0 or done == total
-        if evaluate:
-            t_eval = time.time()
-            if acc.is_main_process:
-                last = dev(tdev, cfg.denoise, cfg.layer, cfg.readout)
-                cfg.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
-                if last > best:
-                    best = last
-                    save_model(enc, out, cfg, model_name, {"step": done, "dev": last, "dev_set": dev_dataset})
-                save_checkpoint(ckpt, {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
-                                                   "model": acc.unwrap_model(wrapped).encoder.state_dict(), "optimizer": opt.state_dict(),
-                                                   "scheduler": sched.state_dict(), "step": done, "best": best,
-                                                   "start_score": start_score, "history": cfg.history, "rng": rng_state()})
-            acc.wait_for_everyone()
-            wrapped.train()
-            evaluating += time.time() - t_eval
-        log_progress(bar, done, loss, last, best, total, evaluate)
-    bar.close()
+    trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
+                         start_score)
+    progress = Progress(start, best, cfg.history)
+    _, secs, evaluating = train_loop(trainee, data, Schedule(total, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
+                                     progress, cfg.show_progress_bar)
+    best = progress.best
     wrapped.eval()
-    secs = time.time() - t0
     if acc.is_main_process:
         end_checkpoint(ckpt, keep_checkpoint)
     return {"dev_set": dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
+
+
+class _Finetunee(Trainee):
+    """Prompt-contrastive fine-tuning in the one loop: the whole encoder trained (under accelerate),
+    the best weights saved as a model folder."""
+
+    def __init__(self, enc, cfg: FinetuneConfig, acc, parts: tuple, dev: DevEval, save, start_score: float):
+        """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder."""
+        self.enc, self.cfg, self.acc, self.dev, self.save, self.start_score = enc, cfg, acc, dev, save, start_score
+        self.wrapped, self.opt, self.sched = parts
+        self.local_bs = max(cfg.batch_size // acc.num_processes, 1)
+        self.desc, self.is_main = f"finetune ({cfg.mode})", acc.is_main_process
+
+    def step(self, items) -> torch.Tensor:
+        acc, bs = self.acc, self.local_bs
+        items = items[acc.process_index * bs : (acc.process_index + 1) * bs]
+        loss = train_step(self.enc, self.cfg.step, items, acc.backward, lambda: acc.no_sync(self.wrapped), prompt=self.wrapped)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad()
+        return loss
+
+    def evaluate(self) -> float:
+        cfg = self.cfg
+        return self.dev(cfg.templates[0], cfg.denoise, cfg.layer, cfg.readout)
+
+    def keep(self, done: int, score: float) -> None:
+        self.save({"step": done, "dev": score, "dev_set": self.dev.dataset})
+
+    def state(self) -> dict:
+        cfg = self.cfg
+        return {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
+                "model": self.acc.unwrap_model(self.wrapped).encoder.state_dict(), "optimizer": self.opt.state_dict(),
+                "scheduler": self.sched.state_dict(), "start_score": self.start_score}
+
+    def after_eval(self) -> None:
+        self.acc.wait_for_everyone()
+        self.wrapped.train()
 
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:

@@ -1,14 +1,17 @@
-"""Pieces both trainers share: sentence batches, dev evaluation, resumable checkpoints."""
+"""What the trainers share: one training loop (:func:`train_loop`, the objective plugged in as a
+:class:`Trainee`), sentence batches, dev evaluation, resumable checkpoints."""
 
 from __future__ import annotations
 
 import random
+import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..data import DEV_SET, DataOptions, PairFormat, load_task
 from ..encoding import MaskState, PromptEncoder
@@ -163,3 +166,81 @@ def end_checkpoint(path: Path, keep: bool) -> None:
         path.parent.rmdir()
     except OSError:  # not empty (something else of the user's), or already gone
         pass
+
+
+# ---- the one training loop ------------------------------------------------------------------------
+class Trainee:
+    """What :func:`train_loop` trains: prompt-contrastive fine-tuning and OptiPrompt each subclass it
+    with their objective and what they keep; the hooks not needed do nothing."""
+
+    desc = "train"  # the progress bar's label
+    is_main = True  # the process that evaluates and writes (one of several under accelerate)
+
+    def step(self, items) -> torch.Tensor:
+        """One optimisation step on a batch; the loss (a device tensor, read only to log)."""
+        raise NotImplementedError
+
+    def evaluate(self) -> float:
+        """The dev score on the current weights."""
+        raise NotImplementedError
+
+    def keep(self, done: int, score: float) -> None:
+        """A new best dev score at step ``done``: keep what produced it."""
+
+    def state(self) -> dict:
+        """The trainee's part of the resume checkpoint (weights, optimizer ...)."""
+        return {}
+
+    def after_eval(self) -> None:
+        """After each evaluation, on every process (synchronise, back to training mode)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long and on what: ``total`` steps of ``batch_size`` items, shuffled by ``seed``, a dev
+    evaluation every ``eval_steps`` and at the end."""
+
+    total: int
+    batch_size: int
+    seed: int
+    eval_steps: int
+
+
+@dataclass
+class Progress:
+    """Where a run is: the steps done, the best dev score, the history (saved in the checkpoint)."""
+
+    step: int = 0
+    best: float = float("-inf")
+    history: list = field(default_factory=list)
+
+
+def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, progress: Progress,
+               show_progress_bar: bool | None = None) -> tuple[float | None, float, float]:
+    """Train from ``progress.step`` to ``schedule.total``: each step ``trainee.step``; at each evaluation
+    the dev score goes into the history, a better one is kept (``trainee.keep``) and the resume
+    checkpoint written. Returns (the last dev score, seconds, seconds of them spent evaluating)."""
+    t0, evaluating, last = time.time(), 0.0, None  # training time is the wall time less the dev evaluations
+    bar = tqdm(total=schedule.total, initial=progress.step, desc=trainee.desc, unit="step",
+               disable=show_progress_bar is False or not trainee.is_main)
+    for step, items in batches(data, schedule.batch_size, schedule.seed, progress.step):
+        if step >= schedule.total:
+            break
+        loss = trainee.step(items)
+        done = step + 1
+        evaluate = done % schedule.eval_steps == 0 or done == schedule.total
+        if evaluate:
+            t_eval = time.time()
+            if trainee.is_main:
+                last = trainee.evaluate()
+                progress.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
+                if last > progress.best:
+                    progress.best = last
+                    trainee.keep(done, last)
+                save_checkpoint(checkpoint, {**trainee.state(), "step": done, "best": progress.best,
+                                             "history": progress.history, "rng": rng_state()})
+            trainee.after_eval()
+            evaluating += time.time() - t_eval
+        log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)
+    bar.close()
+    return last, time.time() - t0, evaluating

@@ -9,17 +9,15 @@ micro-batched with gradient caching (:mod:`.step`, shared with ``finetune``).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, TrainRun, batches, checkpoint_path, end_checkpoint, load_checkpoint, log_progress, rng_state, save_checkpoint, sentences_per_second,
-                   set_rng_state, set_seed)
+from .loop import (DevEval, Progress, Schedule, Trainee, TrainRun, checkpoint_path, end_checkpoint, load_checkpoint,
+                   sentences_per_second, set_rng_state, set_seed, train_loop)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
 
@@ -89,33 +87,14 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         set_rng_state(ck["rng"])
     enc.set_soft_prompt(template, soft)
     enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
-    t0, evaluating = time.time(), 0.0  # training time is the wall time less the dev evaluations
-    last = None
-    bar = tqdm(total=cfg.steps, initial=start, desc="optiprompt", disable=cfg.show_progress_bar is False, unit="step")
-    for step, batch in batches(corpus, cfg.batch_size, cfg.seed, start):
-        if step >= cfg.steps:
-            break
-        opt.zero_grad()
-        loss = train_step(enc, cfg.step, batch, lambda out: out.backward())
-        opt.step()
-        done = step + 1
-        evaluate = done % cfg.eval_steps == 0 or done == cfg.steps
-        if evaluate:
-            t_eval = time.time()
-            last = dev(template, cfg.denoise)
-            cfg.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
-            if last > best:
-                best, best_vec = last, soft.detach().clone()
-            save_checkpoint(ckpt, {"template": template, "soft": soft.detach().clone(), "optimizer": opt.state_dict(),
-                                               "best": best, "best_vec": best_vec, "step": done, "history": cfg.history,
-                                               "rng": rng_state()})
-            evaluating += time.time() - t_eval
-        log_progress(bar, done, loss, last, best, cfg.steps, evaluate)
-    bar.close()
+    trainee = _OptiPromptee(enc, cfg, template, soft, opt, dev, best_vec)
+    progress = Progress(start, best, cfg.history)
+    _, secs, evaluating = train_loop(trainee, corpus, Schedule(cfg.steps, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
+                                     progress, cfg.show_progress_bar)
+    best = progress.best
     enc.prompt.eval()
-    vec = best_vec  # the initial vectors unless a dev evaluation beat the manual template
+    vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
-    secs = time.time() - t0
     summary = {"dev_set": dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
@@ -123,6 +102,33 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
     end_checkpoint(ckpt, keep_checkpoint)
     return summary
+
+
+class _OptiPromptee(Trainee):
+    """OptiPrompt in the one loop: the template's vectors trained (the encoder frozen), the best kept."""
+
+    desc = "optiprompt"
+
+    def __init__(self, enc, cfg: OptiPromptConfig, template: str, soft: torch.nn.Parameter, opt, dev: DevEval,
+                 best_vec: torch.Tensor):
+        self.enc, self.cfg, self.template, self.soft, self.opt, self.dev = enc, cfg, template, soft, opt, dev
+        self.best_vec = best_vec
+
+    def step(self, items) -> torch.Tensor:
+        self.opt.zero_grad()
+        loss = train_step(self.enc, self.cfg.step, items, lambda out: out.backward())
+        self.opt.step()
+        return loss
+
+    def evaluate(self) -> float:
+        return self.dev(self.template, self.cfg.denoise)
+
+    def keep(self, done: int, score: float) -> None:
+        self.best_vec = self.soft.detach().clone()
+
+    def state(self) -> dict:
+        return {"template": self.template, "soft": self.soft.detach().clone(), "optimizer": self.opt.state_dict(),
+                "best_vec": self.best_vec}
 
 
 def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
