@@ -109,9 +109,21 @@ def _comparable(path):
     return entries, path_rows, races, d.get("x_chosen"), d.get("x_baseline")
 
 
+# Every process of these tests runs one thread: several processes on a 2-core machine would oversubscribe
+# it, and a CPU's kernels may sum in another order with another thread count (the last float digits, and on
+# a tiny random model's near-tied similarities a rank or two), so the single-process run they are compared
+# with runs one thread too.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _single(tiny_bert_dir, vocab, out):
+    r = run_cli(_greedy(tiny_bert_dir, vocab, out), ONE_THREAD, timeout=600)
+    assert r.returncode == 0, r.stderr
+
+
 def _workers(url, name, n, tiny_bert_dir, wrapper=None):
     args = ["worker", "--storage", url, "--study-name", name, "--model", tiny_bert_dir, "--no-bf16", "-q", "--grace", "3"]
-    one_thread = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # several processes on a 2-core machine: no oversubscription
+    one_thread = ONE_THREAD
     if wrapper is None:
         return [cli(args, one_thread) for _ in range(n)]
     return [spawn([sys.executable, "-c", wrapper, *args], one_thread) for _ in range(n)]
@@ -121,10 +133,10 @@ def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tin
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
-    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     workers = _workers(postgres_url, "g3", 3, tiny_bert_dir)
     r = run_cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", "g3",
-                        "--no-local", "--grace", "3"), timeout=600)
+                        "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
     assert r.returncode == 0, r.stderr
     outs = [w.communicate(timeout=120) for w in workers]  # the driver said the search is over: they stop
     assert [w.returncode for w in workers] == [0, 0, 0], outs
@@ -161,11 +173,11 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
-    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     name = f"kill-{how}"
     slow = _workers(postgres_url, name, 1, tiny_bert_dir, _SLOW_WORKER)[0]
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", name,
-                         "--no-local", "--grace", "3"))
+                         "--no-local", "--grace", "3"), ONE_THREAD)
     line = slow.stdout.readline()
     assert line.strip() == "claimed", (line, slow.communicate(timeout=60))  # it holds a candidate ...
     slow.send_signal(getattr(signal, how))  # ... and dies with it
@@ -191,7 +203,7 @@ def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url,
 
     vocab = write_vocab(tmp_path)
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "d.json", "--storage", postgres_url, "--study-name", "mixed",
-                         "--grace", "3"))
+                         "--grace", "3"), ONE_THREAD)
     try:
         for extra, message in ((["--model", tiny_roberta_dir], "model weights differ"),
                                (["--model", tiny_bert_dir, "--max-length", "16"], "max_length")):
@@ -210,11 +222,11 @@ def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_
 
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
-    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     worker = cli(["worker", "--storage", url, "--study-name", "restart", "--model", tiny_bert_dir, "--no-bf16", "-q",
                   "--grace", "30"], {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "restart",
-                         "--no-local", "--grace", "30"))
+                         "--no-local", "--grace", "30"), ONE_THREAD)
     deadline = time.time() + 300
     while time.time() < deadline:  # some work done, the search not over
         try:
@@ -239,9 +251,9 @@ def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_clu
 
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
-    assert main(_greedy(tiny_bert_dir, vocab, tmp_path / "single.json")) == 0
+    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     argv = _greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "gone", "--grace", "3")
-    driver = cli(argv)
+    driver = cli(argv, ONE_THREAD)
     deadline = time.time() + 300
     while time.time() < deadline and not (tmp_path / "dist.json").exists():
         time.sleep(0.1)
@@ -255,7 +267,7 @@ def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_clu
     if driver.returncode == 0:  # the search was done before the server went: nothing to show
         pytest.skip("the search ended before the server stopped")
     assert driver.returncode == 2 and len(lines) == 1 and "lost the storage" in lines[0], err
-    r = run_cli(argv, timeout=600)  # the same command, the server back: it resumes
+    r = run_cli(argv, ONE_THREAD, timeout=600)  # the same command, the server back: it resumes
     assert r.returncode == 0, r.stderr
     assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
 
