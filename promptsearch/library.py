@@ -111,16 +111,13 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
     """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
     ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
-    from .template import ensemble_key, entry_key, key_members, readout_key, split_readout
+    from .template import EntryKey
 
-    def one(t: str, layer) -> str:
-        t, readout = split_readout(t)
-        return readout_key(resolve_template(t, demos).text, readout) if readout else entry_key(resolve_template(t, demos).text, layer)
-
-    members = key_members(text)
-    if len(members) == 1 and members[0][1] is None and split_readout(members[0][0])[1] is None:
+    key = EntryKey.parse(text)
+    if not key.members and not key.names_readout_or_layer:
         return resolve_template(text, demos)
-    return ensemble_key(one(t, layer) for t, layer in members)
+    return EntryKey.ensemble(EntryKey(resolve_template(m.template, demos).text, m.layer, m.readout)
+                             for m in key.parts).text
 
 
 def read_templates(items=(), file: str | None = None, demos: str | None = None) -> list[Template]:

@@ -282,68 +282,123 @@ def _render_last(template: Template, tokenizer) -> RenderedTemplate:
                             len(lead), len(trail))
 
 
-# ---- results-entry keys: a template, its read-out layer, an ensemble --------------------------------
+# ---- results-entry keys: a template, its read-out, its layer, an ensemble --------------------------------
+@dataclass(frozen=True)
+class EntryKey:
+    """What a results entry (a score, a candidate) is, as an object: a template read at its [MASK]
+    (causal: last-token) state — at ``layer`` when not the last — or its pass pooled by ``readout``;
+    or an ``ensemble`` of such members. :meth:`parse` reads the text form (``T``, ``T @layer L``,
+    ``T @mean``, ``A + B``) and :attr:`text` writes it: the only code that does either."""
+
+    template: str = ""
+    layer: int | None = None
+    readout: str | None = None  # a pooled read-out (mean, sentence-mean, cls); None: the [MASK] state
+    members: tuple["EntryKey", ...] = ()  # an ensemble's members (then ``template`` is empty)
+
+    @classmethod
+    def of(cls, template: str, layer: int | None = None, readout: str | None = None) -> "EntryKey":
+        """A one-template key, its template parsed (a one-line error for a bad one), its read-out checked."""
+        if readout == "mask":
+            readout = None
+        if readout is not None and readout not in POOLED_READOUTS:
+            raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
+        return cls(Template.parse(template).text, layer, readout)
+
+    @classmethod
+    def ensemble(cls, members) -> "EntryKey":
+        """The key of several members (one member: that member's key)."""
+        ms = tuple(members)
+        return ms[0] if len(ms) == 1 else cls(members=ms)
+
+    @classmethod
+    def parse(cls, text: str) -> "EntryKey":
+        """The key ``text`` names: one template (``T``, ``T @layer L``, ``T @mean``) or an ensemble's members
+        joined by `` + `` (a template that parses as it is, naming no layer or read-out, is one member)."""
+        one = cls.split(text)
+        if one.layer is None and one.readout is None:
+            try:
+                return cls(Template.parse(text).text)
+            except TemplateError:
+                if text.count(SENT) <= 1:
+                    raise  # one template (or none): its own error says what is wrong with it
+        members = []
+        for m in text.split(" + "):
+            if not m.strip():
+                raise TemplateError(f"{quote(text)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
+            k = cls.split(m.strip())
+            members.append(cls.of(k.template, k.layer, k.readout))  # 'T @layer x' stays text, which the parser refuses
+        return cls.ensemble(members)
+
+    @classmethod
+    def parse_one(cls, text: str) -> "EntryKey":
+        """One template's key (``T``, ``T @layer L``, ``T @mean``): never split into an ensemble."""
+        k = cls.split(text)
+        return cls.of(k.template, k.layer, k.readout)
+
+    @classmethod
+    def split(cls, text: str) -> "EntryKey":
+        """One member's text with its layer or read-out suffix split off, the template left as written
+        (a key already made by :attr:`text`; :meth:`parse_one` parses it)."""
+        for r in POOLED_READOUTS:
+            if text.endswith(" @" + r):
+                return cls(text[: -len(r) - 2], readout=r)
+        m = re.fullmatch(r"(.*) @layer (-?\d+)", text, flags=re.S)
+        return cls(m.group(1), int(m.group(2))) if m else cls(text)
+
+    @property
+    def text(self) -> str:
+        """The key as a results file and the command line write it."""
+        if self.members:
+            return " + ".join(m.text for m in self.members)
+        if self.readout:
+            return f"{self.template} @{self.readout}"
+        return self.template if self.layer is None else f"{self.template} @layer {self.layer}"
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def without_layer(self) -> "EntryKey":
+        """This key read at the last layer (a pooled read-out keeps its ``@readout``)."""
+        return EntryKey(self.template, None, self.readout, self.members)
+
+    @property
+    def parts(self) -> tuple["EntryKey", ...]:
+        """The members of an ensemble, or this key alone."""
+        return self.members or (self,)
+
+    @property
+    def first_template(self) -> str:
+        """The (first member's) template, without layer or read-out."""
+        return self.parts[0].template
+
+    @property
+    def names_readout_or_layer(self) -> bool:
+        """Whether the text names more than a template (``T @mean``, ``T @layer L``): then it is a key."""
+        return any(m.readout is not None or m.layer is not None for m in self.parts)
+
+
 def entry_key(template: str, layer: int | None = None) -> str:
     """How a results file keys an entry: the template, with its read-out layer when it has one."""
-    return template if layer is None else f"{template} @layer {layer}"
+    return EntryKey(template, layer).text
 
 
 def ensemble_key(members) -> str:
-    """How a results file keys an ensemble: its members' keys joined by `` + `` (one member: its own key)."""
-    members = list(members)
-    return members[0] if len(members) == 1 else " + ".join(members)
+    """How a results file keys an ensemble: its members' keys (or labels) joined by `` + `` (one member: its own)."""
+    ms = [m.text if isinstance(m, EntryKey) else m for m in members]
+    return ms[0] if len(ms) == 1 else " + ".join(ms)
 
 
 def template_of(key: str) -> str:
     """The (first) template of an entry key: itself, without its layer or read-out, or an ensemble's first member's."""
-    return split_readout(key_members(key)[0][0])[0]
-
-
-def split_key(key: str) -> tuple[str, int | None]:
-    """(template, layer) of a one-template entry key (a pooled read-out's key keeps its ``@readout``)."""
-    m = re.fullmatch(r"(.*) @layer (-?\d+)", key, flags=re.S)
-    return (m.group(1), int(m.group(2))) if m else (key, None)
-
-
-def split_readout(key: str) -> tuple[str, str | None]:
-    """(template, pooled read-out) of a one-template key ``T @mean`` (None: the [MASK]/last-token state)."""
-    for r in POOLED_READOUTS:
-        if key.endswith(" @" + r):
-            return key[: -len(r) - 2], r
-    return key, None
+    return EntryKey.parse(key).first_template
 
 
 def readout_key(template: str, readout: str | None) -> str:
     """The key of ``template`` read out by ``readout`` (``None``/``"mask"``: the template itself)."""
-    if readout in (None, "mask"):
-        return Template.parse(template).text
-    if readout not in POOLED_READOUTS:
-        raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
-    return f"{Template.parse(template).text} @{readout}"
+    return EntryKey.of(template, readout=readout).text
 
 
 def is_key(text: str) -> bool:
     """Whether ``text`` is a results-entry key naming a read-out or a layer (``T @mean``, ``T @layer L``)."""
-    return split_readout(text)[1] is not None or split_key(text)[1] is not None
-
-
-def key_members(key: str) -> list[tuple[str, int | None]]:
-    """[(template, layer)] an entry key names: one template (``T`` or ``T @layer L``), or an ensemble's
-    members joined by `` + `` (a template that parses as it is, and names no layer, is one member)."""
-    if " @layer " not in key and split_readout(key)[1] is None:
-        try:
-            return [(Template.parse(key).text, None)]
-        except TemplateError:
-            if key.count(SENT) <= 1:
-                raise  # one template (or none): its own error says what is wrong with it
-    out = []
-    for m in key.split(" + "):
-        if not m.strip():
-            raise TemplateError(f"{quote(key)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
-        t, r = split_readout(m.strip())
-        if r is not None:
-            out.append((readout_key(t, r), None))  # a pooled read-out: its template keeps the '@readout'
-            continue
-        t, layer = split_key(t)
-        out.append((Template.parse(t).text, layer))  # 'T @layer x' stays text, which the parser refuses
-    return out
+    return EntryKey.split(text).names_readout_or_layer

@@ -95,3 +95,31 @@ def test_truncation_on_default_model_500_words(default_enc):
 def test_template_too_long_for_model_is_a_clear_error(bert_enc):
     with pytest.raises(TemplateError, match="no room for a sentence"):
         bert_enc.encode(["a"], template=" ".join(["man"] * 70) + " [X] [MASK]")
+
+
+def test_entry_keys_parse_to_objects_and_write_back_the_same_text():
+    from promptsearch.template import EntryKey
+
+    t = 'This sentence : "[X]" means [MASK] .'
+    cases = {
+        t: EntryKey(t),
+        f"{t} @layer 4": EntryKey(t, 4),
+        f"{t} @layer -2": EntryKey(t, -2),
+        "query: [X] @mean": EntryKey("query: [X]", readout="mean"),
+        "[X] @sentence-mean": EntryKey("[X]", readout="sentence-mean"),
+        f"{t} + [X] means [MASK] . @layer 3": EntryKey(members=(EntryKey(t), EntryKey("[X] means [MASK] .", 3))),
+        f"{t} + [X] @mean": EntryKey(members=(EntryKey(t), EntryKey("[X]", readout="mean"))),
+    }
+    for text, key in cases.items():
+        got = EntryKey.parse(text)
+        assert got == key and got.text == text, text
+    assert EntryKey.parse(f"{t} @layer 4").without_layer == EntryKey(t)
+    assert EntryKey.parse(f"{t} + [X] @mean").first_template == t
+    # split leaves the template as written; of/parse parse it (a one-line error for a bad one)
+    assert EntryKey.split("not a template @mean") == EntryKey("not a template", readout="mean")
+    with pytest.raises(TemplateError):
+        EntryKey.parse("not a template @mean")
+    with pytest.raises(TemplateError, match="dangling"):
+        EntryKey.parse(f"{t} +  + [X] @mean")
+    with pytest.raises(TemplateError, match="unknown read-out"):
+        EntryKey.of("[X]", readout="max")

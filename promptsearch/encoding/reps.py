@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import POOLED_READOUTS, READOUTS, Template, ensemble_key, entry_key, key_members, readout_key, split_readout
+from ..template import POOLED_READOUTS, READOUTS, EntryKey, Template, ensemble_key, entry_key, readout_key
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -387,14 +387,14 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 def rep_from_key(key: str | Template, denoise: bool = False) -> Rep:
     """The representation a results-entry key names: a template's [MASK] state (``T``), at a layer
     (``T @layer L``), or the ensemble of several (``A + B``)."""
-    members = [_member(t, bool(denoise), layer) for t, layer in key_members(key.text if isinstance(key, Template) else key)]
+    k = key if isinstance(key, EntryKey) else EntryKey.parse(key.text if isinstance(key, Template) else key)
+    members = [_member(m, bool(denoise)) for m in k.parts]
     return members[0] if len(members) == 1 else Ensemble(tuple(members))
 
 
-def _member(key: str, denoise: bool, layer: int | None) -> Rep:
+def _member(key: EntryKey, denoise: bool) -> Rep:
     """One member of a key: a pooled read-out (``T @mean``: never denoised) or a [MASK] state."""
-    t, readout = split_readout(key)
-    return PromptPool(t, readout) if readout else MaskState(t, denoise, layer)
+    return PromptPool(key.template, key.readout) if key.readout else MaskState(key.template, denoise, key.layer)
 
 
 def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,

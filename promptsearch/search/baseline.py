@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.own import own_key
-from ..template import key_members
+from ..template import EntryKey
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
 from .scorer import Scorer
 
@@ -33,8 +33,9 @@ def similarities(scorer: Scorer, results: Results, key: str) -> np.ndarray:
     e = results.entries.get(key)
     if e is not None and e.members:
         return scorer.member_similarities(e.members)
-    (t, layer), = key_members(key)
-    return scorer.at_layer(layer).similarities(t) if layer is not None else scorer.similarities(t)
+    k = EntryKey.parse(key)
+    t = k.without_layer.text
+    return scorer.at_layer(k.layer).similarities(t) if k.layer is not None else scorer.similarities(t)
 
 
 def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:

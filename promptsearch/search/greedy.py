@@ -332,10 +332,11 @@ class Greedy(Strategy):
     def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
-        from ..template import readout_key, split_readout
+        from ..template import EntryKey, readout_key
 
         for step in range(1, self.readout_steps + 1):
-            t, r = split_readout(key)
+            k = EntryKey.split(key)
+            t, r = k.template, k.readout
             cands = [readout_key(f"{tok} {t}", r) for tok in v["prefix_tokens"]]
             if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
                 cands += [readout_key(t.replace("[X]", f"{q}[X]{q}"), r) for q in v["wrappers"]]

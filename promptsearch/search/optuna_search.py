@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from .strategy import Strategy
 from .grammar import Grammar
-from ..template import entry_key, readout_key, split_readout
+from ..template import EntryKey, readout_key
 from .progressive import Progressive
 from .results import Entry, Results
 from .scorer import Score, Scorer
@@ -200,7 +200,7 @@ class OptunaSearch(Strategy):
         trials told at their rung and the rest at the full set."""
         n = len(scorer.gold)
         rungs = sorted({max(n // 8, 1), max(n // 4, 1), max(n // 2, 1)} - {n})
-        pooled = {t: t.user_attrs["template"] for t in trials if split_readout(t.user_attrs["template"])[1]}
+        pooled = {t: t.user_attrs["template"] for t in trials if EntryKey.split(t.user_attrs["template"]).readout}
         if pooled:  # a pooled read-out's trial: its full-set score at once (the rungs encode [MASK] states)
             with interrupts.scoring_region():
                 full = dict(zip(pooled.values(), scorer.score_many(list(pooled.values()))))
@@ -256,13 +256,11 @@ class OptunaSearch(Strategy):
         trials = study.get_trials(deepcopy=False)  # one read of the storage
         for t in trials:
             tmpl = t.user_attrs.get("template")
-            key = tmpl and (tmpl if split_readout(tmpl)[1] else entry_key(tmpl, t.params.get("layer")))
+            key = tmpl and _trial_key(t)
             if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
                 results.entries[key] = _entry(t, scorer)
         if self.pareto:  # the non-dominated trials' templates, best objective first
-            front = {t.user_attrs["template"] if split_readout(t.user_attrs["template"])[1]
-                     else entry_key(t.user_attrs["template"], t.params.get("layer")) for t in study.best_trials
-                     if "template" in t.user_attrs}
+            front = {_trial_key(t) for t in study.best_trials if "template" in t.user_attrs}
             own = results.extras.get("x_baseline", {}).get("key")
             if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
                 o, sets = results.entries[own].sets, {k: results.entries[k].sets or {} for k in front if k in results.entries}
@@ -280,10 +278,17 @@ class OptunaSearch(Strategy):
         results.save()
 
 
+def _trial_key(t) -> str:
+    """The results-entry key of a trial: its template (a pooled read-out's key), at the trial's layer."""
+    k = EntryKey.split(t.user_attrs["template"])
+    return k.text if k.readout else EntryKey(k.template, t.params.get("layer")).text
+
+
 def _entry(t, scorer: Scorer) -> Entry:
     """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
     layer = t.params.get("layer")
-    template, readout = split_readout(t.user_attrs["template"])
+    k = EntryKey.split(t.user_attrs["template"])
+    template, readout = k.template, k.readout
     denoise = scorer.denoise and readout is None
     if len(t.values) > 1:
         sets = dict(zip(scorer.datasets, t.values))

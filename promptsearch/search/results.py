@@ -39,7 +39,7 @@ import jsonschema
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
-from ..template import ensemble_key, entry_key, readout_key
+from ..template import EntryKey, ensemble_key, entry_key, readout_key
 from .scorer import Score
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -439,9 +439,7 @@ def load(path) -> dict:
 
 def _reads_mask(e: Entry) -> bool:
     """Whether an entry reads [MASK] (last-token) states only: no pooled read-out, no pooled member."""
-    from ..template import split_readout
-
-    return not e.readout and not any(split_readout(m)[1] for m in e.members or [])
+    return not e.readout and not any(EntryKey.split(m).readout for m in e.members or [])
 
 
 def top_templates(path, k: int = 2) -> list[Entry]:

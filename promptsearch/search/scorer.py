@@ -29,7 +29,7 @@ from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
-from ..template import Template, ensemble_key, readout_key, split_readout
+from ..template import EntryKey, Template, ensemble_key, readout_key
 from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
@@ -229,21 +229,21 @@ class Scorer:
         """What the scorer keys a candidate by: the template's text, or ``T @readout`` for a pooled read-out."""
         if isinstance(template, Template):
             return template.text
-        t, r = split_readout(template)
-        return readout_key(t, r) if r else Template.parse(template).text
+        k = EntryKey.split(template)
+        return EntryKey.of(k.template, readout=k.readout).text if k.readout else Template.parse(template).text
 
     def rep(self, key: str, denoise: bool):
         """The representation a candidate key names here: a pooled read-out (never denoised), or the
         template's [MASK] (last-token) state at this scorer's layer."""
-        t, r = split_readout(key)
-        return PromptPool(t, r) if r else MaskState(key, denoise, self.layer)
+        k = EntryKey.split(key)
+        return PromptPool(k.template, k.readout) if k.readout else MaskState(key, denoise, self.layer)
 
     @staticmethod
     def _typed(sc: Score) -> Score:
         """A score of a pooled key carries its template and read-out apart (not denoised)."""
-        t, r = split_readout(sc.template)
-        if r:
-            sc.template, sc.readout, sc.denoise = t, r, False
+        k = EntryKey.split(sc.template)
+        if k.readout:
+            sc.template, sc.readout, sc.denoise = k.template, k.readout, False
         return sc
 
     def cached_sets(self, template: str | Template, denoise: bool | None = None) -> dict[str, float] | None:
@@ -319,9 +319,8 @@ class Scorer:
         self._count_work(self.reference_precision, 1.0)
 
     def _ensemble(self, members: list[str]) -> np.ndarray:
-        from ..template import split_key
-
-        return np.mean([self.at_layer(layer).vectors(t) for t, layer in map(split_key, members)], axis=0)
+        keys = [EntryKey.split(m) for m in members]
+        return np.mean([self.at_layer(k.layer).vectors(k.without_layer.text) for k in keys], axis=0)
 
     def member_similarities(self, members: list[str]) -> np.ndarray:
         """The pair similarities of an ensemble (as :meth:`score_members` scores it)."""
@@ -345,10 +344,8 @@ class Scorer:
     def score_members(self, members: list[str]) -> Score:
         """An ensemble of results-entry keys (``template`` or ``template @layer k``): the mean of the
         members' normalized vectors, scored like a template (from kept vectors; not cached)."""
-        from ..template import split_key
-
         scores = self.evaluator.scores(self._ensemble(members))
-        return Score(ensemble_key(split_key(m)[0] for m in members), self.evaluator.value(scores), self.denoise, 0.0,
+        return Score(ensemble_key(EntryKey.split(m).without_layer for m in members), self.evaluator.value(scores), self.denoise, 0.0,
                      precision=self.reference_precision, sets=self._sets(scores), members=list(members))
 
     def gain(self, before: str | Template, after: str | Template, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:

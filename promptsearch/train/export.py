@@ -89,14 +89,13 @@ def export_representation(model: str, key: str, out, model_path: str | None = No
     import warnings
 
     from ..errors import PromptSearchError
-    from ..template import Template, key_members, quote, split_readout
+    from ..template import EntryKey, Template, quote
 
-    members = key_members(key)
-    if len(members) > 1:
+    k = EntryKey.parse(key)
+    if k.members:
         raise PromptSearchError(f"{quote(key)} is an ensemble: sentence-transformers runs one pass and one pooling, so it "
                                 "cannot average several; export one of its members")
-    (text, layer), = members
-    template, readout = split_readout(text)
+    template, readout, layer = k.template, k.readout, k.layer
     if readout is None:
         raise PromptSearchError(f"{quote(key)} reads the [MASK] state{' at a layer' if layer is not None else ''}, which "
                                 "sentence-transformers' Pooling cannot; fine-tune it (promptsearch finetune) for a folder that "
