@@ -56,8 +56,15 @@ _CHILDREN: list[subprocess.Popen] = []
 def _child_setup() -> None:
     """In the child, before Python starts: SIGINT back to its default. A suite started with SIGINT
     ignored (``nohup pytest &``: a background job of a shell) passes SIG_IGN on, Python then installs no
-    KeyboardInterrupt handler, and a test's Ctrl-C would do nothing."""
+    KeyboardInterrupt handler, and a test's Ctrl-C would do nothing. And on Linux, SIGKILL when the
+    test process dies, however it dies (killed itself, the suite stopped): no child outlives the suite."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the fixture below still ends a test's children
+        pass
 
 
 def spawn(cmd: list, env: dict | None = None, **kw) -> subprocess.Popen:

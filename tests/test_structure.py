@@ -121,3 +121,36 @@ def test_every_strategy_shares_one_base_with_no_op_hooks(tmp_path):
     with pytest.raises(TypeError, match="subclass it"):
         run_strategy(Duck(), None, tmp_path / "o.json")
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_child_dies_with_the_test_process_that_started_it(tmp_path):
+    """Even when the test process itself is killed (SIGKILL: no cleanup runs), its children end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from conftest import spawn; "
+        "c = spawn(['sleep', '60']); print(c.pid, flush=True); time.sleep(60)"), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(child, 0)  # running
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        try:  # reaped by init once dead; a zombie still answers kill(0): look at its state
+            if open(f"/proc/{child}/stat").read().split(")")[-1].split()[0] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the child outlived the process that started it")
