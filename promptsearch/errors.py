@@ -32,7 +32,7 @@ def note(message: str) -> None:
     """A line for the user that is not an error (stderr), worded by :data:`wording` when set."""
     import sys
 
-    print(wording(message) if wording else message, file=sys.stderr)
+    print(worded(message), file=sys.stderr)
 
 
 def worded(message: str) -> str:

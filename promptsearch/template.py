@@ -330,15 +330,9 @@ class EntryKey:
         return cls.ensemble(members)
 
     @classmethod
-    def parse_one(cls, text: str) -> "EntryKey":
-        """One template's key (``T``, ``T @layer L``, ``T @mean``): never split into an ensemble."""
-        k = cls.split(text)
-        return cls.of(k.template, k.layer, k.readout)
-
-    @classmethod
     def split(cls, text: str) -> "EntryKey":
         """One member's text with its layer or read-out suffix split off, the template left as written
-        (a key already made by :attr:`text`; :meth:`parse_one` parses it)."""
+        (a key already made by :attr:`text`; :meth:`of` parses the template)."""
         for r in POOLED_READOUTS:
             if text.endswith(" @" + r):
                 return cls(text[: -len(r) - 2], readout=r)

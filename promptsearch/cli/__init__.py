@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             if not getattr(args, "func", None):
                 parser.print_help()
                 return 2
-            table = flag_table(parser, args.command)
-            errors.wording = lambda text: as_flags(text, table)  # the library's parameters, said as this command's flags
+            # the library's parameters said as this command's flags (the table read only when a message needs it)
+            errors.wording = lambda text: as_flags(text, flag_table(parser, args.command))
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             module, name = args.func.split(":")
             return int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)

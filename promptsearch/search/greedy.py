@@ -277,8 +277,7 @@ class Greedy(Strategy):
                           spearman=round(cand_score, 4),
                           score_se=round(scorer.evaluator.se(scorer.similarities(cand)), 4), candidates=len(keys),
                           taken=taken, **noise))
-        results.extras["path"] = [r.to_dict() for r in self.path]
-        results.save()
+        self._save_path(results)
         return cand if taken else chosen
 
     def _demos_step(self, scorer: Scorer, results: Results, template: str, score: float) -> tuple[float, str]:
@@ -302,8 +301,7 @@ class Greedy(Strategy):
         self.path.append(PathStep(stage="demos", step=len(self.path), template=cand, spearman=round(cand_score, 4),
                           score_se=round(self._se(scorer, cand), 4), candidates=len(singles) + len(pairs),
                           taken=taken, **noise, dropped=list(dropped) if self.racing is not None else None))
-        results.extras["path"] = [r.to_dict() for r in self.path]
-        results.save()
+        self._save_path(results)
         return (cand_score, cand) if taken else (score, template)
 
     def _ensemble_step(self, scorer: Scorer, results: Results, chosen: str) -> str:
@@ -325,8 +323,7 @@ class Greedy(Strategy):
                 break
             members, score, sims = members + [c], tries[c].spearman, new
             results.add(tries[c], "greedy:ensemble")
-        results.extras["path"] = [r.to_dict() for r in self.path]
-        results.save()
+        self._save_path(results)
         return ensemble_key(members) if len(members) > 1 else chosen
 
     def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
@@ -356,8 +353,7 @@ class Greedy(Strategy):
             self.path.append(PathStep(stage="readout-prefix" if taken else "readout-stop", step=step, template=cand,
                               spearman=round(cand_score, 4), score_se=round(self._se(scorer, cand), 4),
                               candidates=len(cands), **noise))
-            results.extras["path"] = [r.to_dict() for r in self.path]
-            results.save()
+            self._save_path(results)
             if not taken:
                 break
             score, key = cand_score, cand
@@ -378,8 +374,7 @@ class Greedy(Strategy):
         self.path.append(PathStep(stage="layer:best", step=len(self.path), template=template, layer=k,
                           spearman=round(scores[k].spearman, 4), score_se=round(scorer.evaluator.se(at_k), 4),
                           candidates=len(layers), taken=taken, **noise))
-        results.extras["path"] = [r.to_dict() for r in self.path]
-        results.save()
+        self._save_path(results)
         return entry_key(template, k) if taken else template
 
 

@@ -107,8 +107,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
                          start_score)
     progress = Progress(start, best, cfg.history)
-    _, secs, evaluating = train_loop(trainee, data, Schedule(total, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
-                                     progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, data, Schedule(total, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
+                                  progress, cfg.show_progress_bar)
     best = progress.best
     wrapped.eval()
     if acc.is_main_process:

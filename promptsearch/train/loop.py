@@ -216,10 +216,10 @@ class Progress:
 
 
 def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, progress: Progress,
-               show_progress_bar: bool | None = None) -> tuple[float | None, float, float]:
+               show_progress_bar: bool | None = None) -> tuple[float, float]:
     """Train from ``progress.step`` to ``schedule.total``: each step ``trainee.step``; at each evaluation
     the dev score goes into the history, a better one is kept (``trainee.keep``) and the resume
-    checkpoint written. Returns (the last dev score, seconds, seconds of them spent evaluating)."""
+    checkpoint written. Returns (seconds, seconds of them spent evaluating)."""
     t0, evaluating, last = time.time(), 0.0, None  # training time is the wall time less the dev evaluations
     bar = tqdm(total=schedule.total, initial=progress.step, desc=trainee.desc, unit="step",
                disable=show_progress_bar is False or not trainee.is_main)
@@ -243,4 +243,4 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, pro
             evaluating += time.time() - t_eval
         log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)
     bar.close()
-    return last, time.time() - t0, evaluating
+    return time.time() - t0, evaluating

@@ -89,8 +89,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
     trainee = _OptiPromptee(enc, cfg, template, soft, opt, dev, best_vec)
     progress = Progress(start, best, cfg.history)
-    _, secs, evaluating = train_loop(trainee, corpus, Schedule(cfg.steps, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
-                                     progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, corpus, Schedule(cfg.steps, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
+                                  progress, cfg.show_progress_bar)
     best = progress.best
     enc.prompt.eval()
     vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
