@@ -129,8 +129,8 @@ def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_
     assert res.best.key == (own if kept else PAPER_T)
     line = verdict_lines(res)[0]
     assert line.startswith("no template beats the model's own representation") if kept else " beats the model's own" in line
-    v = res.extras["x_baseline"]
-    assert v["kept"] is kept and v["gain"] == pytest.approx(res.entries[PAPER_T].spearman - res.entries[own].spearman, abs=2e-4)
+    v = res.baseline
+    assert v.kept is kept and v.gain == pytest.approx(res.entries[PAPER_T].spearman - res.entries[own].spearman, abs=2e-4)
 
 
 def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path, capsys):

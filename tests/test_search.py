@@ -131,6 +131,34 @@ def test_results_refuses_to_mix_runs_and_unwritable_out(tmp_path):
         Results.open(tmp_path / "a-file" / "x.json", "m", DATASET, "greedy", True)
 
 
+def test_strategy_state_round_trips_as_typed_records(tmp_path):
+    """What strategies leave besides scores is written and read back as the same typed records; another
+    tool's x_ field is kept as it was; a record of the wrong shape is a one-line schema error."""
+    from promptsearch.search.state import Generated, ParetoFront, PathStep, Spread, StudyRef, Verdict
+
+    out = tmp_path / "r.json"
+    res = Results.open(out, "m", DATASET, "optuna", True)
+    res.chosen = "[X] @mean"
+    res.baseline = Verdict("[X] @mean", 70.5, best="[X] means [MASK] .", best_spearman=71.0, gain=0.5, se=0.2,
+                           min_gain=0.2, kept=False)
+    res.spread = Spread(n=3, min=60.0, median=70.5, max=71.0, own=70.5, own_rank=2)
+    res.study = StudyRef("sqlite:///s.db", "s", finished=7, pruned=2)
+    res.pareto = ParetoFront(["[X] means [MASK] .", "[X] @mean"])
+    res.generated = Generated(distinct=12, pairs_used=30, kept=5)
+    res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4)]
+    res.extras["x_other"] = {"kept": [1, 2]}
+    res.save()
+    back = Results.load(out)
+    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "extras"):
+        assert getattr(back, name) == getattr(res, name), name
+    assert json.loads(out.read_text())["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # the file's shape is kept
+    d = json.loads(out.read_text())
+    d["x_spread"] = {"n": 3}
+    out.write_text(json.dumps(d))
+    with pytest.raises(PromptSearchError, match=r"does not match the results schema at x_spread: 'min' is a required"):
+        Results.load(out)
+
+
 @pytest.mark.parametrize("content, message", [
     ({"relations": [], "prefix_tokens": ["This"]}, "'relations' must be a non-empty list"),
     ({"relations": ["means"]}, "'prefix_tokens' must be a non-empty list"),

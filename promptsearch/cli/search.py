@@ -114,8 +114,8 @@ def cmd_t5(args) -> int:
                            show_progress_bar=o.show(args), name="t5")
     res = _run(args, strat, lambda: read_wordnet(args.wordnet_dir))  # fail fast on a missing WordNet
     g = res.generated
-    print(f"generated {g.get('distinct', '?')} distinct templates from {g.get('pairs_used', '?')} WordNet (word, definition) "
-          f"pairs with the {args.generator} generator; scored the top {g.get('kept', '?')}\n"
+    print((f"generated {g.distinct} distinct templates from {g.pairs_used} WordNet (word, definition) pairs with the "
+           f"{args.generator} generator; scored the top {g.kept}\n" if g else "")
           + res.summary(top=args.top, compare=args.compare))
     return 0
 

@@ -17,13 +17,14 @@ from ..model.own import own_key
 from ..template import EntryKey
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
 from .scorer import Scorer
+from .state import Spread, Verdict
 
 
 def score_own(scorer: Scorer, results: Results) -> str:
     """Score the model's own representation into ``results`` (cached like any candidate); its key."""
     key = own_key(scorer.encoder.model.path)
     results.add(scorer.score(key), "baseline")
-    results.extras["x_baseline"] = {**results.extras.get("x_baseline", {}), "key": key}
+    results.baseline = Verdict(key)
     results.save()
     return key
 
@@ -41,30 +42,30 @@ def similarities(scorer: Scorer, results: Results, key: str) -> np.ndarray:
 def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:
     """Choose between the strategy's answer and the model's own representation (kept unless beaten
     beyond ``min_gain``), and record the verdict and the spread in ``results``."""
-    base = results.extras.get("x_baseline", {}).get("key")
+    base = results.own_key
     if base is None or base not in results.entries:
         return
     best = results.best
     own = results.entries[base]
-    verdict = {"key": base, "spearman": own.spearman}
+    verdict = Verdict(base, own.spearman)
     if best is not None and best.key != base:
         gain, se = scorer.evaluator.gain(similarities(scorer, results, base), similarities(scorer, results, best.key), seed=0)
         need = se if min_gain in (None, "auto") else float(min_gain)
         beats = gain > need
-        verdict.update(best=best.key, best_spearman=best.spearman, gain=round(gain, 4), se=round(se, 4),
-                       min_gain=round(need, 4), kept=not beats)
+        verdict = Verdict(base, own.spearman, best=best.key, best_spearman=best.spearman, gain=round(gain, 4),
+                          se=round(se, 4), min_gain=round(need, 4), kept=not beats)
         results.choose(best.key if beats else base)
     else:
-        verdict.update(best=base, kept=True)
+        verdict = Verdict(base, own.spearman, best=base, kept=True)
         results.choose(base)
-    results.extras["x_baseline"] = verdict
-    results.extras["x_spread"] = spread(results, base)
+    results.baseline = verdict
+    results.spread = spread(results, base)
     results.save()
 
 
-def spread(results: Results, base: str) -> dict:
+def spread(results: Results, base: str) -> Spread:
     """min / median / max of the candidates scored, and the rank of the model's own representation."""
     scores = np.array([e.spearman for e in results.entries.values()], dtype=float)
     own = results.entries[base].spearman
-    return {"n": int(len(scores)), "min": round(float(scores.min()), 4), "median": round(float(np.median(scores)), 4),
-            "max": round(float(scores.max()), 4), "own": own, "own_rank": int((scores > own).sum()) + 1}
+    return Spread(n=int(len(scores)), min=round(float(scores.min()), 4), median=round(float(np.median(scores)), 4),
+                  max=round(float(scores.max()), 4), own=own, own_rank=int((scores > own).sum()) + 1)

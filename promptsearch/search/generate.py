@@ -27,6 +27,7 @@ from ..errors import ModelError, TemplateError, first_line, note
 from ..model.loading import _quiet_transformers
 from ..template import Template, special_tokens_around
 from .results import Results
+from .state import Generated
 from .scorer import Scorer
 
 SPAN_PATTERNS = [(0, 1, 1), (1, 1, 1), (2, 1, 1), (3, 1, 1), (2, 2, 1), (3, 2, 1), (1, 2, 1), (4, 1, 1)]
@@ -218,7 +219,7 @@ class GenerateSearch(Strategy):
 
     def run(self, scorer: Scorer, results: Results) -> None:
         templates = self.candidates(scorer)
-        results.extras["x_generated"] = {**self.generated, "kept": len(templates)}
+        results.generated = Generated(**self.generated, kept=len(templates))
         with tqdm(total=len(templates), desc="score", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
             for sc in scorer.score_chunks(templates, bar):
                 results.add(sc, f"{self.generator}")

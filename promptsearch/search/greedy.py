@@ -28,7 +28,8 @@ from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
 from ..template import ensemble_key, entry_key
 from .baseline import similarities
-from .results import PathStep, Results
+from .results import Results
+from .state import PathStep
 from .scorer import Scorer
 from ..data import DEV_SET
 
@@ -168,7 +169,7 @@ class Greedy(Strategy):
     def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         by_text = {s.template: s for s in states}
         texts = list(by_text)
-        races = results.extras.setdefault("x_races", {})
+        races = results.races
         state = races.setdefault(race_key(scorer, texts, self.racing), {})
         with tqdm(total=len(texts), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
             def progress(label, done, total):
@@ -196,7 +197,7 @@ class Greedy(Strategy):
         return scorer.evaluator.se(scorer.similarities(template))
 
     def _save_path(self, results: Results) -> None:
-        results.extras["path"] = [r.to_dict() for r in self.path]
+        results.path_steps = list(self.path)
         results.save()
 
     def _record(self, scorer: Scorer, results: Results, step: PathStep, dropped: list[dict]):
@@ -242,7 +243,7 @@ class Greedy(Strategy):
     @staticmethod
     def _leader(results: Results, chosen: str) -> str:
         """Where an ensemble starts: the chosen template, or the model's own representation when it scored higher."""
-        own = results.extras.get("x_baseline", {}).get("key")
+        own = results.own_key
         if own in results.entries and results.entries[own].spearman > results.entries[chosen].spearman:
             return own
         return chosen

@@ -32,6 +32,7 @@ from .grammar import Grammar
 from ..template import EntryKey, readout_key
 from .progressive import Progressive
 from .results import Entry, Results
+from .state import ParetoFront, StudyRef
 from .scorer import Score, Scorer
 from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_trials, open_storage
 
@@ -261,7 +262,7 @@ class OptunaSearch(Strategy):
                 results.entries[key] = _entry(t, scorer)
         if self.pareto:  # the non-dominated trials' templates, best objective first
             front = {_trial_key(t) for t in study.best_trials if "template" in t.user_attrs}
-            own = results.extras.get("x_baseline", {}).get("key")
+            own = results.own_key
             if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
                 o, sets = results.entries[own].sets, {k: results.entries[k].sets or {} for k in front if k in results.entries}
 
@@ -271,10 +272,9 @@ class OptunaSearch(Strategy):
                 front = {k for k in front if not dominates(o, sets.get(k, {}))}
                 if not any(dominates(sets[k], o) for k in front if k in sets):
                     front.add(own)
-            results.extras["x_pareto"] = [e.key for e in results.ranked() if e.key in front]
-        results.extras["x_study"] = {"storage": self.storage, "study_name": self.study_name,
-                                     "finished": sum(t.state in FINISHED for t in trials),
-                                     "pruned": sum(t.state == TrialState.PRUNED for t in trials)}
+            results.pareto = ParetoFront([e.key for e in results.ranked() if e.key in front])
+        results.study = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
+                                 pruned=sum(t.state == TrialState.PRUNED for t in trials))
         results.save()
 
 

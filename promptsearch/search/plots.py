@@ -13,7 +13,8 @@ import warnings
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from .results import PathStep, Results
+from .results import Results
+from .state import PathStep
 
 FORMATS = (".svg", ".png", ".pdf")
 
@@ -117,10 +118,9 @@ def plot_optuna(res: Results, out: Path) -> list[Path]:
 
     from .optuna_search import open_storage
 
-    info = res.extras.get("x_study", {})
     try:
-        study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
-    except (KeyError, optuna.exceptions.OptunaError) as exc:
+        study = optuna.load_study(study_name=res.study.study_name, storage=open_storage(res.study.storage))
+    except optuna.exceptions.OptunaError as exc:
         raise PromptSearchError(f"{res.path}: cannot open its Optuna study ({exc}); the study's storage must be "
                                 "where the run left it") from None
     plt = _pyplot()
@@ -162,8 +162,8 @@ def plot_scores(res: Results, out: Path) -> list[Path]:
         ax.legend(fontsize=8)
     ax.set_xlabel(f"Spearman × 100 on {res.dataset}")
     ax.set_ylabel("templates")
-    s = res.extras.get("x_spread")
-    spread = f"; min {s['min']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}" if s else ""
+    s = res.spread
+    spread = f"; min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}" if s else ""
     ax.set_title(f"{res.strategy}: {len(res.entries)} templates, {res.model}{spread}")
     fig.tight_layout()
     fig.savefig(out)
@@ -173,7 +173,7 @@ def plot_scores(res: Results, out: Path) -> list[Path]:
 
 def _own(res: Results):
     """The entry of the model's own representation, when the search scored it."""
-    return res.entries.get(res.extras.get("x_baseline", {}).get("key", ""))
+    return res.entries.get(res.own_key or "")
 
 
 def plot_results(path, out=None) -> list[Path]:
@@ -183,7 +183,7 @@ def plot_results(path, out=None) -> list[Path]:
     out = check_out(out or Path(path).with_suffix(".svg"))
     if res.path_steps:
         return plot_greedy(res, out)
-    if "x_study" in res.extras:
+    if res.study is not None:
         return plot_optuna(res, out)
     if not res.entries:
         raise PromptSearchError(f"{path} holds no scored template yet; nothing to plot")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -41,8 +41,11 @@ from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..template import EntryKey, ensemble_key, entry_key, readout_key
 from .scorer import Score
+from .state import Generated, ParetoFront, PathStep, Spread, StudyRef, Verdict
 
 SCHEMA_ID = "promptsearch.results/2"
+_RECORDS = {"baseline": Verdict, "spread": Spread, "study": StudyRef, "pareto": ParetoFront, "generated": Generated}
+_OWN_FIELDS = {"x_chosen", "x_races", "x_record", *(r.field for r in _RECORDS.values())}
 READABLE = ("promptsearch.results/1", SCHEMA_ID)
 
 
@@ -74,44 +77,6 @@ class Entry:
 
 
 @dataclass
-class PathStep:
-    """One step of greedy's path as the results file records it (``"path"``): its ``stage`` ("relation",
-    "relation:best", "prefix", "stop", "demos", "layer", "layer:best", "readout", "readout:best",
-    "readout-prefix", "readout-stop", "ensemble"), the template and its score, and — for a step that
-    had to beat the template before it — the gain, its standard error and the threshold."""
-
-    stage: str
-    step: int
-    template: str
-    spearman: float
-    candidates: int | None = None
-    score_se: float | None = None
-    layer: int | None = None
-    lead: str | None = None
-    members: list[str] | None = None
-    taken: bool | None = None
-    gain: float | None = None
-    se: float | None = None
-    min_gain: float | None = None
-    dropped: list | None = None
-
-    def to_dict(self) -> dict:
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "PathStep":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    @property
-    def key(self) -> str:
-        """The entry this step scored: the template, at its layer, or the ensemble's members."""
-        if self.members:
-            return ensemble_key(self.members)
-        return entry_key(self.template, self.layer)
-
-
-@dataclass
 class Results:
     path: Path | None
     model: str
@@ -120,7 +85,16 @@ class Results:
     denoise: bool
     settings: dict = field(default_factory=dict)
     entries: dict[str, Entry] = field(default_factory=dict)
-    extras: dict = field(default_factory=dict)
+    # what the strategies leave besides scores (see .state): typed records, each one field of the file
+    chosen: str | None = None  # the search's answer (x_chosen), when it named one
+    baseline: Verdict | None = None  # x_baseline
+    spread: Spread | None = None  # x_spread
+    path_steps: list[PathStep] = field(default_factory=list)  # greedy's path ("path")
+    study: StudyRef | None = None  # x_study (Optuna)
+    pareto: ParetoFront | None = None  # x_pareto (Optuna, several dev sets)
+    generated: Generated | None = None  # x_generated (t5, mlm)
+    races: dict = field(default_factory=dict)  # x_races: racing's resumable state, by race (see racing.race)
+    extras: dict = field(default_factory=dict)  # any other x_ field a file holds, kept as it was
     created: str = field(default_factory=_now)
     scored: int = 0
     cached: int = 0
@@ -185,30 +159,30 @@ class Results:
                   created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
-                  extras={k: v for k, v in d.items() if k == "path" or k.startswith("x_")})
+                  chosen=d.get("x_chosen"), races=dict(d.get("x_races", {})),
+                  path_steps=[PathStep.from_json(r) for r in d.get("path", [])],
+                  extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
+        for name, record in _RECORDS.items():
+            if record.field in d:
+                setattr(res, name, record.from_json(d[record.field]))
         for e in d.get("templates", []):
             entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
                           e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"), e.get("readout"))
             res.entries[entry.key] = entry
-        if "x_record" in res.extras:  # checked as loaded: an edited score stays unverified until it is re-scored
-            record = res.extras.pop("x_record")
+        if "x_record" in d:  # checked as loaded: an edited score stays unverified until it is re-scored
+            record = d["x_record"]
             res.suspect = {e.key for e in res.entries.values() if record.get(e.key) != _seal(e)}
         return res
 
     @property
-    def path_steps(self) -> list[PathStep]:
-        """Greedy's path (one record per step) when the file holds one."""
-        return [PathStep.from_dict(d) for d in self.extras.get("path", [])]
-
-    @property
-    def generated(self) -> dict:
-        """What a generating strategy (t5) made: {"distinct", "pairs_used", "kept"}."""
-        return dict(self.extras.get("x_generated", {}))
-
-    @property
     def finished_trials(self) -> int:
         """Trials (Optuna) or templates the run has finished."""
-        return int(self.extras.get("x_study", {}).get("finished") or (self.scored + self.cached) or len(self.entries))
+        return int((self.study and self.study.finished) or (self.scored + self.cached) or len(self.entries))
+
+    @property
+    def own_key(self) -> str | None:
+        """The key of the model's own representation, once the search has scored it."""
+        return self.baseline.key if self.baseline else None
 
     def track(self, work: dict) -> None:
         """Count the encodings a scorer does from now on (its live ``work`` tally) in the stats."""
@@ -244,19 +218,19 @@ class Results:
     def _answer_first(self) -> list[Entry]:
         """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
         r = self.ranked()
-        chosen = self.entries.get(self.extras.get("x_chosen", ""))
+        chosen = self.entries.get(self.chosen or "")
         return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
 
     def choose(self, template: str) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
         stops before a candidate that scored higher by less than its noise)."""
-        self.extras["x_chosen"] = template
+        self.chosen = template
         self.save()
 
     @property
     def best(self) -> Entry | None:
         """The strategy's chosen template if it named one, else the highest-scoring."""
-        chosen = self.entries.get(self.extras.get("x_chosen", ""))
+        chosen = self.entries.get(self.chosen or "")
         r = self.ranked()
         return chosen or (r[0] if r else None)
 
@@ -265,7 +239,7 @@ class Results:
         work = dict(self.work_before)
         for k, v in self.work.items():
             work[k] = work.get(k, 0.0) + v
-        chosen = self.extras.get("x_chosen")
+        chosen = self.chosen
         d = {
             "schema": SCHEMA_ID,
             "model": self.model,
@@ -291,6 +265,15 @@ class Results:
             d["numbers"] = self.numbers
         # what this tool wrote (see unverified); an entry loaded edited keeps no seal until it is re-scored
         d["x_record"] = {e.key: "unverified" if e.key in self.suspect else _seal(e) for e in self.entries.values()}
+        if self.path_steps:
+            d["path"] = [r.to_json() for r in self.path_steps]
+        if self.chosen is not None:
+            d["x_chosen"] = self.chosen
+        for name, record in _RECORDS.items():
+            if getattr(self, name) is not None:
+                d[record.field] = getattr(self, name).to_json()
+        if self.races:
+            d["x_races"] = self.races
         d.update(self.extras)
         return d
 
@@ -366,22 +349,22 @@ class Results:
 
 def verdict_lines(results: Results) -> list[str]:
     """What a search prints about the model's own representation and the spread (none if not scored)."""
-    v, s = results.extras.get("x_baseline"), results.extras.get("x_spread")
-    if not v or "kept" not in v:
+    v, s = results.baseline, results.spread
+    if v is None or not v.settled:
         return []
     obj = "the objective" if len(results.set_names) > 1 else results.dataset
-    if v["best"] == v["key"]:
-        lines = [f"the model's own representation, {v['key']} ({v['spearman']:.2f}), scored best: it is the answer"]
-    elif v["kept"]:
-        lines = [f"no template beats the model's own representation ({v['key']}, {v['spearman']:.2f}): the best, "
-                 f"{v['best']}, is {v['gain']:+.2f} ± {v['se']:.2f} on {obj}, not above the min gain {v['min_gain']:.2f}; "
+    if v.best == v.key:
+        lines = [f"the model's own representation, {v.key} ({v.spearman:.2f}), scored best: it is the answer"]
+    elif v.kept:
+        lines = [f"no template beats the model's own representation ({v.key}, {v.spearman:.2f}): the best, "
+                 f"{v.best}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:
-        lines = [f"{v['best']} beats the model's own representation ({v['key']}, {v['spearman']:.2f}) by "
-                 f"{v['gain']:+.2f} ± {v['se']:.2f} on {obj}"]
+        lines = [f"{v.best} beats the model's own representation ({v.key}, {v.spearman:.2f}) by "
+                 f"{v.gain:+.2f} ± {v.se:.2f} on {obj}"]
     if s:
-        lines.append(f"spread of the {s['n']} scored: min {s['min']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}; "
-                     f"the model's own representation ({s['own']:.2f}) ranks {s['own_rank']} of {s['n']}")
+        lines.append(f"spread of the {s.n} scored: min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}; "
+                     f"the model's own representation ({s.own:.2f}) ranks {s.own_rank} of {s.n}")
     return lines
 
 

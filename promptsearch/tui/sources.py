@@ -70,7 +70,7 @@ class ResultsFileSource(_Polled):
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
             return Board(error=str(exc))
-        chosen = res.extras.get("x_chosen") if res.extras.get("x_chosen") in res.entries else None
+        chosen = res.chosen if res.chosen in res.entries else None
         ranked = res.ranked()
         if chosen:  # the answer first, then the rest ranked (as the file lists them)
             ranked = [res.entries[chosen]] + [e for e in ranked if e.key != chosen]

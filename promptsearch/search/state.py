@@ -1,0 +1,144 @@
+"""What a search leaves in its results file besides the scores, as typed records.
+
+Each record is one field of the results file (``results.schema.json`` checks its shape when a file
+is read), built from it by :meth:`from_json` and written back by :meth:`to_json`; the code between
+reads attributes, never dictionary keys:
+
+============== ======================== ==========================================================
+file field     record                   written by
+============== ======================== ==========================================================
+``path``       list of :class:`PathStep` greedy: one record per step of its path (Table 4)
+``x_baseline`` :class:`Verdict`         every search: the model's own representation, and whether
+                                        the search's best beat it beyond its noise
+``x_spread``   :class:`Spread`          every search: min / median / max of what was scored
+``x_study``    :class:`StudyRef`        Optuna: where the study lives, trials finished and pruned
+``x_pareto``   :class:`ParetoFront`     Optuna over several dev sets: the non-dominated entries
+``x_generated`` :class:`Generated`      t5 / mlm: templates generated, pairs used, kept
+============== ======================== ==========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from ..template import ensemble_key, entry_key
+
+
+@dataclass
+class _Record:
+    """A results-file field as a record: the keys it was written with, ``None`` ones left out."""
+
+    field: ClassVar[str]
+
+    def to_json(self):
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_json(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class PathStep(_Record):
+    """One step of greedy's path as the results file records it (``"path"``): its ``stage`` ("relation",
+    "relation:best", "prefix", "stop", "demos", "layer", "layer:best", "readout", "readout:best",
+    "readout-prefix", "readout-stop", "ensemble"), the template and its score, and — for a step that
+    had to beat the template before it — the gain, its standard error and the threshold."""
+
+    field: ClassVar[str] = "path"
+    stage: str
+    step: int
+    template: str
+    spearman: float
+    candidates: int | None = None
+    score_se: float | None = None
+    layer: int | None = None
+    lead: str | None = None
+    members: list[str] | None = None
+    taken: bool | None = None
+    gain: float | None = None
+    se: float | None = None
+    min_gain: float | None = None
+    dropped: list | None = None
+
+    @property
+    def key(self) -> str:
+        """The entry this step scored: the template, at its layer, or the ensemble's members."""
+        if self.members:
+            return ensemble_key(self.members)
+        return entry_key(self.template, self.layer)
+
+
+@dataclass
+class Verdict(_Record):
+    """The model's own representation (``key``, its ``spearman``) against the search's ``best``: the gain,
+    its standard error, the threshold it had to clear, and whether the model's own was ``kept``. Before a
+    search settles only ``key`` is known."""
+
+    field: ClassVar[str] = "x_baseline"
+    key: str
+    spearman: float | None = None
+    best: str | None = None
+    best_spearman: float | None = None
+    gain: float | None = None
+    se: float | None = None
+    min_gain: float | None = None
+    kept: bool | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.kept is not None
+
+
+@dataclass
+class Spread(_Record):
+    """Everything scored: how many, min / median / max, and the model's own score and rank (1: best)."""
+
+    field: ClassVar[str] = "x_spread"
+    n: int
+    min: float
+    median: float
+    max: float
+    own: float
+    own_rank: int
+
+
+@dataclass
+class StudyRef(_Record):
+    """An Optuna search's study: its storage URL and name (to open it again), trials finished and pruned."""
+
+    field: ClassVar[str] = "x_study"
+    storage: str
+    study_name: str
+    finished: int = 0
+    pruned: int = 0
+
+
+@dataclass
+class ParetoFront(_Record):
+    """The entries no other entry beats on every dev set (Optuna over several sets), best objective first."""
+
+    field: ClassVar[str] = "x_pareto"
+    keys: list[str]
+
+    def to_json(self):
+        return list(self.keys)
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(list(d))
+
+
+@dataclass
+class Generated(_Record):
+    """What a generating strategy (t5, mlm) made: distinct templates, WordNet pairs used, templates kept."""
+
+    field: ClassVar[str] = "x_generated"
+    distinct: int
+    pairs_used: int
+    kept: int | None = None
+
+
+RECORDS: tuple[type[_Record], ...] = (Verdict, Spread, StudyRef, ParetoFront, Generated)
