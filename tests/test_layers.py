@@ -121,6 +121,23 @@ def test_greedy_bad_layers_are_one_line_and_write_nothing(layers, message, tiny_
     assert code == 2 and message in err and "\n" not in err and not out.exists()
 
 
+def test_layers_are_parsed_once_at_the_command_line(bert_enc):
+    """``--layers 3,4`` is parsed by the command line; the library takes "all" or layer numbers and says so
+    in its own words when given the command line's text."""
+    import argparse
+
+    from promptsearch.cli.parser import layer_numbers
+    from promptsearch.search import Scorer
+
+    assert layer_numbers("all") == "all" and layer_numbers("2,-1") == [2, -1]
+    with pytest.raises(argparse.ArgumentTypeError, match="give all, or layer numbers"):
+        layer_numbers("2,x")
+    scorer = Scorer(bert_enc, dataset="sts16", cache=False)
+    assert scorer.layer_list([2, -1, 2]) == [2] and scorer.layer_list("all") == [1, 2] and scorer.layer_list(None) == []
+    with pytest.raises(PromptSearchError, match=r"layers='1,2': give 'all', or a list of layer numbers"):
+        scorer.layer_list("1,2")
+
+
 def test_optuna_searches_the_layer_as_a_trial_parameter(tiny_bert_dir, tmp_path):
     import json
 

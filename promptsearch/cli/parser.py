@@ -46,6 +46,17 @@ def at_least(minimum: int, kind=int):
 positive = at_least(0, float)
 
 
+def layer_numbers(text: str):
+    """An argparse type: ``all``, or read-out layers as ``hidden_states`` indices ("3,4,5"; negative counts
+    from the end) — parsed here, once; whether the model has them is checked when it is loaded."""
+    if text.strip() == "all":
+        return "all"
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give all, or layer numbers such as 3,4,5,6") from None
+
+
 def _command(sub, name: str, func: str, **kw) -> Parser:
     """A subcommand whose ``func`` ("module:function" of this package) loads only when it runs."""
     p = sub.add_parser(name, **kw)
@@ -151,7 +162,7 @@ def _search(sub) -> None:
     gr.add_argument("--vocabulary", default="greedy", help="relation/prefix vocabulary: a shipped name or a .json path")
     gr.add_argument("--max-steps", type=at_least(0), default=8, help="most prefix tokens to add")
     gr.add_argument("--no-racing", action="store_true", help="score every candidate on the full set (the paper's protocol)")
-    gr.add_argument("--layers", help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
+    gr.add_argument("--layers", type=layer_numbers, help="a last step over read-out layers: all, or hidden_states indices such as 3,4,5")
     gr.add_argument("--demos-pool", metavar="FILE", help="'sentence<TAB>word' lines: put the best one (or pair) before the template")
     gr.add_argument("--ensemble", type=at_least(1), default=1, metavar="K", help="average up to K of the best templates")
     gr.add_argument("--readouts", default="mean,sentence-mean", metavar="LIST",
@@ -184,7 +195,7 @@ def _search(sub) -> None:
     op.add_argument("--seed", type=at_least(0), default=None, help="TPE sampler seed")
     op.add_argument("--no-prune", action="store_true", help="score every trial on the full set")
     op.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N", help="trials asked at once and encoded together (default 8)")
-    op.add_argument("--layers", help="the read-out layer as a trial parameter: all, or hidden_states indices such as 3,4,5")
+    op.add_argument("--layers", type=layer_numbers, help="the read-out layer as a trial parameter: all, or hidden_states indices such as 3,4,5")
     op.add_argument("--readouts", metavar="LIST", help="the read-out as a trial parameter: mask or one of these pooled ones "
                     "(mean, sentence-mean, cls; a pooled trial is scored on the full set)")
     op.add_argument("--pareto", action="store_true", help="with several --dataset sets: one objective each, the Pareto front")

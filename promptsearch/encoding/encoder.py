@@ -282,13 +282,13 @@ class PromptEncoder:
         masked = [r for r in reps if r.prompt]
         templates = list(dict.fromkeys(r.template for r in masked))
         # every template from shared passes, every read-out layer asked for from the same passes
-        layers = (None if all(r.layer is None for r in masked)
-                  else list(dict.fromkeys(self.prompt.layer_index(r.layer) for r in masked)))
+        at = {r: self.prompt.layer_index(r.layer) for r in masked}  # each rep's layer as a hidden_states index, once
+        layers = None if all(r.layer is None for r in masked) else list(dict.fromkeys(at.values()))
         states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar, layers=layers) if masked else []
         for template, st in zip(templates, states):
             for r in (r for r in masked if r.template == template):
-                s = st if layers is None else st[self.prompt.layer_index(r.layer)]
+                s = st if layers is None else st[at[r]]
                 out[r] = r.from_states(s.raw, s.denoised, self)
         pooled_t = [r for r in reps if isinstance(r, PromptPool)]  # a template's pass, pooled
         if pooled_t:

@@ -416,10 +416,11 @@ class PromptModule(nn.Module):
         if version != self._bias_version:  # weights changed since the cache was filled
             self._bias_cache.clear()
             self._bias_version = version
+        layer = None if layer is None else self.layer_index(layer)  # a hidden_states index from here on
         layers = None if layer is None else list(range(self.n_layers + 1))  # one pass caches every layer
-        key = (lambda n: (t.text, n)) if layer is None else (lambda n: (t.text, n, self.layer_index(layer)))
+        key = (lambda n: (t.text, n)) if layer is None else (lambda n: (t.text, n, layer))
         if not cache:
-            vec = self._bias_forward(t, uniq, None if layer is None else [self.layer_index(layer)])
+            vec = self._bias_forward(t, uniq, None if layer is None else [layer])
             vec = vec if layer is None else vec[0]
             return vec[inverse.to(vec.device)]
         # Lengths are computed in fixed buckets of BIAS_BUCKET (0-31, 32-63, ...), always whole,

@@ -105,7 +105,7 @@ class Greedy(Strategy):
     min_gain: float | str | None = "auto"  # points a step must gain; "auto"/None: its paired-bootstrap standard error
     show_progress_bar: bool | None = None
     racing: Racing | None = field(default_factory=Racing)
-    layers: str | list | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
+    layers: str | list[int] | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
     ensemble: int = 1  # at most this many templates averaged (grown from the best scored ones while it pays)
     demos_pool: str | None = None  # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
     ensemble_pool: int = 8  # the best scored entries an ensemble draws from

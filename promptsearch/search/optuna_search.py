@@ -46,7 +46,7 @@ class OptunaSearch(Strategy):
     seed: int | None = None
     prune: bool = True
     pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
-    layers: str | list | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
+    layers: str | list[int] | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
     batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
     readouts: str | list | None = None  # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
     show_progress_bar: bool | None = None

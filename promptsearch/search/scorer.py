@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -115,20 +115,18 @@ class Scorer:
             view.layer, view._sims, view._vecs = layer, {}, {}
         return self._views[layer]
 
-    def layer_list(self, spec: str | list | None) -> list[int]:
-        """``--layers`` as ``hidden_states`` indices of this model: "all" (1 … the last) or numbers
-        ("3,4,5"; negative counts from the end). Layer 0 is refused: at [MASK] it is the same for
+    def layer_list(self, layers: str | Sequence[int] | None) -> list[int]:
+        """``layers`` as ``hidden_states`` indices of this model: "all" (1 … the last) or layer numbers
+        ([3, 4, 5]; negative counts from the end). Layer 0 is refused: at [MASK] it is the same for
         every sentence."""
         n = self.encoder.prompt.n_layers
-        if not spec:
+        if layers is None or (not isinstance(layers, str) and len(layers) == 0):
             return []
-        if spec == "all":
+        if layers == "all":
             return list(range(1, n + 1))
-        try:
-            asked = [int(x) for x in (spec.split(",") if isinstance(spec, str) else spec)]
-        except ValueError:
-            raise PromptSearchError(f"layers={spec!r}: give all, or layer numbers such as 3,4,5,6") from None
-        out = list(dict.fromkeys(self.encoder.prompt.layer_index(k) for k in asked))
+        if isinstance(layers, str) or not all(isinstance(k, int) and not isinstance(k, bool) for k in layers):
+            raise PromptSearchError(f"layers={layers!r}: give 'all', or a list of layer numbers such as [3, 4, 5, 6]")
+        out = list(dict.fromkeys(self.encoder.prompt.layer_index(k) for k in layers))
         if 0 in out:
             raise PromptSearchError(f"layers=: layer 0 (the embeddings) reads the same vector for every sentence; choose "
                                     f"from 1 to {n}, or all")
