@@ -258,3 +258,31 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
     assert got["mean"] == pytest.approx(np.mean(per_seed), abs=1e-4)
     assert got["std"] == pytest.approx(np.std(per_seed, ddof=1), abs=1e-4)
     assert f"{got['mean']:.2f} ± {got['std']:.2f}" in printed and "mean ± std over 3 seeds" in printed
+
+
+def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
+    """A checkpoint is written flat (as earlier versions wrote it) and read back as a Checkpoint whose
+    trainee part becomes the trainer's record; another trainer's checkpoint, or one of other templates,
+    is not resumed; a field an earlier version did not write takes its default."""
+    from promptsearch.train.finetune import FinetuneState
+    from promptsearch.train.loop import Checkpoint, TrainConfig, rng_state
+    from promptsearch.train.optiprompt import OptiPromptState
+
+    state = FinetuneState([PAPER_T, T2], "unsup", {"w": torch.ones(2)}, {"o": 1}, {"s": 2}, 61.5, layer=2)
+    path = tmp_path / "resume" / "c.pt"
+    Checkpoint(4, 63.0, [{"step": 4, "dev": 63.0}], rng_state(), state.to_dict()).save(path)
+    flat = torch.load(path, weights_only=False)
+    assert flat["step"] == 4 and flat["templates"] == [PAPER_T, T2] and flat["layer"] == 2  # the format on disk
+    ck = Checkpoint.load(path)
+    assert (ck.step, ck.best, ck.history) == (4, 63.0, [{"step": 4, "dev": 63.0}])
+    back = ck.resume(FinetuneState, templates=[PAPER_T, T2], mode="unsup", layer=2)
+    assert back.start_score == 61.5 and torch.equal(back.model["w"], torch.ones(2))
+    assert ck.resume(FinetuneState, templates=[PAPER_T], mode="unsup", layer=2) is None  # other templates
+    assert ck.resume(OptiPromptState, template=PAPER_T) is None  # another trainer's checkpoint
+    old = {k: v for k, v in state.to_dict().items() if k != "layer"}  # written before read-out layers
+    assert FinetuneState.from_dict(old).layer is None
+    # the two configs share one base, each with its own defaults
+    assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T), TrainConfig)
+    assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
+        == (5e-5, 25, 3e-3)
+    assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise

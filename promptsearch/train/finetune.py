@@ -13,14 +13,15 @@ Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch fine
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import torch
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, Progress, Schedule, Trainee, TrainRun, checkpoint_path, end_checkpoint, load_checkpoint,
-                   sentences_per_second, set_rng_state, set_seed, train_loop)
+from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
+                   end_checkpoint, sentences_per_second, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
 from .export import write_sentence_transformers_files
@@ -31,24 +32,19 @@ DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(TrainConfig):
+    """Prompt-contrastive fine-tuning: the mode, the templates (unsup: two views), how long, the read-out
+    trained; the rest is :class:`~promptsearch.train.loop.TrainConfig` (lr and batch size by mode, a dev
+    score every 25 steps, denoised)."""
+
     mode: str  # "unsup" | "sup"
     templates: list[str]
-    lr: float | None = None
-    batch_size: int | None = None
-    micro_batch: int = 64
-    micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
-    max_seq_length: int = 32
-    temperature: float = 0.05
     epochs: float = 1.0
     max_steps: int | None = None
-    eval_steps: int | None = 25
-    denoise: bool = True
     layer: int | None = None  # the read-out layer trained and saved (None: the last hidden state)
     readout: str | None = None  # a pooled read-out trained (mean, sentence-mean, cls; its views never denoised)
-    seed: int = 42
-    show_progress_bar: bool | None = None
-    history: list = field(default_factory=list)
+    eval_steps: int | None = field(default=25, kw_only=True)
+    denoise: bool = field(default=True, kw_only=True)
 
     def __post_init__(self):
         d = DEFAULTS[self.mode]
@@ -91,13 +87,13 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ckpt = checkpoint_path(out, CHECKPOINT)
-    ck = load_checkpoint(ckpt) if resume else None
-    if ck and ck["templates"] == cfg.templates and ck["mode"] == cfg.mode and ck.get("layer") == cfg.layer:
-        acc.unwrap_model(wrapped).encoder.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        start, best, start_score, cfg.history = ck["step"], ck["best"], ck["start_score"], ck["history"]
-        set_rng_state(ck["rng"])
+    ck = Checkpoint.load(ckpt) if resume else None
+    saved = ck and ck.resume(FinetuneState, templates=cfg.templates, mode=cfg.mode, layer=cfg.layer)
+    if saved:
+        acc.unwrap_model(wrapped).encoder.load_state_dict(saved.model)
+        opt.load_state_dict(saved.optimizer)
+        sched.load_state_dict(saved.scheduler)
+        start, best, start_score, cfg.history = ck.step, ck.best, saved.start_score, ck.history
     if start_score is None:
         start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
         cfg.history.append({"step": 0, "dev": round(start_score, 4)})
@@ -107,8 +103,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
                          start_score)
     progress = Progress(start, best, cfg.history)
-    secs, evaluating = train_loop(trainee, data, Schedule(total, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
-                                  progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, cfg.show_progress_bar)
     best = progress.best
     wrapped.eval()
     if acc.is_main_process:
@@ -117,6 +112,20 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
+
+
+@dataclass
+class FinetuneState(TraineeState):
+    """Fine-tuning's part of the resume checkpoint: what it trains, the encoder's weights, the optimizer and
+    schedule, and the dev score it started from."""
+
+    templates: list[str]
+    mode: str
+    model: dict[str, Any]
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    start_score: float
+    layer: int | None = None  # absent in checkpoints from before read-out layers: the last
 
 
 class _Finetunee(Trainee):
@@ -146,11 +155,10 @@ class _Finetunee(Trainee):
     def keep(self, done: int, score: float) -> None:
         self.save({"step": done, "dev": score, "dev_set": self.dev.dataset})
 
-    def state(self) -> dict:
+    def state(self) -> FinetuneState:
         cfg = self.cfg
-        return {"templates": cfg.templates, "mode": cfg.mode, "layer": cfg.layer,
-                "model": self.acc.unwrap_model(self.wrapped).encoder.state_dict(), "optimizer": self.opt.state_dict(),
-                "scheduler": self.sched.state_dict(), "start_score": self.start_score}
+        return FinetuneState(cfg.templates, cfg.mode, self.acc.unwrap_model(self.wrapped).encoder.state_dict(),
+                             self.opt.state_dict(), self.sched.state_dict(), self.start_score, cfg.layer)
 
     def after_eval(self) -> None:
         self.acc.wait_for_everyone()

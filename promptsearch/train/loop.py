@@ -1,12 +1,13 @@
 """What the trainers share: one training loop (:func:`train_loop`, the objective plugged in as a
-:class:`Trainee`), sentence batches, dev evaluation, resumable checkpoints."""
+:class:`Trainee`), one config base (:class:`TrainConfig`), sentence batches, dev evaluation, typed
+resumable checkpoints (:class:`Checkpoint`)."""
 
 from __future__ import annotations
 
 import random
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,30 @@ def trained_rep(template: str, denoise: bool, layer: int | None = None, readout:
     """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
     its [MASK] state at ``layer``."""
     return PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
+    optimiser's rate and batch, gradient-cached micro-batches, the contrastive loss's temperature, the
+    token limit, how often the dev set is scored, denoising, the seed, progress, and the dev history
+    the run fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+
+    lr: float | None = None
+    batch_size: int | None = None
+    micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
+    micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
+    max_seq_length: int = 32
+    temperature: float = 0.05
+    eval_steps: int | None = None
+    denoise: bool = False
+    seed: int = 42
+    show_progress_bar: bool | None = None
+    history: list = field(default_factory=list)
+
+    def schedule(self, total: int) -> "Schedule":
+        """``total`` steps of this config's batches, seed and evaluation interval."""
+        return Schedule(total, self.batch_size, self.seed, self.eval_steps)
 
 
 @dataclass(frozen=True)
@@ -142,17 +167,56 @@ def checkpoint_path(out, name: str) -> Path:
     return Path(out) / RESUME_DIR / name
 
 
-def save_checkpoint(path: Path, state: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_replace(path, lambda tmp: torch.save(state, tmp))
+@dataclass
+class TraineeState:
+    """A trainee's part of a resume checkpoint (weights, optimizer, what it was training): each trainer
+    subclasses it with its fields."""
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: state dicts are not copied
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TraineeState | None":
+        """The record, or None when ``d`` lacks a field it needs (a checkpoint of another trainer); a field
+        with a default that an earlier version did not write takes the default."""
+        need = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d}) if all(k in d for k in need) else None
 
 
-def load_checkpoint(path: Path) -> dict | None:
-    """The checkpoint at ``path`` (or where earlier versions kept it, beside the model), or None."""
-    for p in (path, path.parent.parent / path.name):
-        if p.is_file():
-            return torch.load(p, map_location="cpu", weights_only=False)
-    return None
+@dataclass
+class Checkpoint:
+    """A resume checkpoint: where the run is (steps done, best dev score, the history, every random
+    generator's state) and the trainee's part. Written flat, as earlier versions wrote it."""
+
+    step: int
+    best: float
+    history: list
+    rng: dict
+    trainee: dict
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {**self.trainee, "step": self.step, "best": self.best, "history": self.history, "rng": self.rng}
+        atomic_replace(path, lambda tmp: torch.save(state, tmp))
+
+    @classmethod
+    def load(cls, path: Path) -> "Checkpoint | None":
+        """The checkpoint at ``path`` (or where earlier versions kept it, beside the model), or None."""
+        for p in (path, path.parent.parent / path.name):
+            if p.is_file():
+                d = torch.load(p, map_location="cpu", weights_only=False)
+                own = {k: d.pop(k) for k in ("step", "best", "history", "rng")}
+                return cls(**own, trainee=d)
+        return None
+
+    def resume(self, kind: type[TraineeState], **same) -> TraineeState | None:
+        """The trainee's saved state when it is of ``kind`` and was training what this run trains (its fields
+        ``same`` as given), the random generators restored; None: start afresh."""
+        saved = kind.from_dict(self.trainee)
+        if saved is None or any(getattr(saved, k) != v for k, v in same.items()):
+            return None
+        set_rng_state(self.rng)
+        return saved
 
 
 def end_checkpoint(path: Path, keep: bool) -> None:
@@ -187,9 +251,9 @@ class Trainee:
     def keep(self, done: int, score: float) -> None:
         """A new best dev score at step ``done``: keep what produced it."""
 
-    def state(self) -> dict:
+    def state(self) -> TraineeState:
         """The trainee's part of the resume checkpoint (weights, optimizer ...)."""
-        return {}
+        return TraineeState()
 
     def after_eval(self) -> None:
         """After each evaluation, on every process (synchronise, back to training mode)."""
@@ -237,8 +301,7 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, pro
                 if last > progress.best:
                     progress.best = last
                     trainee.keep(done, last)
-                save_checkpoint(checkpoint, {**trainee.state(), "step": done, "best": progress.best,
-                                             "history": progress.history, "rng": rng_state()})
+                Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
             trainee.after_eval()
             evaluating += time.time() - t_eval
         log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)

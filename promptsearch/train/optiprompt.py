@@ -16,8 +16,8 @@ import torch
 
 from ..encoding import PromptEncoder
 from ..template import Template
-from .loop import (DevEval, Progress, Schedule, Trainee, TrainRun, checkpoint_path, end_checkpoint, load_checkpoint,
-                   sentences_per_second, set_rng_state, set_seed, train_loop)
+from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
+                   end_checkpoint, sentences_per_second, set_seed, train_loop)
 from .step import Step, train_step
 from ..model.saved import save_soft_prompt
 
@@ -25,20 +25,15 @@ CHECKPOINT = "optiprompt-checkpoint.pt"
 
 
 @dataclass
-class OptiPromptConfig:
+class OptiPromptConfig(TrainConfig):
+    """OptiPrompt: the template whose vectors are trained and for how many steps; the rest is
+    :class:`~promptsearch.train.loop.TrainConfig` (batches of 64, lr 3e-3, a dev score every 50 steps)."""
+
     template: str
     steps: int = 200
-    batch_size: int = 64
-    lr: float = 3e-3
-    temperature: float = 0.05
-    max_seq_length: int = 32
-    eval_steps: int = 50
-    micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
-    micro_tokens: int | None = None  # micro-batches by a token budget, in length order
-    denoise: bool = False
-    seed: int = 42
-    show_progress_bar: bool | None = None
-    history: list = field(default_factory=list)
+    batch_size: int = field(default=64, kw_only=True)
+    lr: float = field(default=3e-3, kw_only=True)
+    eval_steps: int = field(default=50, kw_only=True)
 
     def __post_init__(self):  # None (a flag left out): the default
         for name in ("batch_size", "lr", "eval_steps", "micro_batch"):
@@ -78,19 +73,18 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     manual = dev(template, cfg.denoise)
     best, best_vec, start = manual, soft.detach().clone(), 0
     ckpt = checkpoint_path(out, CHECKPOINT)
-    ck = load_checkpoint(ckpt) if resume else None
-    if ck and ck["template"] == template:
+    ck = Checkpoint.load(ckpt) if resume else None
+    saved = ck and ck.resume(OptiPromptState, template=template)
+    if saved:
         with torch.no_grad():
-            soft.copy_(ck["soft"])
-        opt.load_state_dict(ck["optimizer"])
-        best, best_vec, start, cfg.history = ck["best"], ck["best_vec"], ck["step"], ck["history"]
-        set_rng_state(ck["rng"])
+            soft.copy_(saved.soft)
+        opt.load_state_dict(saved.optimizer)
+        best, best_vec, start, cfg.history = ck.best, saved.best_vec, ck.step, ck.history
     enc.set_soft_prompt(template, soft)
     enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
     trainee = _OptiPromptee(enc, cfg, template, soft, opt, dev, best_vec)
     progress = Progress(start, best, cfg.history)
-    secs, evaluating = train_loop(trainee, corpus, Schedule(cfg.steps, cfg.batch_size, cfg.seed, cfg.eval_steps), ckpt,
-                                  progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, corpus, cfg.schedule(cfg.steps), ckpt, progress, cfg.show_progress_bar)
     best = progress.best
     enc.prompt.eval()
     vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
@@ -102,6 +96,16 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
     end_checkpoint(ckpt, keep_checkpoint)
     return summary
+
+
+@dataclass
+class OptiPromptState(TraineeState):
+    """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the optimizer."""
+
+    template: str
+    soft: torch.Tensor
+    optimizer: dict
+    best_vec: torch.Tensor
 
 
 class _OptiPromptee(Trainee):
@@ -126,9 +130,8 @@ class _OptiPromptee(Trainee):
     def keep(self, done: int, score: float) -> None:
         self.best_vec = self.soft.detach().clone()
 
-    def state(self) -> dict:
-        return {"template": self.template, "soft": self.soft.detach().clone(), "optimizer": self.opt.state_dict(),
-                "best_vec": self.best_vec}
+    def state(self) -> OptiPromptState:
+        return OptiPromptState(self.template, self.soft.detach().clone(), self.opt.state_dict(), self.best_vec)
 
 
 def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
