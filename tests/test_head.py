@@ -188,3 +188,36 @@ def test_shipped_head_predicts_masked_words_of_unseen_sentences(default_enc):
 def test_default_predictions_depend_on_the_sentence(default_enc):
     preds = predict(default_enc, ["i am sad.", "the man is playing the guitar."], PAPER_T, top_k=5)
     assert preds[0].raw != preds[1].raw and preds[0].denoised != preds[1].denoised
+
+
+@pytest.mark.parametrize("layout", ["now", "before the one loop"])
+def test_head_training_resumes_from_its_checkpoint_in_either_layout(layout, tmp_path):
+    """The head trains in the one loop: stopped after epoch 2 and run again, it trains epoch 3 alone and ends
+    where an uninterrupted run ends (the same rows, the same weights) — also from a checkpoint laid out as
+    versions before the one loop wrote it."""
+    emb, st = _synthetic()
+    train, test = split_heldout(st, 1500, 300)
+    settings = HeadTrainSettings(epochs=3, batch_size=128, lr=1e-2)
+
+    def run(checkpoint=None, on_epoch=None):
+        torch.manual_seed(0)
+        head = MaskHead(HeadConfig(16, 50, rank=4), emb)
+        hist = train_head(head, train, test, settings, checkpoint=checkpoint, on_epoch=on_epoch, show_progress_bar=False)
+        return head, hist
+
+    def stop_at_2(epoch, acc, loss):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    ck = tmp_path / "checkpoint.pt"
+    with pytest.raises(KeyboardInterrupt):
+        run(ck, stop_at_2)
+    if layout != "now":
+        d = torch.load(ck, weights_only=False)
+        torch.save({"head": d["head"], "opt": d["opt"], "sched": d["sched"], "best_state": d["best_state"],
+                    "hist": {"epochs": d["history"], "best_epoch": 2, "best": d["history"][-1]}}, ck)
+    seen = []
+    head, hist = run(ck, lambda e, acc, loss: seen.append(e))
+    fresh, full = run()
+    assert seen == [3] and hist.epochs == full.epochs and hist.best_epoch == full.best_epoch
+    assert all(torch.equal(a, b) for a, b in zip(head.state_dict().values(), fresh.state_dict().values()))

@@ -37,6 +37,7 @@ from ..encoding.batching import pad
 from ..fileio import atomic_replace, atomic_write
 from ..model.loading import model_fingerprint
 from ..paths import cache_dir as cache_dir_path
+from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, rng_state, train_loop
 from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
 
 
@@ -219,13 +220,13 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
                exclude: Sequence[int] = (), checkpoint: str | Path | None = None,
                on_epoch: Callable[[int, Accuracy, float], None] | None = None,
                show_progress_bar: bool = True) -> HeadHistory:
-    """Full-softmax cross-entropy on cached states; AdamW, linear warmup then cosine decay.
+    """Full-softmax cross-entropy on cached states; AdamW, linear warmup then cosine decay — in the one
+    training loop (:func:`~promptsearch.train.loop.train_loop`), an evaluation at the end of each epoch.
 
     Keeps the weights of the epoch with the best held-out top-5. With ``checkpoint`` the
     state after every epoch is saved there and a re-run resumes from it.
     """
     torch.manual_seed(settings.seed)
-    dev = head.bias.device
     n = len(train.states)
     steps_per_epoch = max(1, math.ceil(n / settings.batch_size))
     total = steps_per_epoch * settings.epochs
@@ -236,58 +237,121 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
                              {"params": rest, "weight_decay": 0.0}], lr=settings.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
-    hist = HeadHistory()
-    best_state = None
-    start_epoch = 0
+    trainee = _HeadTrainee(head, (opt, sched), train, test, settings, exclude, on_epoch, steps_per_epoch)
+    progress = Progress()
     ck = Path(checkpoint) if checkpoint else None
-    if ck and ck.is_file():
-        saved = torch.load(ck, map_location=dev, weights_only=False)
-        head.load_state_dict(saved["head"])
-        opt.load_state_dict(saved["opt"])
-        sched.load_state_dict(saved["sched"])
-        hist = HeadHistory(**saved["hist"])
-        best_state = saved["best_state"]
-        start_epoch = len(hist.epochs)
-    mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
-    g = torch.Generator().manual_seed(settings.seed)
-    for _ in range(start_epoch):  # replay the permutations so a resumed run sees the same batches
-        torch.randperm(n, generator=g)
-    for epoch in range(start_epoch, settings.epochs):
-        head.train()
-        perm = torch.randperm(n, generator=g)
-        total_loss = 0.0
-        bar = tqdm(range(steps_per_epoch), desc=f"head epoch {epoch + 1}/{settings.epochs}", disable=not show_progress_bar)
-        for step in bar:
-            ix = perm[step * settings.batch_size : (step + 1) * settings.batch_size]
-            x = train.states[ix].to(dev).float()
-            y = train.targets[ix].to(dev)
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=settings.bf16):
-                logits = head(x).float()
-            if mask_out is not None:
-                logits = logits.index_fill(1, mask_out, float("-inf"))
-            loss = nn.functional.cross_entropy(logits, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total_loss += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        acc = head_accuracy(head, test.states, test.targets, exclude=exclude)
-        row = {"epoch": epoch + 1, "loss": total_loss / steps_per_epoch, "top1": acc.top1, "top5": acc.top5}
-        hist.epochs.append(row)
-        if not hist.best or acc.top5 > hist.best["top5"]:
-            hist.best, hist.best_epoch = row, epoch + 1
-            best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
-        if ck:
-            state = {"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                     "hist": asdict(hist), "best_state": best_state}
-            atomic_replace(ck, lambda tmp: torch.save(state, tmp))
-        if on_epoch:
-            on_epoch(epoch + 1, acc, row["loss"])
-    if best_state is not None:
-        head.load_state_dict(best_state)
+    saved = _read_checkpoint(ck, steps_per_epoch) if ck else None
+    state = saved and saved.resume(HeadState)
+    if state:
+        head.load_state_dict(state.head)
+        opt.load_state_dict(state.opt)
+        sched.load_state_dict(state.sched)
+        trainee.best_state = state.best_state
+        progress = Progress(saved.step, saved.best, saved.history)
+        for row in saved.history:  # the best epoch, as it was chosen
+            if not trainee.hist.best or row["top5"] > trainee.hist.best["top5"]:
+                trainee.hist.best, trainee.hist.best_epoch = row, row["epoch"]
+    trainee.hist.epochs = progress.history
+    head.train()
+    train_loop(trainee, None, _Epochs(total, settings.batch_size, settings.seed, steps_per_epoch, n), ck, progress,
+               show_progress_bar)
+    if trainee.best_state is not None:
+        head.load_state_dict(trainee.best_state)
     head.eval()
-    return hist
+    return trainee.hist
+
+
+def _read_checkpoint(path: Path, steps_per_epoch: int) -> Checkpoint | None:
+    """The head's resume checkpoint, also as versions before the one loop wrote it (a ``hist`` record)."""
+    d = torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else None
+    if isinstance(d, dict) and "hist" in d:
+        rows = d["hist"]["epochs"]
+        return Checkpoint(len(rows) * steps_per_epoch, max((r["top5"] for r in rows), default=float("-inf")), rows,
+                          rng_state(), {k: d[k] for k in ("head", "opt", "sched", "best_state")})
+    return Checkpoint.read(path)
+
+
+@dataclass(frozen=True)
+class _Epochs(Schedule):
+    """The head's order: every training state once an epoch, in a permutation from one torch generator
+    (replayed on resume), the last batch of an epoch short; ``eval_steps`` is the steps of an epoch."""
+
+    n: int = 0
+
+    def batches(self, data, start: int):
+        g = torch.Generator().manual_seed(self.seed)
+        for _ in range(start // self.eval_steps):  # replay the permutations so a resumed run sees the same batches
+            torch.randperm(self.n, generator=g)
+        step = start
+        while True:
+            perm = torch.randperm(self.n, generator=g)
+            for k in range(step % self.eval_steps, self.eval_steps):
+                yield step, perm[k * self.batch_size : (k + 1) * self.batch_size]
+                step += 1
+
+
+@dataclass
+class HeadState(TraineeState):
+    """The head trainer's part of the resume checkpoint: the head, optimizer and schedule now, and the
+    best epoch's weights."""
+
+    head: dict
+    opt: dict
+    sched: dict
+    best_state: dict | None
+
+
+class _HeadTrainee(Trainee):
+    """The [MASK] head in the one loop: a step is a batch of cached states, an evaluation the held-out
+    top-5 at the end of an epoch (its row: the epoch's mean loss, top-1, top-5)."""
+
+    desc = "head"
+
+    def __init__(self, head: MaskHead, parts: tuple, train: MaskedStates, test: MaskedStates,
+                 settings: HeadTrainSettings, exclude: Sequence[int], on_epoch, steps_per_epoch: int):
+        self.head, (self.opt, self.sched), self.train, self.test = head, parts, train, test
+        self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
+        dev = self.dev = head.bias.device
+        self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
+        self.hist, self.best_state, self.total_loss, self.acc = HeadHistory(), None, 0.0, None
+
+    def step(self, ix) -> torch.Tensor:
+        x = self.train.states[ix].to(self.dev).float()
+        y = self.train.targets[ix].to(self.dev)
+        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.settings.bf16):
+            logits = self.head(x).float()
+        if self.mask_out is not None:
+            logits = logits.index_fill(1, self.mask_out, float("-inf"))
+        loss = nn.functional.cross_entropy(logits, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        self.total_loss += loss.item()
+        return loss.detach()
+
+    def evaluate(self) -> float:
+        self.acc = head_accuracy(self.head, self.test.states, self.test.targets, exclude=self.exclude)
+        return self.acc.top5
+
+    def record(self, done: int, loss, score: float) -> dict:
+        row = {"epoch": done // self.per_epoch, "loss": self.total_loss / self.per_epoch, "top1": self.acc.top1,
+               "top5": self.acc.top5}
+        self.total_loss = 0.0
+        return row
+
+    def keep(self, done: int, score: float) -> None:
+        self.hist.best, self.hist.best_epoch = self.hist.epochs[-1], done // self.per_epoch
+        self.best_state = {k: v.detach().clone() for k, v in self.head.state_dict().items()}
+
+    def state(self) -> HeadState:
+        return HeadState(self.head.state_dict(), self.opt.state_dict(), self.sched.state_dict(), self.best_state)
+
+    def after_eval(self) -> None:
+        if self.on_epoch:
+            row = self.hist.epochs[-1]
+            self.on_epoch(row["epoch"], self.acc, row["loss"])
+        self.head.train()
 
 
 def split_heldout(states: MaskedStates, n_sentences: int, heldout: int, seed: int = 0) -> tuple[MaskedStates, MaskedStates]:

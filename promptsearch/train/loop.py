@@ -201,13 +201,23 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: Path) -> "Checkpoint | None":
-        """The checkpoint at ``path`` (or where earlier versions kept it, beside the model), or None."""
+        """The checkpoint at ``path`` (or where earlier versions of the template trainers kept it, beside the
+        model), or None."""
         for p in (path, path.parent.parent / path.name):
             if p.is_file():
-                d = torch.load(p, map_location="cpu", weights_only=False)
-                own = {k: d.pop(k) for k in ("step", "best", "history", "rng")}
-                return cls(**own, trainee=d)
+                return cls.read(p)
         return None
+
+    @classmethod
+    def read(cls, path: Path) -> "Checkpoint | None":
+        """The checkpoint in the file ``path``; None when there is none, or the file holds no run's place."""
+        if not path.is_file():
+            return None
+        d = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(d, dict) or not all(k in d for k in ("step", "best", "history", "rng")):
+            return None
+        own = {k: d.pop(k) for k in ("step", "best", "history", "rng")}
+        return cls(**own, trainee=d)
 
     def resume(self, kind: type[TraineeState], **same) -> TraineeState | None:
         """The trainee's saved state when it is of ``kind`` and was training what this run trains (its fields
@@ -234,8 +244,8 @@ def end_checkpoint(path: Path, keep: bool) -> None:
 
 # ---- the one training loop ------------------------------------------------------------------------
 class Trainee:
-    """What :func:`train_loop` trains: prompt-contrastive fine-tuning and OptiPrompt each subclass it
-    with their objective and what they keep; the hooks not needed do nothing."""
+    """What :func:`train_loop` trains: prompt-contrastive fine-tuning, OptiPrompt and the [MASK] head each
+    subclass it with their objective and what they keep; the hooks not needed do nothing."""
 
     desc = "train"  # the progress bar's label
     is_main = True  # the process that evaluates and writes (one of several under accelerate)
@@ -258,6 +268,10 @@ class Trainee:
     def after_eval(self) -> None:
         """After each evaluation, on every process (synchronise, back to training mode)."""
 
+    def record(self, done: int, loss: torch.Tensor, score: float) -> dict:
+        """The history's row for an evaluation after step ``done``."""
+        return {"step": done, "loss": round(float(loss), 4), "dev": round(score, 4)}
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -269,6 +283,10 @@ class Schedule:
     seed: int
     eval_steps: int
 
+    def batches(self, data, start: int):
+        """(step, items) from step ``start`` on: :func:`batches` (a subclass may order its data otherwise)."""
+        return batches(data, self.batch_size, self.seed, start)
+
 
 @dataclass
 class Progress:
@@ -279,15 +297,15 @@ class Progress:
     history: list = field(default_factory=list)
 
 
-def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, progress: Progress,
+def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | None, progress: Progress,
                show_progress_bar: bool | None = None) -> tuple[float, float]:
     """Train from ``progress.step`` to ``schedule.total``: each step ``trainee.step``; at each evaluation
     the dev score goes into the history, a better one is kept (``trainee.keep``) and the resume
-    checkpoint written. Returns (seconds, seconds of them spent evaluating)."""
+    checkpoint written (unless ``checkpoint`` is None). Returns (seconds, seconds of them spent evaluating)."""
     t0, evaluating, last = time.time(), 0.0, None  # training time is the wall time less the dev evaluations
     bar = tqdm(total=schedule.total, initial=progress.step, desc=trainee.desc, unit="step",
                disable=show_progress_bar is False or not trainee.is_main)
-    for step, items in batches(data, schedule.batch_size, schedule.seed, progress.step):
+    for step, items in schedule.batches(data, progress.step):
         if step >= schedule.total:
             break
         loss = trainee.step(items)
@@ -297,11 +315,12 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path, pro
             t_eval = time.time()
             if trainee.is_main:
                 last = trainee.evaluate()
-                progress.history.append({"step": done, "loss": round(float(loss), 4), "dev": round(last, 4)})
+                progress.history.append(trainee.record(done, loss, last))
                 if last > progress.best:
                     progress.best = last
                     trainee.keep(done, last)
-                Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
+                if checkpoint is not None:
+                    Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
             trainee.after_eval()
             evaluating += time.time() - t_eval
         log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)
