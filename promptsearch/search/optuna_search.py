@@ -292,9 +292,8 @@ def _entry(t, scorer: Scorer) -> Entry:
     denoise = scorer.denoise and readout is None
     if len(t.values) > 1:
         sets = dict(zip(scorer.datasets, t.values))
-        return Entry(template, round(scorer.evaluator.value(sets), 4), denoise, 0.0,
-                     f"optuna:trial {t.number}", t.number + 1, sets={k: round(v, 4) for k, v in sets.items()}, layer=layer,
-                     readout=readout)
+        return Entry(template, round(scorer.evaluator.value(sets), 4), denoise, 0.0, f"optuna:trial {t.number}", t.number + 1,
+                     sets={k: round(v, 4) for k, v in sets.items()}, layer=layer, readout=readout)
     return Entry(template, round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}",
                  t.number + 1, layer=layer, readout=readout)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -39,8 +39,8 @@ import jsonschema
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
-from ..template import EntryKey, ensemble_key, entry_key, readout_key
-from .scorer import Score
+from ..template import EntryKey
+from .scorer import Score, Scored
 from .state import Generated, ParetoFront, PathStep, Spread, StudyRef, Verdict
 
 SCHEMA_ID = "promptsearch.results/2"
@@ -58,22 +58,27 @@ def _now() -> str:
 
 
 @dataclass
-class Entry:
-    template: str
-    spearman: float
-    denoise: bool
-    seconds: float
-    source: str = ""
-    order: int = 0  # 1-based: when this template was first scored in the run
-    validation: dict | None = None  # held-out task -> Spearman (the top-k after a search)
-    sets: dict | None = None  # dev set -> Spearman, when the objective (``spearman``) spans several
-    layer: int | None = None  # read-out layer (``hidden_states`` index), when not the last hidden state
-    members: list[str] | None = None  # an ensemble: its members' keys (``template`` is theirs joined by " + ")
-    readout: str | None = None  # a pooled read-out (mean, sentence-mean, cls); None: the [MASK]/last-token state
+class Entry(Scored):
+    """A results file's entry: a :class:`~promptsearch.search.scorer.Scored` (for an ensemble ``template`` is
+    its members' keys joined by " + "), with where it came from, when it was first scored (1-based) and its
+    held-out scores (the top-k after a search)."""
 
-    @property
-    def key(self) -> str:
-        return _key(self.template, self.layer, self.members, self.readout)
+    source: str = ""
+    order: int = 0
+    validation: dict | None = None  # held-out task -> Spearman
+
+    FIELDS = ("template", "spearman", "denoise", "seconds", "source", "order", "validation", "sets", "layer", "members",
+              "readout")  # as a results file lists them; the last five only when set
+
+    def to_json(self) -> dict:
+        return {k: v for k in self.FIELDS if (v := getattr(self, k)) is not None
+                or k not in ("validation", "sets", "layer", "members", "readout")}
+
+    @classmethod
+    def from_json(cls, e: dict) -> "Entry":
+        return cls(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
+                   e.get("validation"), sets=e.get("sets"), layer=e.get("layer"), members=e.get("members"),
+                   readout=e.get("readout"))
 
 
 @dataclass
@@ -166,8 +171,7 @@ class Results:
             if record.field in d:
                 setattr(res, name, record.from_json(d[record.field]))
         for e in d.get("templates", []):
-            entry = Entry(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
-                          e.get("validation"), e.get("sets"), e.get("layer"), e.get("members"), e.get("readout"))
+            entry = Entry.from_json(e)
             res.entries[entry.key] = entry
         if "x_record" in d:  # checked as loaded: an edited score stays unverified until it is re-scored
             record = d["x_record"]
@@ -193,7 +197,7 @@ class Results:
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
-        key = _key(score.template, score.layer, score.members, score.readout)
+        key = score.key
         self.suspect.discard(key)  # scored now: its number is this tool's
         old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
@@ -206,8 +210,8 @@ class Results:
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
                   round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1, old.validation if old else None,
-                  {k: round(v, 4) for k, v in score.sets.items()} if score.sets else (old.sets if old else None), score.layer,
-                  score.members, score.readout)
+                  sets={k: round(v, 4) for k, v in score.sets.items()} if score.sets else (old.sets if old else None),
+                  layer=score.layer, members=score.members, readout=score.readout)
         self.entries[key] = e
         self.save()
         return e
@@ -254,9 +258,7 @@ class Results:
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
             # the chosen representation first (marked), then the rest ranked: the file's first entry is its answer
-            "templates": [{**{k: v for k, v in asdict(e).items()
-                              if not (k in ("validation", "sets", "layer", "members", "readout") and v is None)},
-                           **({"chosen": True} if e.key == chosen else {})}
+            "templates": [{**e.to_json(), **({"chosen": True} if e.key == chosen else {})}
                           for e in self._answer_first()],
         }
         if self.validation is not None:
@@ -373,13 +375,6 @@ def _seal(e: Entry) -> str:
     import hashlib
 
     return hashlib.sha1(json.dumps([e.key, e.spearman, e.sets], sort_keys=True).encode("utf-8")).hexdigest()[:10]
-
-
-def _key(template: str, layer: int | None, members: list[str] | None, readout: str | None) -> str:
-    """An entry's key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``."""
-    if members:
-        return ensemble_key(members)
-    return readout_key(template, readout) if readout else entry_key(template, layer)
 
 
 def _numbers_differ(was: dict, now: dict) -> str:

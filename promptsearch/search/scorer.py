@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -29,7 +29,7 @@ from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
-from ..template import EntryKey, Template, ensemble_key, readout_key
+from ..template import EntryKey, Template, ensemble_key
 from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
@@ -42,17 +42,40 @@ def data_fingerprint(data: STSData) -> str:
 
 
 @dataclass
-class Score:
+class Scored:
+    """What was scored and how it scored — what a fresh :class:`Score` and a results file's entry
+    (:class:`~promptsearch.search.results.Entry`) both are: the template, its read-out (a layer, a pooled
+    read-out, or an ensemble's members), the objective's Spearman × 100, each dev set's when there are
+    several, denoised or not, seconds."""
+
     template: str
     spearman: float
     denoise: bool
     seconds: float
+    sets: dict[str, float] | None = field(default=None, kw_only=True)  # each dev set's score, when the objective spans several
+    layer: int | None = field(default=None, kw_only=True)  # the read-out layer (None: the last hidden state)
+    members: list[str] | None = field(default=None, kw_only=True)  # an ensemble's members (results-entry keys)
+    readout: str | None = field(default=None, kw_only=True)  # a pooled read-out (None: the [MASK]/last-token state)
+
+    @property
+    def entry_key(self) -> EntryKey:
+        """What was scored, as an object."""
+        if self.members:
+            return EntryKey.ensemble(EntryKey.split(m) for m in self.members)
+        return EntryKey(self.template, None if self.readout else self.layer, self.readout)
+
+    @property
+    def key(self) -> str:
+        """Its results-entry key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``."""
+        return self.entry_key.text
+
+
+@dataclass
+class Score(Scored):
+    """A score as a scorer returns it: also whether it came from the cache, and in which precision."""
+
     cached: bool = False
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
-    sets: dict[str, float] | None = None  # each dev set's score, when the objective spans several
-    layer: int | None = None  # the read-out layer (None: the last hidden state)
-    members: list[str] | None = None  # an ensemble's members (results-entry keys)
-    readout: str | None = None  # a pooled read-out of the template's pass (None: the [MASK]/last-token state)
 
 
 class Scorer:
