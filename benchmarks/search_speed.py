@@ -53,7 +53,7 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
         g = Greedy(vocabulary=vocabulary, max_steps=max_steps, show_progress_bar=False, racing=racing, readouts="none")
         res = run_strategy(g, scorer, None, model, validate_top=0)
     wall = times[0]
-    best = res.entries[res.extras["x_baseline"]["best"]]  # greedy's own answer, before the model's own is weighed
+    best = res.entries[res.baseline.best]  # greedy's own answer, before the model's own is weighed
     stats = res.to_dict()["stats"]
     return {"wall_s": round(wall, 1), "encodings": stats["encodings"], "by_precision": stats["encodings_by_precision"],
             "templates_scored": stats["scored"], "final": best.template, "final_dev": best.spearman,
