@@ -66,3 +66,16 @@ def test_task_expansion():
 def test_wikipedia_corpus():
     c = load_corpus()
     assert len(c) == 11914 and all(c)
+
+
+def test_dev_sets_are_parsed_once_into_an_object_that_names_itself():
+    """``dataset="stsb-dev, sick-trial"`` becomes a DevSets (names in order, written back as the results file and
+    the cache record it); one already parsed passes through untouched; a test-set group is refused in one line."""
+    from promptsearch.data import DevSets
+    from promptsearch.errors import PromptSearchError
+
+    sets = DevSets.parse("stsb-dev, sick-trial")
+    assert sets.names == ("stsb-dev", "sick-trial") and sets.text == str(sets) == "stsb-dev,sick-trial" and len(sets) == 2
+    assert DevSets.parse(sets) is sets and list(sets) == ["stsb-dev", "sick-trial"]
+    with pytest.raises(PromptSearchError, match="names 7 data sets .*test sets for reporting"):
+        DevSets.parse("sts-all")

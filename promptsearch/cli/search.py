@@ -6,7 +6,7 @@ import sys
 
 import optuna
 
-from ..data import check_data, one_dataset, read_wordnet, scoring_sets
+from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
 from ..search import GivenTemplates, Results, Scorer, run_strategy
@@ -25,9 +25,10 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     loads, then run ``strategy`` into --out with held-out validation."""
     if args.out:
         check_writable(args.out)
+    args.dataset = DevSets.parse(args.dataset)  # the dev set(s), read once: the checks and the scorer get the object
     for check in checks:
         check()
-    check_data(scoring_sets(args.dataset), args.data_dir)
+    check_data(args.dataset, args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
     check_apart(None if args.no_cache else args.cache, args.out)
     work = args.command != "optuna" and getattr(args, "storage", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import DataError
 from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
 from .user import PairFormat, is_user_dataset, load_pairs
@@ -68,6 +70,33 @@ def scoring_sets(spec: str) -> list[str]:
         raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
                                 "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
     return tasks
+
+
+@dataclass(frozen=True)
+class DevSets:
+    """The dev set(s) a search scores on, parsed once where the text enters (:meth:`parse`) and passed on
+    as this object: the ``names`` in order, written back as ``stsb-dev`` or ``stsb-dev,sick-trial``
+    (:attr:`text`, what a results file and a score cache record)."""
+
+    names: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, spec: "str | DevSets") -> "DevSets":
+        """``spec`` read once (a :class:`DevSets` is returned as it is); a one-line error for a bad one."""
+        return spec if isinstance(spec, DevSets) else cls(tuple(scoring_sets(spec)))
+
+    @property
+    def text(self) -> str:
+        return ",".join(self.names)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(self.names)
 
 
 def check_data(tasks, data_dir=None) -> None:

@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 
 from tqdm.auto import tqdm
 
+from ..data import DevSets
 from .strategy import Strategy
 from .grammar import Grammar
 from ..template import EntryKey, readout_key
@@ -87,15 +88,14 @@ class OptunaSearch(Strategy):
             raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
                                     "e.g. readouts=mean,sentence-mean")
 
-    def check_datasets(self, dataset: str) -> None:
+    def check_datasets(self, dataset: str | DevSets) -> None:
         """The grammar, the storage (reachable, its driver installed), and with ``pareto`` two or more
         dev sets in ``dataset`` — before a model loads."""
-        from ..data import scoring_sets
         from .study import open_storage
 
         self.load_grammar()
         open_storage(self.storage)
-        if self.pareto and len(scoring_sets(dataset)) < 2:
+        if self.pareto and len(DevSets.parse(dataset)) < 2:
             from ..errors import PromptSearchError
 
             raise PromptSearchError("pareto=True makes one objective per dev set: give two or more, e.g. dataset="

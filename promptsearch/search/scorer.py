@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..data import DEV_SET, PairFormat, STSData, load_task, scoring_sets
+from ..data import DEV_SET, DevSets, PairFormat, STSData, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, normalized
 from ..errors import PromptSearchError
@@ -92,8 +92,8 @@ class Scorer:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
         self.screening_precision = encoder.precision if screening == "auto" else screening
         self._screening: PromptEncoder | None = None
-        self.datasets = scoring_sets(dataset)
-        self.dataset = ",".join(self.datasets)
+        self.sets = DevSets.parse(dataset)  # the dev set(s), parsed once (here, or by the caller)
+        self.datasets, self.dataset = list(self.sets.names), self.sets.text
         self.denoise = denoise
         self.data_dir, self.fmt = data_dir, fmt
         sets = {d: STSEvaluator(load_task(d, data_dir, fmt)) for d in self.datasets}
