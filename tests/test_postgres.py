@@ -116,9 +116,16 @@ def _comparable(path):
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _single(tiny_bert_dir, vocab, out):
-    r = run_cli(_greedy(tiny_bert_dir, vocab, out), ONE_THREAD, timeout=600)
+@pytest.fixture(scope="module")
+def single(tiny_bert_dir, tmp_path_factory):
+    """What the single-process greedy run decided and scored, run once for the tests that compare a distributed
+    run with it (the same model, vocabulary and flags; one thread, like every process here)."""
+    from conftest import write_vocab
+
+    d = tmp_path_factory.mktemp("single")
+    r = run_cli(_greedy(tiny_bert_dir, write_vocab(d), d / "single.json"), ONE_THREAD, timeout=600)
     assert r.returncode == 0, r.stderr
+    return _comparable(d / "single.json")
 
 
 def _workers(url, name, n, tiny_bert_dir, wrapper=None):
@@ -129,18 +136,17 @@ def _workers(url, name, n, tiny_bert_dir, wrapper=None):
     return [spawn([sys.executable, "-c", wrapper, *args], one_thread) for _ in range(n)]
 
 
-def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tiny_bert_dir, tmp_path):
+def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tiny_bert_dir, tmp_path, single):
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
-    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     workers = _workers(postgres_url, "g3", 3, tiny_bert_dir)
     r = run_cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", "g3",
                         "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
     assert r.returncode == 0, r.stderr
     outs = [w.communicate(timeout=120) for w in workers]  # the driver said the search is over: they stop
     assert [w.returncode for w in workers] == [0, 0, 0], outs
-    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    assert _comparable(tmp_path / "dist.json") == single
     study = optuna.load_study(study_name="g3", storage=storage_url(postgres_url))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     kinds = {json.loads(t.user_attrs["job"])["kind"] for t in done}
@@ -164,7 +170,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
-def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tiny_bert_dir, tmp_path, how):
+def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tiny_bert_dir, tmp_path, how, single):
     """A driver and three workers, one killed holding a candidate: SIGKILL — the candidate goes stale after
     the grace period and is queued again; Ctrl-C — the worker fails it at once (one line, exit 130). The
     two that joined late finish the search with the single process's results."""
@@ -173,7 +179,6 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
-    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     name = f"kill-{how}"
     slow = _workers(postgres_url, name, 1, tiny_bert_dir, _SLOW_WORKER)[0]
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", postgres_url, "--study-name", name,
@@ -190,7 +195,7 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     for w in late:
         w.communicate(timeout=120)
     assert [w.returncode for w in late] == [0, 0]
-    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    assert _comparable(tmp_path / "dist.json") == single
     study = optuna.load_study(study_name=name, storage=storage_url(postgres_url))
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     assert len(failed) == 1  # the killed worker's candidate, failed (SIGKILL: after the grace period) and done again
@@ -215,14 +220,13 @@ def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url,
     assert driver.returncode == 0
 
 
-def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_bert_dir, tmp_path):
+def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_bert_dir, tmp_path, single):
     """The server stops and comes back while a driver and a worker are at work: both reconnect and the
     search ends as a single-process run does."""
     from conftest import write_vocab
 
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
-    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     worker = cli(["worker", "--storage", url, "--study-name", "restart", "--model", tiny_bert_dir, "--no-bf16", "-q",
                   "--grace", "30"], {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "restart",
@@ -243,15 +247,14 @@ def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_
     assert driver.returncode == 0, err
     worker.communicate(timeout=120)
     assert worker.returncode == 0
-    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    assert _comparable(tmp_path / "dist.json") == single
 
 
-def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_cluster, tiny_bert_dir, tmp_path):
+def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_cluster, tiny_bert_dir, tmp_path, single):
     from conftest import write_vocab
 
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
-    _single(tiny_bert_dir, vocab, tmp_path / "single.json")
     argv = _greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "gone", "--grace", "3")
     driver = cli(argv, ONE_THREAD)
     deadline = time.time() + 300
@@ -269,7 +272,7 @@ def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_clu
     assert driver.returncode == 2 and len(lines) == 1 and "lost the storage" in lines[0], err
     r = run_cli(argv, ONE_THREAD, timeout=600)  # the same command, the server back: it resumes
     assert r.returncode == 0, r.stderr
-    assert _comparable(tmp_path / "dist.json") == _comparable(tmp_path / "single.json")
+    assert _comparable(tmp_path / "dist.json") == single
 
 
 def test_score_through_the_storage_equals_scoring_here(postgres_url, tiny_bert_dir, tmp_path):
@@ -279,3 +282,25 @@ def test_score_through_the_storage_equals_scoring_here(postgres_url, tiny_bert_d
     r = run_cli(base + ["--out", tmp_path / "there.json", "--storage", postgres_url, *templates], timeout=300)
     assert r.returncode == 0, r.stderr
     assert _comparable(tmp_path / "there.json")[0] == _comparable(tmp_path / "here.json")[0]
+
+
+def test_a_job_claimed_but_never_beating_is_failed_after_the_grace_period(tmp_path):
+    """A worker lost between claiming a job and its first heartbeat (the database stopped, the process killed)
+    leaves a running trial Optuna never sees as stale: the driver fails it once the grace period has passed
+    since the claim, and queues it again; a job whose worker beats and named itself is left alone."""
+    from optuna.trial import TrialState
+
+    from promptsearch.search.distributed import fail_orphans
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}", study_name="work")
+    for jid in ("a", "b", "other"):
+        study.enqueue_trial({}, user_attrs={"job_id": jid})
+    trials = study.get_trials(deepcopy=False)
+    store = study._storage
+    for t in trials:
+        store.set_trial_state_values(t._trial_id, TrialState.RUNNING)
+    store.set_trial_user_attr(trials[1]._trial_id, "worker", "host:1")  # b: claimed and named by a live worker
+    assert fail_orphans(study, {"a", "b"}, grace=60) == []  # within the grace period: nothing failed
+    assert fail_orphans(study, {"a", "b"}, grace=-1) == [trials[0].number]  # a only ("other" is not this driver's job)
+    states = {t.user_attrs["job_id"]: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {"a": TrialState.FAIL, "b": TrialState.RUNNING, "other": TrialState.RUNNING}

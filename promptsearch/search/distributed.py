@@ -20,6 +20,7 @@ another model, data, precision or settings than the study's refuse it with one l
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import os
@@ -183,7 +184,11 @@ def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = No
             continue
         if not storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
             continue  # another worker took it
-        storage.set_trial_user_attr(t._trial_id, "worker", f"{socket.gethostname()}:{os.getpid()}")
+        # The job is this worker's from here: its first heartbeat goes in before anything else, waiting out a restart,
+        # so that from now on a worker lost (or a database lost for good) leaves a job that goes stale and is queued
+        # again. (Lost between the two, the driver fails it: claimed, never beating, see orphans.)
+        retrying(lambda: storage.record_heartbeat(t._trial_id), patience)
+        retrying(lambda: storage.set_trial_user_attr(t._trial_id, "worker", f"{socket.gethostname()}:{os.getpid()}"), patience)
         job = Job.from_json(t.user_attrs["job"])
         try:
             with _Beat(storage, t._trial_id):
@@ -198,6 +203,19 @@ def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = No
         retrying(lambda: storage.set_trial_state_values(t._trial_id, TrialState.COMPLETE, [0.0]), patience)
         return True
     return False
+
+
+def fail_orphans(study: optuna.Study, jobs: set[str], grace: float) -> list[int]:
+    """Jobs claimed (running) that never got a worker's heartbeat and name — the worker lost between its
+    claim and its first beat — failed once ``grace`` seconds have passed since the claim, so the driver
+    queues them again (a heartbeat's absence is not staleness to Optuna). The trial numbers failed."""
+    now, out = datetime.datetime.now(), []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if (t.user_attrs.get("job_id") in jobs and "worker" not in t.user_attrs and t.datetime_start is not None
+                and (now - t.datetime_start).total_seconds() > grace):
+            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            out.append(t.number)
+    return out
 
 
 class WorkQueue:
@@ -233,6 +251,7 @@ class WorkQueue:
                 continue
             if time.monotonic() - last_stale > 5:
                 retrying(lambda: fail_stale_trials(self.study), self.grace)
+                retrying(lambda: fail_orphans(self.study, set(want), self.grace), self.grace)
                 last_stale = time.monotonic()
             time.sleep(POLL)
         return results
