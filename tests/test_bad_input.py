@@ -2,10 +2,8 @@
 (any results or cache file given is byte-identical afterwards), and never a wrong number with exit 0."""
 
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 

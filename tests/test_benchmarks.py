@@ -3,7 +3,6 @@ model, in a subprocess as a user runs it, checking the lines it must print. Spee
 asserted here (benchmarks print ratios measured in one run)."""
 
 import json
-import subprocess
 import sys
 
 import pytest

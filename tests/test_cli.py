@@ -1,8 +1,6 @@
 """The command line: results on the tiny model, one-line errors for bad input."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 

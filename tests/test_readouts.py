@@ -4,7 +4,6 @@ own hidden states, masked and causal, right and left padding; the model's own re
 first candidate of every search and the rule that keeps it; the export to sentence-transformers."""
 
 import json
-import os
 import re
 import warnings
 
@@ -18,7 +17,7 @@ from promptsearch.eval import STSEvaluator
 from promptsearch.encoding.reps import Mean, PromptPool
 from promptsearch.model.own import own_key
 from promptsearch.template import OWN
-from conftest import DATA, PAPER_T, make_encoder, run_child
+from conftest import PAPER_T, make_encoder, run_child
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
 
