@@ -165,7 +165,7 @@ class Results:
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
                   chosen=d.get("x_chosen"), races=dict(d.get("x_races", {})),
-                  path_steps=[PathStep.from_json(r) for r in d.get("path", [])],
+                  path_steps=[PathStep.from_json(r) for r in d.get(PathStep.field, [])],
                   extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
         for name, record in _RECORDS.items():
             if record.field in d:
@@ -219,7 +219,7 @@ class Results:
     def ranked(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.key))
 
-    def _answer_first(self) -> list[Entry]:
+    def answer_first(self) -> list[Entry]:
         """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
         r = self.ranked()
         chosen = self.entries.get(self.chosen or "")
@@ -259,7 +259,7 @@ class Results:
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
             # the chosen representation first (marked), then the rest ranked: the file's first entry is its answer
             "templates": [{**e.to_json(), **({"chosen": True} if e.key == chosen else {})}
-                          for e in self._answer_first()],
+                          for e in self.answer_first()],
         }
         if self.validation is not None:
             d["validation"] = self.validation
@@ -268,7 +268,7 @@ class Results:
         # what this tool wrote (see unverified); an entry loaded edited keeps no seal until it is re-scored
         d["x_record"] = {e.key: "unverified" if e.key in self.suspect else _seal(e) for e in self.entries.values()}
         if self.path_steps:
-            d["path"] = [r.to_json() for r in self.path_steps]
+            d[PathStep.field] = [r.to_json() for r in self.path_steps]
         if self.chosen is not None:
             d["x_chosen"] = self.chosen
         for name, record in _RECORDS.items():

@@ -139,6 +139,3 @@ class Generated(_Record):
     distinct: int
     pairs_used: int
     kept: int | None = None
-
-
-RECORDS: tuple[type[_Record], ...] = (Verdict, Spread, StudyRef, ParetoFront, Generated)

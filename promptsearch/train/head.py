@@ -248,17 +248,14 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
         sched.load_state_dict(state.sched)
         trainee.best_state = state.best_state
         progress = Progress(saved.step, saved.best, saved.history)
-        for row in saved.history:  # the best epoch, as it was chosen
-            if not trainee.hist.best or row["top5"] > trainee.hist.best["top5"]:
-                trainee.hist.best, trainee.hist.best_epoch = row, row["epoch"]
-    trainee.hist.epochs = progress.history
     head.train()
     train_loop(trainee, None, _Epochs(total, settings.batch_size, settings.seed, steps_per_epoch, n), ck, progress,
                show_progress_bar)
     if trainee.best_state is not None:
         head.load_state_dict(trainee.best_state)
     head.eval()
-    return trainee.hist
+    best = max(progress.history, key=lambda r: r["top5"], default=None)  # the first epoch at the best top-5: the one kept
+    return HeadHistory(progress.history, best["epoch"], best) if best else HeadHistory(progress.history)
 
 
 def _read_checkpoint(path: Path, steps_per_epoch: int) -> Checkpoint | None:
@@ -268,7 +265,7 @@ def _read_checkpoint(path: Path, steps_per_epoch: int) -> Checkpoint | None:
         rows = d["hist"]["epochs"]
         return Checkpoint(len(rows) * steps_per_epoch, max((r["top5"] for r in rows), default=float("-inf")), rows,
                           rng_state(), {k: d[k] for k in ("head", "opt", "sched", "best_state")})
-    return Checkpoint.read(path)
+    return Checkpoint.from_dict(d)
 
 
 @dataclass(frozen=True)
@@ -313,7 +310,7 @@ class _HeadTrainee(Trainee):
         self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
         dev = self.dev = head.bias.device
         self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
-        self.hist, self.best_state, self.total_loss, self.acc = HeadHistory(), None, 0.0, None
+        self.best_state, self.total_loss, self.acc, self.row = None, 0.0, None, None
 
     def step(self, ix) -> torch.Tensor:
         x = self.train.states[ix].to(self.dev).float()
@@ -335,13 +332,12 @@ class _HeadTrainee(Trainee):
         return self.acc.top5
 
     def record(self, done: int, loss, score: float) -> dict:
-        row = {"epoch": done // self.per_epoch, "loss": self.total_loss / self.per_epoch, "top1": self.acc.top1,
-               "top5": self.acc.top5}
+        self.row = {"epoch": done // self.per_epoch, "loss": self.total_loss / self.per_epoch, "top1": self.acc.top1,
+                    "top5": self.acc.top5}
         self.total_loss = 0.0
-        return row
+        return self.row
 
     def keep(self, done: int, score: float) -> None:
-        self.hist.best, self.hist.best_epoch = self.hist.epochs[-1], done // self.per_epoch
         self.best_state = {k: v.detach().clone() for k, v in self.head.state_dict().items()}
 
     def state(self) -> HeadState:
@@ -349,8 +345,7 @@ class _HeadTrainee(Trainee):
 
     def after_eval(self) -> None:
         if self.on_epoch:
-            row = self.hist.epochs[-1]
-            self.on_epoch(row["epoch"], self.acc, row["loss"])
+            self.on_epoch(self.row["epoch"], self.acc, self.row["loss"])
         self.head.train()
 
 

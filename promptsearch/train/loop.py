@@ -211,13 +211,15 @@ class Checkpoint:
     @classmethod
     def read(cls, path: Path) -> "Checkpoint | None":
         """The checkpoint in the file ``path``; None when there is none, or the file holds no run's place."""
-        if not path.is_file():
-            return None
-        d = torch.load(path, map_location="cpu", weights_only=False)
+        return cls.from_dict(torch.load(path, map_location="cpu", weights_only=False)) if path.is_file() else None
+
+    @classmethod
+    def from_dict(cls, d) -> "Checkpoint | None":
+        """A checkpoint as :meth:`save` lays it out (flat); None for anything else."""
         if not isinstance(d, dict) or not all(k in d for k in ("step", "best", "history", "rng")):
             return None
-        own = {k: d.pop(k) for k in ("step", "best", "history", "rng")}
-        return cls(**own, trainee=d)
+        own = {k: d[k] for k in ("step", "best", "history", "rng")}
+        return cls(**own, trainee={k: v for k, v in d.items() if k not in own})
 
     def resume(self, kind: type[TraineeState], **same) -> TraineeState | None:
         """The trainee's saved state when it is of ``kind`` and was training what this run trains (its fields

@@ -71,10 +71,8 @@ class ResultsFileSource(_Polled):
         except PromptSearchError as exc:
             return Board(error=str(exc))
         chosen = res.chosen if res.chosen in res.entries else None
-        ranked = res.ranked()
-        if chosen:  # the answer first, then the rest ranked (as the file lists them)
-            ranked = [res.entries[chosen]] + [e for e in ranked if e.key != chosen]
-        rows = [(float(e.spearman), e.key) for e in ranked]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
+        # the answer first, then the rest ranked (as the file lists them)
+        rows = [(float(e.spearman), e.key) for e in res.answer_first()]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
         return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held,
