@@ -1,9 +1,13 @@
 """What every benchmark shares about the device it runs on: the ``--device`` flag (the library's
-default, CUDA where there is one, when not given) and timing that waits for the device's queue."""
+default, CUDA where there is one, when not given), timing that waits for the device's queue, and
+scratch folders that go when the benchmark ends."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import shutil
+import tempfile
 import time
 
 import torch
@@ -36,3 +40,10 @@ def timed(device, into: list):
 def device_name(device) -> str:
     d = torch.device(device)
     return torch.cuda.get_device_name(d) if d.type == "cuda" else "CPU"
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new temporary folder, removed when the benchmark's process exits (it leaves nothing in /tmp)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d

@@ -22,9 +22,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _device import scratch_dir
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -59,7 +60,7 @@ def overhead(model: str, url: str, n: int) -> dict:
 
 def greedy_runs(model: str, url: str, max_steps: int, data_dir: str | None) -> dict:
     env = {**os.environ, **ONE_THREAD}
-    work = Path(tempfile.mkdtemp(prefix="distributed-speed-"))
+    work = Path(scratch_dir("distributed-speed-"))
     base = [sys.executable, "-m", "promptsearch", "greedy", "--model", model, "--max-steps", str(max_steps), "--readouts",
             "none", "--no-cache", "-q", "--no-bf16", "--validate-top", "0"] + (["--data-dir", data_dir] if data_dir else [])
     out = {}

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from _device import add_device_flag, device_name, resolve, sync, timed
+from _device import add_device_flag, device_name, resolve, scratch_dir, sync, timed
 
 from promptsearch import PromptEncoder
 from promptsearch.data import load_task
@@ -196,12 +196,10 @@ def stubbed(enc: PromptEncoder) -> PromptEncoder:
 
 def one_layer_bert(like: PromptEncoder) -> PromptEncoder:
     """A random 1-layer, 32-wide BertForMaskedLM with the model's tokenizer: its forward is nearly free."""
-    import tempfile
-
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
-    d = tempfile.mkdtemp(prefix="bert-1x32-")
+    d = scratch_dir("bert-1x32-")
     BertForMaskedLM(BertConfig(vocab_size=len(like.tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                                intermediate_size=37)).save_pretrained(d)
     like.tokenizer.save_pretrained(d)
@@ -317,12 +315,10 @@ def precision_lines(enc: PromptEncoder, sentences, data, template, label, repeat
 def bert_base(like: PromptEncoder) -> PromptEncoder:
     """A randomly initialised BertForMaskedLM with BertConfig() defaults (12 x 768), the default
     model's (bert-base-uncased) tokenizer, the same encoder settings."""
-    import tempfile
-
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
-    d = tempfile.mkdtemp(prefix="bert-base-random-")
+    d = scratch_dir("bert-base-random-")
     BertForMaskedLM(BertConfig(vocab_size=like.tokenizer.vocab_size)).save_pretrained(d)
     like.tokenizer.save_pretrained(d)
     return PromptEncoder.from_pretrained(d, device=str(like.device), max_tokens=like.max_tokens, bf16=like.bf16,

@@ -3,7 +3,9 @@ model, in a subprocess as a user runs it, checking the lines it must print. Spee
 asserted here (benchmarks print ratios measured in one run)."""
 
 import json
+import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -14,9 +16,13 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def bench(name, *args, timeout=300):
-    out = run_child([sys.executable, REPO / "benchmarks" / name, *args], {"PROMPTSEARCH_DATA_DIR": str(DATA)}, timeout)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr
+    """Run a benchmark as a user does; it must leave nothing in the temporary folder (its own, here)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run_child([sys.executable, REPO / "benchmarks" / name, *args],
+                        {"PROMPTSEARCH_DATA_DIR": str(DATA), "TMPDIR": tmp}, timeout)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+        assert not os.listdir(tmp), f"{name} left {os.listdir(tmp)} in the temporary folder"
     return out.stdout
 
 
