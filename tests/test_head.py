@@ -149,6 +149,10 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
 
     with pytest.raises(KeyboardInterrupt):
         run(stop_after_first)
+    # the checkpoint's key records the settings in the order earlier versions wrote (their runs still resume)
+    written = json.loads((tmp_path / "h" / "checkpoint.key").read_text())[2]
+    assert list(written.items()) == [("epochs", 3), ("batch_size", 64), ("lr", 2e-3), ("weight_decay", 0.01),
+                                     ("warmup", 0.05), ("seed", 0), ("bf16", False)]
     lines = []
     rep = run(lines.append)
     epochs = [l for l in lines if l.startswith("epoch")]

@@ -281,8 +281,14 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
     assert ck.resume(OptiPromptState, template=PAPER_T) is None  # another trainer's checkpoint
     old = {k: v for k, v in state.to_dict().items() if k != "layer"}  # written before read-out layers
     assert FinetuneState.from_dict(old).layer is None
-    # the two configs share one base, each with its own defaults
+    # the template trainers' configs share TrainConfig, and all three trainers' TrainSettings, each with its defaults
     assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T), TrainConfig)
+    from promptsearch.train.head import HeadTrainSettings
+    from promptsearch.train.loop import TrainSettings
+
+    head = HeadTrainSettings()
+    assert isinstance(head, TrainSettings) and isinstance(OptiPromptConfig(PAPER_T), TrainSettings)
+    assert (head.lr, head.batch_size, head.seed) == (2e-3, 1024, 0) and FinetuneConfig("unsup", [PAPER_T, T2]).seed == 42
     assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
         == (5e-5, 25, 3e-3)
     assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise

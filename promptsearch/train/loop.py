@@ -57,21 +57,29 @@ def trained_rep(template: str, denoise: bool, layer: int | None = None, readout:
 
 
 @dataclass(kw_only=True)
-class TrainConfig:
-    """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
-    optimiser's rate and batch, gradient-cached micro-batches, the contrastive loss's temperature, the
-    token limit, how often the dev set is scored, denoising, the seed, progress, and the dev history
-    the run fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+class TrainSettings:
+    """What every trainer is configured by — the template trainers and the [MASK] head's alike: the
+    optimiser's learning rate, the batch size and the seed. A subclass adds what its trainer needs and
+    sets its own defaults (``None``: that trainer's default)."""
 
     lr: float | None = None
     batch_size: int | None = None
+    seed: int = 42
+
+
+@dataclass(kw_only=True)
+class TrainConfig(TrainSettings):
+    """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
+    :class:`TrainSettings`, gradient-cached micro-batches, the contrastive loss's temperature, the
+    token limit, how often the dev set is scored, denoising, progress, and the dev history the run
+    fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+
     micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
     max_seq_length: int = 32
     temperature: float = 0.05
     eval_steps: int | None = None
     denoise: bool = False
-    seed: int = 42
     show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
 
