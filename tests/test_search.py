@@ -11,6 +11,8 @@ from promptsearch.search.grammar import Grammar
 from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
 from promptsearch.search.results import load, schema
+from promptsearch.search.scorer import Score
+from promptsearch.template import EntryKey
 from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
@@ -131,6 +133,22 @@ def test_results_refuses_to_mix_runs_and_unwritable_out(tmp_path):
         Results.open(tmp_path / "a-file" / "x.json", "m", DATASET, "greedy", True)
 
 
+def test_the_scorer_keys_candidates_as_objects(scorer):
+    """Text is read once into an EntryKey: a pooled key scores as its template and read-out apart (never
+    denoised), the same whether given as text or as a key; a layer or an ensemble is not one candidate."""
+    from promptsearch.template import Template
+
+    text = scorer.score("[X] @mean")
+    key = scorer.score(EntryKey("[X]", readout="mean"))
+    assert (text.template, text.readout, text.denoise, text.cached) == ("[X]", "mean", False, False)
+    assert key.cached and key.spearman == text.spearman and key.entry_key == EntryKey("[X]", readout="mean")
+    assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(EntryKey(PAPER_T)).spearman
+    assert scorer.similarities("[X] @mean") is scorer.similarities(EntryKey("[X]", readout="mean"))  # one kept copy
+    for bad in (EntryKey(PAPER_T, 2), EntryKey.ensemble([EntryKey(PAPER_T), EntryKey("[X]", readout="mean")])):
+        with pytest.raises(PromptSearchError, match="at_layer|score_members"):
+            scorer.score(bad)
+
+
 def test_strategy_state_round_trips_as_typed_records(tmp_path):
     """What strategies leave besides scores is written and read back as the same typed records; another
     tool's x_ field is kept as it was; a record of the wrong shape is a one-line schema error."""
@@ -145,13 +163,22 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
     res.study = StudyRef("sqlite:///s.db", "s", finished=7, pruned=2)
     res.pareto = ParetoFront(["[X] means [MASK] .", "[X] @mean"])
     res.generated = Generated(distinct=12, pairs_used=30, kept=5)
-    res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4)]
+    members = (EntryKey("[X] means [MASK] ."), EntryKey("[X] is [MASK] .", 2), EntryKey("[X]", readout="mean"))
+    res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
+                      PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
     res.extras["x_other"] = {"kept": [1, 2]}
+    res.add(Score(EntryKey.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0, members=members))
     res.save()
     back = Results.load(out)
-    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "extras"):
+    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "extras", "entries"):
         assert getattr(back, name) == getattr(res, name), name
-    assert json.loads(out.read_text())["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # the file's shape is kept
+    d = json.loads(out.read_text())
+    assert d["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # the file's shape is kept
+    # an ensemble's members are keys in the code and their text in the file
+    texts = ["[X] means [MASK] .", "[X] is [MASK] . @layer 2", "[X] @mean"]
+    assert d["path"][1]["members"] == texts and [e for e in d["templates"] if e.get("members")][0]["members"] == texts
+    ens = next(e for e in back.entries.values() if e.members)
+    assert ens.members == members and ens.key == " + ".join(texts) and back.path_steps[1].key == ens.key
     d = json.loads(out.read_text())
     d["x_spread"] = {"n": 3}
     out.write_text(json.dumps(d))

@@ -32,11 +32,10 @@ def score_own(scorer: Scorer, results: Results) -> str:
 def similarities(scorer: Scorer, results: Results, key: str) -> np.ndarray:
     """The pair similarities of a results entry (a template, a layer, a pooled read-out, an ensemble)."""
     e = results.entries.get(key)
-    if e is not None and e.members:
-        return scorer.member_similarities(e.members)
-    k = EntryKey.parse(key)
-    t = k.without_layer.text
-    return scorer.at_layer(k.layer).similarities(t) if k.layer is not None else scorer.similarities(t)
+    k = e.entry_key if e is not None else EntryKey.parse(key)
+    if k.members:
+        return scorer.member_similarities(k.members)
+    return scorer.at_layer(k.layer).similarities(k.without_layer)
 
 
 def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:

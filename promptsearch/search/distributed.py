@@ -35,6 +35,7 @@ from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
 from .racing import rung_similarities
+from ..template import EntryKey
 from .scorer import Score, Scorer
 from .study import fail_stale_trials, open_storage
 
@@ -102,7 +103,7 @@ class Worker:
         sc = self.scorer.at_layer(job.layer)
         t0 = time.perf_counter()
         if job.kind == "full":
-            reps = {dn: sc.rep(job.key, dn) for dn in (False, True)}  # one pass gives both
+            reps = {dn: sc.rep(sc.canonical(job.key), dn) for dn in (False, True)}  # one pass gives both
             vecs = sc.evaluator.encode(sc.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
             scores = {str(int(dn)): {d: float(v) for d, v in sc.evaluator.scores(vecs[reps[dn]]).items()} for dn in (False, True)}
             return {"scores": scores, "sims": _pack(sc.evaluator.similarities(vecs[reps[sc.denoise]])),
@@ -280,18 +281,17 @@ class WorkQueue:
                 if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)}
 
     # ---- what the scorer and racing ask ---------------------------------------------------------
-    def full(self, scorer: Scorer, keys: list[str]) -> dict[str, Score]:
+    def full(self, scorer: Scorer, keys: list[EntryKey]) -> dict[EntryKey, Score]:
         """Full-set scores of ``keys`` at ``scorer``'s layer: recorded, kept and cached by the driver's
-        scorer exactly as :meth:`Scorer.record` does."""
-        jobs = {k: Job("full", k, scorer.layer) for k in keys}
+        scorer exactly as :meth:`Scorer.record` does (a job names its key as text: the storage's)."""
+        jobs = {k: Job("full", k.text, scorer.layer) for k in keys}
         got = self.run(list(jobs.values()))
         out = {}
         for k, job in jobs.items():
             r = got[job.id]
             scorer._sims[k] = _unpack(r["sims"])
             value = scorer._record(k, {dn == "1": s for dn, s in r["scores"].items()}, r["seconds"])
-            out[k] = Score(k, value, scorer.denoise, r["seconds"], precision=scorer.reference_precision, sets=scorer.last_sets,
-                           layer=scorer.layer)
+            out[k] = scorer._score(k, value, r["seconds"], scorer.last_sets)
         return out
 
     def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int]:

@@ -26,7 +26,7 @@ from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from ..template import ensemble_key, entry_key
+from ..template import EntryKey, entry_key
 from .baseline import similarities
 from .results import Results
 from .state import PathStep
@@ -308,8 +308,9 @@ class Greedy(Strategy):
     def _ensemble_step(self, scorer: Scorer, results: Results, chosen: str) -> str:
         """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
         that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
-        pool = list(dict.fromkeys([chosen] + [e.key for e in results.ranked() if not e.members]))[: self.ensemble_pool]
-        members, score = [chosen], results.entries[chosen].spearman
+        first = results.entries[chosen]
+        pool = list(dict.fromkeys([first.entry_key] + [e.entry_key for e in results.ranked() if not e.members]))[: self.ensemble_pool]
+        members, score = [first.entry_key], first.spearman
         sims = scorer.member_similarities(members)
         while len(members) < self.ensemble and len(members) < len(pool):
             tries = {c: scorer.score_members(members + [c]) for c in pool if c not in members}
@@ -317,7 +318,7 @@ class Greedy(Strategy):
             new = scorer.member_similarities(members + [c])
             need, noise = self._noise(*scorer.evaluator.gain(sims, new, seed=len(self.path)))
             taken = tries[c].spearman > score + need
-            self.path.append(PathStep(stage="ensemble", step=len(self.path), template=c, members=members + [c],
+            self.path.append(PathStep(stage="ensemble", step=len(self.path), template=c.text, members=(*members, c),
                               spearman=round(tries[c].spearman, 4), score_se=round(scorer.evaluator.se(new), 4),
                               candidates=len(tries), taken=taken, **noise))
             if not taken:
@@ -325,40 +326,38 @@ class Greedy(Strategy):
             members, score, sims = members + [c], tries[c].spearman, new
             results.add(tries[c], "greedy:ensemble")
         self._save_path(results)
-        return ensemble_key(members) if len(members) > 1 else chosen
+        return EntryKey.ensemble(members).text if len(members) > 1 else chosen
 
     def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
-        from ..template import EntryKey, readout_key
-
+        k = results.entries[key].entry_key
         for step in range(1, self.readout_steps + 1):
-            k = EntryKey.split(key)
             t, r = k.template, k.readout
-            cands = [readout_key(f"{tok} {t}", r) for tok in v["prefix_tokens"]]
+            cands = [EntryKey.of(f"{tok} {t}", readout=r) for tok in v["prefix_tokens"]]
             if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
-                cands += [readout_key(t.replace("[X]", f"{q}[X]{q}"), r) for q in v["wrappers"]]
+                cands += [EntryKey.of(t.replace("[X]", f"{q}[X]{q}"), readout=r) for q in v["wrappers"]]
             cands = [c for c in dict.fromkeys(cands) if _fits(scorer, c)]
             scored = []
             with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
                       unit="template") as bar:
                 for c, sc in zip(cands, scorer.score_chunks(cands, bar)):
-                    if c not in results.entries:
+                    if c.text not in results.entries:
                         results.add(sc, "greedy:readout-prefix")
                     scored.append((sc.spearman, c))
             if not scored:
                 break
             cand_score, cand = max(scored, key=lambda x: x[0])
-            need, noise = self._noise(*scorer.gain(key, cand, seed=len(self.path)))
+            need, noise = self._noise(*scorer.gain(k, cand, seed=len(self.path)))
             taken = cand_score > score + need
-            self.path.append(PathStep(stage="readout-prefix" if taken else "readout-stop", step=step, template=cand,
+            self.path.append(PathStep(stage="readout-prefix" if taken else "readout-stop", step=step, template=cand.text,
                               spearman=round(cand_score, 4), score_se=round(self._se(scorer, cand), 4),
                               candidates=len(cands), **noise))
             self._save_path(results)
             if not taken:
                 break
-            score, key = cand_score, cand
-        return score, key
+            score, k = cand_score, cand
+        return score, k.text
 
     def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> str:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
@@ -445,7 +444,7 @@ def format_path(path: list[PathStep], results: Results | None = None) -> str:
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
 
 
-def _fits(scorer: Scorer, key: str) -> bool:
+def _fits(scorer: Scorer, key: str | EntryKey) -> bool:
     """Whether a candidate (a template, or a pooled read-out's key) leaves the model room for a sentence
     (a long demonstration may not)."""
     from ..errors import TemplateError

@@ -71,13 +71,14 @@ class Entry(Scored):
               "readout")  # as a results file lists them; the last five only when set
 
     def to_json(self) -> dict:
-        return {k: v for k in self.FIELDS if (v := getattr(self, k)) is not None
-                or k not in ("validation", "sets", "layer", "members", "readout")}
+        return {k: [m.text for m in v] if k == "members" and v else v for k in self.FIELDS
+                if (v := getattr(self, k)) is not None or k not in ("validation", "sets", "layer", "members", "readout")}
 
     @classmethod
     def from_json(cls, e: dict) -> "Entry":
+        members = tuple(EntryKey.split(m) for m in e["members"]) if e.get("members") else None
         return cls(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
-                   e.get("validation"), sets=e.get("sets"), layer=e.get("layer"), members=e.get("members"),
+                   e.get("validation"), sets=e.get("sets"), layer=e.get("layer"), members=members,
                    readout=e.get("readout"))
 
 
@@ -417,7 +418,7 @@ def load(path) -> dict:
 
 def _reads_mask(e: Entry) -> bool:
     """Whether an entry reads [MASK] (last-token) states only: no pooled read-out, no pooled member."""
-    return not e.readout and not any(EntryKey.split(m).readout for m in e.members or [])
+    return not e.readout and not any(m.readout for m in e.members or ())
 
 
 def top_templates(path, k: int = 2) -> list[Entry]:

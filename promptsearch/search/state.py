@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ..template import ensemble_key, entry_key
+from ..template import EntryKey
 
 
 @dataclass
@@ -56,7 +56,7 @@ class PathStep(_Record):
     score_se: float | None = None
     layer: int | None = None
     lead: str | None = None
-    members: list[str] | None = None
+    members: tuple[EntryKey, ...] | None = None  # an ensemble's (written as their keys' text)
     taken: bool | None = None
     gain: float | None = None
     se: float | None = None
@@ -66,9 +66,20 @@ class PathStep(_Record):
     @property
     def key(self) -> str:
         """The entry this step scored: the template, at its layer, or the ensemble's members."""
+        return EntryKey.ensemble(self.members).text if self.members else EntryKey(self.template, self.layer).text
+
+    def to_json(self):
+        d = super().to_json()
         if self.members:
-            return ensemble_key(self.members)
-        return entry_key(self.template, self.layer)
+            d["members"] = [m.text for m in self.members]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict):
+        step = super().from_json(d)
+        if step.members:
+            step.members = tuple(EntryKey.split(m) for m in step.members)
+        return step
 
 
 @dataclass

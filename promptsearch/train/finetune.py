@@ -188,7 +188,6 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
     search's chosen ensemble gives its members; its read-out layer is the third value (None: the last)."""
     from ..errors import PromptSearchError
     from ..search.results import top_templates
-    from ..template import EntryKey
 
     chosen, layer = [Template.parse(t).text for t in templates], None
     if results:
@@ -197,9 +196,8 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
             raise PromptSearchError(f"templates={results} holds no scored templates yet; run a search into it "
                                     "first, or give template=T")
         if best[0].members:  # an ensemble: its members are the views (their layer: the first member's)
-            members = [EntryKey.split(m) for m in best[0].members]
-            chosen += [m.without_layer.text for m in members]
-            layer = members[0].layer
+            chosen += [m.without_layer.text for m in best[0].members]
+            layer = best[0].members[0].layer
         else:
             chosen += [e.template for e in best if e.layer == best[0].layer and not e.members]
             layer = best[0].layer
