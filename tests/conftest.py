@@ -16,6 +16,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PROMPTSEARCH_DATA_DIR", REPO.parent / "shared" / "data" / "sts"))
+# for tests that run several searching processes at once on two cores: one thread each, no oversubscription
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 os.environ.setdefault("PROMPTSEARCH_DATA_DIR", str(DATA))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -8,7 +8,7 @@ import sys
 import optuna
 import pytest
 
-from conftest import run_child, spawn
+from conftest import ONE_THREAD, run_child, spawn
 from promptsearch.search import Scorer, run_strategy
 from promptsearch.search.optuna_search import OptunaSearch
 
@@ -86,7 +86,8 @@ sys.exit(main(sys.argv[3:]))
 
 def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path):
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
-    env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl")}
+    # one thread each: two processes of two threads on two cores wait on each other's spinning threads (25-83 s)
+    env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl"), **ONE_THREAD}
     args = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
             "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
     ready = [str(tmp_path / f"ready{i}") for i in range(2)]

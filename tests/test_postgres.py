@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from conftest import cli, run_cli, spawn
+from conftest import ONE_THREAD, cli, run_cli, spawn
 from promptsearch.cli import main
 from promptsearch.search.study import storage_url
 
@@ -44,7 +44,7 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     args = ["optuna", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "12", "--batch-trials", "2", "--grammar",
             grammar, "--storage", postgres_url, "--study-name", "three", "--no-bf16", "-q"]
     procs = [spawn([sys.executable, "-c", _BARRIER, met, "3", str(i)] + args + ["--out", tmp_path / f"w{i}.json", "--seed",
-                   str(i)], {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) for i in range(3)]
+                   str(i)], ONE_THREAD) for i in range(3)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     study = optuna.load_study(study_name="three", storage=storage_url(postgres_url))
@@ -113,7 +113,6 @@ def _comparable(path):
 # it, and a CPU's kernels may sum in another order with another thread count (the last float digits, and on
 # a tiny random model's near-tied similarities a rank or two), so the single-process run they are compared
 # with runs one thread too.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +227,7 @@ def test_the_database_restarted_mid_search_is_waited_out(postgres_cluster, tiny_
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
     worker = cli(["worker", "--storage", url, "--study-name", "restart", "--model", tiny_bert_dir, "--no-bf16", "-q",
-                  "--grace", "30"], {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                  "--grace", "30"], ONE_THREAD)
     driver = cli(_greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "restart",
                          "--no-local", "--grace", "30"), ONE_THREAD)
     deadline = time.time() + 300
