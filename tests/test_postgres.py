@@ -109,12 +109,10 @@ def _comparable(path):
     return entries, path_rows, races, d.get("x_chosen"), d.get("x_baseline")
 
 
-# Every process of these tests runs one thread: several processes on a 2-core machine would oversubscribe
-# it, and a CPU's kernels may sum in another order with another thread count (the last float digits, and on
-# a tiny random model's near-tied similarities a rank or two), so the single-process run they are compared
-# with runs one thread too.
-
-
+# Every process of these tests runs one thread (ONE_THREAD): several processes on a 2-core machine would
+# oversubscribe it, and a CPU's kernels may sum in another order with another thread count (the last float
+# digits, and on a tiny random model's near-tied similarities a rank or two), so the single-process run they
+# are compared with runs one thread too.
 @pytest.fixture(scope="module")
 def single(tiny_bert_dir, tmp_path_factory):
     """What the single-process greedy run decided and scored, run once for the tests that compare a distributed

@@ -179,7 +179,6 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
     assert d["path"][1]["members"] == texts and [e for e in d["templates"] if e.get("members")][0]["members"] == texts
     ens = next(e for e in back.entries.values() if e.members)
     assert ens.members == members and ens.key == " + ".join(texts) and back.path_steps[1].key == ens.key
-    d = json.loads(out.read_text())
     d["x_spread"] = {"n": 3}
     out.write_text(json.dumps(d))
     with pytest.raises(PromptSearchError, match=r"does not match the results schema at x_spread: 'min' is a required"):
