@@ -31,7 +31,7 @@ def _peak_mb() -> float:
 def worker(variant: str, path: str, steps: int, model: str, device: str | None) -> None:
     from promptsearch import PromptEncoder
     from promptsearch.train.loop import TrainRun
-    from promptsearch.data import load_texts
+    from promptsearch.data import DataOptions, load_texts
     from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 
     template = 'This sentence : "[X]" means [MASK] .'
@@ -45,9 +45,9 @@ def worker(variant: str, path: str, steps: int, model: str, device: str | None) 
         with open(path, encoding="utf-8") as f:
             corpus = [line.strip() for line in f if line.strip()]
     load_s = time.time() - t0
-    cfg = OptiPromptConfig(template=template, steps=steps, batch_size=64, eval_steps=steps, show_progress_bar=False)
+    cfg = OptiPromptConfig(template=template, steps=steps, batch_size=64, eval_steps=steps)
     with tempfile.TemporaryDirectory() as out:
-        train_optiprompt(enc, corpus, cfg, out, model, TrainRun(resume=False))
+        train_optiprompt(enc, corpus, cfg, out, model, TrainRun(data=DataOptions(show_progress_bar=False), resume=False))
     print(json.dumps({"variant": variant, "sentences": len(corpus), "peak_mb": round(_peak_mb()),
                       "load_s": round(load_s, 1), "total_s": round(time.time() - t0, 1)}))
 

@@ -39,6 +39,7 @@ def cpu_name() -> str:
 
 
 def run_greedy(model: str, precision: str, racing, screening: str, data_dir, vocabulary: str, max_steps: int, device):
+    from promptsearch.data import DataOptions
     from promptsearch.encoding import PromptEncoder
     from promptsearch.search import Scorer, run_strategy
     from promptsearch.search.greedy import Greedy
@@ -48,7 +49,7 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
     enc.prompt.clear_cache()
     times = []
     with timed(device, times):
-        scorer = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, cache=False, screening=screening)
+        scorer = Scorer(enc, dataset="stsb-dev", data=DataOptions(data_dir), cache=False, screening=screening)
         # the template search alone (no read-out step); the model's own representation is scored as always
         g = Greedy(vocabulary=vocabulary, max_steps=max_steps, show_progress_bar=False, racing=racing, readouts="none")
         res = run_strategy(g, scorer, None, model, validate_top=0)
@@ -64,11 +65,12 @@ def run_greedy(model: str, precision: str, racing, screening: str, data_dir, voc
 def kendall(model: str, templates: dict[str, float], data_dir) -> dict:
     from scipy.stats import kendalltau
 
+    from promptsearch.data import DataOptions
     from promptsearch.encoding import PromptEncoder
     from promptsearch.search import Scorer
 
     enc = PromptEncoder.from_pretrained(model, bf16=False, show_progress_bar=False).with_precision("int8")
-    s = Scorer(enc, dataset="stsb-dev", data_dir=data_dir, cache=False)
+    s = Scorer(enc, dataset="stsb-dev", data=DataOptions(data_dir), cache=False)
     names = sorted(templates)
     int8 = [s.score(t).spearman for t in names]
     fp = [templates[t] for t in names]

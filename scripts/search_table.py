@@ -14,7 +14,7 @@ import argparse
 import time
 
 from promptsearch import PromptEncoder
-from promptsearch.data import TASKS
+from promptsearch.data import TASKS, DataOptions
 from promptsearch.encoding.reps import rep, rep_from_key
 from promptsearch.eval import evaluate_reps
 
@@ -37,7 +37,7 @@ def main() -> None:
     enc = PromptEncoder.from_pretrained(args.model, bf16=args.bf16)
     dev = args.dev.split(",")
     t0 = time.time()
-    res = evaluate_reps(enc, list(dict.fromkeys(reps.values())), dev + TASKS, show_progress_bar=False)
+    res = evaluate_reps(enc, list(dict.fromkeys(reps.values())), dev + TASKS, DataOptions(show_progress_bar=False))
     print(f"<!-- {args.model}, {enc.precision}, {time.time() - t0:.0f} s -->")
     print("| representation | " + " | ".join(dev + TASKS) + " | 7-task avg |")
     print("|---|" + "---:|" * (len(dev) + len(TASKS) + 1))

@@ -16,6 +16,7 @@ import time
 from scipy.stats import kendalltau, spearmanr
 
 from promptsearch import PromptEncoder
+from promptsearch.data import DataOptions
 from promptsearch.encoding import rep
 from promptsearch.eval import evaluate_reps
 from promptsearch.library import paper_templates
@@ -36,7 +37,7 @@ def main() -> None:
     fixed = [rep(pooling="mean"), rep(pooling="cls")] + [rep(t, denoise=True) for t in paper_templates(enc.model.config.model_type)]
     searched = [rep(t, denoise=True) for t in ranked if rep(t, denoise=True) not in fixed]
     t0 = time.time()
-    res = evaluate_reps(enc, fixed + searched, TASKS, args.data_dir)
+    res = evaluate_reps(enc, fixed + searched, TASKS, DataOptions(args.data_dir))
     print(f"model {args.model}; {len(fixed) + len(searched)} representations x {len(TASKS)} sets in {time.time() - t0:.0f}s\n")
     print("| representation | STS-B dev (SentEval) | STS-B dev (original) | diff | STS-B test (SentEval) | STS-B test (original) | diff |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -173,7 +173,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
 
     enc = make_encoder(tiny_bert_dir, bf16=False)
     cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, "[X] means [MASK] ."], lr=1e-3, batch_size=16, micro_batch=8,
-                         max_steps=2, eval_steps=1, layer=1, show_progress_bar=False)
+                         max_steps=2, eval_steps=1, layer=1)
     summary = finetune(enc, sentences[:32], cfg, tmp_path / "ft", "tiny", TrainRun(resume=False))
     out = tmp_path / "ft"
     saved = json.loads((out / "promptsearch.json").read_text())
@@ -186,7 +186,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
     r = rep(PAPER_T, denoise=True, layer=1)
     assert summary["start_dev"] == pytest.approx(evaluate_reps(start, [r], ["stsb-dev"])[r]["stsb-dev"]["spearman"],
                                                       abs=1e-4)
-    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
+    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False)
     assert loaded.default_layer == 1
     probe = sentences[200:220]
     got = loaded.encode(probe)

@@ -51,6 +51,27 @@ def test_no_function_takes_more_than_eight_parameters():
     assert not long, long
 
 
+# Where the data is, in which columns, and whether progress shows travel as one DataOptions; these take
+# them as they are: the data floor's reader and the encoder's encode_reps (the options sentence-transformers'
+# encode takes), with the one evaluator that hands them on.
+TRAVELLERS = {"data_dir", "fmt", "show_progress_bar"}
+TAKE_THEM_APART = {("data/tasks.py", "load_task"), ("encoding/encoder.py", "encode_reps"), ("eval/sts.py", "encode"),
+                   ("eval/sts.py", "evaluate")}
+
+
+def test_data_location_columns_and_progress_travel_as_one_object():
+    apart = []
+    for p in _sources():
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = n.args
+                got = TRAVELLERS & {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                where = (str(p.relative_to(PKG)), n.name)
+                if len(got) > 1 and where not in TAKE_THEM_APART:
+                    apart.append(f"{where[0]}:{n.lineno} {n.name} {sorted(got)}")
+    assert not apart, apart
+
+
 def test_library_messages_name_parameters_not_flags():
     found = [f"{rel}:{line} {text[:70]!r}" for rel, line, text in _library_strings(SPEAKS_FLAGS)
              if re.search(r"(?<![\w-])--[a-z][a-z-]+", text)]

@@ -23,7 +23,7 @@ def fresh(tiny_bert_dir):
 
 def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
     before = {n: p.detach().clone() for n, p in fresh.encoder.named_parameters()}
-    cfg = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=3, lr=1e-2, show_progress_bar=False)
+    cfg = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=3, lr=1e-2)
     summary = train_optiprompt(fresh, sentences, cfg, tmp_path / "op", str(fresh.model.path), TrainRun(resume=False))
     for n, p in fresh.encoder.named_parameters():
         assert torch.equal(p, before[n]), n  # bit-identical
@@ -33,14 +33,14 @@ def test_optiprompt_changes_only_the_prompt_vectors(fresh, sentences, tmp_path):
     # training throughput: 6 steps x 16 sentences over the wall time less the two dev evaluations
     assert 6 * 16 / summary["seconds"] < summary["train_sentences_per_second"] < float("inf")
     # the directory loads as an encoder with those vectors
-    loaded = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False, show_progress_bar=False)
+    loaded = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False)
     assert torch.equal(loaded.soft_prompts[PAPER_T], fresh.soft_prompts[PAPER_T])
     np.testing.assert_allclose(loaded.encode(sentences[:8]), fresh.encode(sentences[:8], template=PAPER_T), atol=1e-6)
     # versioned, one key for the base model whichever trainer wrote it; the older spelling still reads
     assert saved["format"] == "promptsearch.trained/1" and saved["base_model"] == str(fresh.model.path)
     legacy = {k: v for k, v in saved.items() if k not in ("format", "base_model")} | {"model": saved["base_model"]}
     (tmp_path / "op" / "promptsearch.json").write_text(json.dumps(legacy))
-    old = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False, show_progress_bar=False)
+    old = PromptEncoder.from_pretrained(str(tmp_path / "op"), device="cpu", bf16=False)
     assert torch.equal(old.soft_prompts[PAPER_T], fresh.soft_prompts[PAPER_T])
 
 
@@ -61,7 +61,7 @@ def test_the_bias_cache_follows_the_weights(fresh):
 def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
     from promptsearch.train.optiprompt import initial_vectors
     init = initial_vectors(fresh, PAPER_T)
-    cfg = OptiPromptConfig(template=PAPER_T, steps=4, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
+    cfg = OptiPromptConfig(template=PAPER_T, steps=4, batch_size=16, eval_steps=2, lr=5e-2)
     import promptsearch.train.optiprompt as op
     op.DevEval.__call__, real = (lambda self, t, d: float(len(self.encoder.soft_prompts))), op.DevEval.__call__
     try:
@@ -69,7 +69,7 @@ def test_optiprompt_vectors_move_and_resume(fresh, sentences, tmp_path):
         assert not torch.allclose(fresh.soft_prompts[PAPER_T], init)  # "best" is the trained vectors here
         ck = torch.load(tmp_path / "op" / "resume" / op.CHECKPOINT, weights_only=False)
         assert ck["step"] == 4
-        cfg2 = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=2, lr=5e-2, show_progress_bar=False)
+        cfg2 = OptiPromptConfig(template=PAPER_T, steps=6, batch_size=16, eval_steps=2, lr=5e-2)
         s2 = train_optiprompt(fresh, sentences, cfg2, tmp_path / "op", "tiny", TrainRun(resume=True))
         assert [h["step"] for h in s2["history"]] == [2, 4, 6]  # continued from step 4
         assert not (tmp_path / "op" / "resume").exists()  # finished without --keep-checkpoint: removed
@@ -163,7 +163,7 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     enc = make_encoder(tiny_bert_dir)
     data = sentences[:48] if mode == "unsup" else list(zip(sentences[:48], sentences[48:96], sentences[96:144]))
     cfg = FinetuneConfig(mode=mode, templates=[PAPER_T, T2] if mode == "unsup" else [PAPER_T], lr=1e-3, batch_size=16,
-                         micro_batch=8, max_steps=3, eval_steps=1, show_progress_bar=False)
+                         micro_batch=8, max_steps=3, eval_steps=1)
     summary = finetune(enc, data, cfg, tmp_path / "ft", "tiny", TrainRun(resume=False))
     assert [h["step"] for h in summary["history"]] == [0, 1, 2, 3]
     # 3 steps of 16 sentences over the training time alone (the dev evaluations left out): more than over the wall time
@@ -172,7 +172,7 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     assert not list(out.rglob("*.pt")) and not (out / "resume").exists()  # finished: the model alone, no resume state
     saved = json.loads((out / "promptsearch.json").read_text())
     assert saved["template"] == PAPER_T and saved["denoise"] is True and saved["finetune"]["mode"] == mode
-    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False, show_progress_bar=False)
+    loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False)
     probe = sentences[200:230]
     got = loaded.encode(probe)
     assert got.shape == (30, 32)
@@ -193,7 +193,7 @@ def test_finetune_checkpoint_lives_apart_resumes_and_goes_when_training_ends(tin
 
     def run(steps, **kw):
         cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=1e-3, batch_size=16, micro_batch=8,
-                             max_steps=steps, eval_steps=1, show_progress_bar=False)
+                             max_steps=steps, eval_steps=1)
         return finetune(make_encoder(tiny_bert_dir), sentences[:48], cfg, out, "tiny", TrainRun(**kw))
 
     run(2, resume=False, keep_checkpoint=True)
@@ -250,7 +250,7 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
         assert ck["step"] == 2
         state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
         last.append(state)
-        enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), device=CLI_DEVICE, bf16=False, show_progress_bar=False)
+        enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), device=CLI_DEVICE, bf16=False)
         per_seed.append(evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"])
     assert not any(torch.equal(last[i], last[j]) for i, j in ((0, 1), (0, 2), (1, 2)))  # three different runs
     got = summary["tasks"]["sts16"]

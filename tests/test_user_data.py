@@ -7,7 +7,7 @@ import datasets
 import pytest
 
 from promptsearch.cli import main
-from promptsearch.data import load_task
+from promptsearch.data import DataOptions, load_task
 from promptsearch.encoding import rep
 from promptsearch.eval import evaluate_reps
 from conftest import PAPER_T, make_encoder
@@ -60,14 +60,14 @@ def test_columns_and_subsets(forms, bert_enc, tmp_path):
     from promptsearch.data import PairFormat
 
     r = rep(PAPER_T)
-    got = evaluate_reps(bert_enc, [r], [str(forms / "custom.csv")], fmt=PairFormat.parse("left,right,gold"))[r]
+    got = evaluate_reps(bert_enc, [r], [str(forms / "custom.csv")], DataOptions(fmt=PairFormat.parse("left,right,gold")))[r]
     ref = evaluate_reps(bert_enc, [r], ["stsb-dev"])[r]
     assert got[str(forms / "custom.csv")]["spearman"] == pytest.approx(ref["stsb-dev"]["spearman"], abs=1e-9)
     # a subset column: "all" is Spearman over the concatenation, each subset its own
     rows = _stsb_dev_rows()
     rows["genre"] = ["a" if i % 3 else "b" for i in range(len(rows["score"]))]
     datasets.Dataset.from_dict(rows).to_csv(str(tmp_path / "g.csv"), index=False)
-    res = evaluate_reps(bert_enc, [r], [str(tmp_path / "g.csv")], fmt=PairFormat.parse(None, "genre"))[r][str(tmp_path / "g.csv")]
+    res = evaluate_reps(bert_enc, [r], [str(tmp_path / "g.csv")], DataOptions(fmt=PairFormat.parse(None, "genre")))[r][str(tmp_path / "g.csv")]
     assert set(res["subsets"]) == {"a", "b"} and res["pairs"] == 1500
 
 

@@ -44,7 +44,7 @@ def cmd_eval(args) -> int:
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
     t0 = time.time()
-    res = evaluate_reps(enc, [rep], evaluators(tasks, args.data_dir, o.fmt(args)), args.data_dir, o.show(args))[rep]
+    res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
     aniso = anisotropy(enc, [rep], data_dir=args.data_dir)[rep] if args.anisotropy else None
     if not args.json:
         print(f"model: {_loaded(args)}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
@@ -67,7 +67,7 @@ def _loaded(args) -> str:
 def cmd_ditto_search(args) -> int:
     task = one_dataset(args.dataset)
     check_data([task], args.data_dir)
-    scores = search_heads(o.encoder(args), task, data_dir=args.data_dir, show_progress_bar=o.show(args), fmt=o.fmt(args))
+    scores = search_heads(o.encoder(args), task, o.data(args))
     heads = [{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores]
     print(json.dumps(heads, indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
     return 0
@@ -112,6 +112,6 @@ def cmd_table9(args) -> int:
     """PromptBERT Table 9: [MASK] state vs Eq. 3 (avg. of top-200 static embeddings), +/- denoising."""
     tasks, template = expand_tasks(args.tasks), o.template(args, args.template).text
     check_data(tasks, args.data_dir)
-    table = table9(o.encoder(args), template, tasks, args.data_dir, o.show(args), o.fmt(args))
+    table = table9(o.encoder(args), template, tasks, o.data(args))
     print(f"model: {args.model}   template: {template}\n{table}")
     return 0

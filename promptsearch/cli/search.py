@@ -29,15 +29,15 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     for check in checks:
         check()
     check_data(args.dataset, args.data_dir)
-    tasks = held_out_tasks(args.validate_on, args.validate_top, args.data_dir, o.fmt(args))
+    tasks = held_out_tasks(args.validate_on, args.validate_top, o.data(args))
     check_apart(None if args.no_cache else args.cache, args.out)
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
         from ..search.study import open_storage
 
         open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
-    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data_dir=args.data_dir, cache=False if args.no_cache else args.cache,
-                    fmt=o.fmt(args), screening=args.precision, objective=args.objective)
+    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
+                    cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     if work:
         from ..search.distributed import WorkQueue
@@ -135,8 +135,8 @@ def cmd_worker(args) -> int:
             args.add_period = numbers["add_period"]
         args.max_length = args.max_length or numbers["max_length"]
         args.compat = numbers["compat"]
-        scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data_dir=args.data_dir,
-                        cache=False, fmt=o.fmt(args), screening=spec["screening"], objective=spec["objective"])
+        scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data=o.data(args),
+                        cache=False, screening=spec["screening"], objective=spec["objective"])
         return scorer, model
 
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr))

@@ -31,14 +31,14 @@ def _start(args) -> list[int]:
 
 def _dev(args) -> TrainRun:
     """How every training run is run: dev set, data, resume, the checkpoint kept or not."""
-    return TrainRun(dev_dataset=one_dataset(args.dataset), data_dir=args.data_dir, fmt=o.fmt(args), resume=not args.no_resume,
+    return TrainRun(dev_dataset=one_dataset(args.dataset), data=o.data(args), resume=not args.no_resume,
                     keep_checkpoint=args.keep_checkpoint)
 
 
 def _config(args, seed: int) -> dict:
     """The config fields both trainers take from the flags (None: the trainer's default)."""
     return dict(lr=args.lr, batch_size=args.train_batch_size, max_seq_length=args.max_seq_length, eval_steps=args.eval_steps,
-                micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed, show_progress_bar=o.show(args))
+                micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed)
 
 
 def _table(args, seeds, template: str, labels, readout: str | None = None, layer: int | None = None) -> int:

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import torch
 
-from ..data import DEV_SET, PairFormat, load_task
+from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import FIRST_LAYER, Batch, Pooling
 from .sts import STSEvaluator
@@ -30,15 +30,14 @@ class EveryDittoHead(Pooling):
         return pooled.reshape(len(w), -1)
 
 
-def search_heads(encoder: PromptEncoder, task: str = DEV_SET, data_dir=None, show_progress_bar=None,
-                 fmt: PairFormat | None = None) -> list[tuple[int, int, float]]:
+def search_heads(encoder: PromptEncoder, task: str = DEV_SET, data: DataOptions = DataOptions()) -> list[tuple[int, int, float]]:
     """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
-    ev = STSEvaluator(load_task(task, data_dir, fmt))
+    ev = STSEvaluator(load_task(task, data.data_dir, data.fmt))
     sentences = ev.sentences
     L, H = encoder.model.num_layers, encoder.model.num_heads
 
     every = EveryDittoHead()
-    flat = ev.encode(encoder, [every], show_progress_bar=show_progress_bar)[every]
+    flat = ev.encode(encoder, [every], show_progress_bar=data.show_progress_bar)[every]
     per_head = flat.reshape(len(sentences), L, H, -1)
     scores = [(layer, head, ev.spearman(per_head[:, layer, head])) for layer in range(L) for head in range(H)]
     return sorted(scores, key=lambda x: -x[2])

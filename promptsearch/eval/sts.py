@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import ConstantInputWarning, spearmanr
 
-from ..data import PairFormat, STSData, load_task
+from ..data import DataOptions, STSData, load_task
 from ..encoding import PromptEncoder, Rep
 from ..errors import PromptSearchError
 
@@ -106,21 +106,21 @@ def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
     return ev.score(np.asarray(vecs))
 
 
-def evaluators(tasks: Sequence[str], data_dir=None, fmt: PairFormat | None = None) -> dict[str, STSEvaluator]:
-    """Task names resolved once into evaluators (each data set read and checked here)."""
-    return {t: STSEvaluator(load_task(t, data_dir, fmt)) for t in tasks}
+def evaluators(tasks: Sequence[str], data: DataOptions = DataOptions()) -> dict[str, STSEvaluator]:
+    """Task names resolved once into evaluators (each data set read from ``data`` and checked here)."""
+    return {t: STSEvaluator(load_task(t, data.data_dir, data.fmt)) for t in tasks}
 
 
 def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str] | dict[str, STSEvaluator],
-                  data_dir=None, show_progress_bar=None, fmt: PairFormat | None = None) -> dict[Rep, dict[str, dict]]:
+                  data: DataOptions = DataOptions()) -> dict[Rep, dict[str, dict]]:
     """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task (names, or
     evaluators from :func:`evaluators`).
 
     Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
     numbers do not depend on which other tasks were asked for."""
-    evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data_dir, fmt)
+    evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data)
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
     for t, ev in evs.items():
-        for r, res in ev.evaluate(encoder, reps, show_progress_bar=show_progress_bar, data_dir=data_dir).items():
+        for r, res in ev.evaluate(encoder, reps, show_progress_bar=data.show_progress_bar, data_dir=data.data_dir).items():
             results[r][t] = res
     return results

@@ -95,7 +95,7 @@ def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions
         keyed += [enc.resolve(rep_from_key(t)), enc.resolve(rep_from_key(t, denoise=True))]
         enc.check_rep(keyed[-1])
     keyed = list(dict.fromkeys(keyed))  # a pooled read-out has no denoised twin
-    best = search_heads(enc, data_dir=data.data_dir, show_progress_bar=data.show_progress_bar)[0]
+    best = search_heads(enc, data=data)[0]
     return [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])] + keyed, best
 
 
@@ -114,7 +114,7 @@ def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions()
     from .anisotropy import anisotropy
     from .sts import evaluate_reps
 
-    res = evaluate_reps(enc, reps, tasks, data.data_dir, show_progress_bar=data.show_progress_bar, fmt=data.fmt)
+    res = evaluate_reps(enc, reps, tasks, data)
     aniso = anisotropy(enc, reps, data_dir=data.data_dir)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
     if json_path:
@@ -150,7 +150,7 @@ def scores_json(res: dict[str, dict], extra: dict | None = None) -> dict:
     return {**out, **(extra or {})}
 
 
-def table9(enc, template: str, tasks, data_dir=None, show_progress_bar=None, fmt=None) -> str:
+def table9(enc, template: str, tasks, data: DataOptions = DataOptions()) -> str:
     """PromptBERT Table 9: the [MASK] state against Eq. 3 (the average of the top-200 tokens' static
     embeddings), each raw and denoised."""
     from ..encoding import MaskState, TopKStatic
@@ -158,7 +158,7 @@ def table9(enc, template: str, tasks, data_dir=None, show_progress_bar=None, fmt
 
     reps = {f"{name}{' (denoised)' if d else ''}": cls(template, d)
             for name, cls in (("[MASK] token", MaskState), ("avg. top-200 tokens", TopKStatic)) for d in (False, True)}
-    res = evaluate_reps(enc, list(reps.values()), tasks, data_dir, show_progress_bar=show_progress_bar, fmt=fmt)
+    res = evaluate_reps(enc, list(reps.values()), tasks, data)
     return format_table([(label, res[r]) for label, r in reps.items()], tasks, markdown=True)
 
 

@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..data import DEV_SET, DevSets, PairFormat, STSData, load_task
+from ..data import DEV_SET, DataOptions, DevSets, STSData, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, normalized
 from ..errors import PromptSearchError
@@ -82,11 +82,11 @@ class Scorer:
     """Scores templates on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
     ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score."""
 
-    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True, data_dir=None,
-                 cache: str | os.PathLike | bool | None = None, fmt: PairFormat | None = None,
+    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True,
+                 data: DataOptions = DataOptions(), cache: str | os.PathLike | bool | None = None,
                  screening: str = "auto", objective: str = "mean"):
-        """``cache``: the score cache file (None: the default, ``$PROMPTSEARCH_CACHE`` or
-        ~/.cache/promptsearch/scores.jsonl; False: no cache)."""
+        """``data``: where the sets are read from and in which columns; ``cache``: the score cache file
+        (None: the default, ``$PROMPTSEARCH_CACHE`` or ~/.cache/promptsearch/scores.jsonl; False: no cache)."""
         self.encoder = encoder
         if screening not in ("auto",) + PromptEncoder.PRECISIONS:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
@@ -95,8 +95,8 @@ class Scorer:
         self.sets = DevSets.parse(dataset)  # the dev set(s), parsed once (here, or by the caller)
         self.datasets, self.dataset = list(self.sets.names), self.sets.text
         self.denoise = denoise
-        self.data_dir, self.fmt = data_dir, fmt
-        sets = {d: STSEvaluator(load_task(d, data_dir, fmt)) for d in self.datasets}
+        self.data = data
+        sets = {d: STSEvaluator(load_task(d, data.data_dir, data.fmt)) for d in self.datasets}
         # Over one set, exactly that set's evaluator (the same sentence order and batches as ``eval``).
         self.evaluator = Objective(sets, objective)
         self.objective = objective
@@ -123,7 +123,7 @@ class Scorer:
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
         cache already read is shared, not read again."""
-        other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data_dir=self.data_dir, cache=False, fmt=self.fmt,
+        other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data=self.data, cache=False,
                        screening=self.screening_precision, objective=self.objective)
         other.cache_path = self.cache_path
         other.use_cache, other._cache = self.use_cache, self._cache

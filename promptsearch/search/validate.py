@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tqdm.auto import tqdm
 
+from ..data import DataOptions
 from .results import Results
 from .scorer import Scorer
 
@@ -52,7 +53,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     results.save()
 
 
-def held_out_tasks(spec: str, top: int, data_dir=None, fmt=None) -> list[str]:
+def held_out_tasks(spec: str, top: int, data: DataOptions = DataOptions()) -> list[str]:
     """The held-out tasks ``spec`` names (none when ``top`` is 0), each read now — not after the search."""
     from ..data import expand_tasks, load_task
     from ..errors import DataError, PromptSearchError
@@ -60,7 +61,7 @@ def held_out_tasks(spec: str, top: int, data_dir=None, fmt=None) -> list[str]:
     try:
         tasks = expand_tasks(spec) if top and spec.strip() else []
         for t in tasks:
-            load_task(t, data_dir, fmt)
+            load_task(t, data.data_dir, data.fmt)
     except DataError as exc:
         raise PromptSearchError(f"held-out validation: {exc}; pass validate_on=TASKS, or validate_top=0 to skip "
                                 "it") from None

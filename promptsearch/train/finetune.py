@@ -67,7 +67,6 @@ class FinetuneConfig(TrainConfig):
 def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, run: TrainRun = TrainRun()) -> dict:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
     resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``."""
-    data_dir, resume, dev_dataset, fmt, keep_checkpoint = run.data_dir, run.resume, run.dev_dataset, run.fmt, run.keep_checkpoint
     from accelerate import Accelerator
 
     acc = Accelerator()
@@ -83,11 +82,11 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
     wrapped, opt = acc.prepare(prompt, opt)
-    dev = DevEval(enc, data_dir, dev_dataset, fmt)
+    dev = DevEval(enc, run.dev_dataset, run.data)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ckpt = checkpoint_path(out, CHECKPOINT)
-    ck = Checkpoint.load(ckpt) if resume else None
+    ck = Checkpoint.load(ckpt) if run.resume else None
     saved = ck and ck.resume(FinetuneState, templates=cfg.templates, mode=cfg.mode, layer=cfg.layer)
     if saved:
         acc.unwrap_model(wrapped).encoder.load_state_dict(saved.model)
@@ -98,17 +97,17 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
         cfg.history.append({"step": 0, "dev": round(start_score, 4)})
         if acc.is_main_process:
-            save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": dev_dataset})
+            save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": run.dev_dataset})
     wrapped.train()
     trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
                          start_score)
     progress = Progress(start, best, cfg.history)
-    secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, run.data.show_progress_bar)
     best = progress.best
     wrapped.eval()
     if acc.is_main_process:
-        end_checkpoint(ckpt, keep_checkpoint)
-    return {"dev_set": dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
+        end_checkpoint(ckpt, run.keep_checkpoint)
+    return {"dev_set": run.dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
             "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}

@@ -7,14 +7,14 @@ from __future__ import annotations
 import random
 import time
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data import DEV_SET, DataOptions, PairFormat, load_task
+from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool
 from ..eval.sts import STSEvaluator
@@ -71,8 +71,7 @@ class TrainSettings:
 class TrainConfig(TrainSettings):
     """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
     :class:`TrainSettings`, gradient-cached micro-batches, the contrastive loss's temperature, the
-    token limit, how often the dev set is scored, denoising, progress, and the dev history the run
-    fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+    token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
 
     micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
@@ -80,7 +79,6 @@ class TrainConfig(TrainSettings):
     temperature: float = 0.05
     eval_steps: int | None = None
     denoise: bool = False
-    show_progress_bar: bool | None = None
     history: list = field(default_factory=list)
 
     def schedule(self, total: int) -> "Schedule":
@@ -90,13 +88,12 @@ class TrainConfig(TrainSettings):
 
 @dataclass(frozen=True)
 class TrainRun:
-    """How a training run is run, whatever it trains: the dev set that chooses the checkpoint (and
-    where its data is, in which columns), whether a checkpoint in the output folder is resumed, and
-    whether that checkpoint is kept when training ends."""
+    """How a training run is run, whatever it trains: the dev set that chooses the checkpoint, where
+    its data is and whether progress shows (``data``), whether a checkpoint in the output folder is
+    resumed, and whether that checkpoint is kept when training ends."""
 
     dev_dataset: str = DEV_SET
-    data_dir: str | None = None
-    fmt: PairFormat | None = None
+    data: DataOptions = DataOptions()
     resume: bool = True
     keep_checkpoint: bool = False
 
@@ -105,10 +102,10 @@ class DevEval:
     """The dev set's Spearman of a template on the encoder's current weights (the one STSEvaluator;
     the template-bias cache follows the weights by itself)."""
 
-    def __init__(self, encoder: PromptEncoder, data_dir=None, dataset: str = DEV_SET, fmt: PairFormat | None = None):
+    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, data: DataOptions = DataOptions()):
         self.encoder = encoder
-        self.dataset, self.data_dir, self.fmt = dataset, data_dir, fmt
-        self.evaluator = STSEvaluator(load_task(dataset, data_dir, fmt))
+        self.dataset, self.data = dataset, replace(data, show_progress_bar=False)
+        self.evaluator = STSEvaluator(load_task(dataset, data.data_dir, data.fmt))
 
     def __call__(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
         r = trained_rep(template, denoise, layer, readout)
@@ -122,7 +119,7 @@ class DevEval:
 
         r = trained_rep(template, denoise, layer, readout)
         with self._eval_mode():
-            return known_scores(self.encoder, r, [self.dataset], DataOptions(self.data_dir, self.fmt, False))[self.dataset]["spearman"]
+            return known_scores(self.encoder, r, [self.dataset], self.data)[self.dataset]["spearman"]
 
     @contextmanager
     def _eval_mode(self):

@@ -59,7 +59,6 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
                      run: TrainRun = TrainRun()) -> dict:
     """Train, keep the best vectors on the dev set (``run.dev_dataset``), save them to ``out_dir``; returns a
     summary. ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
-    data_dir, resume, dev_dataset, fmt, keep_checkpoint = run.data_dir, run.resume, run.dev_dataset, run.fmt, run.keep_checkpoint
     template = Template.parse(cfg.template).text
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -68,12 +67,12 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         p.requires_grad_(False)
     soft = torch.nn.Parameter(initial_vectors(enc, template))
     opt = torch.optim.Adam([soft], lr=cfg.lr)
-    dev = DevEval(enc, data_dir, dev_dataset, fmt)
+    dev = DevEval(enc, run.dev_dataset, run.data)
     enc.set_soft_prompt(template, None)
     manual = dev(template, cfg.denoise)
     best, best_vec, start = manual, soft.detach().clone(), 0
     ckpt = checkpoint_path(out, CHECKPOINT)
-    ck = Checkpoint.load(ckpt) if resume else None
+    ck = Checkpoint.load(ckpt) if run.resume else None
     saved = ck and ck.resume(OptiPromptState, template=template)
     if saved:
         with torch.no_grad():
@@ -84,17 +83,17 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     enc.prompt.train()  # dropout is the SimCSE noise; weights stay frozen
     trainee = _OptiPromptee(enc, cfg, template, soft, opt, dev, best_vec)
     progress = Progress(start, best, cfg.history)
-    secs, evaluating = train_loop(trainee, corpus, cfg.schedule(cfg.steps), ckpt, progress, cfg.show_progress_bar)
+    secs, evaluating = train_loop(trainee, corpus, cfg.schedule(cfg.steps), ckpt, progress, run.data.show_progress_bar)
     best = progress.best
     enc.prompt.eval()
     vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
-    summary = {"dev_set": dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
+    summary = {"dev_set": run.dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
                "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
                "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
-    end_checkpoint(ckpt, keep_checkpoint)
+    end_checkpoint(ckpt, run.keep_checkpoint)
     return summary
 
 

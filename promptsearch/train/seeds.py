@@ -54,8 +54,7 @@ def known_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[
     key = readout_key(r.template, r.readout) if pooled else r.template
     out, first = {}, None
     for task in tqdm(tasks, desc="scoring", leave=False, disable=data.show_progress_bar is False, unit="task"):
-        sc = first.on(task) if first else Scorer(enc, dataset=task, denoise=False if pooled else r.denoise,
-                                                  data_dir=data.data_dir, fmt=data.fmt)
+        sc = first.on(task) if first else Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data=data)
         first = first or sc  # the score cache read once
         out[task] = {"spearman": (sc if pooled else sc.at_layer(r.layer)).score(key).spearman}
     return out
