@@ -5,7 +5,7 @@ from scipy.stats import spearmanr
 from promptsearch.data import STSData, load_task
 from promptsearch.encoding import rep as Rep
 from promptsearch.eval import STSEvaluator, anisotropy, evaluate_reps, format_table, score_task
-from conftest import PAPER_T, PRECISIONS, vec_tol
+from conftest import DATA, PAPER_T, PRECISIONS, make_encoder, vec_tol
 
 
 def test_all_is_spearman_over_concatenated_subsets_not_the_mean():
@@ -51,3 +51,17 @@ def test_shared_pass_equals_separate_evaluation(precision, encoders):
     np.testing.assert_allclose(shared, alone, atol=vec_tol(precision, alone, fp32))
     table = format_table([(r.label, together[r]) for r in reps], ["sts16"])
     assert PAPER_T.replace("|", "\\|") in table and "(denoised)" in table
+
+
+def test_the_encoders_data_dir_is_where_static_debiased_and_anisotropy_read_wikipedia(tiny_bert_dir, tmp_path):
+    """The Wikipedia sample belongs to the encoder (its ``data_dir``), counted once: no call names another."""
+    root = tmp_path / "data"
+    (root / "train").mkdir(parents=True)
+    (root / "sts").symlink_to(DATA)
+    (root / "train" / "wiki1m_sample.txt").write_text("guitar guitar guitar .\n" * 4, encoding="utf-8")
+    own, default = make_encoder(tiny_bert_dir, data_dir=root), make_encoder(tiny_bert_dir)
+    guitar = own.tokenizer.convert_tokens_to_ids("guitar")
+    assert guitar in own.biased_token_ids() and guitar not in default.biased_token_ids()
+    rep = Rep(pooling="mean")
+    assert anisotropy(own, [rep], n=4)[rep] == pytest.approx(1.0, abs=1e-5)  # four copies of one sentence
+    assert anisotropy(default, [rep], n=4)[rep] < 1.0 - 1e-4  # four sentences of the shared sample

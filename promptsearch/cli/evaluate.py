@@ -42,10 +42,10 @@ def cmd_eval(args) -> int:
         rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
                                layer, args.readout)
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
-    rep = enc.resolve(rep, args.data_dir)  # a Ditto head checked against the model before any pass
+    rep = enc.resolve(rep)  # a Ditto head checked against the model before any pass
     t0 = time.time()
     res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
-    aniso = anisotropy(enc, [rep], data_dir=args.data_dir)[rep] if args.anisotropy else None
+    aniso = anisotropy(enc, [rep])[rep] if args.anisotropy else None
     if not args.json:
         print(f"model: {_loaded(args)}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
     print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))

@@ -47,12 +47,13 @@ def encoder(args, path=None, training: bool = False) -> PromptEncoder:
         raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
                                 "default inputs, so drop --compat")
     kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, max_tokens=args.max_tokens,
-              bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args))
+              bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args),
+              data_dir=args.data_dir)  # where static-debiased and anisotropy find the Wikipedia sample
     if path is not None:
         template_dir_config(path)  # one-line error if it is not one
         enc = PromptEncoder.from_pretrained(str(path), **kw)
     else:
-        enc = PromptEncoder.from_pretrained(args.model, compat=args.compat, data_dir=args.data_dir, **kw)
+        enc = PromptEncoder.from_pretrained(args.model, compat=args.compat, **kw)
     line = precision_line(args, enc.device)
     if line:  # said when the work starts, so that a refused input stays one line
         enc.on_first_pass = lambda: print(line, file=sys.stderr)

@@ -252,29 +252,29 @@ class PromptEncoder:
             out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out[0] if single else out
 
-    def resolve(self, r: Rep, data_dir: str | os.PathLike | None = None) -> Rep:
+    def resolve(self, r: Rep) -> Rep:
         """The representation ready for this model: a Ditto head checked against its shape,
         static-debiased given its token ids (counted once on the corpus or the data folder's
         Wikipedia sample)."""
-        return r.resolve(self, data_dir)
+        return r.resolve(self)
 
-    def biased_token_ids(self, data_dir: str | os.PathLike | None = None) -> frozenset[int]:
-        """The token ids static-debiased drops, counted once on the corpus (or the data folder's
-        Wikipedia sample)."""
+    def biased_token_ids(self) -> frozenset[int]:
+        """The token ids static-debiased drops, counted once on this encoder's corpus (or the Wikipedia
+        sample of its ``data_dir``)."""
         if self._biased_ids is None:
-            corpus = self._corpus if self._corpus is not None else load_corpus(data_dir=data_dir or self.data_dir)
+            corpus = self._corpus if self._corpus is not None else load_corpus(data_dir=self.data_dir)
             self._biased_ids = frozenset(biased_token_ids(self.tokenizer, list(corpus)))
         return self._biased_ids
 
-    def biased_token_mask(self, data_dir: str | os.PathLike | None = None) -> torch.Tensor:
+    def biased_token_mask(self) -> torch.Tensor:
         """Boolean mask over the vocabulary of the tokens static-debiased drops."""
-        ids = self.biased_token_ids(data_dir)
+        ids = self.biased_token_ids()
         mask = torch.zeros(self.word_embeddings.shape[0], dtype=torch.bool)
         mask[[i for i in ids if i < mask.numel()]] = True
         return mask.to(self.device)
 
     def encode_reps(self, sentences: Sequence[str], reps: Sequence[Rep], batch_size: int | None = None,
-                    show_progress_bar: bool | None = None, data_dir=None) -> dict[Rep, np.ndarray]:
+                    show_progress_bar: bool | None = None) -> dict[Rep, np.ndarray]:
         """Vectors of ``sentences`` for every rep, sharing forward passes: one template pass gives
         raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
         wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
@@ -298,7 +298,7 @@ class PromptEncoder:
                                       show_progress_bar=show_progress_bar)
             for r in pooled_t:
                 out[r] = st[r.template][POOLED_READOUTS.index(r.readout)]
-        pooled = {r: self.resolve(r, data_dir) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
+        pooled = {r: self.resolve(r) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)

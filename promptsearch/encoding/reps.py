@@ -51,7 +51,7 @@ class Rep:
     def label(self) -> str:  # pragma: no cover - every subclass names itself
         raise NotImplementedError
 
-    def resolve(self, encoder, data_dir=None) -> "Rep":
+    def resolve(self, encoder) -> "Rep":
         """This representation ready for ``encoder``'s model (itself unless it needs something)."""
         return self
 
@@ -87,7 +87,7 @@ class MaskState(Rep):
 
     pooling: ClassVar[str | None] = None
 
-    def resolve(self, encoder, data_dir=None) -> "MaskState":
+    def resolve(self, encoder) -> "MaskState":
         """Itself, once its layer is known to exist in ``encoder``'s model (a one-line error if not)."""
         if self.layer is not None:
             encoder.prompt.layer_index(self.layer)
@@ -153,7 +153,7 @@ class PromptPool(Rep):
     def label(self) -> str:
         return self.key
 
-    def resolve(self, encoder, data_dir=None) -> "PromptPool":
+    def resolve(self, encoder) -> "PromptPool":
         encoder.check_readout(self)
         return self
 
@@ -180,8 +180,8 @@ class Ensemble(Rep):
     def template(self) -> str:
         return ensemble_key(m.template for m in self.members)
 
-    def resolve(self, encoder, data_dir=None) -> "Ensemble":
-        return Ensemble(tuple(m.resolve(encoder, data_dir) for m in self.members))
+    def resolve(self, encoder) -> "Ensemble":
+        return Ensemble(tuple(m.resolve(encoder) for m in self.members))
 
     def fields(self) -> dict:
         return {"template": [getattr(m, "key", m.template) for m in self.members],
@@ -274,8 +274,8 @@ class StaticDebiased(Pooling):
     help: ClassVar[str] = "static average without top-36 frequent tokens, subwords and punctuation"
     forward: ClassVar[bool] = False
 
-    def resolve(self, encoder, data_dir=None) -> "StaticDebiased":
-        return self if self.token_ids is not None else StaticDebiased(encoder.biased_token_ids(data_dir))
+    def resolve(self, encoder) -> "StaticDebiased":
+        return self if self.token_ids is not None else StaticDebiased(encoder.biased_token_ids())
 
     def pool(self, b, word_embeddings):
         if self.token_ids is None:
@@ -322,7 +322,7 @@ class Ditto(Pooling):
                                     f"0-{num_layers - 1} and heads 0-{num_heads - 1}")
         return self
 
-    def resolve(self, encoder, data_dir=None) -> "Ditto":
+    def resolve(self, encoder) -> "Ditto":
         return self.check(encoder.model.num_layers, encoder.model.num_heads)
 
     def fields(self) -> dict:

@@ -11,12 +11,13 @@ from ..encoding import PromptEncoder, Rep
 
 
 def anisotropy(encoder: PromptEncoder, reps: Sequence[Rep], corpus: list[str] | None = None, n: int = 1000,
-               seed: int = 0, data_dir=None) -> dict[Rep, float]:
-    """Mean cosine similarity of random sentence pairs (all pairs among ``n`` sampled sentences)."""
-    corpus = corpus if corpus is not None else load_corpus(data_dir=data_dir)
+               seed: int = 0) -> dict[Rep, float]:
+    """Mean cosine similarity of random sentence pairs (all pairs among ``n`` sampled sentences of
+    ``corpus``; default: the Wikipedia sample of the encoder's ``data_dir``)."""
+    corpus = corpus if corpus is not None else load_corpus(data_dir=encoder.data_dir)
     rng = np.random.default_rng(seed)
     sample = [corpus[i] for i in rng.choice(len(corpus), size=min(n, len(corpus)), replace=False)]
-    vecs = encoder.encode_reps(sample, reps, data_dir=data_dir)
+    vecs = encoder.encode_reps(sample, reps)
     out = {}
     for r, v in vecs.items():
         u = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)

@@ -78,15 +78,15 @@ class STSEvaluator:
                if subsets else {})
         return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": per, "pairs": self.n_pairs}
 
-    def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None, data_dir=None) -> dict[Rep, np.ndarray]:
+    def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere)."""
-        return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
+        return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
 
-    def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None, data_dir=None,
+    def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None,
                  subsets: bool = True) -> dict[Rep, dict]:
         """Encode, then score: {rep: :meth:`score`} — the one evaluation call of ``eval``, ``report``,
         the search scorer and training's dev evaluation."""
-        vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar, data_dir=data_dir)
+        vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar)
         return {r: self.score(vecs[r], subsets=subsets) for r in reps}
 
     def _defined(self, value: float, subset: str | None = None) -> float:
@@ -121,6 +121,6 @@ def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[s
     evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data)
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
     for t, ev in evs.items():
-        for r, res in ev.evaluate(encoder, reps, show_progress_bar=data.show_progress_bar, data_dir=data.data_dir).items():
+        for r, res in ev.evaluate(encoder, reps, show_progress_bar=data.show_progress_bar).items():
             results[r][t] = res
     return results

@@ -115,7 +115,7 @@ def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions()
     from .sts import evaluate_reps
 
     res = evaluate_reps(enc, reps, tasks, data)
-    aniso = anisotropy(enc, reps, data_dir=data.data_dir)
+    aniso = anisotropy(enc, reps)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
     if json_path:
         atomic_write(json_path, results_json([(r, res[r]) for r in reps], model))
