@@ -5,8 +5,11 @@
 
 ``run`` writes into OUT: ``report.json`` from ``report --model default --tasks sts-all --json`` and
 ``greedy.json`` from a greedy search (two steps, racing, no score cache) on a small random BERT
-built here from a fixed seed (``OUT/tiny-bert``: the same weights for every checkout). ``compare``
-reads both folders and compares everything except wall-clock times and the software/machine record.
+built here from a fixed seed (``OUT/tiny-bert``: the same weights for every checkout), and
+``greedy-wide.json`` from the same search taking every step after the template's (every layer,
+read-outs with two prefix steps, an ensemble of three, held-out validation of the top two and the
+path). ``compare`` reads both folders and compares everything except wall-clock times and the
+software/machine record (a file only one folder has is named and skipped).
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ VOLATILE = {"seconds", "elapsed", "wall_s", "started", "finished", "created", "t
 
 
 def _data() -> Path:
-    return Path(os.environ.get("PROMPTSEARCH_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "sts"))
+    given = os.environ.get("PROMPTSEARCH_DATA_DIR")
+    return Path(given) if given else Path(__file__).resolve().parents[2] / "shared" / "data" / "sts"
 
 
 def tiny_bert(d: Path) -> Path:
@@ -64,6 +68,10 @@ def run(checkout: Path, out: Path) -> None:
         "greedy": py + ["greedy", "--model", str(model), "--dataset", "sts16", "--vocabulary", str(vocab),
                         "--max-steps", "2", "--min-gain", "0", "--out", str(out / "greedy.json"), "--no-cache", "-q",
                         "--no-bf16", "--validate-top", "0"],
+        "greedy-wide": py + ["greedy", "--model", str(model), "--dataset", "sts16", "--vocabulary", str(vocab),
+                             "--max-steps", "2", "--min-gain", "0", "--out", str(out / "greedy-wide.json"), "--no-cache",
+                             "-q", "--no-bf16", "--layers", "all", "--ensemble", "3", "--readout-steps", "2",
+                             "--validate-top", "2"],
     }
     for name, cmd in cmds.items():
         r = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True)
@@ -110,7 +118,10 @@ def _diff(a, b, where="") -> list[str]:
 
 def compare(a: Path, b: Path) -> int:
     bad = 0
-    for name in ("report.json", "greedy.json"):
+    for name in ("report.json", "greedy.json", "greedy-wide.json"):
+        if not ((a / name).exists() and (b / name).exists()):
+            print(f"{name}: not in both folders, skipped")
+            continue
         da, db = (_strip(_unkeyed(json.loads((p / name).read_text()))) for p in (a, b))
         diffs = _diff(da, db)
         print(f"{name}: {'identical' if not diffs else f'{len(diffs)} differences'}")

@@ -199,7 +199,7 @@ def test_a_hand_edited_or_foreign_winner_is_said(base, tmp_path, capsys):
     d["x_chosen"] = d["templates"][-1]["template"]
     out.write_text(json.dumps(d))
     res = Results.load(out)
-    assert res.unverified() == [res.best.key] and res.best.spearman == 99.9
+    assert res.unverified() == [res.best.entry_key] and res.best.spearman == 99.9
     notes = res.trust_notes("another-model")
     assert "is not the one a promptsearch search wrote" in notes[0] and "not 'another-model'" in notes[1]
     capsys.readouterr()

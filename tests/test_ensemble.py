@@ -81,9 +81,9 @@ def test_finetune_takes_a_searched_ensembles_members_and_layer(tmp_path):
     res.add(Score(PAPER_T, 70.0, True, 1.0))
     res.add(Score(OTHER, 69.0, True, 1.0, layer=2))
     res.add(Score(f"{PAPER_T} + {OTHER}", 72.0, True, 0.0, members=(EntryKey(PAPER_T), EntryKey(OTHER, 2))))
-    res.choose(f"{PAPER_T} + {OTHER} @layer 2")
+    res.choose(EntryKey.ensemble([EntryKey(PAPER_T), EntryKey(OTHER, 2)]))
     assert choose_templates("unsup", results=str(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
-    res.choose(f"{OTHER} @layer 2")
+    res.choose(EntryKey(OTHER, 2))
     assert choose_templates("sup", results=str(tmp_path / "best.json")) == ([OTHER], None, 2)
 
 

@@ -149,7 +149,7 @@ def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
             assert (r.gain > r.min_gain) == (r.stage == "prefix")
             prev = r if r.stage == "prefix" else prev
         # the product is the path's end, not a noisier higher score (then the model's own unless it is beaten)
-        assert res.baseline.best == prev.template and res.best.key in (prev.template, "[X] @mean")
+        assert res.baseline.best.text == prev.template and res.best.key in (prev.template, "[X] @mean")
     steps = {mg: [r.template for r in p if r.stage == "prefix"] for mg, p in paths.items()}
     assert steps["auto"] == steps[0][: len(steps["auto"])]  # the noise rule stops on the same path, no later
 

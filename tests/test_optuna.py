@@ -47,7 +47,7 @@ def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     study = optuna.load_study(study_name="t", storage=storage)
     assert len([t for t in study.trials if t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL]) == 7
     completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
-    assert completed <= set(res.entries)
+    assert completed <= {e.key for e in res.entries.values()}
     d = json.loads((tmp_path / "o.json").read_text())
     assert d["x_study"]["finished"] == 7
 

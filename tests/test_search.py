@@ -156,29 +156,32 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
 
     out = tmp_path / "r.json"
     res = Results.open(out, "m", DATASET, "optuna", True)
-    res.chosen = "[X] @mean"
-    res.baseline = Verdict("[X] @mean", 70.5, best="[X] means [MASK] .", best_spearman=71.0, gain=0.5, se=0.2,
-                           min_gain=0.2, kept=False)
+    own, paper = EntryKey("[X]", readout="mean"), EntryKey("[X] means [MASK] .")
+    res.baseline = Verdict(own, 70.5, best=paper, best_spearman=71.0, gain=0.5, se=0.2, min_gain=0.2, kept=False)
     res.spread = Spread(n=3, min=60.0, median=70.5, max=71.0, own=70.5, own_rank=2)
     res.study = StudyRef("sqlite:///s.db", "s", finished=7, pruned=2)
-    res.pareto = ParetoFront(["[X] means [MASK] .", "[X] @mean"])
+    res.pareto = ParetoFront([paper, own])
     res.generated = Generated(distinct=12, pairs_used=30, kept=5)
     members = (EntryKey("[X] means [MASK] ."), EntryKey("[X] is [MASK] .", 2), EntryKey("[X]", readout="mean"))
     res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
                       PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
     res.extras["x_other"] = {"kept": [1, 2]}
-    res.add(Score(EntryKey.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0, members=members))
+    res.chosen = res.add(Score(EntryKey.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
+                               members=members)).entry_key
     res.save()
     back = Results.load(out)
     for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "extras", "entries"):
         assert getattr(back, name) == getattr(res, name), name
     d = json.loads(out.read_text())
-    assert d["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # the file's shape is kept
+    assert d["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # keys in the code, their text in the file
+    assert (d["x_baseline"]["key"], d["x_baseline"]["best"]) == ("[X] @mean", "[X] means [MASK] .")
     # an ensemble's members are keys in the code and their text in the file
     texts = ["[X] means [MASK] .", "[X] is [MASK] . @layer 2", "[X] @mean"]
     assert d["path"][1]["members"] == texts and [e for e in d["templates"] if e.get("members")][0]["members"] == texts
     ens = next(e for e in back.entries.values() if e.members)
     assert ens.members == members and ens.key == " + ".join(texts) and back.path_steps[1].key == ens.key
+    assert back.chosen == ens.entry_key and d["x_chosen"] == ens.key
+    assert list(back.entries) == [ens.entry_key] and back.baseline.key == own  # keys as objects, not their text
     d["x_spread"] = {"n": 3}
     out.write_text(json.dumps(d))
     with pytest.raises(PromptSearchError, match=r"does not match the results schema at x_spread: 'min' is a required"):

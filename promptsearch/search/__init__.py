@@ -35,7 +35,7 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     strategy.run(scorer, results)
     settle(scorer, results, strategy.min_gain)  # kept unless beaten beyond noise
     if validate_top > 0 and validate_on:
-        extra = [own, results.best.key] + list(strategy.validation_extra(results))
+        extra = [own, results.best.entry_key] + list(strategy.validation_extra(results))
         validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar,
                  announce=announce)
     return results

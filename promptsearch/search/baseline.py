@@ -20,19 +20,16 @@ from .scorer import Scorer
 from .state import Spread, Verdict
 
 
-def score_own(scorer: Scorer, results: Results) -> str:
+def score_own(scorer: Scorer, results: Results) -> EntryKey:
     """Score the model's own representation into ``results`` (cached like any candidate); its key."""
-    key = own_key(scorer.encoder.model.path)
-    results.add(scorer.score(key), "baseline")
+    key = results.add(scorer.score(own_key(scorer.encoder.model.path)), "baseline").entry_key
     results.baseline = Verdict(key)
     results.save()
     return key
 
 
-def similarities(scorer: Scorer, results: Results, key: str) -> np.ndarray:
-    """The pair similarities of a results entry (a template, a layer, a pooled read-out, an ensemble)."""
-    e = results.entries.get(key)
-    k = e.entry_key if e is not None else EntryKey.parse(key)
+def similarities(scorer: Scorer, k: EntryKey) -> np.ndarray:
+    """The pair similarities of a results entry's key (a template, a layer, a pooled read-out, an ensemble)."""
     if k.members:
         return scorer.member_similarities(k.members)
     return scorer.at_layer(k.layer).similarities(k.without_layer)
@@ -47,13 +44,13 @@ def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:
     best = results.best
     own = results.entries[base]
     verdict = Verdict(base, own.spearman)
-    if best is not None and best.key != base:
-        gain, se = scorer.evaluator.gain(similarities(scorer, results, base), similarities(scorer, results, best.key), seed=0)
+    if best is not None and best.entry_key != base:
+        gain, se = scorer.evaluator.gain(similarities(scorer, base), similarities(scorer, best.entry_key), seed=0)
         need = se if min_gain in (None, "auto") else float(min_gain)
         beats = gain > need
-        verdict = Verdict(base, own.spearman, best=best.key, best_spearman=best.spearman, gain=round(gain, 4),
+        verdict = Verdict(base, own.spearman, best=best.entry_key, best_spearman=best.spearman, gain=round(gain, 4),
                           se=round(se, 4), min_gain=round(need, 4), kept=not beats)
-        results.choose(best.key if beats else base)
+        results.choose(best.entry_key if beats else base)
     else:
         verdict = Verdict(base, own.spearman, best=base, kept=True)
         results.choose(base)
@@ -62,7 +59,7 @@ def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:
     results.save()
 
 
-def spread(results: Results, base: str) -> Spread:
+def spread(results: Results, base: EntryKey) -> Spread:
     """min / median / max of the candidates scored, and the rank of the model's own representation."""
     scores = np.array([e.spearman for e in results.entries.values()], dtype=float)
     own = results.entries[base].spearman

@@ -26,7 +26,7 @@ from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from ..template import EntryKey, entry_key
+from ..template import EntryKey
 from .baseline import similarities
 from .results import Results
 from .state import PathStep
@@ -149,10 +149,10 @@ class Greedy(Strategy):
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
         return scorer.layer_list(self.layers)
 
-    def validation_extra(self, results: Results) -> list[str]:
+    def validation_extra(self, results: Results) -> list[EntryKey]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step,
         the best layer, each ensemble taken)."""
-        return [r.key for r in results.path_steps
+        return [r.entry_key for r in results.path_steps
                 if r.stage in ("relation:best", "prefix", "layer:best") or (r.stage == "ensemble" and r.taken)]
 
     def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
@@ -235,26 +235,24 @@ class Greedy(Strategy):
             best_score, template = self._demos_step(scorer, results, best.template, best_score)
         else:
             template = best.template
-        chosen = self._layer_step(scorer, results, template, best_score) if self.layers else template
+        chosen = self._layer_step(scorer, results, template, best_score) if self.layers else scorer.canonical(template)
         if parse_readouts(self.readouts):
             chosen = self._readout_step(scorer, results, v["readout_prompts"], chosen, template, v)
         results.choose(self._ensemble_step(scorer, results, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
 
     @staticmethod
-    def _leader(results: Results, chosen: str) -> str:
+    def _leader(results: Results, chosen: EntryKey) -> EntryKey:
         """Where an ensemble starts: the chosen template, or the model's own representation when it scored higher."""
         own = results.own_key
         if own in results.entries and results.entries[own].spearman > results.entries[chosen].spearman:
             return own
         return chosen
 
-    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: str, template: str,
-                      vocabulary: dict | None = None) -> str:
+    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: EntryKey, template: str,
+                      vocabulary: dict | None = None) -> EntryKey:
         """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
         taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
-        from ..template import readout_key
-
-        keys = list(dict.fromkeys(readout_key(p, r) for p in list(prompts) + [template] for r in parse_readouts(self.readouts)))
+        keys = list(dict.fromkeys(EntryKey.of(p, readout=r) for p in list(prompts) + [template] for r in parse_readouts(self.readouts)))
         keys = [k for k in keys if k in results.entries or _fits(scorer, k)]
         scored = []
         with tqdm(total=len(keys), desc="read-outs", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
@@ -262,7 +260,7 @@ class Greedy(Strategy):
                 if k not in results.entries:  # the model's own representation keeps its source
                     results.add(sc, "greedy:readout")
                 scored.append((sc.spearman, k))
-                self.path.append(PathStep(stage="readout", step=len(self.path), template=k, spearman=round(sc.spearman, 4),
+                self.path.append(PathStep(stage="readout", step=len(self.path), template=k.text, spearman=round(sc.spearman, 4),
                                   candidates=1))
         if not scored:
             return chosen
@@ -271,10 +269,10 @@ class Greedy(Strategy):
             cand_score, cand = self._pooled_prefix_steps(scorer, results, cand, cand_score, vocabulary)
         lead = self._leader(results, chosen)  # the best so far: the chosen template or the model's own representation
         before = results.entries[lead].spearman
-        sims = similarities(scorer, results, lead)  # a layer's, a pooled read-out's or an ensemble's
+        sims = similarities(scorer, lead)  # a layer's, a pooled read-out's or an ensemble's
         need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
         taken = cand != lead and cand_score > before + need
-        self.path.append(PathStep(stage="readout:best", step=len(self.path), template=cand, lead=lead,
+        self.path.append(PathStep(stage="readout:best", step=len(self.path), template=cand.text, lead=lead.text,
                           spearman=round(cand_score, 4),
                           score_se=round(scorer.evaluator.se(scorer.similarities(cand)), 4), candidates=len(keys),
                           taken=taken, **noise))
@@ -305,7 +303,7 @@ class Greedy(Strategy):
         self._save_path(results)
         return (cand_score, cand) if taken else (score, template)
 
-    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: str) -> str:
+    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: EntryKey) -> EntryKey:
         """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
         that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
         first = results.entries[chosen]
@@ -326,12 +324,12 @@ class Greedy(Strategy):
             members, score, sims = members + [c], tries[c].spearman, new
             results.add(tries[c], "greedy:ensemble")
         self._save_path(results)
-        return EntryKey.ensemble(members).text if len(members) > 1 else chosen
+        return EntryKey.ensemble(members) if len(members) > 1 else chosen
 
-    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, key: str, score: float, v: dict) -> tuple[float, str]:
+    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, k: EntryKey, score: float,
+                             v: dict) -> tuple[float, EntryKey]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
-        k = results.entries[key].entry_key
         for step in range(1, self.readout_steps + 1):
             t, r = k.template, k.readout
             cands = [EntryKey.of(f"{tok} {t}", readout=r) for tok in v["prefix_tokens"]]
@@ -342,7 +340,7 @@ class Greedy(Strategy):
             with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
                       unit="template") as bar:
                 for c, sc in zip(cands, scorer.score_chunks(cands, bar)):
-                    if c.text not in results.entries:
+                    if c not in results.entries:
                         results.add(sc, "greedy:readout-prefix")
                     scored.append((sc.spearman, c))
             if not scored:
@@ -357,9 +355,9 @@ class Greedy(Strategy):
             if not taken:
                 break
             score, k = cand_score, cand
-        return score, k.text
+        return score, k
 
-    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> str:
+    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> EntryKey:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
         layers = self.layer_list(scorer)
         scores = scorer.score_layers(template, layers)
@@ -375,7 +373,8 @@ class Greedy(Strategy):
                           spearman=round(scores[k].spearman, 4), score_se=round(scorer.evaluator.se(at_k), 4),
                           candidates=len(layers), taken=taken, **noise))
         self._save_path(results)
-        return entry_key(template, k) if taken else template
+        key = scorer.canonical(template)
+        return EntryKey(key.template, k) if taken else key
 
 
 def format_path(path: list[PathStep], results: Results | None = None) -> str:
@@ -385,7 +384,7 @@ def format_path(path: list[PathStep], results: Results | None = None) -> str:
     dataset = results.dataset if results is not None else DEV_SET
     sets = results.set_names if results is not None and len(results.set_names) > 1 else []  # each set's column
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
-    held = {t: {**(e.sets or {}), **(e.validation or {})} for t, e in results.entries.items()} if results is not None else {}
+    held = {e.key: {**(e.sets or {}), **(e.validation or {})} for e in results.entries.values()} if results is not None else {}
 
     def row(template, score, label=None):
         v = held.get(template, {})

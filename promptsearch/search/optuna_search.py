@@ -272,16 +272,16 @@ class OptunaSearch(Strategy):
                 front = {k for k in front if not dominates(o, sets.get(k, {}))}
                 if not any(dominates(sets[k], o) for k in front if k in sets):
                     front.add(own)
-            results.pareto = ParetoFront([e.key for e in results.ranked() if e.key in front])
+            results.pareto = ParetoFront([e.entry_key for e in results.ranked() if e.entry_key in front])
         results.study = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
                                  pruned=sum(t.state == TrialState.PRUNED for t in trials))
         results.save()
 
 
-def _trial_key(t) -> str:
+def _trial_key(t) -> EntryKey:
     """The results-entry key of a trial: its template (a pooled read-out's key), at the trial's layer."""
     k = EntryKey.split(t.user_attrs["template"])
-    return k.text if k.readout else EntryKey(k.template, t.params.get("layer")).text
+    return k if k.readout else EntryKey(k.template, t.params.get("layer"))
 
 
 def _entry(t, scorer: Scorer) -> Entry:

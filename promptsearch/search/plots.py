@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import PromptSearchError
+from ..template import EntryKey
 from .results import Results
 from .state import PathStep
 
@@ -43,21 +44,21 @@ def check_out(out) -> Path:
     return p
 
 
-def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, str]]:
+def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, EntryKey]]:
     """(x label, step, entry key) for each step the search took."""
     steps = []
     for r in path:
         st = r.stage
         if st == "relation:best":
-            steps.append((f"relation: {_short(r.template)}", r, r.key))
+            steps.append((f"relation: {_short(r.template)}", r, r.entry_key))
         elif st == "prefix":
-            steps.append((f"prefix {r.step}: {_short(r.template)}", r, r.key))
+            steps.append((f"prefix {r.step}: {_short(r.template)}", r, r.entry_key))
         elif st == "layer:best" and r.taken:
-            steps.append((f"layer {r.layer}", r, r.key))
+            steps.append((f"layer {r.layer}", r, r.entry_key))
         elif st == "readout:best":  # the best pooled read-out, taken or not (its label says which)
-            steps.append((f"read-out {r.template[:28]}" + ("" if r.taken else " (not taken)"), r, r.key))
+            steps.append((f"read-out {r.template[:28]}" + ("" if r.taken else " (not taken)"), r, r.entry_key))
         elif st == "ensemble" and r.taken:
-            steps.append((f"+{len(r.members) - 1} template", r, r.key))
+            steps.append((f"+{len(r.members) - 1} template", r, r.entry_key))
     return steps
 
 
@@ -173,7 +174,7 @@ def plot_scores(res: Results, out: Path) -> list[Path]:
 
 def _own(res: Results):
     """The entry of the model's own representation, when the search scored it."""
-    return res.entries.get(res.own_key or "")
+    return res.entries.get(res.own_key)
 
 
 def plot_results(path, out=None) -> list[Path]:

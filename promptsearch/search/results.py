@@ -90,9 +90,9 @@ class Results:
     strategy: str
     denoise: bool
     settings: dict = field(default_factory=dict)
-    entries: dict[str, Entry] = field(default_factory=dict)
+    entries: dict[EntryKey, Entry] = field(default_factory=dict)  # by what each scored (the file writes its text)
     # what the strategies leave besides scores (see .state): typed records, each one field of the file
-    chosen: str | None = None  # the search's answer (x_chosen), when it named one
+    chosen: EntryKey | None = None  # the search's answer (x_chosen), when it named one
     baseline: Verdict | None = None  # x_baseline
     spread: Spread | None = None  # x_spread
     path_steps: list[PathStep] = field(default_factory=list)  # greedy's path ("path")
@@ -109,7 +109,7 @@ class Results:
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
     validation: dict | None = None
     numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
-    suspect: set = field(default_factory=set)  # keys loaded with a score this tool did not write (until re-scored)
+    suspect: set[EntryKey] = field(default_factory=set)  # loaded with a score this tool did not write (until re-scored)
 
     # ---- load / save -------------------------------------------------------------------------
     @property
@@ -165,7 +165,7 @@ class Results:
                   created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
-                  chosen=d.get("x_chosen"), races=dict(d.get("x_races", {})),
+                  races=dict(d.get("x_races", {})),
                   path_steps=[PathStep.from_json(r) for r in d.get(PathStep.field, [])],
                   extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
         for name, record in _RECORDS.items():
@@ -173,11 +173,14 @@ class Results:
                 setattr(res, name, record.from_json(d[record.field]))
         for e in d.get("templates", []):
             entry = Entry.from_json(e)
-            res.entries[entry.key] = entry
+            res.entries[entry.entry_key] = entry
+        if "x_chosen" in d:  # the key of one of its entries, as text
+            res.chosen = next((k for k in res.entries if k.text == d["x_chosen"]), None)
         if "x_record" in d:  # checked as loaded: an edited score stays unverified until it is re-scored
             record = d["x_record"]
-            res.suspect = {e.key for e in res.entries.values() if record.get(e.key) != _seal(e)}
+            res.suspect = {k for k, e in res.entries.items() if record.get(e.key) != _seal(e)}
         return res
+
 
     @property
     def finished_trials(self) -> int:
@@ -185,7 +188,7 @@ class Results:
         return int((self.study and self.study.finished) or (self.scored + self.cached) or len(self.entries))
 
     @property
-    def own_key(self) -> str | None:
+    def own_key(self) -> EntryKey | None:
         """The key of the model's own representation, once the search has scored it."""
         return self.baseline.key if self.baseline else None
 
@@ -198,7 +201,7 @@ class Results:
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
-        key = score.key
+        key = score.entry_key
         self.suspect.discard(key)  # scored now: its number is this tool's
         old = self.entries.get(key)
         if old is None:  # the stats count what the file holds: each template once, however often resumed
@@ -223,19 +226,19 @@ class Results:
     def answer_first(self) -> list[Entry]:
         """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
         r = self.ranked()
-        chosen = self.entries.get(self.chosen or "")
+        chosen = self.entries.get(self.chosen)
         return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
 
-    def choose(self, template: str) -> None:
+    def choose(self, key: EntryKey) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
         stops before a candidate that scored higher by less than its noise)."""
-        self.chosen = template
+        self.chosen = key
         self.save()
 
     @property
     def best(self) -> Entry | None:
         """The strategy's chosen template if it named one, else the highest-scoring."""
-        chosen = self.entries.get(self.chosen or "")
+        chosen = self.entries.get(self.chosen)
         r = self.ranked()
         return chosen or (r[0] if r else None)
 
@@ -259,7 +262,7 @@ class Results:
                       "encodings": round(sum(work.values()), 3),
                       "encodings_by_precision": {k: round(v, 3) for k, v in sorted(work.items())}},
             # the chosen representation first (marked), then the rest ranked: the file's first entry is its answer
-            "templates": [{**e.to_json(), **({"chosen": True} if e.key == chosen else {})}
+            "templates": [{**e.to_json(), **({"chosen": True} if e.entry_key == chosen else {})}
                           for e in self.answer_first()],
         }
         if self.validation is not None:
@@ -267,11 +270,11 @@ class Results:
         if self.numbers is not None:
             d["numbers"] = self.numbers
         # what this tool wrote (see unverified); an entry loaded edited keeps no seal until it is re-scored
-        d["x_record"] = {e.key: "unverified" if e.key in self.suspect else _seal(e) for e in self.entries.values()}
+        d["x_record"] = {e.key: "unverified" if k in self.suspect else _seal(e) for k, e in self.entries.items()}
         if self.path_steps:
             d[PathStep.field] = [r.to_json() for r in self.path_steps]
         if self.chosen is not None:
-            d["x_chosen"] = self.chosen
+            d["x_chosen"] = self.chosen.text
         for name, record in _RECORDS.items():
             if getattr(self, name) is not None:
                 d[record.field] = getattr(self, name).to_json()
@@ -280,7 +283,7 @@ class Results:
         d.update(self.extras)
         return d
 
-    def unverified(self) -> list[str]:
+    def unverified(self) -> list[EntryKey]:
         """Keys whose score this tool did not write as it stands (an entry edited or added by hand; a file
         from before the record has none)."""
         return [k for k in self.entries if k in self.suspect]
@@ -289,7 +292,7 @@ class Results:
         """What a reader should know before using this file's answer: scores not written by a search, another model."""
         notes = []
         ranked = self.ranked()
-        for key in dict.fromkeys(x.key for x in (self.best, ranked[0] if ranked else None) if x is not None):  # chosen, 1st
+        for key in dict.fromkeys(x.entry_key for x in (self.best, ranked[0] if ranked else None) if x is not None):  # chosen, 1st
             e = self.entries[key]
             if key in self.suspect:
                 notes.append(f"{self.path}: the score of {e.key} ({e.spearman:.2f}) is not the one a promptsearch search "

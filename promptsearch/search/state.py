@@ -64,9 +64,18 @@ class PathStep(_Record):
     dropped: list | None = None
 
     @property
+    def entry_key(self) -> EntryKey:
+        """The entry this step scored: the template (a pooled read-out's key), at its layer, or the ensemble's
+        members."""
+        if self.members:
+            return EntryKey.ensemble(self.members)
+        k = EntryKey.split(self.template)  # a key this tool wrote: a read-out's suffix split off
+        return k if self.layer is None else EntryKey(k.template, self.layer)
+
+    @property
     def key(self) -> str:
-        """The entry this step scored: the template, at its layer, or the ensemble's members."""
-        return EntryKey.ensemble(self.members).text if self.members else EntryKey(self.template, self.layer).text
+        """Its :attr:`entry_key` as text."""
+        return self.entry_key.text
 
     def to_json(self):
         d = super().to_json()
@@ -89,9 +98,9 @@ class Verdict(_Record):
     search settles only ``key`` is known."""
 
     field: ClassVar[str] = "x_baseline"
-    key: str
+    key: EntryKey
     spearman: float | None = None
-    best: str | None = None
+    best: EntryKey | None = None
     best_spearman: float | None = None
     gain: float | None = None
     se: float | None = None
@@ -101,6 +110,16 @@ class Verdict(_Record):
     @property
     def settled(self) -> bool:
         return self.kept is not None
+
+    def to_json(self):
+        d = super().to_json()
+        return {**d, "key": self.key.text, **({"best": self.best.text} if self.best is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict):
+        v = super().from_json(d)
+        v.key, v.best = EntryKey.parse(v.key), v.best and EntryKey.parse(v.best)
+        return v
 
 
 @dataclass
@@ -132,14 +151,14 @@ class ParetoFront(_Record):
     """The entries no other entry beats on every dev set (Optuna over several sets), best objective first."""
 
     field: ClassVar[str] = "x_pareto"
-    keys: list[str]
+    keys: list[EntryKey]
 
     def to_json(self):
-        return list(self.keys)
+        return [k.text for k in self.keys]
 
     @classmethod
     def from_json(cls, d):
-        return cls(list(d))
+        return cls([EntryKey.parse(k) for k in d])
 
 
 @dataclass

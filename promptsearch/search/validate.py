@@ -24,8 +24,8 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
 
     t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
-    chosen = [e.key for e in results.ranked()[:top]]
-    chosen += [t for t in extra if t in results.entries and t not in chosen]
+    chosen = [e.entry_key for e in results.ranked()[:top]]
+    chosen += [k for k in extra if k in results.entries and k not in chosen]
     if announce is not None and chosen and tasks:
         announce(f"held-out validation: {len(chosen)} representations on {', '.join(tasks)} ({len(chosen) * len(tasks)} "
                  "scores, not search work; validate_top=0 skips it)")
@@ -39,8 +39,8 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
                 e = results.entries[t]
                 if not e.members:
                     by_layer.setdefault(e.layer, []).append(e)
-            values = {e.key: sc.spearman for layer, es in by_layer.items()
-                      for e, sc in zip(es, held.at_layer(layer).score_many([e.key if e.readout else e.template for e in es]))}
+            values = {e.entry_key: sc.spearman for layer, es in by_layer.items()
+                      for e, sc in zip(es, held.at_layer(layer).score_many([e.entry_key.without_layer for e in es]))}
             for t in chosen:
                 e = results.entries[t]
                 value = values[t] if t in values else held.score_members(e.members).spearman

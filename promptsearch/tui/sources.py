@@ -70,7 +70,7 @@ class ResultsFileSource(_Polled):
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
             return Board(error=str(exc))
-        chosen = res.chosen if res.chosen in res.entries else None
+        chosen = res.chosen.text if res.chosen in res.entries else None
         # the answer first, then the rest ranked (as the file lists them)
         rows = [(float(e.spearman), e.key) for e in res.answer_first()]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
