@@ -152,7 +152,7 @@ def test_the_scorer_keys_candidates_as_objects(scorer):
 def test_strategy_state_round_trips_as_typed_records(tmp_path):
     """What strategies leave besides scores is written and read back as the same typed records; another
     tool's x_ field is kept as it was; a record of the wrong shape is a one-line schema error."""
-    from promptsearch.search.state import Generated, ParetoFront, PathStep, Spread, StudyRef, Verdict
+    from promptsearch.search.state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
 
     out = tmp_path / "r.json"
     res = Results.open(out, "m", DATASET, "optuna", True)
@@ -165,15 +165,19 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
     members = (EntryKey("[X] means [MASK] ."), EntryKey("[X] is [MASK] .", 2), EntryKey("[X]", readout="mean"))
     res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
                       PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
+    res.races["r1"] = RaceState(dropped=[{"template": "[X] is [MASK] .", "rung": 12}], contenders=["[X] means [MASK] ."],
+                                rungs_done=1)
     res.extras["x_other"] = {"kept": [1, 2]}
     res.chosen = res.add(Score(EntryKey.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
                                members=members)).entry_key
     res.save()
     back = Results.load(out)
-    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "extras", "entries"):
+    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "races", "extras", "entries"):
         assert getattr(back, name) == getattr(res, name), name
     d = json.loads(out.read_text())
     assert d["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # keys in the code, their text in the file
+    assert d["x_races"] == {"r1": {"known": [], "dropped": [{"template": "[X] is [MASK] .", "rung": 12}],
+                                   "contenders": ["[X] means [MASK] ."], "rungs_done": 1}}  # unset fields left out
     assert (d["x_baseline"]["key"], d["x_baseline"]["best"]) == ("[X] @mean", "[X] means [MASK] .")
     # an ensemble's members are keys in the code and their text in the file
     texts = ["[X] means [MASK] .", "[X] is [MASK] . @layer 2", "[X] @mean"]

@@ -29,7 +29,7 @@ from .racing import Racing, race, race_key
 from ..template import EntryKey
 from .baseline import similarities
 from .results import Results
-from .state import PathStep
+from .state import PathStep, RaceState
 from .scorer import Scorer
 from ..data import DEV_SET
 
@@ -169,8 +169,7 @@ class Greedy(Strategy):
     def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
         by_text = {s.template: s for s in states}
         texts = list(by_text)
-        races = results.races
-        state = races.setdefault(race_key(scorer, texts, self.racing), {})
+        state = results.races.setdefault(race_key(scorer, texts, self.racing), RaceState())
         with tqdm(total=len(texts), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
             def progress(label, done, total):
                 bar.set_description_str(f"{source}, {label}")

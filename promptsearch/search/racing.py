@@ -37,6 +37,7 @@ import numpy as np
 
 from ..eval.objective import bootstrap_rhos, grouped_spearman
 from .scorer import Score, Scorer
+from .state import RaceState
 
 
 @dataclass(frozen=True)
@@ -125,13 +126,13 @@ def race_key(scorer: Scorer, templates: list[str], racing: Racing) -> str:
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | None = None, save=None,
+def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState | None = None, save=None,
          progress=None) -> RaceOutcome:
-    """Race ``templates`` (distinct, parsed). ``state`` is a dict kept in the results file; it
-    records the rungs done and the finalists, and ``save()`` is called after each rung, so an
-    interrupted race resumes where it was and reaches the same decisions.
+    """Race ``templates`` (distinct, parsed). ``state`` is kept in the results file; it records the
+    rungs done and the finalists, and ``save()`` is called after each rung, so an interrupted race
+    resumes where it was and reaches the same decisions.
     ``progress(label, done, total)`` is called as candidates are encoded."""
-    state = state if state is not None else {}
+    state = state if state is not None else RaceState()
     n_pairs = scorer.evaluator.n_pairs
     perm = np.random.default_rng(racing.seed).permutation(n_pairs)
     rungs = [r for r in dict.fromkeys(max(3, int(round(f * n_pairs))) for f in racing.fractions) if r < n_pairs]
@@ -139,17 +140,17 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
     n_sent = len(scorer.sentences)
     t0 = time.perf_counter()
     encoded = 0
-    if "final" not in state:
+    if state.final is None:
         # Every candidate races, whatever the score cache holds: a decision never depends on what happens
         # to be cached (a cached full-set score only spares a finalist's last encoding). ``known`` is
         # read only from races an earlier version recorded, so that they resume as they began.
-        known = set(state.setdefault("known", []))
-        contenders: list[str] = state.get("contenders", [t for t in templates if t not in known])
-        dropped: list[dict] = state.setdefault("dropped", [])
+        known = set(state.known)
+        contenders: list[str] = state.contenders if state.contenders is not None else [t for t in templates if t not in known]
+        dropped = state.dropped
         vecs: dict[str, dict[bool, np.ndarray]] = {}  # template -> {denoise: vectors of the sentences encoded}
         have: dict[str, np.ndarray] = {}
         for k, r in enumerate(rungs):
-            if k < state.get("rungs_done", 0) or len(contenders) <= racing.finalists:
+            if k < (state.rungs_done or 0) or len(contenders) <= racing.finalists:
                 continue
             pairs = perm[:r]
             if progress:
@@ -173,16 +174,16 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: dict | Non
             contenders = keep  # ranked by this rung
             for t in [t for t in vecs if t not in keep]:
                 del vecs[t], have[t]
-            state.update({"contenders": contenders, "rungs_done": k + 1})
+            state.contenders, state.rungs_done = contenders, k + 1
             if save:
                 save()
-        last = rungs[min(state.get("rungs_done", 0), len(rungs)) - 1] if state.get("rungs_done") else 0
+        last = rungs[min(state.rungs_done, len(rungs)) - 1] if state.rungs_done else 0
         dropped += [{"template": t, "rung": int(last)} for t in contenders[racing.finalists:]]
-        state["final"] = [t for t in templates if t in known or t in contenders[: racing.finalists]]
-        state.pop("contenders", None)
+        state.final = [t for t in templates if t in known or t in contenders[: racing.finalists]]
+        state.contenders = None
         if save:
             save()
     seconds = time.perf_counter() - t0
     scorer.count_time(seconds)
-    scores = scorer.score_many(state["final"])  # the finalists together (each scored as if alone)
-    return RaceOutcome(scores, list(state.get("dropped", [])), encoded / max(n_sent, 1), seconds)
+    scores = scorer.score_many(state.final)  # the finalists together (each scored as if alone)
+    return RaceOutcome(scores, list(state.dropped), encoded / max(n_sent, 1), seconds)

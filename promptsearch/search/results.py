@@ -41,7 +41,7 @@ from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..template import EntryKey
 from .scorer import Score, Scored
-from .state import Generated, ParetoFront, PathStep, Spread, StudyRef, Verdict
+from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
 
 SCHEMA_ID = "promptsearch.results/2"
 _RECORDS = {"baseline": Verdict, "spread": Spread, "study": StudyRef, "pareto": ParetoFront, "generated": Generated}
@@ -99,7 +99,7 @@ class Results:
     study: StudyRef | None = None  # x_study (Optuna)
     pareto: ParetoFront | None = None  # x_pareto (Optuna, several dev sets)
     generated: Generated | None = None  # x_generated (t5, mlm)
-    races: dict = field(default_factory=dict)  # x_races: racing's resumable state, by race (see racing.race)
+    races: dict[str, RaceState] = field(default_factory=dict)  # x_races: each race's resumable state, by race
     extras: dict = field(default_factory=dict)  # any other x_ field a file holds, kept as it was
     created: str = field(default_factory=_now)
     scored: int = 0
@@ -165,7 +165,7 @@ class Results:
                   created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
-                  races=dict(d.get("x_races", {})),
+                  races={k: RaceState.from_json(v) for k, v in d.get("x_races", {}).items()},
                   path_steps=[PathStep.from_json(r) for r in d.get(PathStep.field, [])],
                   extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
         for name, record in _RECORDS.items():
@@ -279,7 +279,7 @@ class Results:
             if getattr(self, name) is not None:
                 d[record.field] = getattr(self, name).to_json()
         if self.races:
-            d["x_races"] = self.races
+            d["x_races"] = {k: r.to_json() for k, r in self.races.items()}
         d.update(self.extras)
         return d
 

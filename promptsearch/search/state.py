@@ -14,12 +14,15 @@ file field     record                   written by
 ``x_study``    :class:`StudyRef`        Optuna: where the study lives, trials finished and pruned
 ``x_pareto``   :class:`ParetoFront`     Optuna over several dev sets: the non-dominated entries
 ``x_generated`` :class:`Generated`      t5 / mlm: templates generated, pairs used, kept
+``x_races``    :class:`RaceState` each  racing (greedy), one per race: its rungs done, who is left, who
+                                        was dropped, the finalists — so an interrupted race resumes
 ============== ======================== ==========================================================
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from dataclasses import field as dataclass_field
 from typing import ClassVar
 
 from ..template import EntryKey
@@ -169,3 +172,18 @@ class Generated(_Record):
     distinct: int
     pairs_used: int
     kept: int | None = None
+
+
+@dataclass
+class RaceState(_Record):
+    """One race's resumable state (``x_races`` holds one per race, by :func:`~promptsearch.search.racing.race_key`):
+    the ``contenders`` still racing and the ``rungs_done`` (once a rung ran), each one ``dropped``
+    ({"template", "rung": pairs seen}), the ``final``-ists once it is decided, and the ``known`` candidates an
+    earlier version recorded as cached (they resume as they began)."""
+
+    field: ClassVar[str] = "x_races"
+    known: list[str] = dataclass_field(default_factory=list)
+    dropped: list[dict] = dataclass_field(default_factory=list)
+    contenders: list[str] | None = None
+    rungs_done: int | None = None
+    final: list[str] | None = None
