@@ -207,6 +207,22 @@ def test_a_hand_edited_or_foreign_winner_is_said(base, tmp_path, capsys):
     assert "note: " in capsys.readouterr().out and Results.load(out).unverified()
 
 
+
+@pytest.mark.parametrize("field, value", [("x_baseline", {"key": "no placeholder"}),
+                                          ("x_pareto", ["[X] means [MASK] . @layer x"])])
+def test_a_results_key_edited_into_one_that_does_not_read_is_one_line(base, tmp_path, capsys, field, value):
+    """The keys a results file names (the baseline's, the Pareto front's) are read as it loads: one edited
+    into something that is not a key is one line naming the file and the field, not a template error."""
+    out = tmp_path / "r.json"
+    assert main(base + ["--out", str(out), PAPER_T]) == 0
+    d = json.loads(out.read_text())
+    d[field] = value
+    out.write_text(json.dumps(d))
+    capsys.readouterr()
+    assert main(["plot", str(out), "--out", str(tmp_path / "r.svg")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{out}: {field} names a key that does not read" in err and "\n" not in err and not (tmp_path / "r.svg").exists()
+
 @pytest.mark.parametrize("lines, message", [
     (["a dog runs .\tdog", "the [MASK] sleeps .\tcat"], "pool.tsv:2: a demonstration holds [MASK]"),
     (["a dog runs .\tdog", "[X] rains .\train"], "pool.tsv:2: a demonstration holds [X]"),

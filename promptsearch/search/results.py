@@ -37,7 +37,7 @@ from pathlib import Path
 
 import jsonschema
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, TemplateError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..template import EntryKey
 from .scorer import Score, Scored
@@ -170,7 +170,11 @@ class Results:
                   extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
         for name, record in _RECORDS.items():
             if record.field in d:
-                setattr(res, name, record.from_json(d[record.field]))
+                try:
+                    setattr(res, name, record.from_json(d[record.field]))
+                except TemplateError as exc:  # a key edited by hand into one that does not read
+                    raise PromptSearchError(f"{path}: {record.field} names a key that does not read ({exc}); fix that "
+                                            "field, or pass another out= (or delete the file) to start a new run") from None
         for e in d.get("templates", []):
             entry = Entry.from_json(e)
             res.entries[entry.entry_key] = entry
