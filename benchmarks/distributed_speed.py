@@ -4,11 +4,11 @@
    a time) and through a work study on PostgreSQL with this process as the only worker (enqueue,
    claim under a row lock, heartbeat, report, fetch): the difference per candidate, in ms, beside
    the scoring time per candidate.
-2. The same greedy search (relation step, racing) three ways, every process with one thread: one
-   process; a driver (``--no-local``) with 1 worker; a driver with 2 workers. Wall times and the
+2. The same greedy search (relation step, racing), every process with one thread: one process; a
+   driver (``--no-local``) with 1 worker, with 2 workers, ... up to ``--workers``. Wall times and the
    ratios against one process; the results are checked equal (path and scores).
 
-    python benchmarks/distributed_speed.py [--model default] [--storage URL] [--templates 8] [--max-steps 0]
+    python benchmarks/distributed_speed.py [--model default] [--storage URL] [--templates 8] [--max-steps 0] [--workers 2]
 
 Without ``--storage`` a throwaway PostgreSQL cluster is started (the installed server binaries,
 ``promptsearch.pgcluster``) and removed at the end.
@@ -58,7 +58,7 @@ def overhead(model: str, url: str, n: int) -> dict:
             "overhead_ms": 1000 * (t_queue - t_direct)}
 
 
-def greedy_runs(model: str, url: str, max_steps: int, data_dir: str | None) -> dict:
+def greedy_runs(model: str, url: str, max_steps: int, data_dir: str | None, max_workers: int = 2) -> dict:
     env = {**os.environ, **ONE_THREAD}
     work = Path(scratch_dir("distributed-speed-"))
     base = [sys.executable, "-m", "promptsearch", "greedy", "--model", model, "--max-steps", str(max_steps), "--readouts",
@@ -89,7 +89,7 @@ def greedy_runs(model: str, url: str, max_steps: int, data_dir: str | None) -> d
         return wall
 
     one = run("one-process", 0)
-    for n in (1, 2):
+    for n in range(1, max_workers + 1):
         run(f"{n}-worker{'s' if n > 1 else ''}", n)
     ref = out["one-process"]
     for label, r in out.items():
@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--storage", help="a PostgreSQL URL (default: a throwaway cluster)")
     ap.add_argument("--templates", type=int, default=8, help="candidates for the overhead measurement")
     ap.add_argument("--max-steps", type=int, default=0, help="greedy's prefix steps (0: the relation step alone)")
+    ap.add_argument("--workers", type=int, default=2, help="the most workers a driver is timed with (1, 2, ... this)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args()
@@ -117,7 +118,7 @@ def main() -> None:
         print(f"storage overhead ({o['candidates']} candidates, STS-B dev, one thread): scoring {o['scoring_ms']:.0f} ms a "
               f"candidate directly, {o['through_storage_ms']:.0f} ms through the storage: overhead {o['overhead_ms']:.1f} ms "
               f"a candidate ({100 * o['overhead_ms'] / o['scoring_ms']:.2f} % of its scoring time)")
-        g = greedy_runs(args.model, url, args.max_steps, args.data_dir)
+        g = greedy_runs(args.model, url, args.max_steps, args.data_dir, args.workers)
         print("\ngreedy (relation step, racing), every process one thread:")
         for label, r in g.items():
             print(f"  {label:12s} {r['wall_s']:7.1f} s   {r['ratio']:.2f}x one process   chosen {r['chosen']}   "

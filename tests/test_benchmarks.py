@@ -78,8 +78,9 @@ def test_optuna_speed(tiny_bert_dir):
 
 
 def test_distributed_speed(tiny_bert_dir, postgres_url):
-    out = bench("distributed_speed.py", "--model", tiny_bert_dir, "--storage", postgres_url, "--templates", "2", timeout=600)
+    # one worker: several workers giving the single process's results is test_postgres's to check
+    out = bench("distributed_speed.py", "--model", tiny_bert_dir, "--storage", postgres_url, "--templates", "2",
+                "--workers", "1", timeout=600)
     assert "storage overhead (2 candidates" in out and "ms a candidate" in out
-    for label in ("one-process", "1-worker", "2-workers"):
-        assert label in out
-    assert out.count("same path and scores") == 3 and "DIFFERENT" not in out
+    assert "one-process" in out and "1-worker" in out and "2-workers" not in out
+    assert out.count("same path and scores") == 2 and "DIFFERENT" not in out
