@@ -185,7 +185,6 @@ class Results:
             res.suspect = {k for k, e in res.entries.items() if record.get(e.key) != _seal(e)}
         return res
 
-
     @property
     def finished_trials(self) -> int:
         """Trials (Optuna) or templates the run has finished."""
