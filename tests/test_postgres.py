@@ -301,3 +301,32 @@ def test_a_job_claimed_but_never_beating_is_failed_after_the_grace_period(tmp_pa
     assert fail_orphans(study, {"a", "b"}, grace=-1) == [trials[0].number]  # a only ("other" is not this driver's job)
     states = {t.user_attrs["job_id"]: t.state for t in study.get_trials(deepcopy=False)}
     assert states == {"a": TrialState.FAIL, "b": TrialState.RUNNING, "other": TrialState.RUNNING}
+
+
+@pytest.mark.parametrize("error, retried", [("DuplicateObject", True), ("DuplicateTable", True), ("SyntaxError", False)])
+def test_workers_racing_to_create_the_schema_retry_only_what_the_other_created(monkeypatch, error, retried):
+    """Workers started together on a fresh PostgreSQL database race to create Optuna's tables and enum types:
+    the loser's CREATE fails with PostgreSQL's "already exists" (seen: three workers, one exited 1 on
+    'CREATE TYPE studydirection'). It opens the storage again and finds them; any other programming error is
+    raised at once. No server needed: the first attempt fails as the loser's did."""
+    from sqlalchemy.exc import ProgrammingError
+
+    from promptsearch.search import study as study_mod
+
+    pg_errors = pytest.importorskip("psycopg.errors", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
+    calls = []
+
+    def storage(url, **kwargs):
+        calls.append(url)
+        if len(calls) == 1:
+            raise ProgrammingError("CREATE TYPE studydirection AS ENUM (...)", {}, getattr(pg_errors, error)("x"))
+        return "opened"
+
+    monkeypatch.setattr(study_mod.optuna.storages, "RDBStorage", storage)
+    monkeypatch.setattr(study_mod.time, "sleep", lambda s: None)
+    if retried:
+        assert study_mod.open_storage("postgresql://u:p@/db?host=/nowhere") == "opened" and len(calls) == 2
+    else:
+        with pytest.raises(ProgrammingError):
+            study_mod.open_storage("postgresql://u:p@/db?host=/nowhere")
+        assert len(calls) == 1

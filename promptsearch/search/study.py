@@ -129,6 +129,15 @@ def _shown(url: str) -> str:
 CONNECT_TIMEOUT = 5  # seconds a server gets to answer before the storage is refused
 
 
+# PostgreSQL's "already exists" for a type (Optuna's enums) or a table: another worker created it first
+DUPLICATE_OBJECT, DUPLICATE_TABLE = "42710", "42P07"
+
+
+def _created_meanwhile(exc) -> bool:
+    """Whether a failed schema statement failed because another process had just created what it creates."""
+    return getattr(getattr(exc, "orig", None), "sqlstate", None) in (DUPLICATE_OBJECT, DUPLICATE_TABLE)
+
+
 def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storages.BaseStorage:
     """RDB storage with heartbeats (a killed worker's trial is failed ``grace`` seconds after its last
     beat, and retried once).
@@ -139,7 +148,7 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
     """
     import warnings
 
-    from sqlalchemy.exc import IntegrityError, OperationalError
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     from ..errors import PromptSearchError
 
@@ -160,8 +169,8 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
             driver = getattr(exc, "name", None) or "its database driver"
             hint = "pip install 'psycopg[binary]'" if url.startswith("postgresql") else f"install {driver}"
             raise PromptSearchError(f"the storage {_shown(given)} needs {driver}, which is not installed: {hint}") from None
-        except IntegrityError:
-            if attempt == attempts - 1:
+        except (IntegrityError, ProgrammingError) as exc:  # another process created the tables or types first
+            if attempt == attempts - 1 or not (isinstance(exc, IntegrityError) or _created_meanwhile(exc)):
                 raise
         except OperationalError as exc:
             if not sqlite:  # the server is unreachable or refused the login: say so at once
