@@ -111,12 +111,12 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
     """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
     ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
-    from .template import EntryKey
+    from .representation import Representation
 
-    key = EntryKey.parse(text)
+    key = Representation.parse(text)
     if not key.members and not key.names_readout_or_layer:
         return resolve_template(text, demos)
-    return EntryKey.ensemble(EntryKey(resolve_template(m.template, demos).text, m.layer, m.readout)
+    return Representation.ensemble(Representation(resolve_template(m.template, demos).text, m.layer, m.readout)
                              for m in key.parts).text
 
 

@@ -22,15 +22,8 @@ from .errors import TemplateError
 
 SENT = "[X]"
 MASK = "[MASK]"
-# How a template's pass becomes a vector besides its [MASK] (or last-token) state: the mean over
-# every token of the input, the mean over the sentence's tokens and the closing special tokens
-# (the template's words left out: what sentence-transformers' ``include_prompt=False`` pools for a
-# prefix prompt), or the first token's state ([CLS]).
-POOLED_READOUTS = ("mean", "sentence-mean", "cls")
-READOUTS = ("mask",) + POOLED_READOUTS
-OWN = "[X] @mean"  # the model's own representation when it names no other: mean pooling, no template
 _TOKEN_RE = re.compile(r"\[X\]|\[MASK\]")
-_READOUT_KEY_RE = re.compile(r"(^|\s)@(" + "|".join(map(re.escape, POOLED_READOUTS)) + r")$")  # 'T @mean': a key
+_READOUT_KEY_RE = re.compile(r"(^|\s)@([a-z][a-z_-]*)(\s+\S+)?$")  # 'T @mean', 'T @layer 4': a key, not a template
 
 
 def quote(text: str, n: int = 60) -> str:
@@ -66,13 +59,16 @@ class Template:
 
     @classmethod
     def _from_text(cls, text: str) -> "Template":
-        text = " ".join(from_reference_syntax(text).split())
-        if re.search(r"(^|\s)@layer(\s|$)", text):
-            raise TemplateError(f"{quote(text)} names a read-out layer ('@layer'), as a results file's keys do; give the "
-                                "template alone and the layer with layer=N")
-        if m := _READOUT_KEY_RE.search(text):
-            raise TemplateError(f"{quote(text)} names a read-out ('@{m.group(2)}'), as a results file's keys do; give the "
-                                f"template alone and readout={m.group(2)}")
+        text = from_reference_syntax(text)
+        # A [MASK] template's pieces are tokenized apart, its whitespace collapsed. A template without one (a
+        # sentence-transformers prompt, a causal LM's template) keeps its text as written: a prompt's newline or
+        # double space is part of what sentence-transformers feeds (only trailing whitespace goes: nothing follows).
+        text = " ".join(text.split()) if MASK in text else text.rstrip()
+        if m := _READOUT_KEY_RE.search(text):  # 'T @mean', 'T @layer 4': a representation's key, not a template
+            layer = bool(m.group(3))  # '@NAME N': a layer (the only key suffix with an argument)
+            raise TemplateError(f"{quote(text)} names a read-out{' layer' if layer else ''} ('@{m.group(2)}'), as a "
+                                f"representation's key does; give the template alone and "
+                                f"{'layer=N' if layer else 'readout=' + m.group(2)}")
         if text.startswith("+ ") or text.endswith(" +") or text == "+":
             raise TemplateError(f"{quote(text)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
         n_x, n_mask = text.count(SENT), text.count(MASK)
@@ -117,7 +113,10 @@ class RenderedTemplate:
     ``after`` the ids from the sentence to the end (trailing specials included);
     ``mask_in_before``/``mask_index`` locate [MASK] within one of them.
     ``sentence_prefix_space``: whether the sentence follows whitespace in the
-    template (matters for BPE/SentencePiece tokenizers, which encode it).
+    template (matters for BPE/SentencePiece tokenizers, which encode it);
+    ``sentence_starts_text``: whether no text comes before it (``[X]`` first: a
+    SentencePiece tokenizer then marks its first word's start, as it does when the
+    filled template is tokenized as one string).
     """
 
     before: tuple[int, ...]
@@ -127,6 +126,7 @@ class RenderedTemplate:
     sentence_prefix_space: bool
     n_lead: int = 0  # special tokens at the start of ``before``
     n_trail: int = 0  # special tokens at the end of ``after``
+    sentence_starts_text: bool = False
 
     def soft_slots(self) -> tuple[list[int], list[int]]:
         """Indices (into ``before`` and into ``after``) of the literal template tokens — every
@@ -247,12 +247,13 @@ def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemp
         after = ids1 + mask + ids2 + trail
         mask_in_before, mask_index = False, len(ids1)
         space = p0.endswith(" ")
+        starts = not p0.strip()
     else:
         before = lead + ids0 + mask + ids1
         after = ids2 + trail
         mask_in_before, mask_index = True, len(lead) + len(ids0)
-        space = p1.endswith(" ")
-    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail))
+        space, starts = p1.endswith(" "), False
+    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail), starts)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -266,7 +267,8 @@ def _render_pooled(template: Template, tokenizer) -> RenderedTemplate:
     lead, trail = special_tokens_around(tokenizer)
     p0, p1, _ = template.pieces
     ids0, ids1 = _piece_ids(tokenizer, p0, continues=False), _piece_ids(tokenizer, p1)
-    return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, 0, p0.endswith(" "), len(lead), len(trail))
+    return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, 0, p0.endswith(" "), len(lead), len(trail),
+                            not p0.strip())
 
 
 def _render_last(template: Template, tokenizer) -> RenderedTemplate:
@@ -279,120 +281,4 @@ def _render_last(template: Template, tokenizer) -> RenderedTemplate:
         raise TemplateError(f"template {quote(template.text)} ends with [X]; a causal LM reads the last token, so put "
                             f"the words it should complete after [X] (e.g. {CAUSAL_EXAMPLE!r})")
     return RenderedTemplate(tuple(lead + ids0), tuple(ids1 + trail), False, len(ids1) - 1, p0.endswith(" "),
-                            len(lead), len(trail))
-
-
-# ---- results-entry keys: a template, its read-out, its layer, an ensemble --------------------------------
-@dataclass(frozen=True)
-class EntryKey:
-    """What a results entry (a score, a candidate) is, as an object: a template read at its [MASK]
-    (causal: last-token) state — at ``layer`` when not the last — or its pass pooled by ``readout``;
-    or an ``ensemble`` of such members. :meth:`parse` reads the text form (``T``, ``T @layer L``,
-    ``T @mean``, ``A + B``) and :attr:`text` writes it: the only code that does either."""
-
-    template: str = ""
-    layer: int | None = None
-    readout: str | None = None  # a pooled read-out (mean, sentence-mean, cls); None: the [MASK] state
-    members: tuple["EntryKey", ...] = ()  # an ensemble's members (then ``template`` is empty)
-
-    @classmethod
-    def of(cls, template: str, layer: int | None = None, readout: str | None = None) -> "EntryKey":
-        """A one-template key, its template parsed (a one-line error for a bad one), its read-out checked."""
-        if readout == "mask":
-            readout = None
-        if readout is not None and readout not in POOLED_READOUTS:
-            raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
-        return cls(Template.parse(template).text, layer, readout)
-
-    @classmethod
-    def ensemble(cls, members) -> "EntryKey":
-        """The key of several members (one member: that member's key)."""
-        ms = tuple(members)
-        return ms[0] if len(ms) == 1 else cls(members=ms)
-
-    @classmethod
-    def parse(cls, text: str) -> "EntryKey":
-        """The key ``text`` names: one template (``T``, ``T @layer L``, ``T @mean``) or an ensemble's members
-        joined by `` + `` (a template that parses as it is, naming no layer or read-out, is one member)."""
-        one = cls.split(text)
-        if one.layer is None and one.readout is None:
-            try:
-                return cls(Template.parse(text).text)
-            except TemplateError:
-                if text.count(SENT) <= 1:
-                    raise  # one template (or none): its own error says what is wrong with it
-        members = []
-        for m in text.split(" + "):
-            if not m.strip():
-                raise TemplateError(f"{quote(text)} has a dangling '+': an ensemble joins whole templates as 'A + B'")
-            k = cls.split(m.strip())
-            members.append(cls.of(k.template, k.layer, k.readout))  # 'T @layer x' stays text, which the parser refuses
-        return cls.ensemble(members)
-
-    @classmethod
-    def split(cls, text: str) -> "EntryKey":
-        """One member's text with its layer or read-out suffix split off, the template left as written
-        (a key already made by :attr:`text`; :meth:`of` parses the template)."""
-        for r in POOLED_READOUTS:
-            if text.endswith(" @" + r):
-                return cls(text[: -len(r) - 2], readout=r)
-        m = re.fullmatch(r"(.*) @layer (-?\d+)", text, flags=re.S)
-        return cls(m.group(1), int(m.group(2))) if m else cls(text)
-
-    @property
-    def text(self) -> str:
-        """The key as a results file and the command line write it."""
-        if self.members:
-            return " + ".join(m.text for m in self.members)
-        if self.readout:
-            return f"{self.template} @{self.readout}"
-        return self.template if self.layer is None else f"{self.template} @layer {self.layer}"
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def without_layer(self) -> "EntryKey":
-        """This key read at the last layer (a pooled read-out keeps its ``@readout``)."""
-        return EntryKey(self.template, None, self.readout, self.members)
-
-    @property
-    def parts(self) -> tuple["EntryKey", ...]:
-        """The members of an ensemble, or this key alone."""
-        return self.members or (self,)
-
-    @property
-    def first_template(self) -> str:
-        """The (first member's) template, without layer or read-out."""
-        return self.parts[0].template
-
-    @property
-    def names_readout_or_layer(self) -> bool:
-        """Whether the text names more than a template (``T @mean``, ``T @layer L``): then it is a key."""
-        return any(m.readout is not None or m.layer is not None for m in self.parts)
-
-
-def entry_key(template: str, layer: int | None = None) -> str:
-    """How a results file keys an entry: the template, with its read-out layer when it has one."""
-    return EntryKey(template, layer).text
-
-
-def ensemble_key(members) -> str:
-    """How a results file keys an ensemble: its members' keys (or labels) joined by `` + `` (one member: its own)."""
-    ms = [m.text if isinstance(m, EntryKey) else m for m in members]
-    return ms[0] if len(ms) == 1 else " + ".join(ms)
-
-
-def template_of(key: str) -> str:
-    """The (first) template of an entry key: itself, without its layer or read-out, or an ensemble's first member's."""
-    return EntryKey.parse(key).first_template
-
-
-def readout_key(template: str, readout: str | None) -> str:
-    """The key of ``template`` read out by ``readout`` (``None``/``"mask"``: the template itself)."""
-    return EntryKey.of(template, readout=readout).text
-
-
-def is_key(text: str) -> bool:
-    """Whether ``text`` is a results-entry key naming a read-out or a layer (``T @mean``, ``T @layer L``)."""
-    return EntryKey.split(text).names_readout_or_layer
+                            len(lead), len(trail), not p0.strip())

@@ -34,7 +34,7 @@ if _WORKERS > 1:
 # Tests whose numbers depend on the CPU's kernels or on the precision: .ci/run runs them a second
 # time with AVX2-only kernels (scripts/test-avx2.sh), so a machine with AVX-512/AMX catches what
 # would fail on a CPU without them.
-KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_search", "test_racing", "test_train", "test_reference",
+KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_fidelity", "test_search", "test_racing", "test_train", "test_reference",
                     "test_default_model", "test_causal", "test_predict", "test_user_data", "test_head"}
 
 
@@ -373,4 +373,61 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), **_tiny_causal_kwargs(), num_key_value_heads=2,
                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(d)
+    return d
+
+
+# ---- tiny SentencePiece models (XLM-R, T5 encoder, DeBERTa-v2) with real tokenizer classes -------------------
+
+def _sentencepiece_vocab(**ids) -> list[tuple[str, float]]:
+    """A unigram SentencePiece vocabulary trained on STS-B dev sentences ((piece, score) pairs, ids as given)."""
+    import io
+
+    import sentencepiece as spm
+
+    buf = io.BytesIO()
+    texts = _sentences() + ["query: passage: This sentence : means in one word"] * 5
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=buf, vocab_size=400, model_type="unigram",
+                                   character_coverage=1.0, minloglevel=2, hard_vocab_limit=False, **ids)
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+
+
+@pytest.fixture(scope="session")
+def tiny_xlmr_dir(tmp_path_factory) -> Path:
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-xlmr")
+    tok = XLMRobertaTokenizer(vocab=_sentencepiece_vocab(bos_id=0, pad_id=1, eos_id=2, unk_id=3))
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                                           eos_token_id=tok.eos_token_id,
+                                           **{**_tiny_config_kwargs(), "max_position_embeddings": 66})).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_encoder_dir(tmp_path_factory) -> Path:
+    """A T5 encoder alone (no decoder, no mask token), as sentence-t5 / GTR-style folders hold."""
+    from transformers import T5Config, T5EncoderModel, T5Tokenizer
+
+    d = tmp_path_factory.mktemp("tiny-t5-encoder")
+    tok = T5Tokenizer(vocab=_sentencepiece_vocab(pad_id=0, eos_id=1, unk_id=2, bos_id=-1), extra_ids=10)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    T5EncoderModel(T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, pad_token_id=0,
+                            eos_token_id=1, decoder_start_token_id=0)).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta_dir(tmp_path_factory) -> Path:
+    from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2Tokenizer
+
+    d = tmp_path_factory.mktemp("tiny-deberta")
+    tok = DebertaV2Tokenizer(vocab=_sentencepiece_vocab(pad_id=0, bos_id=1, eos_id=2, unk_id=3, user_defined_symbols=["[MASK]"]))
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    DebertaV2ForMaskedLM(DebertaV2Config(vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                                         **_tiny_config_kwargs())).save_pretrained(d)
     return d

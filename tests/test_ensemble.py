@@ -8,7 +8,7 @@ import pytest
 
 from promptsearch import PromptSearchError
 from promptsearch.encoding import Ensemble, MaskState
-from promptsearch.template import EntryKey
+from promptsearch.representation import Representation
 from conftest import PAPER_T, make_encoder
 
 SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
@@ -80,10 +80,10 @@ def test_finetune_takes_a_searched_ensembles_members_and_layer(tmp_path):
     res = Results.open(tmp_path / "best.json", "tiny", "stsb-dev", "greedy", True)
     res.add(Score(PAPER_T, 70.0, True, 1.0))
     res.add(Score(OTHER, 69.0, True, 1.0, layer=2))
-    res.add(Score(f"{PAPER_T} + {OTHER}", 72.0, True, 0.0, members=(EntryKey(PAPER_T), EntryKey(OTHER, 2))))
-    res.choose(EntryKey.ensemble([EntryKey(PAPER_T), EntryKey(OTHER, 2)]))
+    res.add(Score(f"{PAPER_T} + {OTHER}", 72.0, True, 0.0, members=(Representation(PAPER_T), Representation(OTHER, 2))))
+    res.choose(Representation.ensemble([Representation(PAPER_T), Representation(OTHER, 2)]))
     assert choose_templates("unsup", results=str(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
-    res.choose(EntryKey(OTHER, 2))
+    res.choose(Representation(OTHER, 2))
     assert choose_templates("sup", results=str(tmp_path / "best.json")) == ([OTHER], None, 2)
 
 

@@ -9,7 +9,7 @@ PKG = Path(__file__).resolve().parents[1] / "promptsearch"
 # Lower layers never import higher ones; a module may import its own layer.
 LAYERS = {
     "errors": 0, "fileio": 0, "paths": 0, "interrupts": 0,
-    "template": 1, "library": 1, "data": 1,
+    "template": 1, "representation": 1, "library": 1, "data": 1,
     "model": 2,
     "encoding": 3,
     "eval": 4,

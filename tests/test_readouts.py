@@ -15,8 +15,7 @@ from promptsearch.cli import main
 from promptsearch.data import load_task
 from promptsearch.eval import STSEvaluator
 from promptsearch.encoding.reps import Mean, PromptPool
-from promptsearch.model.own import own_key
-from promptsearch.template import OWN
+from promptsearch.representation import OWN
 from conftest import PAPER_T, make_encoder, run_child
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
@@ -64,24 +63,12 @@ def test_causal_readouts_equal_a_hand_computation(tiny_gpt2_dir, side):
 
 
 def test_plain_mean_template_is_the_models_mean_pooling(tiny_bert_dir):
+    """``[X] @mean`` (sentence-transformers' mean pooling of the model's default stack) and the paper's "last avg"
+    baseline pool the same tokens of the same pass: the same vectors up to float32 rounding (two code paths)."""
     enc = make_encoder(tiny_bert_dir)
     out = enc.encode_reps(SENTS, [PromptPool(OWN.split(" @")[0], "mean"), Mean()])
-    np.testing.assert_array_equal(*out.values())
-
-
-def test_own_key_reads_a_sentence_transformers_folder(tmp_path):
-    assert own_key(None) == OWN and own_key(tmp_path) == OWN
-    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
-                                                       {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
-    (tmp_path / "1_Pooling").mkdir()
-    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True, "include_prompt": False}))
-    (tmp_path / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": "query: ", "doc": ""},
-                                                                            "default_prompt_name": "query"}))
-    assert own_key(tmp_path) == "query: [X] @sentence-mean"
-    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
-    assert own_key(tmp_path) == "query: [X] @cls"
-    (tmp_path / "config_sentence_transformers.json").write_text("{}")
-    assert own_key(tmp_path) == "[X] @cls"
+    a, b = out.values()
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * float(np.abs(a).max()))
 
 
 def _score(tiny_bert_dir, out, *templates, extra=()):
@@ -127,7 +114,8 @@ def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_
     res.choose(paper)  # the strategy's answer, whatever it scored
     settle(scorer, res, min_gain)
     assert res.best.entry_key == (own if kept else paper) and own.text == OWN
-    line = verdict_lines(res)[0]
+    said, line = verdict_lines(res)[:2]
+    assert said == "the model's own: mean pooling, 64 tokens"  # what was read as the model's own (its default stack)
     assert line.startswith("no template beats the model's own representation") if kept else " beats the model's own" in line
     v = res.baseline
     assert v.kept is kept and v.gain == pytest.approx(res.entries[paper].spearman - res.entries[own].spearman, abs=2e-4)
@@ -141,7 +129,7 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
     capsys.readouterr()
     assert not (folder / "promptsearch.json").exists()
     cfg = json.loads((folder / "config_sentence_transformers.json").read_text())
-    assert cfg["prompts"]["promptsearch"] == "query : " and cfg["default_prompt_name"] == "promptsearch"
+    assert cfg["prompts"] == {"query": "query : ", "document": "query : "} and cfg["default_prompt_name"] == "query"
     assert main(["eval", "--model", str(tiny_bert_dir), "--template", "query : [X]", "--readout", "sentence-mean",
                  "--tasks", "stsb-dev", "--json", "-q", "--no-bf16"]) == 0
     ours = json.loads(capsys.readouterr().out)["stsb-dev"]
@@ -179,14 +167,14 @@ print(json.dumps(st.encode({probe!r}).tolist()))
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["eval", "--template", "query : [X]", "--readout", "max"], "invalid choice: 'max'"),
+    (["eval", "--template", "query : [X]", "--readout", "maxi"], "invalid choice: 'maxi'"),
     (["eval", "--model", "{gpt2}", "--template", "a [X] b", "--readout", "cls", "--tasks", "sts16", "-q"], "does not put first"),
     (["eval", "--model", "{bert}", "--template", "query : [X]", "--readout", "mean", "--denoise", "-q"], "drop --denoise"),
     (["eval", "--model", "{bert}", "--pooling", "mean", "--readout", "mean", "-q"], "give a --template"),
     (["export", "--model", "{bert}", "--template", "a [X] @mean + [X] @cls", "--out", "{new}"], "is an ensemble"),
     (["export", "--model", "{bert}", "--template", PAPER_T, "--out", "{new}"], "reads the [MASK] state"),
     (["export", "--model", "{bert}", "--template", "[X] means @mean", "--out", "{new}"], "has text after [X]"),
-    (["greedy", "--model", "{bert}", "--readouts", "mean,max", "--out", "{new}.json"], "unknown read-out 'max'"),
+    (["greedy", "--model", "{bert}", "--readouts", "mean,maxi", "--out", "{new}.json"], "unknown read-out 'maxi'"),
 ])
 def test_bad_readout_input_is_one_line(tiny_bert_dir, tiny_gpt2_dir, tmp_path, capsys, argv, message):
     new = tmp_path / "new"

@@ -12,7 +12,7 @@ from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
 from promptsearch.search.results import load, schema
 from promptsearch.search.scorer import Score
-from promptsearch.template import EntryKey
+from promptsearch.representation import Representation
 from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
@@ -118,7 +118,8 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
         run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False, racing=None), scorer, out, "tiny",
                      validate_top=0)
     d = load(out)
-    assert {e["template"] + (" @" + e["readout"] if e.get("readout") else "") for e in d["templates"]} == set(calls)
+    assert {e["template"] + (" @" + e["readout"] if e.get("readout") else "") for e in d["templates"]} == {
+        getattr(t, "text", t) for t in calls}
     s2 = Scorer(bert_enc, dataset=DATASET, cache=scorer.cache_path)
     assert all(s2.cached(t) is not None for t in calls)
 
@@ -134,17 +135,17 @@ def test_results_refuses_to_mix_runs_and_unwritable_out(tmp_path):
 
 
 def test_the_scorer_keys_candidates_as_objects(scorer):
-    """Text is read once into an EntryKey: a pooled key scores as its template and read-out apart (never
+    """Text is read once into an Representation: a pooled key scores as its template and read-out apart (never
     denoised), the same whether given as text or as a key; a layer or an ensemble is not one candidate."""
     from promptsearch.template import Template
 
     text = scorer.score("[X] @mean")
-    key = scorer.score(EntryKey("[X]", readout="mean"))
+    key = scorer.score(Representation("[X]", readout="mean"))
     assert (text.template, text.readout, text.denoise, text.cached) == ("[X]", "mean", False, False)
-    assert key.cached and key.spearman == text.spearman and key.entry_key == EntryKey("[X]", readout="mean")
-    assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(EntryKey(PAPER_T)).spearman
-    assert scorer.similarities("[X] @mean") is scorer.similarities(EntryKey("[X]", readout="mean"))  # one kept copy
-    for bad in (EntryKey(PAPER_T, 2), EntryKey.ensemble([EntryKey(PAPER_T), EntryKey("[X]", readout="mean")])):
+    assert key.cached and key.spearman == text.spearman and key.entry_key == Representation("[X]", readout="mean")
+    assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(Representation(PAPER_T)).spearman
+    assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))  # one kept copy
+    for bad in (Representation(PAPER_T, 2), Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])):
         with pytest.raises(PromptSearchError, match="at_layer|score_members"):
             scorer.score(bad)
 
@@ -156,19 +157,19 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
 
     out = tmp_path / "r.json"
     res = Results.open(out, "m", DATASET, "optuna", True)
-    own, paper = EntryKey("[X]", readout="mean"), EntryKey("[X] means [MASK] .")
+    own, paper = Representation("[X]", readout="mean"), Representation("[X] means [MASK] .")
     res.baseline = Verdict(own, 70.5, best=paper, best_spearman=71.0, gain=0.5, se=0.2, min_gain=0.2, kept=False)
     res.spread = Spread(n=3, min=60.0, median=70.5, max=71.0, own=70.5, own_rank=2)
     res.study = StudyRef("sqlite:///s.db", "s", finished=7, pruned=2)
     res.pareto = ParetoFront([paper, own])
     res.generated = Generated(distinct=12, pairs_used=30, kept=5)
-    members = (EntryKey("[X] means [MASK] ."), EntryKey("[X] is [MASK] .", 2), EntryKey("[X]", readout="mean"))
+    members = (Representation("[X] means [MASK] ."), Representation("[X] is [MASK] .", 2), Representation("[X]", readout="mean"))
     res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
                       PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
     res.races["r1"] = RaceState(dropped=[{"template": "[X] is [MASK] .", "rung": 12}], contenders=["[X] means [MASK] ."],
                                 rungs_done=1)
     res.extras["x_other"] = {"kept": [1, 2]}
-    res.chosen = res.add(Score(EntryKey.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
+    res.chosen = res.add(Score(Representation.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
                                members=members)).entry_key
     res.save()
     back = Results.load(out)

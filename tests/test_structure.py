@@ -72,10 +72,11 @@ def test_library_messages_name_parameters_not_flags():
     assert not found, found
 
 
-def test_entry_keys_are_built_and_parsed_in_one_module():
-    """``T @layer L`` and ``A + B`` are written and read by template.py alone (the key helpers)."""
-    found = [f"{rel}:{line} {text!r}" for rel, line, text in _library_strings(("template.py",))
-             if "@layer" in text or text == " + "]  # a key's text, or a pattern that parses one
+def test_representation_keys_are_built_and_parsed_in_one_module():
+    """``T @layer L`` and ``A + B`` are written and read by representation.py alone, and read-out names are compared
+    there (a description of a sentence-transformers stack joins its modules with ' + ': model/stack.py)."""
+    found = [f"{rel}:{line} {text!r}" for rel, line, text in _library_strings(("representation.py", "model/stack.py"))
+             if "@layer" in text or text in (" + ", "sentence-")]  # a key's text, or a pattern that parses one
     assert not found, found
 
 

@@ -98,28 +98,42 @@ def test_template_too_long_for_model_is_a_clear_error(bert_enc):
 
 
 def test_entry_keys_parse_to_objects_and_write_back_the_same_text():
-    from promptsearch.template import EntryKey
+    from promptsearch.representation import Representation
 
     t = 'This sentence : "[X]" means [MASK] .'
     cases = {
-        t: EntryKey(t),
-        f"{t} @layer 4": EntryKey(t, 4),
-        f"{t} @layer -2": EntryKey(t, -2),
-        "query: [X] @mean": EntryKey("query: [X]", readout="mean"),
-        "[X] @sentence-mean": EntryKey("[X]", readout="sentence-mean"),
-        f"{t} + [X] means [MASK] . @layer 3": EntryKey(members=(EntryKey(t), EntryKey("[X] means [MASK] .", 3))),
-        f"{t} + [X] @mean": EntryKey(members=(EntryKey(t), EntryKey("[X]", readout="mean"))),
+        t: Representation(t),
+        f"{t} @layer 4": Representation(t, 4),
+        f"{t} @layer -2": Representation(t, -2),
+        "query: [X] @mean": Representation("query: [X]", readout="mean"),
+        "query: [X] @sentence-cls": Representation("query: [X]", readout="sentence-cls"),
+        "query:\n[X] @max": Representation("query:\n[X]", readout="max"),  # a prompt keeps its whitespace
+        " [X] @lasttoken": Representation(" [X]", readout="lasttoken"),
+        f"{t} + [X] means [MASK] . @layer 3": Representation(members=(Representation(t), Representation("[X] means [MASK] .", 3))),
+        f"{t} + [X] @mean": Representation(members=(Representation(t), Representation("[X]", readout="mean"))),
     }
     for text, key in cases.items():
-        got = EntryKey.parse(text)
+        got = Representation.parse(text)
         assert got == key and got.text == text, text
-    assert EntryKey.parse(f"{t} @layer 4").without_layer == EntryKey(t)
-    assert EntryKey.parse(f"{t} + [X] @mean").first_template == t
+    assert Representation.parse(f"{t} @layer 4").without_layer == Representation(t)
+    assert Representation.parse(f"{t} + [X] @mean").first_template == t
     # split leaves the template as written; of/parse parse it (a one-line error for a bad one)
-    assert EntryKey.split("not a template @mean") == EntryKey("not a template", readout="mean")
+    assert Representation.split("not a template @mean") == Representation("not a template", readout="mean")
     with pytest.raises(TemplateError):
-        EntryKey.parse("not a template @mean")
+        Representation.parse("not a template @mean")
     with pytest.raises(TemplateError, match="dangling"):
-        EntryKey.parse(f"{t} +  + [X] @mean")
+        Representation.parse(f"{t} +  + [X] @mean")
     with pytest.raises(TemplateError, match="unknown read-out"):
-        EntryKey.of("[X]", readout="max")
+        Representation.of("[X]", readout="maximum")
+    # with no prompt there is nothing to leave out: sentence-MODE is MODE, as in sentence-transformers
+    assert Representation.parse("[X] @sentence-mean") == Representation("[X]", readout="mean")
+    # sentence-transformers' other modes pool a prompt; a template with text after [X] is pooled promptsearch's ways
+    with pytest.raises(TemplateError, match="text after"):
+        Representation.of("[X] means", readout="max")
+    assert Representation.of("[X] means", readout="cls").text == "[X] means @cls"
+    # what sentence-transformers computes, and why not
+    assert Representation.parse("query: [X] @sentence-mean").st_pooling == ("mean", False)
+    assert Representation.parse("query: [X] @sentence-mean").prompt == "query: "
+    for text, why in ((t, "[MASK] state"), (f"{t} @layer 4", "at a layer"), ("[X] means @mean", "text after [X]"),
+                      (f"{t} + [X] @mean", "ensemble")):
+        assert why in Representation.parse(text).why_not_sentence_transformers()

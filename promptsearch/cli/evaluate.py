@@ -11,7 +11,7 @@ import torch
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
 from ..library import resolve_key
-from ..template import ensemble_key, is_key
+from ..representation import ensemble_key, is_key
 from ..errors import PromptSearchError, worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
@@ -38,16 +38,20 @@ def cmd_eval(args) -> int:
                                     "--pooling, or give the template alone")
         rep = rep_from_key(ensemble_key(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
                                       for t in template), denoise)
-    else:
+    elif template or args.pooling or denoise or layer is not None:
         rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
                                layer, args.readout)
+    else:
+        rep = None  # no template, no pooling: the model's own representation, as sentence-transformers computes it
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
-    rep = enc.resolve(rep)  # a Ditto head checked against the model before any pass
+    own = rep is None
+    rep = enc.resolve(enc.own_rep() if own else rep)  # a Ditto head checked against the model before any pass
     t0 = time.time()
     res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
     aniso = anisotropy(enc, [rep])[rep] if args.anisotropy else None
     if not args.json:
-        print(f"model: {_loaded(args)}   representation: {rep.label}   ({time.time() - t0:.1f}s)")
+        said = f" (the model's own: {enc.model.stack().describe()})" if own else ""
+        print(f"model: {_loaded(args)}   representation: {rep.label}{said}   ({time.time() - t0:.1f}s)")
     print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))
     return 0
 
@@ -83,7 +87,7 @@ def cmd_report(args) -> int:
     templates = args.template
     if args.readout not in (None, "mask"):
         from ..library import paper_templates
-        from ..template import readout_key
+        from ..representation import readout_key
 
         templates = [readout_key(t, args.readout) for t in
                      (templates or paper_templates(enc.model.config.model_type, compat=enc.compat))]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..template import READOUTS, quote
+from ..template import quote
+from ..representation import READOUTS
 from ..paths import DEV_SET
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
@@ -302,6 +303,9 @@ def build_parser() -> Parser:
     ex.add_argument("--template", metavar="KEY", help="a representation instead, e.g. 'query: [X] @sentence-mean' (with --model)")
     ex.add_argument("--model", default=None, help="the model (default: the results file's, else 'default')")
     ex.add_argument("--out", required=True, help="a new (or empty) folder for the model")
+    ex.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
+                    help="with --template: the longest input in tokens (default: the model's; a results file's is the "
+                         "length it was scored with)")
     pl = _command(sub, "plot", "search:cmd_plot", help="pictures of a results file: a greedy path, an Optuna study, scores")
     pl.add_argument("results", help="a results JSON written by a search")
     pl.add_argument("--out", help="the picture: .svg, .png or .pdf (default: the results file's name, .svg)")

@@ -16,7 +16,7 @@ from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
 from ..search.validate import held_out_tasks
-from ..template import readout_key
+from ..representation import readout_key
 from . import options as o
 
 

@@ -114,23 +114,33 @@ def cmd_export(args) -> int:
     """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch)."""
     from ..errors import PromptSearchError
     from ..model.loading import DEFAULT_MODEL, default_model_path
+    from ..representation import Representation
     from ..search.results import Results
     from ..train.export import export_representation
 
     if bool(args.results) == bool(args.template):
         raise PromptSearchError("give a results file (its chosen representation) or --template KEY, one of the two")
     out = Path(args.out)
+    if out.is_symlink() and not out.exists():
+        raise PromptSearchError(f"--out {out} is a link to nothing; pass a new folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PromptSearchError(f"--out {out} exists and is not an empty folder; pass a new folder")
     check_writable(out / "modules.json", "out", "my-model")
-    model, key = args.model, args.template
+    model, k, length = args.model, None, args.max_length
     if args.results:
         res = Results.load(args.results)
         if res.best is None:
             raise PromptSearchError(f"{args.results} holds no scored representation yet")
         if model and model != res.model:
             raise PromptSearchError(f"{args.results} was searched on model {res.model!r}, not {model!r}; drop --model")
-        model, key = res.model, res.best.key
+        model, k = res.model, res.best.entry_key
+        scored = (res.numbers or {}).get("pooled_max_length")
+        if length is not None and scored is not None and length != scored:
+            raise PromptSearchError(f"{args.results} was scored with --max-length {scored}; drop --max-length (the export "
+                                    "keeps the length it was scored with)")
+        length = length or scored
+    else:
+        k = Representation.parse(args.template)
     model = model or DEFAULT_MODEL
-    print(export_representation(model, key, out, str(default_model_path()) if model == DEFAULT_MODEL else None))
+    print(export_representation(model, k, out, str(default_model_path()) if model == DEFAULT_MODEL else None, length))
     return 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -24,8 +26,10 @@ from ..data import load_corpus
 from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
-from ..template import POOLED_READOUTS, RenderedTemplate, Template
+from ..template import RenderedTemplate, Template
+from ..representation import TEMPLATE_READOUTS, Representation
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
+from .pooled import st_pooled
 from .prompt import PromptModule
 from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
 
@@ -102,6 +106,7 @@ class PromptEncoder:
         self.default_layer: int | None = None  # a trained directory's read-out layer (None: the last)
         self.default_readout: str | None = None  # a trained directory's pooled read-out (None: [MASK])
         self._biased_ids: frozenset[int] | None = None
+        self._pooled_signature: str | None = None
         self.on_first_pass = None  # called once, before the first forward pass (the CLI's precision line)
         lead, trail = self.prompt._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
@@ -244,13 +249,54 @@ class PromptEncoder:
                 denoise = self.default_denoise if denoise is None else denoise
                 layer = self.default_layer
                 pooling = self.default_readout
-            rep = _rep(template, bool(denoise), pooling, layer=layer)
+            if template is None and pooling is None and not denoise:
+                rep = self.own_rep()  # what SentenceTransformer(model).encode(sentences) gives
+            else:
+                rep = _rep(template, bool(denoise), pooling, layer=layer)
         single = isinstance(sentences, str)
         sents = [sentences] if single else list(sentences)
         out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]
         if normalize_embeddings:
             out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out[0] if single else out
+
+    POOLED_VERSION = "st-pooled/1"  # how pooled prompts are computed: sentence-transformers' own path (see .pooled)
+
+    def pooled_signature(self) -> str:
+        """What a prompt's pooled numbers depend on besides the encoder's weights, as a short hash: the
+        sentence-transformers stack (its modules and their weights, its max length, its tokenizer's
+        settings), the max length asked for, and how pooled read-outs are computed."""
+        if self._pooled_signature is None:
+            st = self.model.stack()
+            tok = st.transformer.tokenizer
+            h = hashlib.sha1(json.dumps([self.POOLED_VERSION, st.describe(), self.pooled_max_length, type(tok).__name__,
+                                         tok.padding_side, str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
+                                        default=str).encode("utf-8"))
+            for m in st.modules:
+                for v in m.state_dict().values():
+                    h.update(v.detach().float().cpu().numpy().tobytes())
+            self._pooled_signature = h.hexdigest()[:12]
+        return self._pooled_signature
+
+    @property
+    def pooled_max_length(self) -> int | None:
+        """The longest input a prompt's pooled read-out feeds, special tokens included: the ``max_length`` option
+        when set (within the model's positions), else the model's own (its folder's ``max_seq_length``); None for
+        a tokenizer without a limit."""
+        if self.options.max_length:
+            return min(int(self.options.max_length), self.model.max_positions)
+        n = self.model.stack().max_seq_length
+        return int(n) if n and n < 1_000_000 else None
+
+    def own_representation(self) -> Representation:
+        """The model's own representation: what ``SentenceTransformer(model).encode(sentences)`` computes (its
+        folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint)."""
+        return self.model.stack().own()
+
+    def own_rep(self) -> PromptPool:
+        """:meth:`own_representation` as the encoder computes it."""
+        k = self.own_representation()
+        return PromptPool(k.template, k.readout)
 
     def resolve(self, r: Rep) -> Rep:
         """The representation ready for this model: a Ditto head checked against its shape,
@@ -291,13 +337,25 @@ class PromptEncoder:
                 s = st if layers is None else st[at[r]]
                 out[r] = r.from_states(s.raw, s.denoised, self)
         pooled_t = [r for r in reps if isinstance(r, PromptPool)]  # a template's pass, pooled
-        if pooled_t:
-            for r in pooled_t:
-                self.check_readout(r)
-            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in pooled_t)), batch_size=batch_size,
+        for r in pooled_t:
+            self.check_readout(r)
+        by_prompt: dict[str, list[PromptPool]] = {}  # prompts: as sentence-transformers computes them
+        for r in pooled_t:
+            if r.st_prompt is not None:
+                by_prompt.setdefault(r.st_prompt, []).append(r)
+        if by_prompt:
+            self._first_pass()
+            with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
+                for prompt, rs in by_prompt.items():
+                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size, bar)
+                    for r in rs:
+                        out[r] = got[r.readout]
+        rendered = [r for r in pooled_t if r.st_prompt is None]  # other templates: promptsearch's rendering
+        if rendered:
+            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)
-            for r in pooled_t:
-                out[r] = st[r.template][POOLED_READOUTS.index(r.readout)]
+            for r in rendered:
+                out[r] = st[r.template][TEMPLATE_READOUTS.index(r.readout)]
         pooled = {r: self.resolve(r) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
@@ -317,6 +375,9 @@ class PromptEncoder:
 
     def check_readout(self, r: PromptPool) -> None:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
+        if r.st_prompt is not None:  # sentence-transformers' stack reads it (a one-line error if it cannot)
+            self.model.stack()
+            return
         if r.readout == "cls" and (self.model.causal or not self.prompt._specials()[0]):
             raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
                                     "does not put first; use readout=mean or sentence-mean")
@@ -324,7 +385,7 @@ class PromptEncoder:
 
     def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,
                         show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
-        """Each template's pass pooled every way (:data:`~promptsearch.template.POOLED_READOUTS` order),
+        """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
         sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling)."""
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
-from ..template import RenderedTemplate, Template, quote, special_tokens_around, tokens_in_context
+from ..template import RenderedTemplate, Template, quote, special_tokens_around, token_ids, tokens_in_context
 from .batching import autocast, budget_batches
 from .branching import branchable, branched_states
 from .branching import plan as branch_plan
@@ -63,7 +63,7 @@ class PromptModule(nn.Module):
         self.soft = nn.ParameterDict()
         self._rendered: dict[str, RenderedTemplate] = {}
         self._rendered_pooled: dict[str, RenderedTemplate] = {}  # templates without [MASK], for pooled read-outs
-        self._tokens: dict[str, list[int]] = {}  # sentence text (as it fills [X]) -> its token ids
+        self._tokens: dict[tuple, list[int]] = {}  # (starts the text?, sentence as it fills [X]) -> its token ids
         self._flat: tuple | None = None  # the last sentence set's tokens as arrays (see sentence_arrays)
         self.inputs = ReferenceInputs(self) if compat == "reference" else PromptInputs(self)
         self._bias_cache: dict[tuple, torch.Tensor] = {}  # (template, length) or (template, length, layer)
@@ -109,12 +109,16 @@ class PromptModule(nn.Module):
     def _token_lists(self, sentences: Sequence[str], r: RenderedTemplate) -> list[list[int]]:
         """Token ids of each sentence as it fills [X] (whole), each sentence tokenized once per module
         (the template pieces are tokenized apart)."""
-        texts = [(" " + s) if r.sentence_prefix_space else s for s in sentences]
+        # A sentence that starts the text is tokenized as the start of a text (a SentencePiece word-start mark on its
+        # first word), any other as the continuation of the template's text before it.
+        start = r.sentence_starts_text
+        texts = [(start, (" " + s) if r.sentence_prefix_space and not start else s) for s in sentences]
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
         if todo:
             if len(self._tokens) + len(todo) > TOKEN_CACHE:
                 self._tokens.clear()
-            self._tokens.update(zip(todo, tokens_in_context(self.tokenizer, todo)))
+            words = [t for _, t in todo]
+            self._tokens.update(zip(todo, token_ids(self.tokenizer, words) if start else tokens_in_context(self.tokenizer, words)))
         return [self._tokens[t] for t in texts]
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> list[list[int]]:
@@ -130,7 +134,7 @@ class PromptModule(nn.Module):
         the last sentence set are kept, so the templates of one call splice from one copy."""
         r = self.rendered(template, pooled)
         room = self.check_template(template, pooled)
-        key = (r.sentence_prefix_space, tuple(sentences))
+        key = (r.sentence_prefix_space, r.sentence_starts_text, tuple(sentences))
         if self._flat is None or self._flat[0] != key:
             lists = self._token_lists(sentences, r)
             lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -211,12 +215,12 @@ class PromptModule(nn.Module):
         """
         t = Template.parse(template)
         if readout not in (None, "mask"):
-            from ..template import POOLED_READOUTS
+            from ..representation import TEMPLATE_READOUTS
 
             r = self.rendered(t, pooled=True)
             rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
             (batch,) = self._upload(rows, [np.arange(len(rows))])
-            return self._pooled(batch, t)[POOLED_READOUTS.index(readout)]
+            return self._pooled(batch, t)[TEMPLATE_READOUTS.index(readout)]
         r = self.rendered(t)
         rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
         out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]
@@ -336,7 +340,7 @@ class PromptModule(nn.Module):
                            bar=None) -> dict[str, np.ndarray]:
         """Every template's rows pooled three ways from one pass, (3, n_rows, hidden) each: the mean over
         all tokens, over the sentence's tokens and the closing special tokens, and the first token's state
-        (the order of :data:`~promptsearch.template.POOLED_READOUTS`). Token-budget batches of one
+        (the order of :data:`~promptsearch.representation.TEMPLATE_READOUTS`). Token-budget batches of one
         template each, as :meth:`rows_states`."""
         plan = {t: budget_batches(r.lengths, max_tokens, max_rows) for t, r in rows.items()}
         if bar is not None:

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import POOLED_READOUTS, READOUTS, EntryKey, Template, ensemble_key, entry_key, readout_key
+from ..template import Template
+from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -129,25 +130,40 @@ class TopKStatic(MaskState):
 
 @dataclass(frozen=True)
 class PromptPool(Rep):
-    """A template's pass pooled instead of read at [MASK]: ``readout`` ``"mean"`` averages every token
-    of the input (sentence-transformers' mean pooling of ``prompt + sentence``), ``"sentence-mean"``
-    the sentence's tokens and the closing special tokens (the template's words left out: what
-    ``Pooling(include_prompt=False)`` pools for a prefix prompt), ``"cls"`` reads the first token.
-    The template needs no [MASK]; ``[X] @mean`` is plain mean pooling. Sentences fill [X] as they are
-    (whitespace collapsed, no period added), as sentence-transformers feeds them."""
+    """A template's pass pooled instead of read at [MASK].
+
+    A prompt before [X] and nothing after it (``query: [X]``, ``[X]``) is pooled as sentence-transformers
+    pools it (:mod:`.pooled`): ``P + sentence`` tokenized as one string, the model's sentence-transformers
+    stack with its Pooling set to ``readout`` (``mean``, ``cls``, ``max`` …; ``sentence-MODE``:
+    ``include_prompt=False``), its Dense and Normalize after it — ``SentenceTransformer.encode(sentences,
+    prompt=P)``'s vectors. Any other template (text after [X], a [MASK]) is rendered by promptsearch, its
+    pieces tokenized apart: ``"mean"`` averages every token, ``"sentence-mean"`` the sentence's tokens and the
+    closing special tokens, ``"cls"`` reads the first token. Sentences are fed as they are, no period added."""
 
     template: str
     readout: str = "mean"
     prompt: ClassVar[bool] = False
 
     def __post_init__(self):
-        if self.readout not in POOLED_READOUTS:
+        k = Representation.of(self.template, readout=self.readout)  # checked, and sentence-X with no prompt is X
+        if k.readout is None:
             raise PromptSearchError(f"unknown read-out {self.readout!r}; choose {', '.join(READOUTS)}")
-        object.__setattr__(self, "template", Template.parse(self.template).text)
+        object.__setattr__(self, "template", k.template)
+        object.__setattr__(self, "readout", k.readout)
+
+    @property
+    def representation(self) -> Representation:
+        return Representation(self.template, None, self.readout)
+
+    @property
+    def st_prompt(self) -> str | None:
+        """The sentence-transformers prompt this pools (computed as sentence-transformers does), or None (a
+        template promptsearch renders itself)."""
+        return self.representation.prompt
 
     @property
     def key(self) -> str:
-        return readout_key(self.template, self.readout)
+        return self.representation.text
 
     @property
     def label(self) -> str:
@@ -387,12 +403,12 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 def rep_from_key(key: str | Template, denoise: bool = False) -> Rep:
     """The representation a results-entry key names: a template's [MASK] state (``T``), at a layer
     (``T @layer L``), or the ensemble of several (``A + B``)."""
-    k = key if isinstance(key, EntryKey) else EntryKey.parse(key.text if isinstance(key, Template) else key)
+    k = key if isinstance(key, Representation) else Representation.parse(key.text if isinstance(key, Template) else key)
     members = [_member(m, bool(denoise)) for m in k.parts]
     return members[0] if len(members) == 1 else Ensemble(tuple(members))
 
 
-def _member(key: EntryKey, denoise: bool) -> Rep:
+def _member(key: Representation, denoise: bool) -> Rep:
     """One member of a key: a pooled read-out (``T @mean``: never denoised) or a [MASK] state."""
     return PromptPool(key.template, key.readout) if key.readout else MaskState(key.template, denoise, key.layer)
 

@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -23,6 +23,7 @@ import torch
 from ..errors import ModelError, first_line
 from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
+from .stack import ModuleStack, load_stack
 
 DEFAULT_MODEL = "default"
 
@@ -71,6 +72,15 @@ class LoadedModel:
     mask_head: MaskHead | None = None  # a head learned by train-head
     mask_head_path: str = ""
     lm: torch.nn.Module | None = None  # a causal LM (its output embeddings give next-token logits)
+    _stack: "ModuleStack | None" = field(default=None, repr=False)  # read on first use (see stack())
+
+    def stack(self) -> "ModuleStack":
+        """The model's sentence-transformers module stack (:mod:`.stack`), read on first use by
+        sentence-transformers itself, its Transformer running :attr:`encoder`. A one-line
+        :class:`ModelError` when sentence-transformers cannot read it or this tool cannot run it as is."""
+        if self._stack is None or self._stack.transformer.auto_model is not self.encoder:
+            self._stack = load_stack(self.path or self.name, self.encoder)
+        return self._stack
 
     @property
     def causal(self) -> bool:
@@ -212,7 +222,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 f"cannot load model {name!r} ({first}); pass 'default', a local model directory, "
                 "or an HF id that is cached or reachable"
             ) from exc
-        mlm = lm = None
+        mlm = lm = stack = None
         placement = {"device_map": "auto"} if str(device) == "auto" else {}  # a large model across the devices there are
         try:
             if is_causal(config):
@@ -228,7 +238,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 except (ValueError, KeyError) as exc:  # no MLM class for this architecture
                     if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
                         raise
-                    encoder = AutoModel.from_pretrained(path)
+                    encoder, stack = _encoder_only(path, config)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(_damaged(name, path, exc)) from exc
         except Exception as exc:  # safetensors raises its own error type for a cut file
@@ -243,7 +253,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
     trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()  # a folder finetune wrote: said once there
-    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained:
+    st_folder = (Path(path) / "modules.json").is_file()  # a sentence-transformers model: an encoder by nature
+    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained and not st_folder:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
@@ -255,13 +266,27 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm, lm):
         if m is not None:
             m.eval()
-    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, lm=lm)
+    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, lm=lm, _stack=stack)
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
         if model.mask_head.cfg.layer not in (-1, model.num_layers):
             raise ModelError(f"{head_path} reads hidden layer {model.mask_head.cfg.layer}; [MASK] predictions use the "
                              "last layer, so train the head with the default layer")
     return model
+
+
+def _encoder_only(path: str, config):
+    """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
+    (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
+    sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder) and no stack."""
+    from transformers import AutoModel
+
+    try:
+        stack = load_stack(path)
+        return stack.transformer.auto_model, stack
+    except ModelError:
+        model = AutoModel.from_pretrained(path)
+        return (model.get_encoder() if getattr(config, "is_encoder_decoder", False) else model), None
 
 
 def is_causal(config) -> bool:

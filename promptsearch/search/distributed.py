@@ -35,7 +35,7 @@ from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
 from .racing import rung_similarities
-from ..template import EntryKey
+from ..representation import Representation
 from .scorer import Score, Scorer
 from .study import fail_stale_trials, open_storage
 
@@ -281,7 +281,7 @@ class WorkQueue:
                 if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)}
 
     # ---- what the scorer and racing ask ---------------------------------------------------------
-    def full(self, scorer: Scorer, keys: list[EntryKey]) -> dict[EntryKey, Score]:
+    def full(self, scorer: Scorer, keys: list[Representation]) -> dict[Representation, Score]:
         """Full-set scores of ``keys`` at ``scorer``'s layer: recorded, kept and cached by the driver's
         scorer exactly as :meth:`Scorer.record` does (a job names its key as text: the storage's)."""
         jobs = {k: Job("full", k.text, scorer.layer) for k in keys}

@@ -26,7 +26,7 @@ from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from ..template import EntryKey
+from ..representation import Representation, pooled_ways
 from .baseline import similarities
 from .results import Results
 from .state import PathStep, RaceState
@@ -46,7 +46,7 @@ MAX_DEMOS = 128  # demonstrations a --demos-pool may hold: each is a racing cand
 
 def parse_readouts(spec) -> list[str]:
     """``--readouts`` as a list of pooled read-outs ("none" or empty: none)."""
-    from ..template import POOLED_READOUTS
+    from ..representation import POOLED_READOUTS
 
     items = [x.strip() for x in (spec.split(",") if isinstance(spec, str) else (spec or [])) if x.strip()]
     if items in (["none"], []):
@@ -149,7 +149,7 @@ class Greedy(Strategy):
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
         return scorer.layer_list(self.layers)
 
-    def validation_extra(self, results: Results) -> list[EntryKey]:
+    def validation_extra(self, results: Results) -> list[Representation]:
         """Besides the best K, the path's templates get held-out scores (the relation step's best, each prefix step,
         the best layer, each ensemble taken)."""
         return [r.entry_key for r in results.path_steps
@@ -240,18 +240,18 @@ class Greedy(Strategy):
         results.choose(self._ensemble_step(scorer, results, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
 
     @staticmethod
-    def _leader(results: Results, chosen: EntryKey) -> EntryKey:
+    def _leader(results: Results, chosen: Representation) -> Representation:
         """Where an ensemble starts: the chosen template, or the model's own representation when it scored higher."""
         own = results.own_key
         if own in results.entries and results.entries[own].spearman > results.entries[chosen].spearman:
             return own
         return chosen
 
-    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: EntryKey, template: str,
-                      vocabulary: dict | None = None) -> EntryKey:
+    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: Representation, template: str,
+                      vocabulary: dict | None = None) -> Representation:
         """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
         taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
-        keys = list(dict.fromkeys(EntryKey.of(p, readout=r) for p in list(prompts) + [template] for r in parse_readouts(self.readouts)))
+        keys = list(dict.fromkeys(k for p in list(prompts) + [template] for k in pooled_ways(p, parse_readouts(self.readouts))))
         keys = [k for k in keys if k in results.entries or _fits(scorer, k)]
         scored = []
         with tqdm(total=len(keys), desc="read-outs", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
@@ -302,7 +302,7 @@ class Greedy(Strategy):
         self._save_path(results)
         return (cand_score, cand) if taken else (score, template)
 
-    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: EntryKey) -> EntryKey:
+    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: Representation) -> Representation:
         """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
         that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
         first = results.entries[chosen]
@@ -323,17 +323,17 @@ class Greedy(Strategy):
             members, score, sims = members + [c], tries[c].spearman, new
             results.add(tries[c], "greedy:ensemble")
         self._save_path(results)
-        return EntryKey.ensemble(members) if len(members) > 1 else chosen
+        return Representation.ensemble(members) if len(members) > 1 else chosen
 
-    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, k: EntryKey, score: float,
-                             v: dict) -> tuple[float, EntryKey]:
+    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, k: Representation, score: float,
+                             v: dict) -> tuple[float, Representation]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
         for step in range(1, self.readout_steps + 1):
             t, r = k.template, k.readout
-            cands = [EntryKey.of(f"{tok} {t}", readout=r) for tok in v["prefix_tokens"]]
+            cands = [c for tok in v["prefix_tokens"] for c in pooled_ways(f"{tok} {t}", [r])]
             if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
-                cands += [EntryKey.of(t.replace("[X]", f"{q}[X]{q}"), readout=r) for q in v["wrappers"]]
+                cands += [c for q in v["wrappers"] for c in pooled_ways(t.replace("[X]", f"{q}[X]{q}"), [r])]
             cands = [c for c in dict.fromkeys(cands) if _fits(scorer, c)]
             scored = []
             with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
@@ -356,7 +356,7 @@ class Greedy(Strategy):
             score, k = cand_score, cand
         return score, k
 
-    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> EntryKey:
+    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> Representation:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
         layers = self.layer_list(scorer)
         scores = scorer.score_layers(template, layers)
@@ -373,7 +373,7 @@ class Greedy(Strategy):
                           candidates=len(layers), taken=taken, **noise))
         self._save_path(results)
         key = scorer.canonical(template)
-        return EntryKey(key.template, k) if taken else key
+        return Representation(key.template, k) if taken else key
 
 
 def format_path(path: list[PathStep], results: Results | None = None) -> str:
@@ -442,7 +442,7 @@ def format_path(path: list[PathStep], results: Results | None = None) -> str:
     return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
 
 
-def _fits(scorer: Scorer, key: str | EntryKey) -> bool:
+def _fits(scorer: Scorer, key: str | Representation) -> bool:
     """Whether a candidate (a template, or a pooled read-out's key) leaves the model room for a sentence
     (a long demonstration may not)."""
     from ..errors import TemplateError

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ..data import DevSets
 from .strategy import Strategy
 from .grammar import Grammar
-from ..template import EntryKey, readout_key
+from ..representation import TEMPLATE_READOUTS, Representation, readout_key
 from .progressive import Progressive
 from .results import Entry, Results
 from .state import ParetoFront, StudyRef
@@ -82,6 +82,9 @@ class OptunaSearch(Strategy):
         scorer.layer_list(self.layers)
         from ..errors import PromptSearchError
 
+        if other := [r for r in self._readouts() if r not in TEMPLATE_READOUTS]:
+            raise PromptSearchError(f"readouts={other[0]} pools a prompt before [X] only, and a grammar's templates may have "
+                                    f"text after it: use {', '.join(TEMPLATE_READOUTS)}")
         if "cls" in self._readouts() and scorer.encoder.model.causal:
             raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
         if self._pooled_only(scorer) and not self._readouts():
@@ -201,7 +204,7 @@ class OptunaSearch(Strategy):
         trials told at their rung and the rest at the full set."""
         n = len(scorer.gold)
         rungs = sorted({max(n // 8, 1), max(n // 4, 1), max(n // 2, 1)} - {n})
-        pooled = {t: t.user_attrs["template"] for t in trials if EntryKey.split(t.user_attrs["template"]).readout}
+        pooled = {t: t.user_attrs["template"] for t in trials if Representation.split(t.user_attrs["template"]).readout}
         if pooled:  # a pooled read-out's trial: its full-set score at once (the rungs encode [MASK] states)
             with interrupts.scoring_region():
                 full = dict(zip(pooled.values(), scorer.score_many(list(pooled.values()))))
@@ -278,16 +281,16 @@ class OptunaSearch(Strategy):
         results.save()
 
 
-def _trial_key(t) -> EntryKey:
+def _trial_key(t) -> Representation:
     """The results-entry key of a trial: its template (a pooled read-out's key), at the trial's layer."""
-    k = EntryKey.split(t.user_attrs["template"])
-    return k if k.readout else EntryKey(k.template, t.params.get("layer"))
+    k = Representation.split(t.user_attrs["template"])
+    return k if k.readout else Representation(k.template, t.params.get("layer"))
 
 
 def _entry(t, scorer: Scorer) -> Entry:
     """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
     layer = t.params.get("layer")
-    k = EntryKey.split(t.user_attrs["template"])
+    k = Representation.split(t.user_attrs["template"])
     template, readout = k.template, k.readout
     denoise = scorer.denoise and readout is None
     if len(t.values) > 1:

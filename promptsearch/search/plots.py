@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import PromptSearchError
-from ..template import EntryKey
+from ..representation import Representation
 from .results import Results
 from .state import PathStep
 
@@ -44,7 +44,7 @@ def check_out(out) -> Path:
     return p
 
 
-def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, EntryKey]]:
+def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, Representation]]:
     """(x label, step, entry key) for each step the search took."""
     steps = []
     for r in path:

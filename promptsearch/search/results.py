@@ -39,7 +39,7 @@ import jsonschema
 
 from ..errors import PromptSearchError, TemplateError
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
-from ..template import EntryKey
+from ..representation import Representation
 from .scorer import Score, Scored
 from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
 
@@ -76,7 +76,7 @@ class Entry(Scored):
 
     @classmethod
     def from_json(cls, e: dict) -> "Entry":
-        members = tuple(EntryKey.split(m) for m in e["members"]) if e.get("members") else None
+        members = tuple(Representation.split(m) for m in e["members"]) if e.get("members") else None
         return cls(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
                    e.get("validation"), sets=e.get("sets"), layer=e.get("layer"), members=members,
                    readout=e.get("readout"))
@@ -90,9 +90,9 @@ class Results:
     strategy: str
     denoise: bool
     settings: dict = field(default_factory=dict)
-    entries: dict[EntryKey, Entry] = field(default_factory=dict)  # by what each scored (the file writes its text)
+    entries: dict[Representation, Entry] = field(default_factory=dict)  # by what each scored (the file writes its text)
     # what the strategies leave besides scores (see .state): typed records, each one field of the file
-    chosen: EntryKey | None = None  # the search's answer (x_chosen), when it named one
+    chosen: Representation | None = None  # the search's answer (x_chosen), when it named one
     baseline: Verdict | None = None  # x_baseline
     spread: Spread | None = None  # x_spread
     path_steps: list[PathStep] = field(default_factory=list)  # greedy's path ("path")
@@ -109,7 +109,7 @@ class Results:
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
     validation: dict | None = None
     numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
-    suspect: set[EntryKey] = field(default_factory=set)  # loaded with a score this tool did not write (until re-scored)
+    suspect: set[Representation] = field(default_factory=set)  # loaded with a score this tool did not write (until re-scored)
 
     # ---- load / save -------------------------------------------------------------------------
     @property
@@ -191,7 +191,7 @@ class Results:
         return int((self.study and self.study.finished) or (self.scored + self.cached) or len(self.entries))
 
     @property
-    def own_key(self) -> EntryKey | None:
+    def own_key(self) -> Representation | None:
         """The key of the model's own representation, once the search has scored it."""
         return self.baseline.key if self.baseline else None
 
@@ -232,7 +232,7 @@ class Results:
         chosen = self.entries.get(self.chosen)
         return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
 
-    def choose(self, key: EntryKey) -> None:
+    def choose(self, key: Representation) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
         stops before a candidate that scored higher by less than its noise)."""
         self.chosen = key
@@ -286,7 +286,7 @@ class Results:
         d.update(self.extras)
         return d
 
-    def unverified(self) -> list[EntryKey]:
+    def unverified(self) -> list[Representation]:
         """Keys whose score this tool did not write as it stands (an entry edited or added by hand; a file
         from before the record has none)."""
         return [k for k in self.entries if k in self.suspect]
@@ -362,14 +362,15 @@ def verdict_lines(results: Results) -> list[str]:
     if v is None or not v.settled:
         return []
     obj = "the objective" if len(results.set_names) > 1 else results.dataset
+    lines = [f"the model's own: {v.reads}"] if v.reads else []
     if v.best == v.key:
-        lines = [f"the model's own representation, {v.key} ({v.spearman:.2f}), scored best: it is the answer"]
+        lines += [f"the model's own representation, {v.key} ({v.spearman:.2f}), scored best: it is the answer"]
     elif v.kept:
-        lines = [f"no template beats the model's own representation ({v.key}, {v.spearman:.2f}): the best, "
+        lines += [f"no template beats the model's own representation ({v.key}, {v.spearman:.2f}): the best, "
                  f"{v.best}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:
-        lines = [f"{v.best} beats the model's own representation ({v.key}, {v.spearman:.2f}) by "
+        lines += [f"{v.best} beats the model's own representation ({v.key}, {v.spearman:.2f}) by "
                  f"{v.gain:+.2f} ± {v.se:.2f} on {obj}"]
     if s:
         lines.append(f"spread of the {s.n} scored: min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}; "
@@ -395,6 +396,9 @@ def _numbers_differ(was: dict, now: dict) -> str:
             return f"other contents of {changed[0]} (it has changed since)"
         if k == "model":
             return "other model weights (the checkpoint has changed since)"
+        if k == "pooled":
+            return ("another sentence-transformers stack or pooled computation (its modules, max length or tokenizer; "
+                    "or a promptsearch that pooled prompts its own way)")
         return f"{k}={a!r}, not {b!r} as now"
     return ""
 

@@ -29,7 +29,8 @@ from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..paths import default_cache_path
-from ..template import EntryKey, Template
+from ..template import Template
+from ..representation import Representation
 from .score_cache import append_scores, load_scores
 
 def data_fingerprint(data: STSData) -> str:
@@ -54,15 +55,15 @@ class Scored:
     seconds: float
     sets: dict[str, float] | None = field(default=None, kw_only=True)  # each dev set's score, when the objective spans several
     layer: int | None = field(default=None, kw_only=True)  # the read-out layer (None: the last hidden state)
-    members: tuple[EntryKey, ...] | None = field(default=None, kw_only=True)  # an ensemble's members
+    members: tuple[Representation, ...] | None = field(default=None, kw_only=True)  # an ensemble's members
     readout: str | None = field(default=None, kw_only=True)  # a pooled read-out (None: the [MASK]/last-token state)
 
     @property
-    def entry_key(self) -> EntryKey:
+    def entry_key(self) -> Representation:
         """What was scored, as an object."""
         if self.members:
-            return EntryKey.ensemble(self.members)
-        return EntryKey(self.template, None if self.readout else self.layer, self.readout)
+            return Representation.ensemble(self.members)
+        return Representation(self.template, None if self.readout else self.layer, self.readout)
 
     @property
     def key(self) -> str:
@@ -113,12 +114,12 @@ class Scorer:
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
         self.last_sets: dict[str, float] | None = None
-        self._sims: dict[EntryKey, np.ndarray] = {}  # a candidate's pair similarities (the run's variant), this process
+        self._sims: dict[Representation, np.ndarray] = {}  # a candidate's pair similarities (the run's variant), this process
         self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
         self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
         self.keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
         self.remote = None  # a distributed.WorkQueue: full-set scores and racing rungs done by workers too
-        self._vecs: dict[EntryKey, np.ndarray] = {}
+        self._vecs: dict[Representation, np.ndarray] = {}
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
@@ -158,7 +159,7 @@ class Scorer:
     def score_layers(self, template: str | Template, layers: list[int]) -> dict[int, Score]:
         """The template read at each of ``layers``: every layer's states come from one pass (each layer's
         scores cached like :meth:`score`'s)."""
-        t = EntryKey(Template.parse(template).text)
+        t = Representation(Template.parse(template).text)
         views = {k: self.at_layer(k) for k in layers}
         out = {k: v.score(t) for k, v in views.items() if v.cached_sets(t) is not None}
         todo = [k for k in layers if k not in out]
@@ -220,7 +221,8 @@ class Scorer:
         value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways."""
         e = self.encoder
         return {"model": self.fingerprint, "data": dict(self.data_fingerprints), "precision": e.precision,
-                "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat,
+                "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat, "pooled": e.pooled_signature(),
+                "pooled_max_length": e.pooled_max_length,
                 "objective": self.objective if len(self.datasets) > 1 else None,
                 **({"batches": self._batching()} if e.precision != "fp32" else {})}
 
@@ -229,6 +231,12 @@ class Scorer:
         """The cache key of one set's score (the first set's by default)."""
         dataset = dataset or self.datasets[0]
         e = self.encoder
+        if (st := Representation.split(template)).readout and Representation(st.template, None, st.readout).prompt is not None:
+            # a prompt pooled through the sentence-transformers stack: its numbers hang on the stack, not the
+            # [MASK] settings (period, max length, compat)
+            return json.dumps([e.model.name, self.fingerprint, template, f"{dataset}:{self.data_fingerprints[dataset]}",
+                               e.precision, f"st={e.pooled_signature()}"]
+                              + ([f"batches={self._batching()}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
         return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
@@ -238,45 +246,45 @@ class Scorer:
                           + ([f"layer={self.layer}"] if self.layer is not None else []),
                           ensure_ascii=False)
 
-    def _remember(self, k: EntryKey, scores: dict[bool, dict[str, float]], seconds: float) -> None:
+    def _remember(self, k: Representation, scores: dict[bool, dict[str, float]], seconds: float) -> None:
         records = {self.key(k.text, dn, d): s for dn, per_set in scores.items() for d, s in per_set.items()}
         self._cache.update(records)
         if self.use_cache:
             self.use_cache = append_scores(self.cache_path, records, seconds)
 
     @staticmethod
-    def canonical(template: str | Template | EntryKey) -> EntryKey:
+    def canonical(template: str | Template | Representation) -> Representation:
         """What the scorer keys a candidate by, as an object: the template parsed, with its pooled
         read-out when it has one. Text (``T``, ``T @mean``) is read here, once; a layer is a scorer's
         own (:meth:`at_layer`) and an ensemble is scored by :meth:`score_members`."""
         if isinstance(template, Template):
-            return EntryKey(template.text)
-        k = template if isinstance(template, EntryKey) else EntryKey.split(template)
+            return Representation(template.text)
+        k = template if isinstance(template, Representation) else Representation.split(template)
         if k.members or k.layer is not None:
             raise PromptSearchError(f"{k.text!r}: a scorer scores one template at its own layer; read another "
                                     "layer with at_layer(layer), an ensemble with score_members(members)")
-        return EntryKey.of(k.template, readout=k.readout)
+        return Representation.of(k.template, readout=k.readout)
 
-    def rep(self, k: EntryKey, denoise: bool):
+    def rep(self, k: Representation, denoise: bool):
         """The representation a candidate key names here: a pooled read-out (never denoised), or the
         template's [MASK] (last-token) state at this scorer's layer."""
         return PromptPool(k.template, k.readout) if k.readout else MaskState(k.template, denoise, self.layer)
 
-    def _score(self, k: EntryKey, value: float, seconds: float, sets: dict[str, float] | None,
+    def _score(self, k: Representation, value: float, seconds: float, sets: dict[str, float] | None,
                cached: bool = False) -> Score:
         """A score of ``k`` at this scorer's layer, in the reference precision (a pooled read-out is never
         denoised)."""
         return Score(k.template, value, False if k.readout else self.denoise, seconds, cached=cached,
                      precision=self.reference_precision, sets=sets, layer=self.layer, readout=k.readout)
 
-    def cached_sets(self, template: str | Template | EntryKey, denoise: bool | None = None) -> dict[str, float] | None:
+    def cached_sets(self, template: str | Template | Representation, denoise: bool | None = None) -> dict[str, float] | None:
         """Every set's cached score, or None unless all of them are cached."""
         t = self.canonical(template).text
         dn = self.denoise if denoise is None else denoise
         out = {d: self._cache.get(self.key(t, dn, d)) for d in self.datasets}
         return None if any(v is None for v in out.values()) else out
 
-    def cached(self, template: str | Template | EntryKey, denoise: bool | None = None) -> float | None:
+    def cached(self, template: str | Template | Representation, denoise: bool | None = None) -> float | None:
         """The cached objective (every set's score cached), or None."""
         per = self.cached_sets(template, denoise)
         return None if per is None else self.evaluator.value(per)
@@ -285,14 +293,14 @@ class Scorer:
         return dict(per_set) if per_set and len(self.datasets) > 1 else None
 
     # ---- scoring -----------------------------------------------------------------------------
-    def score(self, template: str | Template | EntryKey, fresh: bool = False) -> Score:
+    def score(self, template: str | Template | Representation, fresh: bool = False) -> Score:
         """Full-dataset Spearman for the scorer's denoise setting (both variants get cached).
 
         ``fresh`` skips the cache lookup (training evaluates the same template as weights change).
         """
         return self.score_many([template], fresh)[0]
 
-    def score_many(self, templates: Sequence[str | Template | EntryKey], fresh: bool = False) -> list[Score]:
+    def score_many(self, templates: Sequence[str | Template | Representation], fresh: bool = False) -> list[Score]:
         """:meth:`score` of each template, in order; the ones not cached are encoded in one call
         (:meth:`PromptEncoder.encode_templates`: tokenized once, one copy back), each scored as if alone."""
         ts = [self.canonical(t) for t in templates]
@@ -315,7 +323,7 @@ class Scorer:
 
     CHUNK = 16  # templates encoded together by score_chunks (what an interrupt can lose)
 
-    def score_chunks(self, templates: Sequence[str | Template | EntryKey], bar=None) -> Iterator[Score]:
+    def score_chunks(self, templates: Sequence[str | Template | Representation], bar=None) -> Iterator[Score]:
         """:meth:`score_many` over ``CHUNK`` templates at a time, yielding each score (and advancing a
         progress ``bar``): a long list shares passes yet is cached as it goes."""
         for i in range(0, len(templates), self.CHUNK):
@@ -325,7 +333,7 @@ class Scorer:
                     bar.set_postfix_str(f"{sc.spearman:.2f} {sc.template[:40]}")
                 yield sc
 
-    def similarities(self, template: str | Template | EntryKey) -> np.ndarray:
+    def similarities(self, template: str | Template | Representation) -> np.ndarray:
         """The cosine similarity of every pair (the objective's pairs, the run's variant) under
         ``template`` in the reference precision: kept from its full-set score in this process, else
         encoded (a score read from the cache file has none)."""
@@ -334,28 +342,28 @@ class Scorer:
             self._encode_one(t, self.keep_vectors)
         return self._sims[t]
 
-    def _encode_one(self, k: EntryKey, vectors: bool) -> None:
+    def _encode_one(self, k: Representation, vectors: bool) -> None:
         """Encode the scorer's sentences with one template (the run's variant, this layer) and keep its
         pair similarities, and its normalized vectors if ``vectors``."""
         rep = self.rep(k, self.denoise)
         self._keep(k, self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)[rep], vectors)
         self._count_work(self.reference_precision, 1.0)
 
-    def _ensemble(self, members: Sequence[EntryKey]) -> np.ndarray:
+    def _ensemble(self, members: Sequence[Representation]) -> np.ndarray:
         return np.mean([self.at_layer(k.layer).vectors(k.without_layer) for k in members], axis=0)
 
-    def member_similarities(self, members: Sequence[EntryKey]) -> np.ndarray:
+    def member_similarities(self, members: Sequence[Representation]) -> np.ndarray:
         """The pair similarities of an ensemble (as :meth:`score_members` scores it)."""
         return self.evaluator.similarities(self._ensemble(members))
 
-    def _keep(self, k: EntryKey, vecs: np.ndarray, vectors: bool | None = None) -> None:
+    def _keep(self, k: Representation, vecs: np.ndarray, vectors: bool | None = None) -> None:
         """Keep a template's pair similarities (and its normalized vectors: ``vectors``, by default
         ``keep_vectors``)."""
         self._sims[k] = self.evaluator.similarities(vecs)
         if self.keep_vectors if vectors is None else vectors:
             self._vecs[k] = normalized(vecs)
 
-    def vectors(self, template: str | Template | EntryKey) -> np.ndarray:
+    def vectors(self, template: str | Template | Representation) -> np.ndarray:
         """The template's L2-normalized vectors of the scorer's sentences (the run's variant, this
         scorer's layer): kept from its score when ``keep_vectors`` is on, else encoded."""
         t = self.canonical(template)
@@ -363,19 +371,19 @@ class Scorer:
             self._encode_one(t, vectors=True)
         return self._vecs[t]
 
-    def score_members(self, members: Sequence[EntryKey]) -> Score:
+    def score_members(self, members: Sequence[Representation]) -> Score:
         """An ensemble of entry keys (a template, at a layer, or pooled): the mean of the members'
         normalized vectors, scored like a template (from kept vectors; not cached)."""
         scores = self.evaluator.scores(self._ensemble(members))
-        return Score(EntryKey.ensemble(m.without_layer for m in members).text, self.evaluator.value(scores), self.denoise,
+        return Score(Representation.ensemble(m.without_layer for m in members).text, self.evaluator.value(scores), self.denoise,
                      0.0, precision=self.reference_precision, sets=self._sets(scores), members=tuple(members))
 
-    def gain(self, before: str | Template | EntryKey, after: str | Template | EntryKey, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
+    def gain(self, before: str | Template | Representation, after: str | Template | Representation, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
         """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
         difference), ×100, on the scorer's pairs: how much of a gain is noise."""
         return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
-    def record(self, template: str | Template | EntryKey, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
+    def record(self, template: str | Template | Representation, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
         """A template's vectors of every sentence (raw at False, denoised at True: both, or the run's
         variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s."""
         k = self.canonical(template)
@@ -383,7 +391,7 @@ class Scorer:
         value = self._record(k, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, seconds)
         return self._score(k, value, seconds, self.last_sets)
 
-    def _record(self, k: EntryKey, scores: dict[bool, dict[str, float]], seconds: float) -> float:
+    def _record(self, k: Representation, scores: dict[bool, dict[str, float]], seconds: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
         variant's objective back (its sets' scores in ``last_sets``)."""
         self.last_seconds = seconds

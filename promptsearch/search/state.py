@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
 from typing import ClassVar
 
-from ..template import EntryKey
+from ..representation import Representation
 
 
 @dataclass
@@ -59,7 +59,7 @@ class PathStep(_Record):
     score_se: float | None = None
     layer: int | None = None
     lead: str | None = None
-    members: tuple[EntryKey, ...] | None = None  # an ensemble's (written as their keys' text)
+    members: tuple[Representation, ...] | None = None  # an ensemble's (written as their keys' text)
     taken: bool | None = None
     gain: float | None = None
     se: float | None = None
@@ -67,13 +67,13 @@ class PathStep(_Record):
     dropped: list | None = None
 
     @property
-    def entry_key(self) -> EntryKey:
+    def entry_key(self) -> Representation:
         """The entry this step scored: the template (a pooled read-out's key), at its layer, or the ensemble's
         members."""
         if self.members:
-            return EntryKey.ensemble(self.members)
-        k = EntryKey.split(self.template)  # a key this tool wrote: a read-out's suffix split off
-        return k if self.layer is None else EntryKey(k.template, self.layer)
+            return Representation.ensemble(self.members)
+        k = Representation.split(self.template)  # a key this tool wrote: a read-out's suffix split off
+        return k if self.layer is None else Representation(k.template, self.layer)
 
     @property
     def key(self) -> str:
@@ -90,25 +90,26 @@ class PathStep(_Record):
     def from_json(cls, d: dict):
         step = super().from_json(d)
         if step.members:
-            step.members = tuple(EntryKey.split(m) for m in step.members)
+            step.members = tuple(Representation.split(m) for m in step.members)
         return step
 
 
 @dataclass
 class Verdict(_Record):
-    """The model's own representation (``key``, its ``spearman``) against the search's ``best``: the gain,
-    its standard error, the threshold it had to clear, and whether the model's own was ``kept``. Before a
-    search settles only ``key`` is known."""
+    """The model's own representation (``key``, its ``spearman``, what was ``reads`` as it) against the search's
+    ``best``: the gain, its standard error, the threshold it had to clear, and whether the model's own was
+    ``kept``. Before a search settles only ``key`` is known."""
 
     field: ClassVar[str] = "x_baseline"
-    key: EntryKey
+    key: Representation
     spearman: float | None = None
-    best: EntryKey | None = None
+    best: Representation | None = None
     best_spearman: float | None = None
     gain: float | None = None
     se: float | None = None
     min_gain: float | None = None
     kept: bool | None = None
+    reads: str | None = None  # what was read as the model's own, in words (its stack: pooling, Dense, max length, prompt)
 
     @property
     def settled(self) -> bool:
@@ -121,7 +122,7 @@ class Verdict(_Record):
     @classmethod
     def from_json(cls, d: dict):
         v = super().from_json(d)
-        v.key, v.best = EntryKey.parse(v.key), v.best and EntryKey.parse(v.best)
+        v.key, v.best = Representation.parse(v.key), v.best and Representation.parse(v.best)
         return v
 
 
@@ -154,14 +155,14 @@ class ParetoFront(_Record):
     """The entries no other entry beats on every dev set (Optuna over several sets), best objective first."""
 
     field: ClassVar[str] = "x_pareto"
-    keys: list[EntryKey]
+    keys: list[Representation]
 
     def to_json(self):
         return [k.text for k in self.keys]
 
     @classmethod
     def from_json(cls, d):
-        return cls([EntryKey.parse(k) for k in d])
+        return cls([Representation.parse(k) for k in d])
 
 
 @dataclass

@@ -17,6 +17,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 from ..encoding import PromptEncoder
 from ..model.loading import _quiet_transformers
 from ..model.saved import read_config, write_config
+from ..representation import Representation
 
 MODULE_REF = "promptsearch.train.export.PromptModule"
 
@@ -79,47 +80,158 @@ class PromptModule(InputModule):
 
 
 # ---- a searched representation as a plain sentence-transformers model ----------------------------
-def export_representation(model: str, key: str, out, model_path: str | None = None) -> str:
-    """Write a sentence-transformers folder for the representation ``key`` of ``model`` (a results
-    entry: ``prompt [X] @mean``, ``@sentence-mean``, ``@cls``): a Transformer, a Pooling module with
-    ``include_prompt`` as searched, and the prompt in ``config_sentence_transformers.json``
-    (``prompts`` and ``default_prompt_name``), so ``SentenceTransformer(out).encode`` gives its vectors
-    with neither ``trust_remote_code`` nor promptsearch. What sentence-transformers cannot express is
-    refused with a one-line reason, before anything is written. Returns a one-line description."""
-    import warnings
+# The one on-disk layout every consumer reads alike (checked in their source): sentence-transformers 2.x-6.x
+# import modules.json's types literally before 6.0 (the legacy ``sentence_transformers.models.*`` names; 6.x maps
+# them), pass every config key to __init__ (an unknown key is a TypeError), and read Dense weights from
+# pytorch_model.bin before 3.0.1; Text Embeddings Inference parses exactly those four type names, reads
+# ``1_Pooling/config.json`` by that path with the pooling_mode_cls_token / _mean_tokens booleans, and needs
+# ``max_seq_length`` in sentence_bert_config.json; vLLM matches the Pooling type by name and takes the first true
+# pooling_mode_* key (older versions), so the active mode is written first.
+LEGACY = "sentence_transformers.models."
+_BOOLEANS = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
+             "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+             "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
+_ALWAYS = ("cls", "mean", "max", "mean_sqrt_len_tokens")  # the booleans sentence-transformers 2.0 knows
+
+
+def pooling_config(dimension: int, mode: str, include_prompt: bool) -> dict:
+    """``1_Pooling/config.json`` in the legacy form: the active mode's boolean first, the four 2.0 booleans always
+    (an absent mean boolean would default to true), weightedmean / lasttoken only when active (2.3+), and
+    ``include_prompt`` only when false (2.4+: an older reader then fails loudly instead of pooling the prompt)."""
+    cfg = {"word_embedding_dimension": int(dimension), _BOOLEANS[mode]: True}
+    for m in _ALWAYS:
+        cfg.setdefault(_BOOLEANS[m], False)
+    if not include_prompt and mode != "lasttoken":
+        cfg["include_prompt"] = False
+    return cfg
+
+
+def _consumer_notes(k: Representation, stack) -> list[str]:
+    """What some consumers of the folder do differently, said rather than hidden."""
+    mode, include = k.st_pooling
+    notes = []
+    if k.prompt:
+        notes.append("the prompt is applied by sentence-transformers >= 2.4 (encode, encode_query, encode_document); "
+                     "Text Embeddings Inference applies it to a request that names the prompt 'query' (or when started "
+                     "with that default prompt name), vLLM not at all")
+    if not include and mode != "lasttoken":
+        notes.append(f"include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt too)"
+                     + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and vLLM "
+                        "read [CLS]" if mode == "cls" else ""))
+    if mode in ("max", "weightedmean", "mean_sqrt_len_tokens"):
+        notes.append(f"{mode} pooling is sentence-transformers' alone (TEI refuses it; vLLM reads it as another mode)")
+    if any(type(m).__name__ == "Dense" for m in stack.after_pooling()):
+        notes.append("the Dense module is read by sentence-transformers, TEI's candle backend and vLLM; TEI's other "
+                     "backends skip it")
+    return notes
+
+
+def _dense_files(module, folder: Path) -> None:
+    """A Dense module as every sentence-transformers since 2.0 reads it: four config keys, ``linear.*`` weights in
+    pytorch_model.bin and model.safetensors."""
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    act = module.activation_function
+    cfg = {"in_features": module.in_features, "out_features": module.out_features, "bias": module.linear.bias is not None,
+           "activation_function": f"{type(act).__module__}.{type(act).__name__}"}
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    state = {k: v.detach().float().cpu().contiguous() for k, v in module.linear.state_dict().items()}
+    state = {f"linear.{k}": v for k, v in state.items()}
+    save_file(state, str(folder / "model.safetensors"))
+    torch.save(state, folder / "pytorch_model.bin")
+
+
+def _model_card(k: Representation, model: str, description: str, notes: list[str]) -> str:
+    lines = [f"# {k.text}", "", f"A sentence-transformers model written by `promptsearch export`: the representation "
+             f"`{k.text}` of `{model}`.", "", f"- base model: `{model}`", f"- modules: {description}", "",
+             "```python", "from sentence_transformers import SentenceTransformer", "",
+             "model = SentenceTransformer(\"path/to/this/folder\")",
+             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the default",
+             "```", ""]
+    if notes:
+        lines += ["Other readers of this folder:", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(lines)
+
+
+def export_representation(model: str, k: Representation, out, model_path: str | None = None,
+                          max_length: int | None = None) -> str:
+    """Write a sentence-transformers folder for the representation ``k`` of ``model`` (a prompt pooled one of
+    sentence-transformers' ways, ``query: [X] @sentence-mean``): the model's own module stack — its Transformer,
+    its Dense and Normalize, its max length (``max_length``: the one ``k`` was scored with, when it was set) —
+    with the Pooling set to ``k``'s mode and ``include_prompt`` and the prompt stored as ``query`` and
+    ``document``, the default. ``SentenceTransformer(out).encode`` then gives ``k``'s vectors with neither
+    ``trust_remote_code`` nor promptsearch, in a layout sentence-transformers 2.x-6.x, Text Embeddings Inference
+    and vLLM read. What sentence-transformers cannot express is refused with a one-line reason before anything
+    is written; the folder appears whole or not at all. Returns what was written, in a few lines."""
+    import os
+    import shutil
+    import tempfile
 
     from ..errors import PromptSearchError
-    from ..template import EntryKey, Template, quote
+    from ..model.stack import _quiet, load_stack
+    from ..template import quote
 
-    k = EntryKey.parse(key)
-    if k.members:
-        raise PromptSearchError(f"{quote(key)} is an ensemble: sentence-transformers runs one pass and one pooling, so it "
-                                "cannot average several; export one of its members")
-    template, readout, layer = k.template, k.readout, k.layer
-    if readout is None:
-        raise PromptSearchError(f"{quote(key)} reads the [MASK] state{' at a layer' if layer is not None else ''}, which "
-                                "sentence-transformers' Pooling cannot; fine-tune it (promptsearch finetune) for a folder that "
-                                "loads with trust_remote_code, or export a pooled read-out (@mean, @sentence-mean, @cls)")
-    t = Template.parse(template)
-    if t.pieces[1].strip() or t.order != ("X",):
-        raise PromptSearchError(f"{quote(t.text)} has text after [X]: a sentence-transformers prompt goes before the "
-                                "sentence only; export a prompt of the form 'PREFIX [X]'")
-    prompt = t.pieces[0]
-    if readout == "sentence-mean" and not prompt.strip():
-        raise PromptSearchError("'[X] @sentence-mean' has no prompt: sentence-transformers' include_prompt=False leaves out "
-                                "a prompt's tokens only, so it would pool the [CLS] token too; export '[X] @mean' instead")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from sentence_transformers import SentenceTransformer
-        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    if (why := k.why_not_sentence_transformers()) is not None:
+        extra = ("; fine-tune it (promptsearch finetune) for a folder that loads with trust_remote_code, or export a "
+                 "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
+        raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
+    mode, include = k.st_pooling
+    stack = load_stack(model_path or model)  # sentence-transformers reads the source: its own weights and modules
+    if stack.pooling_index != 0:
+        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
+                                "reads puts it there (1_Pooling)")
+    length = max_length or stack.max_seq_length
+    out = Path(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    try:
+        tr = stack.transformer
+        with _quiet():
+            tr.auto_model.save_pretrained(tmp)
+            tr.tokenizer.model_max_length = length
+            tr.tokenizer.save_pretrained(tmp)
+        sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
+        if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
+            sbert = {"max_seq_length": int(length), **sbert}
+        modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": LEGACY + "Pooling"}]
+        (tmp / "1_Pooling").mkdir()
+        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include), indent=2)
+                                                       + "\n", encoding="utf-8")
+        for i, m in enumerate(stack.after_pooling(), start=2):
+            name = type(m).__name__
+            path = f"{i}_{name}"
+            if name == "Dense":
+                _dense_files(m, tmp / path)
+            else:
+                (tmp / path).mkdir()
+                m.save(str(tmp / path))
+            modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
+        prompt = k.prompt or ""
+        import sentence_transformers
+        import transformers
 
-        with _quiet_transformers():
-            tr = Transformer(model_path or model)
-        pool = Pooling(tr.get_embedding_dimension() if hasattr(tr, "get_embedding_dimension")
-                       else tr.get_word_embedding_dimension(), pooling_mode="cls" if readout == "cls" else "mean",
-                       include_prompt=readout != "sentence-mean")
-        kw = {"prompts": {"promptsearch": prompt}, "default_prompt_name": "promptsearch"} if prompt else {}
-        st = SentenceTransformer(modules=[tr, pool], similarity_fn_name="cosine", device="cpu", **kw)
-        st.save(str(out))
-    return (f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {t.text} @{readout} of {model}"
-            + (f" (prompt {prompt!r}, default)" if prompt else ""))
+        st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
+                                  "transformers": transformers.__version__, "pytorch": torch.__version__},
+                  "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
+                  "similarity_fn_name": "cosine"}
+        for name, obj in (("modules.json", modules), ("sentence_bert_config.json", sbert),
+                          ("config_sentence_transformers.json", st_cfg)):
+            (tmp / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        description = stack.describe(k.readout, prompt).replace(f"{stack.max_seq_length} tokens", f"{length} tokens")
+        notes = _consumer_notes(k, stack)
+        (tmp / "README.md").write_text(_model_card(k, model, description, notes), encoding="utf-8")
+        umask = os.umask(0)
+        os.umask(umask)
+        for f in tmp.rglob("*"):
+            os.chmod(f, (0o777 if f.is_dir() else 0o666) & ~umask)
+        os.chmod(tmp, 0o777 & ~umask)
+        if out.is_dir():
+            out.rmdir()  # an empty folder given as --out (the command refuses one that holds anything)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    lines = [f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {k.text} of {model}",
+             f"  {description}"]
+    return "\n".join(lines + [f"note: {n}" for n in notes])

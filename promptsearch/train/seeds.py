@@ -48,7 +48,7 @@ def known_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[
     settings — the search's held-out validation, an earlier seed's or run's start row — comes from
     the score cache instead of another pass."""
     from ..search.scorer import Scorer
-    from ..template import readout_key
+    from ..representation import readout_key
 
     pooled = isinstance(r, PromptPool)
     key = readout_key(r.template, r.readout) if pooled else r.template

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
-from ..template import template_of
+from ..representation import template_of
 from .sources import Board
 
 

@@ -1,0 +1,168 @@
+"""A prompt's pooled read-outs, computed as sentence-transformers computes them.
+
+``SentenceTransformer.encode(sentences, prompt=P)`` tokenizes ``P + sentence`` as one string (its
+Transformer module's ``preprocess``: its tokenizer, its max length, ``do_lower_case``; the prompt's
+token count for ``include_prompt=False``), runs the transformer, then its Pooling, Dense and Normalize
+modules. This module calls those very functions and modules (:class:`~promptsearch.model.stack.ModuleStack`),
+with promptsearch's batching around them: sentences deduplicated, each tokenized once, rows cut into
+token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
+autocast where it is the faster precision. Padding is the tokenizer's own side, so a row's numbers do not
+depend on its batch (float rounding aside).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .batching import budget_batches, padding, unique
+
+TOKENIZE_CHUNK = 512  # texts per preprocess call (padded to the chunk's longest)
+
+
+PROBE = 8  # texts tokenized by sentence-transformers' preprocess before its tokenizer's backend takes the bulk
+PER_TOKEN = {"input_ids", "attention_mask", "token_type_ids"}
+
+
+def _preprocessed(stack, texts: list[str], prompt: str, kw: dict) -> tuple[dict[str, list[np.ndarray]], dict]:
+    """``texts`` through sentence-transformers' ``preprocess``, a chunk at a time: ({name: one unpadded array a row},
+    {prompt_length, modality, …})."""
+    rows: dict[str, list] = {}
+    rest: dict = {}
+    for start in range(0, len(texts), TOKENIZE_CHUNK):
+        f = stack.transformer.preprocess(texts[start : start + TOKENIZE_CHUNK], prompt=prompt or None, **kw)
+        mask = f["attention_mask"].numpy().astype(bool)
+        cut = np.cumsum(mask.sum(1))[:-1]
+        for name, v in f.items():
+            if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == mask.shape:
+                rows.setdefault(name, []).extend(np.split(v.numpy()[mask], cut))  # real tokens, whichever side padded
+            elif not isinstance(v, torch.Tensor):
+                rest[name] = v
+            else:
+                raise NotImplementedError(f"sentence-transformers' preprocess gave {name} of shape {tuple(v.shape)}")
+    return rows, rest
+
+
+def _encode(backend, texts: list[str]) -> list:
+    """The backend's encodings of whole texts (special tokens added), neither truncated nor padded: the truncation
+    and padding a tokenizer call leaves set on its backend are lifted for this and put back (each call of the
+    tokenizer sets its own anyway)."""
+    trunc, pad = backend.truncation, backend.padding
+    backend.no_truncation()
+    backend.no_padding()
+    try:
+        return backend.encode_batch(texts, add_special_tokens=True)
+    finally:
+        if trunc is not None:
+            backend.enable_truncation(**trunc)
+        if pad is not None:
+            backend.enable_padding(**{k: v for k, v in pad.items() if k != "pad_to_multiple_of" or v is not None})
+
+
+def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple[dict[str, list[np.ndarray]], dict]:
+    """Every text's features exactly as sentence-transformers' ``preprocess`` makes them, unpadded: {name: one array
+    a row} for the per-token features (input ids, attention mask, token types), and the rest ({prompt_length,
+    modality}) as it gave them.
+
+    Its Python-side call costs more than the tokenizing (padding, tensors: 3x the backend's time on STS-B dev), so
+    the bulk goes through the fast tokenizer's Rust backend (``prompt + text``, special tokens added, as
+    ``preprocess`` feeds its tokenizer) once the longest and shortest texts came out of both with the same ids and
+    token types; a text the backend makes longer than the max length is truncated by ``preprocess`` itself.
+    Anything else (a slow tokenizer, a feature the backend does not give, ids that differ) takes ``preprocess``
+    for every text."""
+    kw = {"max_length": max_length} if max_length else {}
+    tok = stack.transformer.tokenizer
+    limit = max_length or getattr(tok, "model_max_length", None) or 0
+    order = np.argsort([-len(t) for t in texts], kind="stable")  # longest first: chunks of similar length
+    ordered = [texts[i] for i in order]
+    probe = sorted(set(range(min(PROBE // 2, len(ordered)))) | set(range(max(len(ordered) - PROBE // 2, 0), len(ordered))))
+    head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
+    backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
+    fast = backend is not None and len(ordered) > len(probe) and set(head) <= PER_TOKEN
+    if fast:  # compared where preprocess did not truncate (the shortest texts at least)
+        same = [list(e.ids) == head["input_ids"][n].tolist() and ("token_type_ids" not in head or list(e.type_ids) ==
+                head["token_type_ids"][n].tolist()) for n, e in enumerate(_encode(backend, [prompt + ordered[j] for j in probe]))
+                if not limit or len(head["input_ids"][n]) < limit]
+        fast = bool(same) and all(same)
+    if not fast:
+        rows, rest = _preprocessed(stack, ordered, prompt, kw)
+    else:
+        rows = {name: [None] * len(ordered) for name in head}
+        for n, j in enumerate(probe):
+            for name in head:
+                rows[name][j] = head[name][n]
+        todo = [j for j in range(len(ordered)) if rows["input_ids"][j] is None]
+        bulk = dict(zip(todo, _encode(backend, [prompt + ordered[j] for j in todo])))
+        long = [j for j, e in bulk.items() if limit and len(e.ids) > limit]  # truncated: by preprocess's own rule
+        if long:
+            cut, _ = _preprocessed(stack, [ordered[j] for j in long], prompt, kw)
+            for n, j in enumerate(long):
+                for name in head:
+                    rows[name][j] = cut[name][n]
+        for j, e in bulk.items():
+            if rows["input_ids"][j] is None:
+                ids = np.asarray(e.ids, dtype=np.int64)
+                rows["input_ids"][j] = ids
+                if "token_type_ids" in rows:
+                    rows["token_type_ids"][j] = np.asarray(e.type_ids, dtype=np.int64)
+                if "attention_mask" in rows:
+                    rows["attention_mask"][j] = np.ones(len(ids), dtype=np.int64)
+    out: dict[str, list] = {name: [None] * len(texts) for name in rows}
+    for name, rs in rows.items():
+        for i, r in zip(order, rs):
+            out[name][i] = r
+    return out, rest
+
+
+def _pad(rows: dict[str, list[np.ndarray]], idx: np.ndarray, side: str, pad_id: int, device) -> dict[str, torch.Tensor]:
+    """Rows ``idx`` of every per-token feature padded to the batch's longest, on ``side`` (input ids with
+    ``pad_id``, the rest with 0)."""
+    lens = np.fromiter((len(rows["input_ids"][i]) for i in idx), dtype=np.int64, count=len(idx))
+    real, _ = padding(lens, side)
+    out = {}
+    for name, rs in rows.items():
+        a = np.full(real.shape, pad_id if name == "input_ids" else 0, dtype=rs[idx[0]].dtype)
+        a[real] = np.concatenate([rs[i] for i in idx])
+        out[name] = torch.from_numpy(a).to(device)
+    return out
+
+
+def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence[str], batch_size: int | None = None,
+              bar=None) -> dict[str, np.ndarray]:
+    """{read-out: (n, dim)} for the sentences under ``prompt``, each pooled read-out as sentence-transformers
+    computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s
+    ``max_length`` option, when set, in place of the folder's max length: :attr:`~.encoder.PromptEncoder.pooled_max_length`)."""
+    stack = encoder.model.stack()
+    uniq, inverse = unique(list(sentences))
+    if not uniq:
+        return {r: np.zeros((0, stack.dimension), np.float32) for r in readouts}
+    rows, rest = _rows(stack, uniq, prompt, encoder.pooled_max_length if encoder.options.max_length else None)
+    lengths = np.array([len(x) for x in rows["input_ids"]])
+    batches = budget_batches(lengths, encoder.max_tokens, batch_size or encoder.batch_size)
+    if bar is not None:
+        bar.total = (bar.total or 0) + len(batches)
+        bar.refresh()
+    tok = stack.transformer.tokenizer
+    side, pad_id = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
+    device = encoder.device
+    poolings = {r: stack.pooling_for(r) for r in readouts}
+    for m in stack.modules + list(poolings.values()):
+        m.to(device)
+    out: dict[str, torch.Tensor] = {}
+    with torch.inference_mode(), encoder.autocast():
+        for idx in batches:
+            feats = {**_pad(rows, idx, side, pad_id, device), **rest}
+            feats = stack.transformer(feats)
+            for r, pool in poolings.items():
+                f = pool(dict(feats))
+                for m in stack.after_pooling():
+                    f = m(f)
+                v = f["sentence_embedding"].float()
+                if r not in out:
+                    out[r] = torch.empty((len(uniq), v.shape[1]), dtype=torch.float32, device=device)
+                out[r][torch.from_numpy(idx).to(device)] = v
+            if bar is not None:
+                bar.update(1)
+    return {r: v.cpu().numpy()[inverse] for r, v in out.items()}

