@@ -233,7 +233,12 @@ def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_
     assert tuned.default_readout == "mean"
     r = PromptPool(answer.template, "mean")
     np.testing.assert_allclose(tuned.encode(SENTS), tuned.encode_reps(SENTS, [r])[r], rtol=0, atol=1e-6)
-    assert not (ft / "modules.json").exists()  # a pooled folder exports natively: promptsearch export
+    # a pooled prompt's folder is a plain sentence-transformers folder of what was trained
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(ft), device="cpu")
+    np.testing.assert_allclose(st.encode(SENTS), tuned.encode(SENTS), rtol=0, atol=1e-5)
+    assert tuned.own_representation() == answer.entry_key
 
 
 def test_finetune_reuses_the_scores_it_has(tiny_bert_dir, tmp_path, capsys, monkeypatch):

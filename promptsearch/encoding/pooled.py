@@ -166,3 +166,27 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
             if bar is not None:
                 bar.update(1)
     return {r: v.cpu().numpy()[inverse] for r, v in out.items()}
+
+
+def st_forward(stack, texts: Sequence[str], prompt: str, readout: str, max_length: int | None, device) -> torch.Tensor:
+    """One batch of texts under ``prompt`` through the stack with ``readout``'s Pooling, (B, dim): differentiable,
+    dropout as the encoder's mode says (what training's views of a pooled prompt are)."""
+    f = stack.transformer.preprocess(list(texts), prompt=prompt or None, **({"max_length": max_length} if max_length else {}))
+    f = stack.transformer({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in f.items()})
+    pool = stack.pooling_for(readout)
+    f = pool.to(device)(f)
+    for m in stack.after_pooling():
+        f = m.to(device)(f)
+    return f["sentence_embedding"].float()
+
+
+def prompt_tokens(stack, prompt: str) -> int:
+    """The tokens an input holds besides its sentence under ``prompt`` (the special tokens and the prompt's)."""
+    return int(stack.transformer.preprocess([""], prompt=prompt or None)["attention_mask"].sum())
+
+
+def input_lengths(stack, texts: Sequence[str], prompt: str, max_length: int | None) -> list[int]:
+    """Each text's input length under ``prompt``, special tokens included, cut at ``max_length``."""
+    tok = stack.transformer.tokenizer
+    n = [len(x) for x in tok([prompt + t for t in texts], add_special_tokens=True)["input_ids"]]
+    return [min(x, max_length) if max_length else x for x in n]

@@ -52,6 +52,7 @@ class PromptModule(nn.Module):
         if padding_side not in ("right", "left"):
             raise PromptSearchError(f"padding_side {padding_side!r}: choose right or left")
         self.causal = model.causal
+        self.model = model  # its sentence-transformers stack pools prompts (not a submodule: the encoder below is)
         self.padding_side = padding_side
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
@@ -204,19 +205,27 @@ class PromptModule(nn.Module):
         emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
         return {"inputs_embeds": emb}
 
-    def forward(self, sent_ids: Sequence[Sequence[int]], template: str | Template, denoise: bool = False,
-                cache: bool | None = None, layer: int | None = None, readout: str | None = None) -> torch.Tensor:
+    def forward(self, sent_ids: Sequence[Sequence[int]] | Sequence[str], template: str | Template, denoise: bool = False,
+                cache: bool | None = None, layer: int | None = None, readout: str | None = None,
+                max_length: int | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
         What training calls (through DDP when ``accelerate`` wraps this module) and the
         sentence-transformers export. ``cache``: use the template-bias cache (default: only when
-        gradients are off). ``readout`` (``mean``, ``sentence-mean``, ``cls``): the template's pass
-        pooled that way instead (sentence ids as :meth:`sentence_ids` gives them with ``pooled``).
+        gradients are off). ``readout``: the template's pass pooled that way instead — a prompt before [X]
+        through the model's sentence-transformers stack (the sentences as text, ``max_length`` tokens at most),
+        any other template by promptsearch's rendering (mean, sentence-mean, cls; sentence ids as
+        :meth:`sentence_ids` gives them with ``pooled``).
         """
         t = Template.parse(template)
         if readout not in (None, "mask"):
-            from ..representation import TEMPLATE_READOUTS
+            from ..representation import TEMPLATE_READOUTS, Representation
+            from .pooled import st_forward
 
+            k = Representation.of(t, readout=readout)
+            if k.prompt is not None:
+                with self.autocast():
+                    return st_forward(self.model.stack(), sent_ids, k.prompt, k.readout, max_length, self.device)
             r = self.rendered(t, pooled=True)
             rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
             (batch,) = self._upload(rows, [np.arange(len(rows))])

@@ -400,17 +400,14 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
     return POOLINGS[name]()
 
 
-def rep_from_key(key: str | Template, denoise: bool = False) -> Rep:
-    """The representation a results-entry key names: a template's [MASK] state (``T``), at a layer
-    (``T @layer L``), or the ensemble of several (``A + B``)."""
+def rep_from_key(key: "str | Template | Representation", denoise: bool = False) -> Rep:
+    """How the encoder computes a representation (given as the object, or as its key text): a template's [MASK]
+    (last-token) state, minus its bias when ``denoise``, at its layer; a prompt's pass pooled (never denoised); the
+    ensemble of several. The one conversion from a :class:`~promptsearch.representation.Representation`."""
     k = key if isinstance(key, Representation) else Representation.parse(key.text if isinstance(key, Template) else key)
-    members = [_member(m, bool(denoise)) for m in k.parts]
+    members = [PromptPool(m.template, m.readout) if m.readout else MaskState(m.template, bool(denoise), m.layer)
+               for m in k.parts]
     return members[0] if len(members) == 1 else Ensemble(tuple(members))
-
-
-def _member(key: Representation, denoise: bool) -> Rep:
-    """One member of a key: a pooled read-out (``T @mean``: never denoised) or a [MASK] state."""
-    return PromptPool(key.template, key.readout) if key.readout else MaskState(key.template, denoise, key.layer)
 
 
 def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,

@@ -200,7 +200,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
     default ``default`` gets the head shipped in the package and other models none.
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     _check_device(device)
     path = resolve_model_path(name)

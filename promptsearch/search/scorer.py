@@ -22,8 +22,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..data import DEV_SET, DataOptions, DevSets, STSData, load_task
-from ..encoding import MaskState, PromptEncoder
-from ..encoding.reps import PromptPool, normalized
+from ..encoding import PromptEncoder
+from ..encoding.reps import normalized, rep_from_key
 from ..errors import PromptSearchError
 from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
@@ -266,9 +266,9 @@ class Scorer:
         return Representation.of(k.template, readout=k.readout)
 
     def rep(self, k: Representation, denoise: bool):
-        """The representation a candidate key names here: a pooled read-out (never denoised), or the
-        template's [MASK] (last-token) state at this scorer's layer."""
-        return PromptPool(k.template, k.readout) if k.readout else MaskState(k.template, denoise, self.layer)
+        """How the encoder computes a candidate here: a pooled read-out (never denoised), or the template's [MASK]
+        (last-token) state at this scorer's layer."""
+        return rep_from_key(k if k.readout else Representation(k.template, self.layer), denoise)
 
     def _score(self, k: Representation, value: float, seconds: float, sets: dict[str, float] | None,
                cached: bool = False) -> Score:

@@ -115,7 +115,7 @@ def _consumer_notes(k: Representation, stack) -> list[str]:
                      "Text Embeddings Inference applies it to a request that names the prompt 'query' (or when started "
                      "with that default prompt name), vLLM not at all")
     if not include and mode != "lasttoken":
-        notes.append(f"include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt too)"
+        notes.append("include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt too)"
                      + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and vLLM "
                         "read [CLS]" if mode == "cls" else ""))
     if mode in ("max", "weightedmean", "mean_sqrt_len_tokens"):
@@ -154,6 +154,54 @@ def _model_card(k: Representation, model: str, description: str, notes: list[str
     return "\n".join(lines)
 
 
+def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:
+    """Every file of a sentence-transformers folder for ``k`` over ``stack`` but the transformer's weights and
+    tokenizer: modules.json, the Pooling set to ``k``, the stack's modules after it (Dense, Normalize …),
+    sentence_bert_config.json (``length``: the max length), the prompt as ``query`` and ``document``, the default,
+    and a model card. (description, what other readers do differently)."""
+    mode, include = k.st_pooling
+    if stack.pooling_index != 0:
+        from ..errors import PromptSearchError
+
+        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
+                                "reads puts it there (1_Pooling)")
+    tr = stack.transformer
+    sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
+    if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
+        sbert = {"max_seq_length": int(length), **sbert}
+    modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": LEGACY + "Pooling"}]
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include), indent=2)
+                                                      + "\n", encoding="utf-8")
+    for i, m in enumerate(stack.after_pooling(), start=2):
+        name = type(m).__name__
+        path = f"{i}_{name}"
+        if name == "Dense":
+            _dense_files(m, folder / path)
+        else:
+            (folder / path).mkdir()
+            m.save(str(folder / path))
+        modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
+    prompt = k.prompt or ""
+    import sentence_transformers
+    import transformers
+
+    st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
+                              "transformers": transformers.__version__, "pytorch": torch.__version__},
+              "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
+              "similarity_fn_name": "cosine"}
+    for name, obj in (("modules.json", modules), ("sentence_bert_config.json", sbert),
+                      ("config_sentence_transformers.json", st_cfg)):
+        (folder / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    description = stack.describe(k.readout, prompt)
+    if stack.max_seq_length != length:
+        description = description.replace(f"{stack.max_seq_length} tokens", f"{length} tokens")
+    notes = _consumer_notes(k, stack)
+    (folder / "README.md").write_text(_model_card(k, model, description, notes), encoding="utf-8")
+    return description, notes
+
+
 def export_representation(model: str, k: Representation, out, model_path: str | None = None,
                           max_length: int | None = None) -> str:
     """Write a sentence-transformers folder for the representation ``k`` of ``model`` (a prompt pooled one of
@@ -176,7 +224,6 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
         extra = ("; fine-tune it (promptsearch finetune) for a folder that loads with trust_remote_code, or export a "
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
-    mode, include = k.st_pooling
     stack = load_stack(model_path or model)  # sentence-transformers reads the source: its own weights and modules
     if stack.pooling_index != 0:
         raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
@@ -188,44 +235,11 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
         tr = stack.transformer
         with _quiet():
             tr.auto_model.save_pretrained(tmp)
-            tr.tokenizer.model_max_length = length
+            if length and length < 1_000_000:
+                tr.tokenizer.model_max_length = length
             tr.tokenizer.save_pretrained(tmp)
-        sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
-        if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
-            sbert = {"max_seq_length": int(length), **sbert}
-        modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": LEGACY + "Pooling"}]
-        (tmp / "1_Pooling").mkdir()
-        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include), indent=2)
-                                                       + "\n", encoding="utf-8")
-        for i, m in enumerate(stack.after_pooling(), start=2):
-            name = type(m).__name__
-            path = f"{i}_{name}"
-            if name == "Dense":
-                _dense_files(m, tmp / path)
-            else:
-                (tmp / path).mkdir()
-                m.save(str(tmp / path))
-            modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
-        prompt = k.prompt or ""
-        import sentence_transformers
-        import transformers
-
-        st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
-                                  "transformers": transformers.__version__, "pytorch": torch.__version__},
-                  "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
-                  "similarity_fn_name": "cosine"}
-        for name, obj in (("modules.json", modules), ("sentence_bert_config.json", sbert),
-                          ("config_sentence_transformers.json", st_cfg)):
-            (tmp / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        description = stack.describe(k.readout, prompt).replace(f"{stack.max_seq_length} tokens", f"{length} tokens")
-        notes = _consumer_notes(k, stack)
-        (tmp / "README.md").write_text(_model_card(k, model, description, notes), encoding="utf-8")
-        umask = os.umask(0)
-        os.umask(umask)
-        for f in tmp.rglob("*"):
-            os.chmod(f, (0o777 if f.is_dir() else 0o666) & ~umask)
-        os.chmod(tmp, 0o777 & ~umask)
+        description, notes = write_modules(tmp, stack, k, length, model)
+        public(tmp)
         if out.is_dir():
             out.rmdir()  # an empty folder given as --out (the command refuses one that holds anything)
         os.replace(tmp, out)
@@ -235,3 +249,14 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     lines = [f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {k.text} of {model}",
              f"  {description}"]
     return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def public(folder: Path) -> None:
+    """Every file and folder under ``folder`` (and it) readable by all as files usually are: 0666/0777 less the umask
+    (safetensors and mkdtemp make 0600/0700)."""
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in [folder, *folder.rglob("*")]:
+        os.chmod(f, (0o777 if f.is_dir() else 0o666) & ~umask)

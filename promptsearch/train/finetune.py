@@ -24,7 +24,8 @@ from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainCo
                    end_checkpoint, sentences_per_second, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
-from .export import write_sentence_transformers_files
+from ..representation import Representation
+from .export import public, write_modules, write_sentence_transformers_files
 from .step import Step, train_step
 
 CHECKPOINT = "finetune-checkpoint.pt"
@@ -176,8 +177,12 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
                        "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
                                     "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
                                     **info}})
-    if not cfg.readout:  # a pooled read-out exports as a plain sentence-transformers folder: promptsearch export
+    k = Representation.of(cfg.templates[0], readout=cfg.readout)
+    if not cfg.readout:  # a [MASK] read-out: a sentence-transformers folder with promptsearch's module (trust_remote_code)
         write_sentence_transformers_files(out)
+    elif k.prompt is not None:  # a pooled prompt: a plain sentence-transformers folder of the model's stack, trained
+        write_modules(Path(out), enc.model.stack(), k, enc.pooled_max_length, model_name)
+        public(Path(out))
 
 
 def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):

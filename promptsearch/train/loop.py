@@ -16,7 +16,8 @@ from tqdm.auto import tqdm
 
 from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
-from ..encoding.reps import PromptPool
+from ..encoding.reps import PromptPool, rep_from_key
+from ..representation import Representation
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
 
@@ -53,7 +54,7 @@ def take(items, idx) -> list:
 def trained_rep(template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> MaskState | PromptPool:
     """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
     its [MASK] state at ``layer``."""
-    return PromptPool(template, readout) if readout else MaskState(template, denoise, layer)
+    return rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
 
 
 @dataclass(kw_only=True)

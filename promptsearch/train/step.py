@@ -24,6 +24,8 @@ import torch
 
 from ..encoding import PromptEncoder
 from ..encoding.batching import budget_batches
+from ..encoding.pooled import input_lengths, prompt_tokens
+from ..representation import Representation
 from .losses import info_nce, supervised_nce
 from .loop import rng_state, set_rng_state
 
@@ -38,12 +40,27 @@ class Step:
     micro_batch: int = 64  # rows per micro-batch (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
     layer: int | None = None  # the read-out layer (None: the last hidden state)
-    readout: str | None = None  # a pooled read-out of the template's pass (mean, sentence-mean, cls); None: [MASK]
+    readout: str | None = None  # a pooled read-out of the template's pass; None: [MASK]
 
 
-def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str) -> list[list[int]]:
+def st_prompt(step: Step, template: str) -> str | None:
+    """The sentence-transformers prompt this step pools (a prompt before [X] with a pooled read-out), else None."""
+    return Representation.of(template, readout=step.readout).prompt if step.readout else None
+
+
+def st_max_length(enc: PromptEncoder, step: Step, prompt: str) -> int:
+    """A pooled prompt's inputs cut as a sentence of ``max_seq_length`` tokens is: its prompt and special tokens
+    more (within the model's own max length)."""
+    n = prompt_tokens(enc.model.stack(), prompt) + step.max_seq_length
+    return min(n, enc.pooled_max_length) if enc.pooled_max_length else n
+
+
+def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str) -> list[list[int]] | list[str]:
     """The sentences' ids as they fill ``template``'s [X] for this step's read-out (a pooled read-out:
-    no period added, as it is evaluated), cut at ``max_seq_length``."""
+    no period added, as it is evaluated), cut at ``max_seq_length``; a pooled prompt's sentences as text (the
+    sentence-transformers stack tokenizes ``prompt + sentence`` itself, as it is evaluated)."""
+    if st_prompt(step, template) is not None:
+        return list(texts)
     if step.readout:
         from ..encoding.batching import prepare
 
@@ -53,6 +70,14 @@ def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str
     return [s[: step.max_seq_length] for s in ids]
 
 
+def lengths(enc: PromptEncoder, step: Step, texts: list[str], template: str) -> list[int]:
+    """Each sentence's token count as a view feeds it (what micro-batches are budgeted by)."""
+    prompt = st_prompt(step, template)
+    if prompt is not None:
+        return input_lengths(enc.model.stack(), texts, prompt, st_max_length(enc, step, prompt))
+    return [min(len(s), step.max_seq_length) for s in sentence_ids(enc, step, texts, template)]
+
+
 def views(enc: PromptEncoder, step: Step, items: list, prompt=None) -> list[torch.Tensor]:
     """The representations the loss compares, for a (micro-)batch of items. ``prompt``: the
     prompt module as the trainer wrapped it (DDP under ``accelerate``), else ``enc.prompt``."""
@@ -60,6 +85,8 @@ def views(enc: PromptEncoder, step: Step, items: list, prompt=None) -> list[torc
 
     def rep(texts, template):
         ids = sentence_ids(enc, step, texts, template)
+        if (p := st_prompt(step, template)) is not None:  # through the sentence-transformers stack, as it is evaluated
+            return prompt(ids, template, readout=step.readout, max_length=st_max_length(enc, step, p))
         if step.readout:  # the template's pass pooled: nothing to denoise
             return prompt(ids, template, readout=step.readout)
         # never the bias cache: the no-grad first pass of gradient caching must draw the same
@@ -84,8 +111,7 @@ def micro_batches(enc: PromptEncoder, step: Step, items: list) -> list[list[int]
     so short sentences share large micro-batches and long ones do not run out of memory."""
     if step.micro_tokens:
         texts = items if step.mode == "unsup" else [s for x in items for s in x]
-        ids = sentence_ids(enc, step, texts, step.templates[0])
-        lens = np.array([min(len(s), step.max_seq_length) for s in ids]).reshape(len(items), -1).max(1)
+        lens = np.array(lengths(enc, step, texts, step.templates[0])).reshape(len(items), -1).max(1)
         return [b.tolist() for b in budget_batches(lens, step.micro_tokens, step.micro_batch or None)]
     m = step.micro_batch if step.micro_batch > 0 else len(items)
     return [list(range(i, min(i + m, len(items)))) for i in range(0, len(items), m)]
