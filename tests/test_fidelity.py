@@ -187,26 +187,36 @@ def test_a_sentencepiece_sentence_keeps_its_word_start_where_nothing_or_a_space_
     assert tok.convert_ids_to_tokens(ids)[0].startswith("▁") and ids == whole
 
 
-def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(tiny_bert_dir, tmp_path, capsys):
+@pytest.mark.parametrize("family, layout, mode, dense", [("bert", "today", "mean", True), ("xlmr", "legacy", "max", False),
+                                                         ("gpt2", "today", "lasttoken", False), ("roberta", "legacy", "mean", True),
+                                                         ("deberta", "today", "weightedmean", False)])
+def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(family, layout, mode, dense, request,
+                                                                             tmp_path, capsys):
     """The own-representation number of a search is sentence-transformers' EmbeddingSimilarityEvaluator's on the
-    same folder and dev set (within 0.01), and the search says what it read. (A folder whose vectors are mostly
-    equal — CLS after the prompt of a tiny random model: 959 of 1,500 pair cosines above 0.99999 — has a Spearman
-    that float rounding decides, sentence-transformers' own two ways of computing it 0.12 apart: not this one.)"""
+    same folder and dev set (within 0.01), and the search says what it read. The vectors agree to float rounding
+    (~2e-7 here; the first test checks every family at 1e-5); where a tiny random model's similarities are nearly tied
+    that rounding alone moves the Spearman by more than 0.01, and sentence-transformers' own encode and its evaluator
+    disagree as much: CLS after the prompt (959 of 1,500 pair cosines above 0.99999: 0.12 apart) and the tiny T5
+    encoder (cosines within 0.70-1.0, 66 gaps below 1e-6: 0.013). Those are not used here."""
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
     from promptsearch.data import load_task
 
-    folder = st_folder(tiny_bert_dir, tmp_path / "st", mode="mean", include_prompt=False, dense=True, normalize=True,
-                       max_len=24, prompt="query: ")
+    include = mode != "mean"  # mean: without the prompt
+    folder = st_folder(request.getfixturevalue(FAMILIES[family]), tmp_path / "st", mode=mode, include_prompt=include,
+                       dense=dense, normalize=True, max_len=24, prompt="query: ", layout=layout)
     out = tmp_path / "r.json"
+    capsys.readouterr()
     assert main(["score", "--model", str(folder), "--dataset", "stsb-dev", "--no-cache", "--no-bf16", "--validate-top", "0",
-                 "--out", str(out), "-q", "[X] means [MASK] ."]) == 0
+                 "--out", str(out), "-q", "--readout", "mean", "passage: [X]"]) == 0
     printed = capsys.readouterr().out
-    assert ("the model's own: mean pooling without the prompt + Dense 32→16 + Normalize, 24 tokens, default prompt "
+    words = {"mean": "mean pooling without the prompt", "max": "max pooling", "lasttoken": "last-token pooling",
+             "weightedmean": "weighted-mean pooling"}[mode]
+    assert (f"the model's own: {words}{' + Dense 32→16' if dense else ''} + Normalize, 24 tokens, default prompt "
             "'query: '") in printed
     d = json.loads(out.read_text())
     own = next(e for e in d["templates"] if e["source"] == "baseline")
-    assert (own["template"], own["readout"]) == ("query: [X]", "sentence-mean")
+    assert (own["template"], own["readout"]) == ("query: [X]", mode if include else "sentence-" + mode)
     a, b, y = load_task("stsb-dev").subsets["dev"]
     theirs = EmbeddingSimilarityEvaluator(a, b, y, main_similarity="cosine", write_csv=False)(reference(folder))
     assert abs(100 * theirs[next(k for k in theirs if k.endswith("spearman_cosine"))] - own["spearman"]) < 0.01

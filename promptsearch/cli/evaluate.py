@@ -11,7 +11,7 @@ import torch
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
 from ..library import resolve_key
-from ..representation import ensemble_key, is_key
+from ..representation import ensemble_key, is_key, is_mask
 from ..errors import PromptSearchError, worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
@@ -85,7 +85,7 @@ def cmd_report(args) -> int:
         check_report_file(args.json)
     enc, t0 = o.encoder(args), time.time()
     templates = args.template
-    if args.readout not in (None, "mask"):
+    if not is_mask(args.readout):
         from ..library import paper_templates
         from ..representation import readout_key
 

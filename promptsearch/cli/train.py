@@ -12,6 +12,7 @@ from ..search.results import Results
 from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
+from ..representation import is_mask
 from ..train.loop import TrainRun, trained_rep
 from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
@@ -63,7 +64,7 @@ def cmd_optiprompt(args) -> int:
 
 def cmd_finetune(args) -> int:
     seeds = _start(args)
-    readout = None if args.readout in (None, "mask") else args.readout
+    readout = None if is_mask(args.readout) else args.readout
     searched = Results.load(args.templates) if args.templates else None
     best = searched.best if searched else None
     for note in searched.trust_notes(args.model) if searched else []:

@@ -27,7 +27,7 @@ from ..errors import PromptSearchError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
-from ..representation import TEMPLATE_READOUTS, Representation
+from ..representation import TEMPLATE_READOUTS, Representation, uses_first_token
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
 from .pooled import st_pooled
 from .prompt import PromptModule
@@ -233,8 +233,11 @@ class PromptEncoder:
         Give a :class:`~promptsearch.encoding.reps.Rep`, or the words for one: with ``template``
         the vector is the last hidden state at [MASK] (minus the template bias when ``denoise``);
         ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k tokens' static
-        embeddings weighted by probability. Without a template, ``pooling`` picks a baseline
-        (default ``mean``): ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``.
+        embeddings weighted by probability. Without a template, ``pooling`` picks one of the paper's
+        baselines: ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``; with neither, the vectors
+        are the model's own representation, what ``SentenceTransformer(model).encode(sentences)`` gives
+        (:meth:`own_representation`). A prompt pooled as sentence-transformers pools it is
+        ``rep=PromptPool("query: [X]", "sentence-mean")``.
         Representations with more settings come as ``rep``: ``rep=rep(T, layer=4)`` reads the
         template's state at another layer (as ``hidden_states`` counts them: 0 the embeddings; default
         the last), ``rep=rep(pooling="ditto", head="3-7")``
@@ -378,7 +381,7 @@ class PromptEncoder:
         if r.st_prompt is not None:  # sentence-transformers' stack reads it (a one-line error if it cannot)
             self.model.stack()
             return
-        if r.readout == "cls" and (self.model.causal or not self.prompt._specials()[0]):
+        if uses_first_token(r.readout) and (self.model.causal or not self.prompt._specials()[0]):
             raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
                                     "does not put first; use readout=mean or sentence-mean")
         self.prompt.check_template(r.template, pooled=True)

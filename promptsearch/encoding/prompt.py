@@ -23,6 +23,7 @@ from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
+from ..representation import is_mask
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, token_ids, tokens_in_context
 from .batching import autocast, budget_batches
 from .branching import branchable, branched_states
@@ -218,7 +219,7 @@ class PromptModule(nn.Module):
         :meth:`sentence_ids` gives them with ``pooled``).
         """
         t = Template.parse(template)
-        if readout not in (None, "mask"):
+        if not is_mask(readout):
             from ..representation import TEMPLATE_READOUTS, Representation
             from .pooled import st_forward
 

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import PromptSearchError
 from ..template import Template
-from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key
+from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key, is_mask
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -418,7 +418,7 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
     if isinstance(template, list) and len(template) > 1:
         return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer, readout) for t in template))
     template = template[0] if isinstance(template, list) and template else (template or None)
-    if readout not in (None, "mask"):
+    if not is_mask(readout):
         if not template or pooling:
             raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no pooling=)")
         return rep(template, denoise, readout, layer=layer)

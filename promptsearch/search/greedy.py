@@ -26,7 +26,7 @@ from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
 from .racing import Racing, race, race_key
-from ..representation import Representation, pooled_ways
+from ..representation import Representation, pooled_ways, uses_first_token
 from .baseline import similarities
 from .results import Results
 from .state import PathStep, RaceState
@@ -142,7 +142,7 @@ class Greedy(Strategy):
                                     f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise PromptSearchError(f"ensemble={self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
-        if "cls" in parse_readouts(self.readouts) and scorer.encoder.model.causal:
+        if any(map(uses_first_token, parse_readouts(self.readouts))) and scorer.encoder.model.causal:
             raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
 
     def layer_list(self, scorer: Scorer) -> list[int]:

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ..data import DevSets
 from .strategy import Strategy
 from .grammar import Grammar
-from ..representation import TEMPLATE_READOUTS, Representation, readout_key
+from ..representation import TEMPLATE_READOUTS, Representation, is_mask, readout_key, uses_first_token
 from .progressive import Progressive
 from .results import Entry, Results
 from .state import ParetoFront, StudyRef
@@ -85,7 +85,7 @@ class OptunaSearch(Strategy):
         if other := [r for r in self._readouts() if r not in TEMPLATE_READOUTS]:
             raise PromptSearchError(f"readouts={other[0]} pools a prompt before [X] only, and a grammar's templates may have "
                                     f"text after it: use {', '.join(TEMPLATE_READOUTS)}")
-        if "cls" in self._readouts() and scorer.encoder.model.causal:
+        if any(map(uses_first_token, self._readouts())) and scorer.encoder.model.causal:
             raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
         if self._pooled_only(scorer) and not self._readouts():
             raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
@@ -193,7 +193,7 @@ class OptunaSearch(Strategy):
         choice = {name: trial.suggest_categorical(name, list(opts)) for name, opts in grammar.slots.items()}
         options = self._readouts() if pooled_only else ["mask"] + self._readouts()
         readout = trial.suggest_categorical("readout", options) if self._readouts() else "mask"
-        if layers and readout == "mask":  # a pooled read-out reads the last layer
+        if layers and is_mask(readout):  # a pooled read-out reads the last layer
             trial.suggest_categorical("layer", layers)
         trial.set_user_attr("template", readout_key(grammar.render(choice), readout))
         trial.set_user_attr("worker", os.getpid())

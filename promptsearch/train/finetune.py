@@ -24,7 +24,7 @@ from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainCo
                    end_checkpoint, sentences_per_second, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
 from ..model.saved import write_config
-from ..representation import Representation
+from ..representation import Representation, is_mask
 from .export import public, write_modules, write_sentence_transformers_files
 from .step import Step, train_step
 
@@ -53,7 +53,7 @@ class FinetuneConfig(TrainConfig):
         self.batch_size = self.batch_size or d["batch_size"]
         self.eval_steps = self.eval_steps or 25
         self.templates = [Template.parse(t).text for t in self.templates]
-        if self.readout in ("mask", None):
+        if is_mask(self.readout):
             self.readout = None
         else:
             self.denoise, self.layer = False, None  # a pooled read-out has no template bias and reads the last layer
