@@ -362,3 +362,23 @@ def test_export_refuses_what_sentence_transformers_cannot_compute(tiny_bert_dir,
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no half-written folder left behind
+
+
+def test_a_search_on_a_folder_of_any_pooling_writes_a_file_it_reads_back(tiny_bert_dir, tmp_path):
+    """The model's own pooled any of sentence-transformers' ways is an entry the results schema takes: the file is
+    read back, resumed and exported (every read-out name is in the schema)."""
+    from promptsearch.representation import POOLED_READOUTS
+    from promptsearch.search.results import schema
+
+    entry = schema()["properties"]["templates"]["items"]["properties"]["readout"]
+    assert tuple(entry["enum"]) == POOLED_READOUTS
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", mode="max")
+    res, argv = tmp_path / "r.json", ["score", "--model", str(folder), "--dataset", "sts16", "--no-cache", "--no-bf16",
+                                      "--validate-top", "0", "-q", "--readout", "sentence-mean", "passage: [X]"]
+    assert main(argv + ["--out", str(res)]) == 0
+    d = json.loads(res.read_text())
+    assert d["x_baseline"]["key"] == "[X] @max"
+    assert main(argv + ["--out", str(res)]) == 0  # resumed
+    assert main(["export", str(res), "--out", str(tmp_path / "out")]) == 0  # the answer, pooled either way
+    pool = json.loads((tmp_path / "out" / "1_Pooling" / "config.json").read_text())
+    assert pool["pooling_mode_max_tokens" if d["x_chosen"] == "[X] @max" else "pooling_mode_mean_tokens"] is True

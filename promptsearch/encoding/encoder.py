@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import load_corpus
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, TemplateError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
 from ..template import RenderedTemplate, Template
@@ -379,7 +379,12 @@ class PromptEncoder:
     def check_readout(self, r: PromptPool) -> None:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
         if r.st_prompt is not None:  # sentence-transformers' stack reads it (a one-line error if it cannot)
-            self.model.stack()
+            from .pooled import prompt_tokens
+
+            n, room = prompt_tokens(self.model.stack(), r.st_prompt), self.pooled_max_length
+            if room and n >= room:
+                raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no room "
+                                    f"for a sentence within {room}; shorten it")
             return
         if uses_first_token(r.readout) and (self.model.causal or not self.prompt._specials()[0]):
             raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
