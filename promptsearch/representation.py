@@ -155,6 +155,11 @@ class Representation:
     def __str__(self) -> str:
         return self.text
 
+    @property
+    def shown(self) -> str:
+        """The key as a terminal line shows it: a prompt's newline or tab escaped (``\\n``), so one key is one line."""
+        return self.text.encode("unicode_escape").decode("ascii") if any(c in self.text for c in "\n\r\t") else self.text
+
     # ---- what it is ------------------------------------------------------------------------------
     @property
     def without_layer(self) -> "Representation":

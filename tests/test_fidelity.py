@@ -382,3 +382,19 @@ def test_a_search_on_a_folder_of_any_pooling_writes_a_file_it_reads_back(tiny_be
     assert main(["export", str(res), "--out", str(tmp_path / "out")]) == 0  # the answer, pooled either way
     pool = json.loads((tmp_path / "out" / "1_Pooling" / "config.json").read_text())
     assert pool["pooling_mode_max_tokens" if d["x_chosen"] == "[X] @max" else "pooling_mode_mean_tokens"] is True
+
+
+def test_the_oldest_layout_keeps_the_transformer_in_a_subfolder(tiny_bert_dir, tmp_path):
+    """sentence-transformers 0.x/1.x wrote the Transformer's files into ``0_Transformer/`` (no config.json beside
+    modules.json); sentence-transformers 6 still reads such a folder, and so does promptsearch."""
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", layout="legacy", dense=True, max_len=24)
+    (folder / "0_Transformer").mkdir()
+    for f in list(folder.iterdir()):
+        if f.is_file() and f.name not in ("modules.json", "config_sentence_transformers.json"):
+            shutil.move(str(f), folder / "0_Transformer" / f.name)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (folder / "modules.json").write_text(json.dumps(modules))
+    enc = make_encoder(folder)
+    assert enc.model.stack().describe() == "mean pooling + Dense 32→16, 24 tokens"
+    assert_same_similarities(enc.encode(SENTS), reference(folder).encode(SENTS))

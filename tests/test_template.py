@@ -131,6 +131,8 @@ def test_entry_keys_parse_to_objects_and_write_back_the_same_text():
     with pytest.raises(TemplateError, match="text after"):
         Representation.of("[X] means", readout="max")
     assert Representation.of("[X] means", readout="cls").text == "[X] means @cls"
+    # a key is one line on a terminal (the file keeps the prompt's newline)
+    assert Representation.parse("query:\n[X] @max").shown == "query:\\n[X] @max"
     # what sentence-transformers computes, and why not
     assert Representation.parse("query: [X] @sentence-mean").st_pooling == ("mean", False)
     assert Representation.parse("query: [X] @sentence-mean").prompt == "query: "

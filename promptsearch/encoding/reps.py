@@ -167,7 +167,7 @@ class PromptPool(Rep):
 
     @property
     def label(self) -> str:
-        return self.key
+        return self.representation.shown
 
     def resolve(self, encoder) -> "PromptPool":
         encoder.check_readout(self)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import sys
@@ -208,6 +209,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
     if Path(path).is_file():
         raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+    folder = path  # the sentence-transformers folder (its stack); the checkpoint may sit in a subfolder of it
+    path = checkpoint_folder(path)
     if Path(path).is_dir():
         _check_tokenizer_files(Path(path))
     else:
@@ -238,7 +241,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 except (ValueError, KeyError) as exc:  # no MLM class for this architecture
                     if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
                         raise
-                    encoder, stack = _encoder_only(path, config)
+                    encoder, stack = _encoder_only(folder, path, config)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(_damaged(name, path, exc)) from exc
         except Exception as exc:  # safetensors raises its own error type for a cut file
@@ -266,7 +269,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm, lm):
         if m is not None:
             m.eval()
-    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=path, lm=lm, _stack=stack)
+    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=folder, lm=lm, _stack=stack)
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
         if model.mask_head.cfg.layer not in (-1, model.num_layers):
@@ -275,14 +278,28 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     return model
 
 
-def _encoder_only(path: str, config):
+def checkpoint_folder(path: str) -> str:
+    """Where a model folder's Hugging Face checkpoint is: the folder itself, or — in sentence-transformers' oldest
+    layout, ``0_Transformer/`` and no ``config.json`` beside ``modules.json`` — the subfolder modules.json names
+    first. (Only that path is read here; the stack itself is read by sentence-transformers: :mod:`.stack`.)"""
+    p = Path(path)
+    if not p.is_dir() or (p / "config.json").is_file() or not (p / "modules.json").is_file():
+        return path
+    try:
+        first = str(json.loads((p / "modules.json").read_text(encoding="utf-8"))[0].get("path", ""))
+    except (OSError, ValueError, LookupError, AttributeError):
+        return path  # sentence-transformers will say what is wrong with it
+    return str(p / first) if first and (p / first / "config.json").is_file() else path
+
+
+def _encoder_only(folder: str, path: str, config):
     """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
     (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
     sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder) and no stack."""
     from transformers import AutoModel
 
     try:
-        stack = load_stack(path)
+        stack = load_stack(folder)
         return stack.transformer.auto_model, stack
     except ModelError:
         model = AutoModel.from_pretrained(path)

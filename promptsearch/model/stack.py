@@ -118,7 +118,8 @@ class ModuleStack:
         'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
         mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode, bool(self.pooling.include_prompt))
         prompt = self.default_prompt if prompt is None else prompt
-        parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" else " without the prompt")]
+        parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
+                                                                  else " without the prompt")]
         for m in self.modules:
             if m is self.pooling:
                 continue
@@ -175,8 +176,8 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
         raise ModelError(f"{path}: its Transformer module is a {first.transformer_task} model, not a sentence encoder")
     for m in rest:
         if isinstance(m, Router) or type(m).__name__ == "Asym":
-            raise ModelError(f"{path}: its {type(m).__name__} module sends queries and documents through different "
-                             "modules; promptsearch reproduces one path only")
+            raise ModelError(f"{path}: its {type(m).__name__} (Asym) module sends queries and documents through "
+                             "different modules; promptsearch reproduces one path only")
     pools = [i for i, m in enumerate(rest) if isinstance(m, Pooling)]
     if len(pools) != 1:
         raise ModelError(f"{path}: {'no' if not pools else len(pools)} Pooling module{'s' if len(pools) > 1 else ''} "

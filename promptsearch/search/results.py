@@ -313,7 +313,7 @@ class Results:
     def format_ranking(self, top: int | None = None) -> str:
         """The best ``top`` templates with their score and any held-out scores."""
         ranked = self.ranked()[:top] if top else self.ranked()
-        w = max([len(e.key) for e in ranked] + [8])
+        w = max([len(e.entry_key.shown) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
         sets = self.set_names if any(e.sets for e in ranked) else []
@@ -322,7 +322,7 @@ class Results:
                  + "".join(f"  {t:>10}" for t in sets + held)]
         for i, e in enumerate(ranked, 1):
             v = {**(e.sets or {}), **(e.validation or {})}
-            lines.append(f"{i:>4}  {e.key.ljust(w)}  {e.spearman:20.2f}"
+            lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:20.2f}"
                          + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
             lines.append(f"(held-out: the best {self.validation['top']} by {self.dataset}, scored on {', '.join(held)})")
@@ -364,13 +364,13 @@ def verdict_lines(results: Results) -> list[str]:
     obj = "the objective" if len(results.set_names) > 1 else results.dataset
     lines = [f"the model's own: {v.reads}"] if v.reads else []
     if v.best == v.key:
-        lines += [f"the model's own representation, {v.key} ({v.spearman:.2f}), scored best: it is the answer"]
+        lines += [f"the model's own representation, {v.key.shown} ({v.spearman:.2f}), scored best: it is the answer"]
     elif v.kept:
-        lines += [f"no template beats the model's own representation ({v.key}, {v.spearman:.2f}): the best, "
-                 f"{v.best}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
+        lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): the best, "
+                 f"{v.best.shown}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:
-        lines += [f"{v.best} beats the model's own representation ({v.key}, {v.spearman:.2f}) by "
+        lines += [f"{v.best.shown} beats the model's own representation ({v.key.shown}, {v.spearman:.2f}) by "
                  f"{v.gain:+.2f} ± {v.se:.2f} on {obj}"]
     if s:
         lines.append(f"spread of the {s.n} scored: min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}; "
