@@ -193,6 +193,17 @@ def _check_device(device) -> None:
                          "visible); use device='cpu', or leave device= out")
 
 
+def check_model_path(name: str) -> str:
+    """The path or hub id ``name`` names ("default": the bundled MiniLM); a one-line :class:`ModelError` for a path
+    that does not exist or is a file."""
+    path = resolve_model_path(name)
+    if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
+        raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
+    if Path(path).is_file():
+        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+    return path
+
+
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,
                mask_head: str | None = None) -> LoadedModel:
     """Load a model by name; raise :class:`ModelError` with a one-line fix on failure.
@@ -204,11 +215,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     _check_device(device)
-    path = resolve_model_path(name)
-    if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
-        raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
-    if Path(path).is_file():
-        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+    path = check_model_path(name)
     folder = path  # the sentence-transformers folder (its stack); the checkpoint may sit in a subfolder of it
     path = checkpoint_folder(path)
     if Path(path).is_dir():

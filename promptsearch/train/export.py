@@ -224,7 +224,9 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
         extra = ("; fine-tune it (promptsearch finetune) for a folder that loads with trust_remote_code, or export a "
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
-    stack = load_stack(model_path or model)  # sentence-transformers reads the source: its own weights and modules
+    from ..model.loading import check_model_path
+
+    stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
     if stack.pooling_index != 0:
         raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
                                 "reads puts it there (1_Pooling)")
