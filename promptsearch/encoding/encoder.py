@@ -349,6 +349,7 @@ class PromptEncoder:
         if by_prompt:
             self._first_pass()
             with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
+                bar.total = 0  # each prompt adds its batches (st_pooled)
                 for prompt, rs in by_prompt.items():
                     got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size, bar)
                     for r in rs:

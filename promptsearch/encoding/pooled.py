@@ -4,7 +4,8 @@
 Transformer module's ``preprocess``: its tokenizer, its max length, ``do_lower_case``; the prompt's
 token count for ``include_prompt=False``), runs the transformer, then its Pooling, Dense and Normalize
 modules. This module calls those very functions and modules (:class:`~promptsearch.model.stack.ModuleStack`),
-with promptsearch's batching around them: sentences deduplicated, each tokenized once, rows cut into
+with promptsearch's batching around them: sentences deduplicated, each tokenized once (the bulk by the
+tokenizer's backend once it gave ``preprocess``'s ids on the longest and shortest texts), rows cut into
 token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
 autocast where it is the faster precision. Padding is the tokenizer's own side, so a row's numbers do not
 depend on its batch (float rounding aside).
@@ -17,11 +18,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..errors import PromptSearchError
 from .batching import budget_batches, padding, unique
 
 TOKENIZE_CHUNK = 512  # texts per preprocess call (padded to the chunk's longest)
-
-
 PROBE = 8  # texts tokenized by sentence-transformers' preprocess before its tokenizer's backend takes the bulk
 PER_TOKEN = {"input_ids", "attention_mask", "token_type_ids"}
 
@@ -41,7 +41,8 @@ def _preprocessed(stack, texts: list[str], prompt: str, kw: dict) -> tuple[dict[
             elif not isinstance(v, torch.Tensor):
                 rest[name] = v
             else:
-                raise NotImplementedError(f"sentence-transformers' preprocess gave {name} of shape {tuple(v.shape)}")
+                raise PromptSearchError(f"sentence-transformers' preprocess gave {name} of shape {tuple(v.shape)}; "
+                                        "promptsearch pools text inputs of token ids only")
     return rows, rest
 
 

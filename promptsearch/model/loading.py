@@ -263,7 +263,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
     trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()  # a folder finetune wrote: said once there
-    st_folder = (Path(path) / "modules.json").is_file()  # a sentence-transformers model: an encoder by nature
+    st_folder = (Path(folder) / "modules.json").is_file()  # a sentence-transformers model: an encoder by nature
     if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained and not st_folder:
         print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
