@@ -141,7 +141,9 @@ def _search_flags(p, out: str | None) -> None:
     g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or ~/.cache/promptsearch/scores.jsonl)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
     g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto", help="racing/pruning rungs' precision (scores: the reference's)")
-    g.add_argument("--validate-top", type=at_least(0), default=5, metavar="K", help="score the best K on held-out sets after (default 5; 0: off)")
+    g.add_argument("--validate-top", type=at_least(0), default=None, metavar="K",
+                   help="held-out sets score, after the search, the chosen representation and the best [MASK] template "
+                        "(the default); K: also the best K, the model's own and greedy's path; 0: no held-out scores")
     g.add_argument("--validate-on", default="stsb,sickr", metavar="TASKS",
                    help="held-out sets for --validate-top (default stsb,sickr: the STS-B and SICK-R test sets; any data set the tool reads)")
 

@@ -6,6 +6,7 @@ import sys
 
 import optuna
 
+from ..errors import worded
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
@@ -38,7 +39,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
-    announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    announce = None if args.quiet else (lambda line: print(worded(line), file=sys.stderr))
     if work:
         from ..search.distributed import WorkQueue
 

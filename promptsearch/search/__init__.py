@@ -20,9 +20,12 @@ from ..data import DEV_SET
 
 
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
-                 validate_on=DEFAULT_VALIDATE_ON, validate_top: int = 5, show_progress_bar=None, announce=None) -> Results:
-    """Open (or resume) the results file, run the strategy, validate its best ``validate_top``
-    templates on the held-out ``validate_on`` tasks (:mod:`.validate`), return the results."""
+                 validate_on=DEFAULT_VALIDATE_ON, validate_top: int | None = None, show_progress_bar=None,
+                 announce=None) -> Results:
+    """Open (or resume) the results file, run the strategy, validate on the held-out ``validate_on`` tasks
+    (:mod:`.validate`) the chosen representation and the best [MASK] template (``validate_top=None``), or
+    besides them the best ``validate_top`` templates, the model's own and the strategy's extras (a greedy
+    path), or nothing (``validate_top=0``); return the results."""
     if not isinstance(strategy, Strategy):
         raise TypeError(f"{type(strategy).__name__} is not a promptsearch.search.Strategy: subclass it")
     strategy.check(scorer)  # refuse bad input before the results file is opened
@@ -34,9 +37,13 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     own = score_own(scorer, results)  # the model's own representation: the first candidate, always
     strategy.run(scorer, results)
     settle(scorer, results, strategy.min_gain)  # kept unless beaten beyond noise
-    if validate_top > 0 and validate_on:
-        extra = [own, results.best.entry_key] + list(strategy.validation_extra(results))
-        validate(results, scorer, validate_on, validate_top, extra=extra, show_progress_bar=show_progress_bar,
+    if validate_top != 0 and validate_on:
+        if validate_top is None:  # what the answer is and what the best template would have been: no more
+            mask = results.best_mask()
+            extra = [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])
+        else:
+            extra = [own, results.best.entry_key] + list(strategy.validation_extra(results))
+        validate(results, scorer, validate_on, validate_top or 0, extra=extra, show_progress_bar=show_progress_bar,
                  announce=announce)
     return results
 

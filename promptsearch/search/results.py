@@ -226,6 +226,11 @@ class Results:
     def ranked(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.key))
 
+    def best_mask(self) -> Entry | None:
+        """The best-scored entry that reads [MASK] (or a causal LM's last token) states only: a single
+        template, no pooled read-out (None when there is none)."""
+        return next((e for e in self.ranked() if not e.members and _reads_mask(e)), None)
+
     def answer_first(self) -> list[Entry]:
         """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
         r = self.ranked()
@@ -325,7 +330,9 @@ class Results:
             lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:20.2f}"
                          + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
-            lines.append(f"(held-out: the best {self.validation['top']} by {self.dataset}, scored on {', '.join(held)})")
+            which = (f"the best {self.validation['top']} by {self.dataset}" if self.validation.get("top")
+                     else "the chosen representation and the best [MASK] template")
+            lines.append(f"(held-out: {which}, scored on {', '.join(held)})")
         return "\n".join(lines)
 
     def format_stats(self) -> str:

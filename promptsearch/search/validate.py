@@ -17,23 +17,24 @@ DEFAULT_VALIDATE_ON = ("stsb", "sickr")  # the STS-B and SICK-R test sets
 
 
 def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None, announce=None) -> None:
-    """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. greedy's
+    """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
     path) on every task; store them in their entries' ``validation`` (and its time in the results'
-    ``validation``) and save the results. ``announce(line)`` is told its size before it starts."""
+    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts."""
     import time
 
     t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
     chosen = [e.entry_key for e in results.ranked()[:top]]
     chosen += [k for k in extra if k in results.entries and k not in chosen]
+    helds = {task: scorer.on(task) for task in tasks} if chosen else {}
     if announce is not None and chosen and tasks:
-        announce(f"held-out validation: {len(chosen)} representations on {', '.join(tasks)} ({len(chosen) * len(tasks)} "
-                 "scores, not search work; validate_top=0 skips it)")
+        announce(f"held-out validation: {len(chosen)} representation{'s' if len(chosen) > 1 else ''} on {', '.join(tasks)} "
+                 f"({len(chosen) * len(tasks)} scores, {cost(results, scorer, helds, len(chosen))}; not search work, "
+                 "validate_top=0 skips it)")
     results.validation = {"tasks": tasks, "top": top}
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
-        for task in tasks:
-            held = scorer.on(task)
+        for task, held in helds.items():
             by_layer: dict = {}  # the single templates of each read-out layer: scored together
             for t in chosen:
                 e = results.entries[t]
@@ -53,13 +54,31 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     results.save()
 
 
-def held_out_tasks(spec: str, top: int, data: DataOptions = DataOptions()) -> list[str]:
-    """The held-out tasks ``spec`` names (none when ``top`` is 0), each read now — not after the search."""
+def cost(results: Results, scorer: Scorer, helds: dict[str, Scorer], n: int) -> str:
+    """What held-out validation of ``n`` representations on ``helds`` costs, in words: the sentences it
+    encodes, and (when this search encoded anything) about how long that takes at the search's pace."""
+    sentences = sum(len(h.sentences) for h in helds.values())
+    what = f"{n} × {sentences:,} sentences"
+    encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())
+    if results.seconds <= 0 or encodings <= 0 or not len(scorer.sentences):
+        return what
+    per_sentence = results.seconds / (encodings * len(scorer.sentences))
+    cache = ", less what the score cache holds" if scorer.use_cache else ""
+    return f"{what}: about {_duration(per_sentence * sentences * n)} at this search's pace{cache}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def held_out_tasks(spec: str, top: int | None, data: DataOptions = DataOptions()) -> list[str]:
+    """The held-out tasks ``spec`` names (none when ``top`` is 0; None: the default validation), each read now —
+    not after the search."""
     from ..data import expand_tasks, load_task
     from ..errors import DataError, PromptSearchError
 
     try:
-        tasks = expand_tasks(spec) if top and spec.strip() else []
+        tasks = expand_tasks(spec) if top != 0 and spec.strip() else []
         for t in tasks:
             load_task(t, data.data_dir, data.fmt)
     except DataError as exc:
