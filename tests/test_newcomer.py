@@ -43,3 +43,33 @@ def test_validate_top_k_still_scores_the_best_k_and_the_path(tiny_bert_dir, tmp_
     ranked = sorted(d["templates"], key=lambda e: -e["spearman"])
     assert held == {_key(e) for e in ranked[:2]} | path | {"[X] @mean", d["x_chosen"]}
     assert d["validation"]["top"] == 2
+
+
+def test_the_plot_labels_the_answer_chosen_and_orders_candidates_as_searched(tmp_path):
+    """Item 31: the README's main job (docs/results/greedy-readout-default.json) answers with the model's own
+    [X] @mean, which is also the best read-out; its step said '(not taken)', and the candidates' panel put the
+    read-out step before the prefix step (sorted by name)."""
+    from promptsearch.search.plots import _path_steps, _sources, plot_results
+    from promptsearch.search.results import Results
+    from conftest import REPO
+
+    res = Results.load(REPO / "docs" / "results" / "greedy-readout-default.json")
+    labels = [label for label, _, _ in _path_steps(res.path_steps, res.best.entry_key)]
+    assert labels[-1] == "read-out [X] @mean (chosen)" and not any("not taken" in x for x in labels)
+    names = list(_sources(res))
+    assert names.index("relation") < names.index("prefix step 1") < names.index("greedy:readout")
+    assert plot_results(REPO / "docs" / "results" / "greedy-readout-default.json", tmp_path / "p.svg")[0].stat().st_size
+
+
+def test_a_best_read_out_that_is_not_taken_says_so():
+    from promptsearch.search.plots import _path_steps
+    from promptsearch.search.state import PathStep
+    from promptsearch.representation import Representation
+
+    step = PathStep(stage="readout:best", step=3, template="query: [X] @mean", spearman=80.0, lead="[X] is [MASK] .",
+                    taken=False)
+    assert _path_steps([step], Representation("[X] is [MASK] ."))[0][0].endswith("(not taken)")
+    assert _path_steps([step], step.entry_key)[0][0].endswith("(chosen)")
+    step.lead = step.template  # the best read-out is the best so far (an ensemble then grows from it)
+    assert _path_steps([step], Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
+        "(the best so far: stays)")

@@ -44,8 +44,8 @@ def check_out(out) -> Path:
     return p
 
 
-def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, Representation]]:
-    """(x label, step, entry key) for each step the search took."""
+def _path_steps(path: list[PathStep], chosen: Representation | None = None) -> list[tuple[str, PathStep, Representation]]:
+    """(x label, step, entry key) for each step the search took (``chosen``: the answer, labelled so)."""
     steps = []
     for r in path:
         st = r.stage
@@ -56,10 +56,24 @@ def _path_steps(path: list[PathStep]) -> list[tuple[str, PathStep, Representatio
         elif st == "layer:best" and r.taken:
             steps.append((f"layer {r.layer}", r, r.entry_key))
         elif st == "readout:best":  # the best pooled read-out, taken or not (its label says which)
-            steps.append((f"read-out {r.template[:28]}" + ("" if r.taken else " (not taken)"), r, r.entry_key))
+            verdict = (" (chosen)" if r.entry_key == chosen else "" if r.taken
+                       else " (the best so far: stays)" if r.template == r.lead else " (not taken)")
+            steps.append((f"read-out {r.template[:28]}{verdict}", r, r.entry_key))
         elif st == "ensemble" and r.taken:
             steps.append((f"+{len(r.members) - 1} template", r, r.entry_key))
     return steps
+
+
+def _sources(res: Results) -> dict[str, list[float]]:
+    """The full-set scores of each step's single candidates, by source, in the order the search made them
+    (the relation step first)."""
+    by_source: dict[str, list[float]] = {}
+    first: dict[str, int] = {}  # each source's first entry: its place in the search
+    for e in res.entries.values():
+        if not e.members and e.layer is None:
+            by_source.setdefault(e.source or "?", []).append(e.spearman)
+            first[e.source or "?"] = min(first.get(e.source or "?", e.order), e.order)
+    return {s: by_source[s] for s in sorted(by_source, key=lambda s: (s != "relation", first[s], s))}
 
 
 def _short(text: str, n: int = 26) -> str:
@@ -69,7 +83,8 @@ def _short(text: str, n: int = 26) -> str:
 
 def plot_greedy(res: Results, out: Path) -> list[Path]:
     plt = _pyplot()
-    steps = _path_steps(res.path_steps)
+    best = res.best
+    steps = _path_steps(res.path_steps, best.entry_key if best is not None else None)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     xs = range(len(steps))
     objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else res.dataset
@@ -92,11 +107,8 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     ax.set_title(f"greedy path: {res.model}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    by_source: dict[str, list[float]] = {}
-    for e in res.entries.values():
-        if not e.members and e.layer is None:
-            by_source.setdefault(e.source or "?", []).append(e.spearman)
-    names = sorted(by_source, key=lambda s: (s != "relation", s))
+    by_source = _sources(res)
+    names = list(by_source)
     stopped = {f"prefix step {r.step}" for r in res.path_steps if r.stage == "stop"}  # a rejected step's candidates
     bx.boxplot([by_source[n] for n in names], showfliers=False)
     for i, n in enumerate(names, 1):
