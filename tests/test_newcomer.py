@@ -73,3 +73,26 @@ def test_a_best_read_out_that_is_not_taken_says_so():
     step.lead = step.template  # the best read-out is the best so far (an ensemble then grows from it)
     assert _path_steps([step], Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
         "(the best so far: stays)")
+
+
+def test_the_greedy_table_fits_an_80_column_terminal(monkeypatch):
+    """Item 32: the README's main job printed a table 157 columns wide (long notes and read-out prompts set the
+    label column), which wraps on an 80-column terminal; every number must still be there."""
+    from promptsearch.search.greedy import format_path
+    from promptsearch.search.results import Results
+    from conftest import REPO
+
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("greedy-readout-default", "greedy-readout-ensemble-default", "greedy-multi-default", "greedy-default"):
+        res = Results.load(REPO / "docs" / "results" / f"{name}.json")
+        table = format_path(res.path_steps, res)
+        assert max(map(len, table.splitlines())) <= 80, name
+        for step in res.path_steps:
+            if step.stage not in ("relation:best", "layer:best", "readout:best", "readout-stop"):
+                assert f"{step.spearman:.2f}" in table
+        for e in res.entries.values():
+            for v in (e.validation or {}).values():
+                assert f"{v:.2f}" in table or e.key not in {s.key for s in res.path_steps}
+    monkeypatch.setenv("COLUMNS", "200")  # a wider terminal: the templates whole
+    res = Results.load(REPO / "docs" / "results" / "greedy-readout-default.json")
+    assert "Represent the meaning of this sentence: [X] @sentence-mean " in format_path(res.path_steps, res)

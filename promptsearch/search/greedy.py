@@ -376,8 +376,9 @@ class Greedy(Strategy):
         return Representation(key.template, k) if taken else key
 
 
-def format_path(path: list[PathStep], results: Results | None = None) -> str:
-    """The search path as a Table 4-style table (with held-out columns where the results have them)."""
+def format_path(path: list[PathStep], results: Results | None = None, width: int | None = None) -> str:
+    """The search path as a Table 4-style table (with held-out columns where the results have them), within
+    ``width`` columns (default: the terminal's, at least 80; see :func:`_layout`)."""
     from ..data import TASK_NAMES
 
     dataset = results.dataset if results is not None else DEV_SET
@@ -437,9 +438,52 @@ def format_path(path: list[PathStep], results: Results | None = None) -> str:
         for r in ens:
             label = f"+ {r.template}{_gain(r)}" + ("" if r.taken else f"  (not above the min gain {r.min_gain:.2f})")
             rows.append(row(r.key, r.spearman, label))
-    w = max(len(r[0]) for r in rows)
-    cw = [max(9, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
-    return "\n".join("  ".join([r[0].ljust(w), *(c.rjust(x) for c, x in zip(r[1:], cw))]) for r in rows)
+    return _layout(rows, width)
+
+
+def _layout(rows: list[tuple], width: int | None = None) -> str:
+    """``rows`` (a label, then its numbers' columns; the first row the header) as lines of at most ``width``
+    characters (default: the terminal's width, at least 80). A template too long for the label column is
+    shortened in its middle (its read-out suffix kept); a longer note is wrapped on lines of its own, its
+    numbers on the line after it."""
+    import shutil
+    import textwrap
+
+    width = width or max(80, shutil.get_terminal_size((80, 24)).columns)
+    cw = [max(5, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
+    label_w = max(20, width - sum(x + 2 for x in cw))
+    label_w = min(label_w, max(len(r[0]) for r in rows if any(r[1:]) and (len(r[0]) <= label_w or _bare(r[0]))))
+
+    def line(label, nums):
+        return "  ".join([label.ljust(label_w), *(c.rjust(x) for c, x in zip(nums, cw))]).rstrip()
+
+    out = []
+    for r in rows:
+        label, nums = r[0], r[1:]
+        if len(label) <= label_w or (not any(nums) and len(label) <= width):
+            out.append(line(label, nums))
+        elif _bare(label) and any(nums):
+            out.append(line(_shorten(label, label_w), nums))
+        else:
+            out += textwrap.wrap(label, width, subsequent_indent="  ", break_on_hyphens=False)
+            if any(nums):
+                out.append(line("", nums))
+    return "\n".join(out)
+
+
+def _bare(label: str) -> bool:
+    """Whether a row's label is a template (a key) alone, not a note about it."""
+    return not label.startswith(("(", "+ ")) and "   (" not in label
+
+
+def _shorten(text: str, n: int) -> str:
+    """``text`` (longer than ``n``) in ``n`` characters: its middle left out (…), a read-out or layer suffix
+    (`` @…``) kept whole."""
+    tail = text[text.rfind(" @"):] if " @" in text else ""
+    if tail and len(tail) < n // 2:
+        return text[: n - len(tail) - 1] + "…" + tail
+    back = (n - 1) // 2
+    return text[: n - 1 - back] + "…" + text[len(text) - back:]
 
 
 def _fits(scorer: Scorer, key: str | Representation) -> bool:
