@@ -96,3 +96,28 @@ def test_the_greedy_table_fits_an_80_column_terminal(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # a wider terminal: the templates whole
     res = Results.load(REPO / "docs" / "results" / "greedy-readout-default.json")
     assert "Represent the meaning of this sentence: [X] @sentence-mean " in format_path(res.path_steps, res)
+
+
+def test_score_does_not_say_denoised_over_pooled_rows(tiny_bert_dir, tmp_path, capsys):
+    """Item 33: 'score' headed its column '(denoised)' over rows that are pooled read-outs (denoising is a
+    [MASK]-state thing)."""
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--no-cache", "-q", "--no-bf16",
+            "--validate-top", "0", "--readout", "mean", "query: [X]"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    head = next(x for x in out.splitlines() if x.lstrip().startswith("rank"))
+    assert "(pooled)" in head and "denoised" not in out
+    assert main(argv[:-3] + ["[X] means [MASK] ."]) == 0  # with the model's own pooled row: the [MASK] rows are
+    head = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("rank"))
+    assert "([MASK] denoised)" in head
+    assert main(argv[:-3] + ["--no-denoise", "[X] means [MASK] ."]) == 0
+    head = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("rank"))
+    assert "([MASK] raw)" in head
+
+
+def test_a_ranking_of_mask_templates_only_still_says_denoised():
+    from promptsearch.search.results import Results
+    from conftest import REPO
+
+    res = Results.load(REPO / "docs" / "results" / "greedy-default.json")
+    assert "stsb-dev (denoised)" in res.format_ranking(3)

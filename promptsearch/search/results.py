@@ -319,15 +319,18 @@ class Results:
         """The best ``top`` templates with their score and any held-out scores."""
         ranked = self.ranked()[:top] if top else self.ranked()
         w = max([len(e.entry_key.shown) for e in ranked] + [8])
-        kind = "denoised" if self.denoise else "raw"
+        kind = "denoised" if self.denoise else "raw"  # what it says of a [MASK] state: nothing of a pooled read-out
+        masks = [_reads_mask(e) for e in ranked]
+        kind = kind if all(masks) else "pooled" if not any(masks) else f"[MASK] {kind}"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
         sets = self.set_names if any(e.sets for e in ranked) else []
         objective = self.objective + " " if sets else ""
-        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {objective + ('' if sets else self.dataset + ' ') + '(' + kind + ')':>20}"
-                 + "".join(f"  {t:>10}" for t in sets + held)]
+        head = objective + ('' if sets else self.dataset + ' ') + '(' + kind + ')'
+        hw = max(20, len(head))
+        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {head:>{hw}}" + "".join(f"  {t:>10}" for t in sets + held)]
         for i, e in enumerate(ranked, 1):
             v = {**(e.sets or {}), **(e.validation or {})}
-            lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:20.2f}"
+            lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:{hw}.2f}"
                          + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
             which = (f"the best {self.validation['top']} by {self.dataset}" if self.validation.get("top")
