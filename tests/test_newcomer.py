@@ -121,3 +121,20 @@ def test_a_ranking_of_mask_templates_only_still_says_denoised():
 
     res = Results.load(REPO / "docs" / "results" / "greedy-default.json")
     assert "stsb-dev (denoised)" in res.format_ranking(3)
+
+
+def test_eval_bars_name_their_task(bert_enc, monkeypatch):
+    """Item 34: 'eval --tasks sts-all' showed seven bars that all said 'encode:'."""
+    import promptsearch.encoding.encoder as encoder_module
+    from promptsearch.encoding.reps import rep_from_key
+    from promptsearch.eval import evaluate_reps
+
+    said = []
+    real = encoder_module.tqdm
+    monkeypatch.setattr(encoder_module, "tqdm", lambda *a, **kw: said.append(kw.get("desc")) or real(*a, **kw))
+    reps = [rep_from_key("[X] means [MASK] .", denoise=True), rep_from_key("[X] @mean", denoise=False)]
+    evaluate_reps(bert_enc, reps, ["sts12", "sts16"])
+    assert {"encode sts12", "encode sts16"} <= set(said) and "encode" not in said
+    said.clear()
+    bert_enc.encode(["a man plays ."], template="[X] means [MASK] .")  # outside an evaluation: the verb alone
+    assert said and set(said) <= {"encode"}

@@ -214,7 +214,17 @@ class PromptEncoder:
             show = self.show_progress_bar
         if show is None:
             show = sys.stderr.isatty() and total > 4
-        return tqdm(total=total, desc=desc, disable=not show, leave=False, unit="batch")
+        what = getattr(self, "_progress_what", None)
+        return tqdm(total=total, desc=f"{desc} {what}" if what else desc, disable=not show, leave=False, unit="batch")
+
+    @contextlib.contextmanager
+    def progress_named(self, what: str | None):
+        """Progress bars of the encodes inside say ``what`` (a task's name) after their verb."""
+        was, self._progress_what = getattr(self, "_progress_what", None), what
+        try:
+            yield self
+        finally:
+            self._progress_what = was
 
     # ---- public API --------------------------------------------------------------------------
     def encode(

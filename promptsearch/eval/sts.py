@@ -7,6 +7,7 @@ dev evaluation all go through it.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Sequence
 
@@ -79,8 +80,11 @@ class STSEvaluator:
         return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": per, "pairs": self.n_pairs}
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
-        """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere)."""
-        return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
+        """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere); a
+        progress bar names the task."""
+        named = getattr(encoder, "progress_named", None)  # a stand-in encoder may have no bars to name
+        with named(self.name) if named else contextlib.nullcontext():
+            return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
 
     def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None,
                  subsets: bool = True) -> dict[Rep, dict]:
