@@ -138,3 +138,20 @@ def test_eval_bars_name_their_task(bert_enc, monkeypatch):
     said.clear()
     bert_enc.encode(["a man plays ."], template="[X] means [MASK] .")  # outside an evaluation: the verb alone
     assert said and set(said) <= {"encode"}
+
+
+def test_the_readme_never_sends_two_different_searches_into_one_results_file():
+    """Item 38: the tour's search (two dev sets) wrote --out best.json, the file the first command had just
+    written with one dev set, and was refused ('holds a run with dataset=...'). Each results file the README's
+    searches write is written by one command line only (run again, it resumes)."""
+    from promptsearch.cli.parser import build_parser
+    from conftest import REPO
+    from test_docs import _argv, shown_commands
+
+    writers: dict[str, set] = {}
+    for c in shown_commands((REPO / "README.md").read_text(encoding="utf-8")):
+        argv = _argv(c)
+        args = build_parser().parse_args(argv)
+        if args.command in ("greedy", "optuna", "t5", "score") and args.out:
+            writers.setdefault(args.out, set()).add(tuple(argv))
+    assert writers and all(len(v) == 1 for v in writers.values()), writers
