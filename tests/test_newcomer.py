@@ -33,7 +33,6 @@ def test_held_out_validation_scores_the_answer_and_the_best_mask_template_only(t
     assert held == {d["x_chosen"], best_mask}  # 8 before: the best 5, the model's own, the path
     assert d["validation"]["top"] == 0 and d["validation"]["tasks"] == ["sts13"]
     line = next(x for x in err.splitlines() if x.startswith("held-out validation:"))
-    print(line)
     n = len(held)
     assert f"{n} representation" in line and f"{n} × " in line and "sentences" in line and "--validate-top 0" in line
 
@@ -249,3 +248,24 @@ def test_the_predict_table_is_what_predict_prints(default_enc):
             assert set(doc) == {t for t, _ in pairs}, sentence
             for t, v in pairs:  # printed to 3 decimals: within half a unit, plus float32 kernel noise
                 assert abs(doc[t] - v) <= 0.0005 + 1e-5, (sentence, t, doc[t], v)
+
+
+# ---- item 30 (in part): a results file pins its precision -------------------------------------------------
+@pytest.mark.parametrize("first", ["--bf16", "--no-bf16"])
+def test_a_resumed_results_file_keeps_the_precision_it_was_scored_in(tiny_bert_dir, tmp_path, capsys, first):
+    """A results file begun in one precision was refused when resumed on a CPU whose default is the other
+    ('holds scores computed with precision=...'); without --bf16/--no-bf16 the resumed run now takes the file's."""
+    out = tmp_path / "scored.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--no-cache", "--validate-top", "0",
+            "--out", str(out), "[X] means [MASK] ."]
+    assert main(argv + [first, "-q"]) == 0
+    want = json.loads(out.read_text(encoding="utf-8"))["numbers"]["precision"]
+    capsys.readouterr()
+    assert main(argv + ["[X] is [MASK] ."]) == 0  # resumed, one template more, the default precision not asked
+    err = capsys.readouterr().err
+    d = json.loads(out.read_text(encoding="utf-8"))
+    assert d["numbers"]["precision"] == want and len(d["templates"]) == 3  # the two given and the model's own
+    assert f"precision: {want} (the precision {out} was scored in" in err
+    other = "--no-bf16" if first == "--bf16" else "--bf16"
+    assert main(argv + [other, "-q"]) == 2  # a precision asked for that the file was not scored in: refused
+    assert "precision" in capsys.readouterr().err

@@ -21,7 +21,10 @@ def precision_line(args, device) -> str | None:
     if args.quiet:
         return None
     why = precision_choice(device)[1]
-    if args.bf16 is not None:
+    if getattr(args, "precision_pinned", None):
+        why = (f"{'bf16' if args.bf16 else 'fp32'} (the precision {args.precision_pinned} was scored in: a resumed run "
+               "keeps it)")
+    elif args.bf16 is not None:
         why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
     return f"precision: {why}"
 

@@ -32,6 +32,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     check_data(args.dataset, args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, o.data(args))
     check_apart(None if args.no_cache else args.cache, args.out)
+    pin_precision(args)
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
         from ..search.study import open_storage
@@ -52,6 +53,24 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     finally:
         if scorer.remote is not None:
             scorer.remote.close()
+
+
+def pin_precision(args) -> None:
+    """A results file resumed keeps the precision its scores were computed in (a CPU's default may differ from
+    the one that began it), unless --bf16 or --no-bf16 says otherwise (then the file refuses a mismatch)."""
+    from pathlib import Path
+
+    from ..errors import PromptSearchError
+    from ..search.results import load
+
+    if args.bf16 is not None or not args.out or not Path(args.out).is_file():
+        return
+    try:
+        precision = (load(args.out).get("numbers") or {}).get("precision")
+    except PromptSearchError:
+        return  # opening it says what is wrong, in one line
+    if precision in ("bf16", "fp32"):
+        args.bf16, args.precision_pinned = precision == "bf16", args.out
 
 
 def next_steps(res: Results, args) -> str:

@@ -397,7 +397,7 @@ def _seal(e: Entry) -> str:
 
 def _numbers_differ(was: dict, now: dict) -> str:
     """What differs between two :meth:`Scorer.numbers` records, in words ('' when nothing does)."""
-    for k in sorted(set(was) | set(now)):
+    for k in sorted(set(was) | set(now), key=lambda k: (k != "precision", k)):  # the precision first: it explains "batches"
         a, b = was.get(k), now.get(k)
         if a == b:
             continue
