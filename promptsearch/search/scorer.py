@@ -136,8 +136,11 @@ class Scorer:
 
     def at_layer(self, layer: int | None) -> "Scorer":
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
-        the same encoder, data, cache and work tally."""
+        the same encoder, data, cache and work tally. The last layer is the template's own read-out: this
+        scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice)."""
         layer = None if layer is None else self.encoder.prompt.layer_index(layer)
+        if layer == self.encoder.prompt.n_layers:
+            layer = None
         if layer not in self._views:
             view = self._views[layer] = copy.copy(self._views[None])
             view.layer, view._sims, view._vecs = layer, {}, {}
