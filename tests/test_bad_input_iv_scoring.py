@@ -6,19 +6,25 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
+from promptsearch import PromptSearchError
 from conftest import PAPER_T
 
 
-def _pairs_csv(path, n=40, same=False):
-    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself)."""
+def _pairs_csv(path, n=40, same=False, title=False):
+    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself; ``title``: Every Word Capitalized)."""
     import datasets
 
     from promptsearch.data import load_task
 
     a, b, y = next(iter(load_task("stsb-dev").subsets.values()))
-    a, b, y = list(a[:n]), list(b[:n]), [float(v) for v in y[:n]]
+    first = {s: i for i, s in reversed(list(enumerate(a)))}  # each first sentence once: no pair repeated
+    keep = sorted(first.values())[:n]
+    a, b, y = [a[i] for i in keep], [b[i] for i in keep], [float(y[i]) for i in keep]
+    if title:
+        a, b = [x.title() for x in a], [x.title() for x in b]
     datasets.Dataset.from_dict({"sentence1": a, "sentence2": a if same else b, "score": y}).to_csv(str(path), index=False)
     return path
 
@@ -69,3 +75,42 @@ def test_greedy_over_all_layers_holds_each_representation_once(tiny_bert_dir, tm
     template = [r for r in d["path"] if r["stage"] == "layer"][0]["template"]
     assert sorted(e.get("layer") or 0 for e in d["templates"] if e["template"] == template) == [0, 1]
     assert d["x_spread"]["n"] == len(d["templates"])
+
+
+# ---- item 7: similarities constant up to rounding give no number --------------------------------------
+
+def test_similarities_that_differ_by_rounding_alone_give_no_number():
+    from promptsearch.data import STSData
+    from promptsearch.eval import STSEvaluator
+    from promptsearch.eval.objective import Objective
+    from promptsearch.eval.sts import rounding_spread
+
+    rng = np.random.default_rng(0)
+    sents = [f"sentence {i}" for i in range(60)]
+    data = STSData("same", {"same": (sents, sents, list(rng.uniform(0, 5, 60)))})  # each pair a sentence and itself
+    ev = STSEvaluator(data)
+    vecs = rng.standard_normal((60, 384)).astype(np.float32) * rng.uniform(0.1, 10, (60, 1)).astype(np.float32)
+    sims = ev.similarities(vecs)
+    assert 0 < np.ptp(sims) <= rounding_spread(sims, 384)  # cos(v, v) = 1, up to float32 rounding
+    assert np.ptp(ev.similarities(vecs.astype(np.float64))) < 1e-14
+    for score in (ev.score, ev.spearman, Objective({"same": ev}).scores):
+        with pytest.raises(PromptSearchError, match="up to float rounding"):
+            score(vecs)
+    # a real spread is a number, however small against 1
+    other = vecs.copy()
+    other[:, 0] += np.linspace(0, 1, 60, dtype=np.float32) * np.abs(vecs).max()
+    data2 = STSData("near", {"near": (sents, [s + " ." for s in sents], list(rng.uniform(0, 5, 60)))})
+    ev2 = STSEvaluator(data2)
+    assert np.isfinite(ev2.score(np.concatenate([vecs, other]))["spearman"])
+
+
+def test_eval_on_pairs_of_identical_sentences_is_one_line(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    p = _pairs_csv(tmp_path / "same.csv", n=60, same=True)
+    capsys.readouterr()
+    code = main(["eval", "--model", str(tiny_bert_dir), "--tasks", str(p), "--template", PAPER_T, "-q", "--no-bf16"])
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == 2 and "undefined" in err and "\n" not in err and not captured.out
+

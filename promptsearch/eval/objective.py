@@ -115,7 +115,8 @@ class Objective:
     def scores(self, vecs: np.ndarray) -> dict[str, float]:
         """Every set's full-set Spearman (each checked: a NaN is an error, as in ``eval``)."""
         sims = self.similarities(vecs)
-        return {name: ev._defined(spearman100(sims[self.groups == g], self.gold[self.groups == g]))
+        return {name: ev._defined(spearman100(sims[self.groups == g], self.gold[self.groups == g]), sims=sims[self.groups == g],
+                                  dim=vecs.shape[1])
                 for g, (name, ev) in enumerate(self.sets.items())}
 
     def value(self, scores: dict[str, float]) -> float:
