@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from promptsearch import PromptSearchError
-from conftest import PAPER_T
+from conftest import PAPER_T, make_encoder
 
 
 def _pairs_csv(path, n=40, same=False, title=False):
@@ -114,3 +114,27 @@ def test_eval_on_pairs_of_identical_sentences_is_one_line(tiny_bert_dir, tmp_pat
     err = captured.err.strip()
     assert code == 2 and "undefined" in err and "\n" not in err and not captured.out
 
+
+# ---- item 8: the score cache knows the tokenizer ----------------------------------------------------
+
+def test_the_score_cache_follows_the_tokenizer(tiny_bert_dir, tmp_path):
+    from promptsearch.model.loading import model_fingerprint
+    from promptsearch.search import Scorer
+
+    m = tmp_path / "m"
+    shutil.copytree(tiny_bert_dir, m)
+    cache, data = tmp_path / "c.jsonl", str(_pairs_csv(tmp_path / "p.csv", n=200, title=True))  # cased words
+    lower = Scorer(make_encoder(m, bf16=False), dataset=data, cache=cache).score("[X] is [MASK] .")
+    assert not lower.cached
+    assert Scorer(make_encoder(m, bf16=False), dataset=data, cache=cache).score("[X] is [MASK] .").cached  # the same: reused
+    cfg = json.loads((m / "tokenizer_config.json").read_text())
+    assert cfg["do_lower_case"] is True
+    (m / "tokenizer_config.json").write_text(json.dumps({**cfg, "do_lower_case": False}))
+    cased = make_encoder(m, bf16=False)
+    assert cased.tokenizer("A Man")["input_ids"] != make_encoder(tiny_bert_dir).tokenizer("A Man")["input_ids"]
+    got = Scorer(cased, dataset=data, cache=cache).score("[X] is [MASK] .")
+    fresh = Scorer(cased, dataset=data, cache=False).score("[X] is [MASK] .")
+    assert not got.cached and got.spearman == fresh.spearman and abs(got.spearman - lower.spearman) > 0.01
+    # a copy of a folder is the same model: its fingerprint (weights and tokenizer) the same
+    shutil.copytree(tiny_bert_dir, tmp_path / "copy")
+    assert model_fingerprint(make_encoder(tmp_path / "copy").model) == model_fingerprint(make_encoder(tiny_bert_dir).model)
