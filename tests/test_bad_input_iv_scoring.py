@@ -96,6 +96,15 @@ def test_similarities_that_differ_by_rounding_alone_give_no_number():
     for score in (ev.score, ev.spearman, Objective({"same": ev}).scores):
         with pytest.raises(PromptSearchError, match="up to float rounding"):
             score(vecs)
+    # a spread below what rounding could make, yet made by the vectors (it is there in float64): a number
+    base = rng.standard_normal(384)
+    tiny = (base + 1e-2 * rng.standard_normal((60, 384))).astype(np.float32)
+    pairs = STSData("tiny", {"tiny": (sents, [s + " ." for s in sents], list(rng.uniform(0, 5, 60)))})
+    ev3 = STSEvaluator(pairs)
+    both = np.concatenate([tiny, np.repeat(base[None].astype(np.float32), 60, 0)])
+    sims = ev3.similarities(both)
+    assert np.ptp(sims) <= rounding_spread(sims, 384)
+    assert np.isfinite(ev3.score(both)["spearman"])
     # a real spread is a number, however small against 1
     other = vecs.copy()
     other[:, 0] += np.linspace(0, 1, 60, dtype=np.float32) * np.abs(vecs).max()
@@ -138,3 +147,47 @@ def test_the_score_cache_follows_the_tokenizer(tiny_bert_dir, tmp_path):
     # a copy of a folder is the same model: its fingerprint (weights and tokenizer) the same
     shutil.copytree(tiny_bert_dir, tmp_path / "copy")
     assert model_fingerprint(make_encoder(tmp_path / "copy").model) == model_fingerprint(make_encoder(tiny_bert_dir).model)
+
+
+# ---- item 9: score reads a folder's representation as eval does ---------------------------------------
+
+def _eval_number(main, capsys, folder, *extra) -> float:
+    assert main(["eval", "--template-dir", str(folder), "--tasks", "sts16", "--json", "-q", "--no-bf16", *extra]) == 0
+    return json.loads(capsys.readouterr().out)["sts16"]
+
+
+def _score_entry(main, capsys, folder, out, *extra) -> dict:
+    assert main(["score", "--template-dir", str(folder), "--dataset", "sts16", "--out", str(out), "--no-cache", "-q",
+                 "--no-bf16", "--validate-top", "0", *extra]) == 0
+    capsys.readouterr()
+    return [e for e in json.loads(out.read_text())["templates"] if e["source"] == "score"][0]
+
+
+def test_score_reads_a_folders_representation_as_eval_does(tiny_bert_dir, tmp_path, capsys):
+    from promptsearch.cli import main
+
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    common = ["--model", str(tiny_bert_dir), "--train-file", str(train), "--max-steps", "1", "--train-batch-size", "8",
+              "--micro-batch", "4", "--final-tasks", "sts16", "--no-bf16", "-q"]
+    # a pooled folder: its read-out, not the [MASK] state
+    assert main(["finetune", *common, "--template", "query : [X]", "--readout", "mean", "--out", str(tmp_path / "pooled")]) == 0
+    capsys.readouterr()
+    e = _score_entry(main, capsys, tmp_path / "pooled", tmp_path / "p.json")
+    assert e.get("readout") == "mean" and e["denoise"] is False
+    assert e["spearman"] == pytest.approx(_eval_number(main, capsys, tmp_path / "pooled"), abs=1e-4)  # both round to 4 places
+    # a [MASK] folder (OptiPrompt vectors) read at layer 1, raw: its layer and its denoising
+    assert main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "1", "--train-batch-size", "8",
+                 "--final-tasks", "sts16", "--no-bf16", "-q", "--template", PAPER_T, "--out", str(tmp_path / "mask")]) == 0
+    capsys.readouterr()
+    cfg_path = tmp_path / "mask" / "promptsearch.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg_path.write_text(json.dumps({**cfg, "layer": 1, "denoise": False}))
+    e = _score_entry(main, capsys, tmp_path / "mask", tmp_path / "m.json")
+    assert (e["template"], e.get("layer"), e["denoise"]) == (PAPER_T, 1, False)
+    at1 = _eval_number(main, capsys, tmp_path / "mask")
+    assert e["spearman"] == pytest.approx(at1, abs=1e-4)
+    assert abs(at1 - _eval_number(main, capsys, tmp_path / "mask", "--layer", "2")) > 1e-3  # layer 1 is not the last
+    # a --readout given still wins over the folder's
+    e = _score_entry(main, capsys, tmp_path / "pooled", tmp_path / "p2.json", "--readout", "cls")
+    assert e.get("readout") == "cls"
