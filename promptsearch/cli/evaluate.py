@@ -26,10 +26,11 @@ def cmd_eval(args) -> int:
     enc, template, denoise, layer = None, args.template, args.denoise, args.layer
     if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template (and layer)
         enc = o.encoder(args, args.template_dir)
-        template, denoise = enc.default_template and [enc.default_template], args.denoise or enc.default_denoise
-        layer = enc.default_layer if layer is None else layer
-        if enc.default_readout and args.readout is None:
-            args.readout = enc.default_readout
+        saved, saved_denoise = enc.folder_representation() or (None, False)  # what score reads too
+        template, denoise = saved and [saved.template], args.denoise or saved_denoise
+        layer = saved.layer if layer is None and saved else layer
+        if saved and saved.readout and args.readout is None:
+            args.readout = saved.readout
     if args.readout is not None and not template:
         raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
     if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser

@@ -223,8 +223,9 @@ def _search(sub) -> None:
     sc.add_argument("templates", nargs="*", help="templates, each with one [X] and one [MASK]")
     sc.add_argument("--file", help="a file with one template a line (# comments allowed)")
     sc.add_argument("--template-dir", help="a directory written by optiprompt or finetune (scores its template with its vectors)")
-    sc.add_argument("--readout", choices=READOUTS, default="mask", help="how each template's pass becomes a vector: its [MASK] "
-                    "state (default), the mean over all tokens, over the sentence's tokens, or the first ([CLS]) token")
+    sc.add_argument("--readout", choices=READOUTS, default=None, help="how each template's pass becomes a vector: its [MASK] "
+                    "state (default; with --template-dir, the folder's), the mean over all tokens, over the sentence's "
+                    "tokens, or the first ([CLS]) token")
     _work_flags(sc)
 
 

@@ -17,7 +17,7 @@ from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
 from ..search.validate import held_out_tasks
-from ..representation import readout_key
+from ..representation import Representation, is_mask, readout_key
 from . import options as o
 
 
@@ -111,8 +111,16 @@ def cmd_greedy(args) -> int:
 
 def cmd_score(args) -> int:
     enc = o.encoder(args, args.template_dir) if args.template_dir and not (args.templates or args.file) else None
-    templates = read_templates([enc.default_template] if enc else args.templates, args.file, args.demos)
-    res = _run(args, GivenTemplates([readout_key(t.text, args.readout) for t in templates]), enc=enc)
+    saved, saved_denoise = (enc and enc.folder_representation()) or (None, False)
+    if saved is not None:  # the folder's own representation, as eval reads it: its template, layer, read-out, denoising
+        readout = saved.readout if args.readout is None else args.readout
+        t = read_templates([saved.template], None, args.demos)[0]
+        keys = [Representation.of(t, saved.layer if is_mask(readout) else None, readout)]
+        args.denoise = args.denoise and saved_denoise  # --no-denoise still reads the raw state
+    else:
+        templates = read_templates(args.templates, args.file, args.demos)
+        keys = [readout_key(t.text, args.readout or "mask") for t in templates]
+    res = _run(args, GivenTemplates(keys), enc=enc)
     print(res.summary(top=len(res.entries), stats=bool(args.out)))
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import DataError
 from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
@@ -69,7 +70,21 @@ def scoring_sets(spec: str) -> list[str]:
     if any(n.strip().lower() in TASK_GROUPS for n in spec.split(",")):
         raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
                                 "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
+    seen: dict[tuple, str] = {}
+    for t in tasks:  # one file under two spellings (p.csv, ./p.csv) is one set: the objective would count it twice
+        same = seen.setdefault(_resolved(t), t)
+        if same != t:
+            raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set once")
     return tasks
+
+
+def _resolved(task: str) -> tuple:
+    """What a task name reads: a user file's resolved path (with its config and split), else the name."""
+    from .user import _split_spec
+
+    name, config, split = _split_spec(task)
+    p = Path(name)
+    return (str(p.resolve()), config, split) if p.exists() else (task,)
 
 
 @dataclass(frozen=True)

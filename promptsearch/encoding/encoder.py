@@ -301,6 +301,15 @@ class PromptEncoder:
         n = self.model.stack().max_seq_length
         return int(n) if n and n < 1_000_000 else None
 
+    def folder_representation(self) -> tuple[Representation, bool] | None:
+        """The representation a trained folder (optiprompt, finetune: its ``promptsearch.json``) was trained and
+        saved with, and whether it is denoised: its template read at its layer, or pooled by its read-out (never
+        denoised). None for a model that is no such folder. What every command reads a folder's representation by."""
+        if not self.default_template:
+            return None
+        key = Representation.of(self.default_template, self.default_layer, self.default_readout)
+        return key, bool(self.default_denoise) and key.readout is None
+
     def own_representation(self) -> Representation:
         """The model's own representation: what ``SentenceTransformer(model).encode(sentences)`` computes (its
         folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint)."""

@@ -97,6 +97,7 @@ class Objective:
 
     # the pairs are indexed like an STSEvaluator's: its cosine of ia/ib rows serves as it is
     similarities = STSEvaluator.similarities
+    exact = STSEvaluator.exact
 
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
         """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them)."""
@@ -115,8 +116,10 @@ class Objective:
     def scores(self, vecs: np.ndarray) -> dict[str, float]:
         """Every set's full-set Spearman (each checked: a NaN is an error, as in ``eval``)."""
         sims = self.similarities(vecs)
-        return {name: ev._defined(spearman100(sims[self.groups == g], self.gold[self.groups == g]))
-                for g, (name, ev) in enumerate(self.sets.items())}
+        masks = [self.groups == g for g in range(len(self.sets))]
+        return {name: ev._defined(spearman100(sims[m], self.gold[m]), sims=sims[m], dim=vecs.shape[1],
+                                  exact=self.exact(vecs, m))
+                for m, (name, ev) in zip(masks, self.sets.items())}
 
     def value(self, scores: dict[str, float]) -> float:
         """The objective of full-set per-set scores (a single set's score is itself)."""

@@ -25,6 +25,30 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1)
 
 
+def rounding_spread(sims: np.ndarray, dim: int) -> float:
+    """How far apart cosines of equal value can come out by rounding alone: a cosine of ``dim``-component
+    vectors is computed within (2 dim + 4) units of roundoff u of its exact value (the two norms, about
+    (dim / 2 + 1) u each, the divisions, and a dot product of unit vectors, dim u), so two differ by at most
+    2 (2 dim + 4) u = (2 dim + 4) eps in ``sims``' dtype."""
+    return (2 * dim + 4) * float(np.finfo(np.asarray(sims).dtype if np.issubdtype(np.asarray(sims).dtype, np.floating)
+                                      else np.float64).eps)
+
+
+def constant_up_to_rounding(sims: np.ndarray, dim: int, exact=None) -> bool:
+    """Whether similarities vary no more than their own rounding: their order, and a Spearman of it, is noise.
+    A spread above :func:`rounding_spread` is real; below it, ``exact()`` (the same cosines in float64) decides:
+    rounding alone made the spread when the exact cosines span no more than twice the largest rounding error
+    of ``sims`` (``sims`` - exact), or than float64 rounding itself ((2 dim + 4) eps64)."""
+    sims = np.asarray(sims)
+    if not len(sims) or float(np.ptp(sims)) > rounding_spread(sims, dim):
+        return False
+    if exact is None:
+        return True
+    ex = np.asarray(exact(), dtype=np.float64)
+    err = float(np.abs(sims.astype(np.float64) - ex).max())
+    return float(np.ptp(ex)) <= max(2 * err, rounding_spread(ex, dim))
+
+
 def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
     """Spearman ×100; NaN where one side is constant (the evaluator says what that means)."""
     with warnings.catch_warnings():
@@ -68,16 +92,20 @@ class STSEvaluator:
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """Spearman ×100 over the given pairs (all of them by default) — the "all" number. On a
         subset of the pairs (a racing rung) it may be NaN; on all of them it is a number or an error."""
-        value = spearman100(self.similarities(vecs, pairs), self.gold[pairs])
-        return self._defined(value) if isinstance(pairs, slice) and pairs == slice(None) else value
+        sims = self.similarities(vecs, pairs)
+        value = spearman100(sims, self.gold[pairs])
+        full = isinstance(pairs, slice) and pairs == slice(None)
+        return self._defined(value, sims=sims, dim=vecs.shape[1], exact=self.exact(vecs)) if full else value
 
     def score(self, vecs: np.ndarray, subsets: bool = True) -> dict:
         """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``
         (``subsets=False``: the "all" number only, as a search or a dev evaluation uses it)."""
         sims = self.similarities(vecs)
-        per = ({name: self._defined(spearman100(sims[sl], self.gold[sl]), name) for name, sl in self.subsets.items()}
-               if subsets else {})
-        return {"spearman": self._defined(spearman100(sims, self.gold)), "subsets": per, "pairs": self.n_pairs}
+        d = vecs.shape[1]
+        per = ({name: self._defined(spearman100(sims[sl], self.gold[sl]), name, sims[sl], d, self.exact(vecs, sl))
+                for name, sl in self.subsets.items()} if subsets else {})
+        return {"spearman": self._defined(spearman100(sims, self.gold), sims=sims, dim=d, exact=self.exact(vecs)),
+                "subsets": per, "pairs": self.n_pairs}
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere); a
@@ -93,13 +121,25 @@ class STSEvaluator:
         vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar)
         return {r: self.score(vecs[r], subsets=subsets) for r in reps}
 
-    def _defined(self, value: float, subset: str | None = None) -> float:
+    def exact(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)):
+        """The pairs' cosines in float64, when asked for (:func:`constant_up_to_rounding`)."""
+        return lambda: cosine(vecs[self.ia[pairs]].astype(np.float64), vecs[self.ib[pairs]].astype(np.float64))
+
+    def _defined(self, value: float, subset: str | None = None, sims: np.ndarray | None = None, dim: int = 0,
+                 exact=None) -> float:
         """The gold scores vary (checked on loading), so NaN means the similarities do not: never a
-        number to record or rank."""
+        number to record or rank. Nor is a number whose similarities ``sims`` (of ``dim``-component vectors;
+        ``exact``: the same in float64) differ by their rounding alone (:func:`constant_up_to_rounding`): it
+        ranks float noise."""
+        where = f"subset {subset!r} of {self.name}" if subset and len(self.subsets) > 1 else self.name
         if not np.isfinite(value):
-            where = f"subset {subset!r} of {self.name}" if subset and len(self.subsets) > 1 else self.name
             raise PromptSearchError(f"Spearman on {where} is undefined: every pair got the same similarity (the "
                                     "representation does not depend on the sentence); try another template or pooling")
+        if sims is not None and constant_up_to_rounding(sims, dim, exact):
+            raise PromptSearchError(f"Spearman on {where} is undefined: every pair got the same similarity up to float "
+                                    f"rounding (they span {float(np.ptp(sims)):.1e}); a set whose pairs are each a "
+                                    "sentence and itself, or a representation that does not depend on the sentence, ranks "
+                                    "noise: check the data set, or try another template or pooling")
         return value
 
 

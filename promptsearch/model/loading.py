@@ -344,10 +344,34 @@ def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
 
 
 def model_fingerprint(model: LoadedModel) -> str:
-    """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the
-    same path never reuses stale scores or cached states."""
+    """A short hash of the model's weights (a few tensors) and of its tokenizer (:func:`tokenizer_fingerprint`),
+    so a retrained checkpoint, or one whose tokenizer files or settings changed, at the same path never reuses
+    stale scores or cached states."""
     h = hashlib.sha1()
     params = list(model.encoder.parameters())
     for p in (params[0], params[len(params) // 2], params[-1]):
         h.update(p.detach().float().cpu().numpy()[:64].tobytes())
+    h.update(tokenizer_fingerprint(model.tokenizer).encode("ascii"))
+    return h.hexdigest()[:12]
+
+
+# init settings that say where a tokenizer was read from, not how it tokenizes: a copied folder is the same tokenizer
+_WHERE = ("name_or_path", "is_local", "local_files_only", "_commit_hash", "cache_dir", "revision", "token")
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short hash of what a tokenizer does: its whole ``tokenizer.json`` as loaded (vocabulary, normalizer with
+    its lowercasing, pre-tokenizer, added tokens, post-processor) or, without one, its vocabulary; and its settings
+    (``do_lower_case``, special tokens, padding and truncation sides, max length), not the paths it came from."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        body = backend.to_str()
+    else:
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        body = json.dumps(sorted(vocab.items()), ensure_ascii=False)
+    settings = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items() if k not in _WHERE and not k.endswith("_file")}
+    settings.update(type=type(tokenizer).__name__, padding_side=getattr(tokenizer, "padding_side", None),
+                    truncation_side=getattr(tokenizer, "truncation_side", None))
+    h = hashlib.sha1(body.encode("utf-8"))
+    h.update(json.dumps(settings, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8"))
     return h.hexdigest()[:12]

@@ -17,6 +17,8 @@ from .scorer import Scorer, Score
 from .strategy import Strategy
 from .validate import DEFAULT_VALIDATE_ON, validate
 from ..data import DEV_SET
+from ..representation import Representation
+from ..template import Template
 
 
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
@@ -58,13 +60,24 @@ class GivenTemplates(Strategy):
     def settings(self) -> dict:
         return {"templates": len(self.templates)}
 
+    def _by_layer(self) -> dict:
+        """The templates (keys: ``T``, ``T @mean``, ``T @layer L``) by the layer they read, in order."""
+        out: dict = {}
+        for t in self.templates:
+            k = t if isinstance(t, Representation) else Representation.split(t.text if isinstance(t, Template) else t)
+            out.setdefault(k.layer, []).append(k.without_layer if k.layer is not None else t)
+        return out
+
     def check(self, scorer: Scorer) -> None:
-        for t in self.templates:  # every template usable with this tokenizer before anything is written
-            scorer.encoder.check_rep(scorer.rep(scorer.canonical(t), scorer.denoise))
+        for layer, ts in self._by_layer().items():  # every template usable with this tokenizer before anything is written
+            at = scorer.at_layer(layer)
+            for t in ts:
+                scorer.encoder.check_rep(at.rep(at.canonical(t), scorer.denoise))
 
     def run(self, scorer: Scorer, results: Results) -> None:
-        for sc in scorer.score_chunks(self.templates):
-            results.add(sc, "score")
+        for layer, ts in self._by_layer().items():
+            for sc in scorer.at_layer(layer).score_chunks(ts):
+                results.add(sc, "score")
 
 
 def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_SET, show_progress_bar=False,

@@ -361,8 +361,9 @@ class Greedy(Strategy):
         layers = self.layer_list(scorer)
         scores = scorer.score_layers(template, layers)
         for k, sc in scores.items():
-            results.add(sc, "greedy:layer")
-            self.path.append(PathStep(stage="layer", step=len(self.path), template=template, layer=k,
+            if sc.layer is not None:  # the last layer is the template itself: in the results already, once
+                results.add(sc, "greedy:layer")
+            self.path.append(PathStep(stage="layer", step=len(self.path), template=template, layer=sc.layer,
                               spearman=round(sc.spearman, 4), candidates=1))
         k = max(layers, key=lambda k: (scores[k].spearman, k))
         at_k = scorer.at_layer(k).similarities(template)
@@ -373,7 +374,7 @@ class Greedy(Strategy):
                           candidates=len(layers), taken=taken, **noise))
         self._save_path(results)
         key = scorer.canonical(template)
-        return Representation(key.template, k) if taken else key
+        return Representation(key.template, scores[k].layer) if taken else key
 
 
 def format_path(path: list[PathStep], results: Results | None = None, width: int | None = None) -> str:

@@ -260,11 +260,11 @@ class OptunaSearch(Strategy):
         trials = study.get_trials(deepcopy=False)  # one read of the storage
         for t in trials:
             tmpl = t.user_attrs.get("template")
-            key = tmpl and _trial_key(t)
+            key = tmpl and _trial_key(t, scorer)
             if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
                 results.entries[key] = _entry(t, scorer)
         if self.pareto:  # the non-dominated trials' templates, best objective first
-            front = {_trial_key(t) for t in study.best_trials if "template" in t.user_attrs}
+            front = {_trial_key(t, scorer) for t in study.best_trials if "template" in t.user_attrs}
             own = results.own_key
             if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
                 o, sets = results.entries[own].sets, {k: results.entries[k].sets or {} for k in front if k in results.entries}
@@ -281,15 +281,16 @@ class OptunaSearch(Strategy):
         results.save()
 
 
-def _trial_key(t) -> Representation:
-    """The results-entry key of a trial: its template (a pooled read-out's key), at the trial's layer."""
+def _trial_key(t, scorer: Scorer) -> Representation:
+    """The results-entry key of a trial: its template (a pooled read-out's key), at the trial's layer (the last
+    layer is the template's own read-out: no layer in the key)."""
     k = Representation.split(t.user_attrs["template"])
-    return k if k.readout else Representation(k.template, t.params.get("layer"))
+    return k if k.readout else Representation(k.template, scorer.at_layer(t.params.get("layer")).layer)
 
 
 def _entry(t, scorer: Scorer) -> Entry:
     """Another worker's finished trial as an entry (a multi-objective trial: each set's score, and the objective)."""
-    layer = t.params.get("layer")
+    layer = scorer.at_layer(t.params.get("layer")).layer
     k = Representation.split(t.user_attrs["template"])
     template, readout = k.template, k.readout
     denoise = scorer.denoise and readout is None

@@ -405,7 +405,7 @@ def _numbers_differ(was: dict, now: dict) -> str:
             changed = [d for d in sorted(set(a or {}) | set(b or {})) if (a or {}).get(d) != (b or {}).get(d)]
             return f"other contents of {changed[0]} (it has changed since)"
         if k == "model":
-            return "other model weights (the checkpoint has changed since)"
+            return "other model weights or another tokenizer (the checkpoint or its tokenizer files have changed since)"
         if k == "pooled":
             return ("another sentence-transformers stack or pooled computation (its modules, max length or tokenizer; "
                     "or a promptsearch that pooled prompts its own way)")

@@ -24,7 +24,7 @@ import numpy as np
 from ..data import DEV_SET, DataOptions, DevSets, STSData, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import normalized, rep_from_key
-from ..errors import PromptSearchError
+from ..errors import DataError, PromptSearchError
 from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
@@ -98,13 +98,17 @@ class Scorer:
         self.denoise = denoise
         self.data = data
         sets = {d: STSEvaluator(load_task(d, data.data_dir, data.fmt)) for d in self.datasets}
+        self.data_fingerprints = {d: data_fingerprint(ev.data) for d, ev in sets.items()}
+        seen: dict[str, str] = {}
+        for d, fp in self.data_fingerprints.items():  # the same pairs twice would be counted twice by the objective
+            if seen.setdefault(fp, d) != d:
+                raise DataError(f"dataset={self.dataset}: {seen[fp]} and {d} hold the same pairs; give each set once")
         # Over one set, exactly that set's evaluator (the same sentence order and batches as ``eval``).
         self.evaluator = Objective(sets, objective)
         self.objective = objective
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder.model)
-        self.data_fingerprints = {d: data_fingerprint(ev.data) for d, ev in sets.items()}
         use_cache = cache is not False
         self.cache_path = Path(cache) if cache not in (None, False, True) else default_cache_path()
         loaded = load_scores(self.cache_path) if use_cache else {}
@@ -132,8 +136,11 @@ class Scorer:
 
     def at_layer(self, layer: int | None) -> "Scorer":
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
-        the same encoder, data, cache and work tally."""
+        the same encoder, data, cache and work tally. The last layer is the template's own read-out: this
+        scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice)."""
         layer = None if layer is None else self.encoder.prompt.layer_index(layer)
+        if layer == self.encoder.prompt.n_layers:
+            layer = None
         if layer not in self._views:
             view = self._views[layer] = copy.copy(self._views[None])
             view.layer, view._sims, view._vecs = layer, {}, {}
