@@ -292,3 +292,25 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
     assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
         == (5e-5, 25, 3e-3)
     assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise
+
+
+
+def test_a_pooled_prompt_is_saved_again_at_each_better_checkpoint(tiny_bert_dir, tmp_path):
+    """A model with a Normalize after its Pooling: the second save met the folder's 2_Normalize (FileExistsError)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from promptsearch.train.finetune import save_model
+
+    st_dir = tmp_path / "st"
+    tr = Transformer(str(tiny_bert_dir))
+    SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), pooling_mode="mean"), Normalize()],
+                        device="cpu").save(str(st_dir))
+    enc = make_encoder(st_dir)
+    cfg = FinetuneConfig(mode="unsup", templates=["query: [X]", "query: [X]"], readout="mean")
+    out = tmp_path / "ft"
+    for step in (0, 1):
+        save_model(enc, out, cfg, str(st_dir), {"step": step, "dev": 1.0, "dev_set": "stsb-dev"})
+    st = SentenceTransformer(str(out), device="cpu")
+    assert st.prompts["query"] == "query: " and (out / "2_Normalize").is_dir()

@@ -131,7 +131,7 @@ def _dense_files(module, folder: Path) -> None:
     pytorch_model.bin and model.safetensors."""
     from safetensors.torch import save_file
 
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # written again at each better fine-tuning checkpoint
     act = module.activation_function
     cfg = {"in_features": module.in_features, "out_features": module.out_features, "bias": module.linear.bias is not None,
            "activation_function": f"{type(act).__module__}.{type(act).__name__}"}
@@ -180,7 +180,7 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
         if name == "Dense":
             _dense_files(m, folder / path)
         else:
-            (folder / path).mkdir()
+            (folder / path).mkdir(exist_ok=True)  # a fine-tuning run writes its folder again at each better checkpoint
             m.save(str(folder / path))
         modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
     prompt = k.prompt or ""
