@@ -314,3 +314,12 @@ def test_a_pooled_prompt_is_saved_again_at_each_better_checkpoint(tiny_bert_dir,
         save_model(enc, out, cfg, str(st_dir), {"step": step, "dev": 1.0, "dev_set": "stsb-dev"})
     st = SentenceTransformer(str(out), device="cpu")
     assert st.prompts["query"] == "query: " and (out / "2_Normalize").is_dir()
+
+
+def test_finetune_help_says_what_each_flag_does():
+    from promptsearch.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and "finetune" in a.choices).choices["finetune"]
+    helps = {o: a.help for a in sub._actions for o in a.option_strings}
+    for flag in ("--mode", "--epochs", "--max-steps", "--lr", "--seed"):
+        assert helps[flag], flag
