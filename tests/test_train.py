@@ -295,6 +295,43 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
 
 
 
+# ---- issue 46: finetune's answer, resume, views, interrupts, its length ------------------------------------
+ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"  # its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+
+
+def _train_file(tmp_path):
+    f = tmp_path / "train.txt"
+    f.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    return str(f)
+
+
+def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tiny_bert_dir, tmp_path, capsys):
+    """It trained the file's best [MASK] template without a word; the chosen ensemble is no one read-out."""
+    from pathlib import Path
+
+    from promptsearch.cli import main
+    from promptsearch.search.results import Results
+
+    results = Path(__file__).resolve().parents[1] / ENSEMBLE_RESULTS
+    assert Results.load(results).best.members  # the case: the answer is an ensemble, one of its members pooled
+    out = tmp_path / "ft"
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(results), "--max-steps", "1",
+                 "--train-batch-size", "4", "--train-file", _train_file(tmp_path), "--out", str(out),
+                 "--final-tasks", "sts16", "--no-bf16", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ensemble" in err and "--readout mask" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "error" in line]) == 1 and not out.exists()
+
+
+def test_finetune_help_says_what_each_flag_does():
+    from promptsearch.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and "finetune" in a.choices).choices["finetune"]
+    helps = {o: a.help for a in sub._actions for o in a.option_strings}
+    for flag in ("--mode", "--epochs", "--max-steps", "--lr", "--seed"):
+        assert helps[flag], flag
+
+
 def test_a_pooled_prompt_is_saved_again_at_each_better_checkpoint(tiny_bert_dir, tmp_path):
     """A model with a Normalize after its Pooling: the second save met the folder's 2_Normalize (FileExistsError)."""
     from sentence_transformers import SentenceTransformer
@@ -314,12 +351,3 @@ def test_a_pooled_prompt_is_saved_again_at_each_better_checkpoint(tiny_bert_dir,
         save_model(enc, out, cfg, str(st_dir), {"step": step, "dev": 1.0, "dev_set": "stsb-dev"})
     st = SentenceTransformer(str(out), device="cpu")
     assert st.prompts["query"] == "query: " and (out / "2_Normalize").is_dir()
-
-
-def test_finetune_help_says_what_each_flag_does():
-    from promptsearch.cli.parser import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.choices and "finetune" in a.choices).choices["finetune"]
-    helps = {o: a.help for a in sub._actions for o in a.option_strings}
-    for flag in ("--mode", "--epochs", "--max-steps", "--lr", "--seed"):
-        assert helps[flag], flag
