@@ -95,11 +95,14 @@ def cmd_finetune(args) -> int:
         data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
         enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
-        if i == 0:
-            print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
                              readout=readout, **_config(args, seed))
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args)), cfg, out, len(seeds) > 1))
+
+        def announce(views: str, first: bool = i == 0) -> None:  # said once the run is past its checks
+            if first:
+                print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates) + f"\n{views}", file=sys.stderr)
+
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args), announce), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
 
 

@@ -225,7 +225,9 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
     from ..model.loading import check_model_path
+    from ..model.saved import check_finished
 
+    check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
     if stack.pooling_index != 0:
         raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
