@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ..encoding import PromptEncoder
-from ..errors import PromptSearchError, note
+from ..errors import PromptSearchError, note, worded
 from ..template import Template, quote
 from .loop import (PENDING, Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
                    end_checkpoint, sentences_per_second, set_seed, train_loop)
@@ -179,8 +179,12 @@ class _Finetunee(Trainee):
     def first_step(self, seconds: float, loss: torch.Tensor) -> None:
         if self.estimate is None or not self.is_main:
             return
+        import sys
+
+        from tqdm.auto import tqdm
+
         steps, evals, t_eval = self.estimate
-        note(estimate_line(seconds, steps, evals, t_eval))
+        tqdm.write(worded(estimate_line(seconds, steps, evals, t_eval)), file=sys.stderr)  # above the progress bar
 
     def evaluate(self) -> float:
         cfg = self.cfg
