@@ -292,3 +292,202 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
     assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
         == (5e-5, 25, 3e-3)
     assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise
+
+
+# ---- issue 46: finetune's answer, resume, views, interrupts, its length ------------------------------------
+ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"  # its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+
+
+def _train_file(tmp_path):
+    f = tmp_path / "train.txt"
+    f.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    return str(f)
+
+
+def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tiny_bert_dir, tmp_path, capsys):
+    """It trained the file's best [MASK] template without a word; the chosen ensemble is no one read-out."""
+    from pathlib import Path
+
+    from promptsearch.cli import main
+    from promptsearch.search.results import Results
+
+    results = Path(__file__).resolve().parents[1] / ENSEMBLE_RESULTS
+    assert Results.load(results).best.members  # the case: the answer is an ensemble, one of its members pooled
+    out = tmp_path / "ft"
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(results), "--max-steps", "1",
+                 "--train-batch-size", "4", "--train-file", _train_file(tmp_path), "--out", str(out),
+                 "--final-tasks", "sts16", "--no-bf16", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ensemble" in err and "--readout mask" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "error" in line]) == 1 and not out.exists()
+
+
+def _ft(tiny_dir, out, steps, *, eval_steps=2, readout=None, templates=(PAPER_T, T2), **kw):
+    cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8, max_steps=steps,
+                         eval_steps=eval_steps, readout=readout)
+    return finetune(make_encoder(tiny_dir), _sentences_for_ft(), cfg, out, "tiny", TrainRun(**kw))
+
+
+def _sentences_for_ft():
+    from conftest import _sentences
+
+    return _sentences()[:64]
+
+
+def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
+    """It went on with the old run's start, best and history (a start of another set reported as this one's)."""
+    from promptsearch.errors import PromptSearchError
+    import promptsearch.train.finetune as ft
+
+    out = tmp_path / "ft"
+    _ft(tiny_bert_dir, out, 2, keep_checkpoint=True)
+    ck = out / "resume" / ft.CHECKPOINT
+    before = ck.read_bytes()
+    with pytest.raises(PromptSearchError, match="dev set"):
+        _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial")
+    with pytest.raises(PromptSearchError, match="read-out"):
+        _ft(tiny_bert_dir, out, 3, readout="mean")
+    with pytest.raises(PromptSearchError, match="learning rate"):
+        cfg = FinetuneConfig(mode="unsup", templates=[PAPER_T, T2], lr=5e-4, batch_size=16, micro_batch=8, max_steps=3,
+                             eval_steps=2)
+        finetune(make_encoder(tiny_bert_dir), _sentences_for_ft(), cfg, out, "tiny", TrainRun())
+    from promptsearch.cli import main
+
+    capsys.readouterr()
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "sick-trial",
+                 "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3", "--train-batch-size", "16",
+                 "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
+    err = capsys.readouterr().err.strip()  # one line, before anything is said or written
+    assert len(err.splitlines()) == 1 and "dev set" in err and "--no-resume" in err and "--out" in err
+    assert ck.read_bytes() == before  # nothing lost
+    s = _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial", resume=False, keep_checkpoint=True)  # --no-resume starts over
+    assert [h["step"] for h in s["history"]] == [0, 2, 3] and s["dev_set"] == "sick-trial"
+    assert _ft(tiny_bert_dir, out, 4, dev_dataset="sick-trial")["history"][:3] == s["history"]  # the same run goes on
+
+
+def test_identical_views_are_said_to_differ_by_dropout_and_refused_without_it(tiny_bert_dir, tmp_path, capsys):
+    """One template twice (the model's own read-out, say) is SimCSE's objective: dropout is the only noise, so a
+    model without dropout is refused before anything is written; the run says which views it uses and how long it is."""
+    from transformers import BertForMaskedLM
+
+    from promptsearch.cli import main
+    from promptsearch.errors import PromptSearchError
+
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps", "2",
+                 "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
+                 str(tmp_path / "ft"), "--final-tasks", "sts16", "--no-bf16", "-q"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "twice" in err and "dropout (0.1" in err and "SimCSE" in err  # the views, and why they differ
+    assert "2 steps of 8 sentences" in err and "about" in err  # its length, before it starts and after one step
+    nodrop = tmp_path / "no-dropout"
+    m = BertForMaskedLM.from_pretrained(tiny_bert_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    m.save_pretrained(nodrop)
+    for f in tiny_bert_dir.iterdir():
+        if f.name.startswith(("vocab", "tokenizer", "special")):
+            (nodrop / f.name).write_bytes(f.read_bytes())
+    out = tmp_path / "ft2"
+    with pytest.raises(PromptSearchError, match="no dropout"):
+        _ft(nodrop, out, 2, readout="mean", templates=["[X]", "[X]"])
+    assert not out.exists()
+    assert _ft(nodrop, out, 1, eval_steps=1)["steps"] == 1  # two templates: views that differ without dropout
+
+
+def test_finetune_help_says_what_each_flag_does():
+    from promptsearch.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and "finetune" in a.choices).choices["finetune"]
+    helps = {o: a.help for a in sub._actions for o in a.option_strings}
+    for flag in ("--mode", "--epochs", "--max-steps", "--lr", "--seed"):
+        assert helps[flag], flag
+
+
+def test_a_pooled_prompt_is_saved_again_at_each_better_checkpoint(tiny_bert_dir, tmp_path):
+    """A model with a Normalize after its Pooling: the second save met the folder's 2_Normalize (FileExistsError)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from promptsearch.train.finetune import save_model
+
+    st_dir = tmp_path / "st"
+    tr = Transformer(str(tiny_bert_dir))
+    SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), pooling_mode="mean"), Normalize()],
+                        device="cpu").save(str(st_dir))
+    enc = make_encoder(st_dir)
+    cfg = FinetuneConfig(mode="unsup", templates=["query: [X]", "query: [X]"], readout="mean")
+    out = tmp_path / "ft"
+    for step in (0, 1):
+        save_model(enc, out, cfg, str(st_dir), {"step": step, "dev": 1.0, "dev_set": "stsb-dev"})
+    st = SentenceTransformer(str(out), device="cpu")
+    assert st.prompts["query"] == "query: " and (out / "2_Normalize").is_dir()
+
+
+def test_interrupts_are_held_until_the_block_is_done():
+    import os
+    import signal
+
+    from promptsearch.train.loop import interrupts_held
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append(1)  # the block finishes first
+    assert done == [1] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_keeps_every_step_and_marks_the_folder_unfinished(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    """Ctrl-C lost every step since the last evaluation, and the folder's untrained start was scored without a
+    word. Now: an interrupt during a step keeps the steps before it, one during a dev evaluation has it run first
+    on resume, other commands refuse the unfinished folder, and the resumed run ends where an uninterrupted one does."""
+    import promptsearch.train.finetune as ft
+    import promptsearch.train.step as step_mod
+    from promptsearch.cli import main
+    from promptsearch.train.loop import DevEval
+
+    ref = _ft(tiny_bert_dir, tmp_path / "ref", 4)
+    out = tmp_path / "ft"
+    ck = out / "resume" / ft.CHECKPOINT
+    real_call, real_step = DevEval.__call__, step_mod.train_step
+    calls = []
+
+    def dev_interrupted(self, *a, **kw):  # the evaluation after step 2
+        calls.append("dev")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DevEval, "__call__", dev_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _ft(tiny_bert_dir, out, 4)
+    saved = torch.load(ck, weights_only=False)
+    assert saved["step"] == 2 and "pending_eval_loss" in saved and (out / "UNFINISHED").is_file()
+    capsys.readouterr()
+    assert main(["eval", "--template-dir", str(out), "--tasks", "sts16", "--no-bf16", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "not finished" in err and "re-run" in err and len(err.strip().splitlines()) == 1
+    assert main(["export", "--template", "[X] @mean", "--model", str(out), "--out", str(tmp_path / "ex")]) == 2
+    assert "not finished" in capsys.readouterr().err and not (tmp_path / "ex").exists()
+
+    monkeypatch.setattr(DevEval, "__call__", real_call)
+    n = []
+
+    def step_interrupted(*a, **kw):  # inside step 4: steps 3 is kept
+        n.append(1)
+        if len(n) == 2:
+            raise KeyboardInterrupt
+        return real_step(*a, **kw)
+
+    monkeypatch.setattr(ft, "train_step", step_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _ft(tiny_bert_dir, out, 4)
+    saved = torch.load(ck, weights_only=False)
+    assert saved["step"] == 3 and "pending_eval_loss" not in saved and [h["step"] for h in saved["history"]] == [0, 2]
+    monkeypatch.setattr(ft, "train_step", real_step)
+    s = _ft(tiny_bert_dir, out, 4)
+    assert not (out / "UNFINISHED").exists() and not ck.exists()
+    assert [h["step"] for h in s["history"]] == [0, 2, 4]
+    for got, want in zip(s["history"], ref["history"]):  # the same run as the uninterrupted one
+        assert got["dev"] == pytest.approx(want["dev"], abs=1e-3) and got.get("loss") == pytest.approx(want.get("loss"), abs=1e-3)
+    a = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
+    b = PromptEncoder.from_pretrained(str(tmp_path / "ref"), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
+    np.testing.assert_allclose(a, b, atol=1e-4)

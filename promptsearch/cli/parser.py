@@ -238,15 +238,18 @@ def _train_flags(p, out: str) -> None:
     g.add_argument("--dataset", default=DEV_SET, help="dev set for choosing the best checkpoint (default stsb-dev; any data set)")
     g.add_argument("--train-batch-size", type=at_least(2), default=None,
                    help="sentences per step (at least 2: the other sentences of a batch are the negatives)")
-    g.add_argument("--lr", type=positive, default=None)
+    g.add_argument("--lr", type=positive, default=None,
+                   help="learning rate (default: finetune 1e-5 unsup, 5e-5 sup, decayed linearly to 0; optiprompt 3e-3)")
     g.add_argument("--max-seq-length", type=at_least(1), default=32, help="sentence tokens kept per example")
     g.add_argument("--eval-steps", type=at_least(1), default=None, help="evaluate on STS-B dev every N steps")
     g.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole batch at once)")
     g.add_argument("--micro-tokens", type=at_least(1), default=None, metavar="N", help="micro-batches filled to N sentence tokens, in length order (rows at most --micro-batch)")
-    g.add_argument("--seed", type=at_least(0), default=42)
+    g.add_argument("--seed", type=at_least(0), default=42,
+                   help="seed of the batch order and dropout; the same seed and settings give the same run (default 42)")
     g.add_argument("--seeds", default=None, metavar="S1,S2,...",
                    help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
-    g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed")
+    g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed (by a run of the "
+                   "same settings; finetune refuses other settings)")
     g.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in --out and start over")
     g.add_argument("--keep-checkpoint", action="store_true", help="keep the resume checkpoint (OUT/resume/) when training "
                    "ends (default: removed, so OUT holds the trained model alone)")
@@ -281,15 +284,20 @@ def _train(sub) -> None:
 
     f = _command(sub, "finetune", "train:cmd_finetune", help="prompt-based contrastive fine-tuning with template denoising (unsup or sup NLI)")
     _train_flags(f, "runs/finetune")
-    f.add_argument("--mode", choices=["unsup", "sup"], default="unsup")
+    f.add_argument("--mode", choices=["unsup", "sup"], default="unsup",
+                   help="unsup: two views of each sentence of --train-file (two templates, or one with dropout), "
+                        "in-batch negatives; sup: NLI triplets (default unsup)")
     f.add_argument("--templates", metavar="RESULTS", help="a search's results JSON: unsup takes its top-2, sup its best")
     f.add_argument("--template", action="append", help="a template (repeatable; unsup uses two)")
     f.add_argument("--readout", choices=READOUTS, default=None, help="train this read-out of the templates' passes (mask: "
                    "[MASK], the default; mean, sentence-mean, cls: pooled; default with --templates: the file's answer's)")
     f.add_argument("--template-dir", help="an optiprompt output directory (its template and vectors)")
     f.add_argument("--no-denoise", dest="denoise", action="store_false", help="don't subtract template biases")
-    f.add_argument("--epochs", type=positive, default=1.0)
-    f.add_argument("--max-steps", type=at_least(1), default=None)
+    f.add_argument("--epochs", type=positive, default=1.0,
+                   help="passes over the training data (default 1; may be a fraction); the run says its steps and, "
+                        "after the first, about how long it takes")
+    f.add_argument("--max-steps", type=at_least(1), default=None,
+                   help="train this many steps instead of --epochs (a resumed run may be given more)")
 
 
 def build_parser() -> Parser:

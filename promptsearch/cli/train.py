@@ -10,6 +10,8 @@ from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
 from ..search.results import Results
 from ..library import default_template
+from ..template import quote
+from ..errors import PromptSearchError
 from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
 from ..representation import is_mask
@@ -69,7 +71,13 @@ def cmd_finetune(args) -> int:
     best = searched.best if searched else None
     for note in searched.trust_notes(args.model) if searched else []:
         print(f"note: {note}", file=sys.stderr)
-    if best is not None and best.readout and not best.members and args.readout is None and not (args.template or args.template_dir):
+    own = bool(args.template or args.template_dir)
+    if best is not None and best.members and any(m.readout for m in best.members) and args.readout is None and not own:
+        # a mixed or pooled ensemble: no one read-out trains it, and its best [MASK] template is not what was chosen
+        raise PromptSearchError(f"{args.templates}'s answer {quote(best.key)} is an ensemble with a pooled member; finetune "
+                                "trains one representation, not an ensemble: pass --readout mask to train the file's best "
+                                "[MASK] template(s), or --template T (with --readout) for one of its members")
+    if best is not None and best.readout and not best.members and args.readout is None and not own:
         # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
         readout, layer, soft = best.readout, None, None
         templates = [best.template] * (2 if args.mode == "unsup" else 1)
@@ -87,11 +95,14 @@ def cmd_finetune(args) -> int:
         data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
         enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
-        if i == 0:
-            print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates), file=sys.stderr)
         cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
                              readout=readout, **_config(args, seed))
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args)), cfg, out, len(seeds) > 1))
+
+        def announce(views: str, first: bool = i == 0) -> None:  # said once the run is past its checks
+            if first:
+                print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates) + f"\n{views}", file=sys.stderr)
+
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args), announce), cfg, out, len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
 
 

@@ -19,12 +19,23 @@ from ..fileio import atomic_replace, atomic_write
 CONFIG_NAME = "promptsearch.json"
 FORMAT = "promptsearch.trained/1"
 SOFT_PROMPT_NAME = "soft_prompt.safetensors"
+UNFINISHED = "UNFINISHED"  # in a folder finetune is still training (or was stopped in): its model is a checkpoint
+
+
+def check_finished(directory) -> None:
+    """One-line error for a folder whose fine-tuning run has not finished: its model is the best checkpoint so
+    far (at first the untrained start), not the run's result."""
+    d = Path(directory)
+    if (d / UNFINISHED).is_file():
+        raise PromptSearchError(f"{d} holds a finetune run that has not finished (its model is a checkpoint, perhaps "
+                                "the untrained start): re-run that finetune command to finish it, or pass a finished folder")
 
 
 def read_config(directory) -> dict | None:
     p = Path(directory) / CONFIG_NAME
     if not p.is_file():
         return None
+    check_finished(directory)
     try:
         d = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

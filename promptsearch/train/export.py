@@ -131,7 +131,7 @@ def _dense_files(module, folder: Path) -> None:
     pytorch_model.bin and model.safetensors."""
     from safetensors.torch import save_file
 
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # written again at each better fine-tuning checkpoint
     act = module.activation_function
     cfg = {"in_features": module.in_features, "out_features": module.out_features, "bias": module.linear.bias is not None,
            "activation_function": f"{type(act).__module__}.{type(act).__name__}"}
@@ -180,7 +180,7 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
         if name == "Dense":
             _dense_files(m, folder / path)
         else:
-            (folder / path).mkdir()
+            (folder / path).mkdir(exist_ok=True)  # a fine-tuning run writes its folder again at each better checkpoint
             m.save(str(folder / path))
         modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
     prompt = k.prompt or ""
@@ -225,7 +225,9 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
     from ..model.loading import check_model_path
+    from ..model.saved import check_finished
 
+    check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
     if stack.pooling_index != 0:
         raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "

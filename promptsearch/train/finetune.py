@@ -12,6 +12,7 @@ Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch fine
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
@@ -19,11 +20,12 @@ from pathlib import Path
 import torch
 
 from ..encoding import PromptEncoder
-from ..template import Template
-from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
+from ..errors import PromptSearchError, note, worded
+from ..template import Template, quote
+from .loop import (PENDING, Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
                    end_checkpoint, sentences_per_second, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
-from ..model.saved import write_config
+from ..model.saved import UNFINISHED, write_config
 from ..representation import Representation, is_mask
 from .export import public, write_modules, write_sentence_transformers_files
 from .step import Step, train_step
@@ -65,15 +67,17 @@ class FinetuneConfig(TrainConfig):
                     self.micro_batch, self.micro_tokens, self.layer, self.readout)
 
 
-def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, run: TrainRun = TrainRun()) -> dict:
+def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name: str, run: TrainRun = TrainRun(),
+             announce=None) -> dict:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
-    resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``."""
+    resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``.
+    ``announce(views)``: called with :func:`views_note`'s line once the run is past its checks (a checkpoint of
+    other settings, views that cannot differ), before anything is written."""
     from accelerate import Accelerator
 
     acc = Accelerator()
     out = Path(out_dir)
-    if acc.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
+    views = views_note(enc, cfg)  # identical views with no dropout would train nothing: refused before anything is written
     set_seed(cfg.seed)
     prompt = enc.prompt.to(acc.device)
     for p in prompt.encoder.parameters():
@@ -82,32 +86,48 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     steps_per_epoch = max(len(data) // cfg.batch_size, 1)
     total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
-    wrapped, opt = acc.prepare(prompt, opt)
     dev = DevEval(enc, run.dev_dataset, run.data)
+    settings = run_settings(enc, cfg, dev, data)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
     ckpt = checkpoint_path(out, CHECKPOINT)
     ck = Checkpoint.load(ckpt) if run.resume else None
+    if ck is not None:
+        check_resumable(ck, settings, out)
+    if announce is not None:
+        announce(views)
+    wrapped, opt = acc.prepare(prompt, opt)
+    if acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        mark_unfinished(out)
     saved = ck and ck.resume(FinetuneState, templates=cfg.templates, mode=cfg.mode, layer=cfg.layer)
     if saved:
         acc.unwrap_model(wrapped).encoder.load_state_dict(saved.model)
         opt.load_state_dict(saved.optimizer)
         sched.load_state_dict(saved.scheduler)
         start, best, start_score, cfg.history = ck.step, ck.best, saved.start_score, ck.history
+    t_start = None
     if start_score is None:
+        t0 = time.time()
         start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
+        t_start = time.time() - t0
+        t_start = t_start if t_start > 0.5 else None  # below that it came from the score cache: no measure of a pass
         cfg.history.append({"step": 0, "dev": round(start_score, 4)})
         if acc.is_main_process:
             save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": run.dev_dataset})
+    if acc.is_main_process:
+        note(plan_line(cfg, total, start, len(data), run.dev_dataset))
     wrapped.train()
     trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
-                         start_score)
-    progress = Progress(start, best, cfg.history)
+                         start_score, settings)
+    trainee.estimate = (total - start, total // cfg.eval_steps - start // cfg.eval_steps + (total % cfg.eval_steps > 0), t_start)
+    progress = Progress(start, best, cfg.history, ck.trainee.get(PENDING) if saved else None)
     secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, run.data.show_progress_bar)
     best = progress.best
     wrapped.eval()
     if acc.is_main_process:
         end_checkpoint(ckpt, run.keep_checkpoint)
+        (out / UNFINISHED).unlink(missing_ok=True)  # the folder now holds the run's result
     return {"dev_set": run.dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
@@ -126,15 +146,22 @@ class FinetuneState(TraineeState):
     scheduler: dict[str, Any]
     start_score: float
     layer: int | None = None  # absent in checkpoints from before read-out layers: the last
+    readout: str | None = None  # a pooled read-out trained (absent in checkpoints from before they were: [MASK])
+    settings: dict | None = None  # what changes the run's numbers (run_settings); absent in older checkpoints
 
 
 class _Finetunee(Trainee):
     """Prompt-contrastive fine-tuning in the one loop: the whole encoder trained (under accelerate),
     the best weights saved as a model folder."""
 
-    def __init__(self, enc, cfg: FinetuneConfig, acc, parts: tuple, dev: DevEval, save, start_score: float):
-        """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder."""
+    atomic_update = True  # update() applies a step whole or not at all: an interrupt is checkpointed at the last step
+
+    def __init__(self, enc, cfg: FinetuneConfig, acc, parts: tuple, dev: DevEval, save, start_score: float,
+                 settings: dict | None = None):
+        """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder;
+        ``settings``: what changes the numbers (:func:`run_settings`), kept in the checkpoint."""
         self.enc, self.cfg, self.acc, self.dev, self.save, self.start_score = enc, cfg, acc, dev, save, start_score
+        self.settings, self.estimate = settings, None
         self.wrapped, self.opt, self.sched = parts
         self.local_bs = max(cfg.batch_size // acc.num_processes, 1)
         self.desc, self.is_main = f"finetune ({cfg.mode})", acc.is_main_process
@@ -142,11 +169,22 @@ class _Finetunee(Trainee):
     def step(self, items) -> torch.Tensor:
         acc, bs = self.acc, self.local_bs
         items = items[acc.process_index * bs : (acc.process_index + 1) * bs]
-        loss = train_step(self.enc, self.cfg.step, items, acc.backward, lambda: acc.no_sync(self.wrapped), prompt=self.wrapped)
+        return train_step(self.enc, self.cfg.step, items, acc.backward, lambda: acc.no_sync(self.wrapped), prompt=self.wrapped)
+
+    def update(self) -> None:
         self.opt.step()
         self.sched.step()
         self.opt.zero_grad()
-        return loss
+
+    def first_step(self, seconds: float, loss: torch.Tensor) -> None:
+        if self.estimate is None or not self.is_main:
+            return
+        import sys
+
+        from tqdm.auto import tqdm
+
+        steps, evals, t_eval = self.estimate
+        tqdm.write(worded(estimate_line(seconds, steps, evals, t_eval)), file=sys.stderr)  # above the progress bar
 
     def evaluate(self) -> float:
         cfg = self.cfg
@@ -158,11 +196,113 @@ class _Finetunee(Trainee):
     def state(self) -> FinetuneState:
         cfg = self.cfg
         return FinetuneState(cfg.templates, cfg.mode, self.acc.unwrap_model(self.wrapped).encoder.state_dict(),
-                             self.opt.state_dict(), self.sched.state_dict(), self.start_score, cfg.layer)
+                             self.opt.state_dict(), self.sched.state_dict(), self.start_score, cfg.layer, cfg.readout,
+                             self.settings)
 
     def after_eval(self) -> None:
         self.acc.wait_for_everyone()
         self.wrapped.train()
+
+
+# What a resumed run must share with the checkpoint's (else its start, best and history are another run's), and
+# how a refusal names each.
+SETTINGS = {"model": "model (weights)", "mode": "mode", "templates": "templates", "layer": "read-out layer",
+            "readout": "read-out", "denoise": "denoise setting", "dev_set": "dev set", "dev_data": "dev set's pairs",
+            "train_data": "training data", "lr": "learning rate", "batch_size": "batch size", "seed": "seed",
+            "temperature": "temperature", "max_seq_length": "max sequence length"}
+
+
+def corpus_fingerprint(data) -> str:
+    """A short hash of the training data: its length and up to 1,000 rows spread over it (a memory-mapped
+    corpus of millions of lines is not read whole for this)."""
+    import hashlib
+    import json
+
+    from .loop import take
+
+    n = len(data)
+    idx = sorted({int(i * n / 1000) for i in range(min(n, 1000))})
+    return hashlib.sha1(json.dumps([n, take(data, idx)], ensure_ascii=False, default=str).encode("utf-8")).hexdigest()[:12]
+
+
+def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
+    """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
+    from ..model import model_fingerprint
+    from ..search.scorer import data_fingerprint
+
+    return {"model": model_fingerprint(enc.model), "mode": cfg.mode, "templates": list(cfg.templates), "layer": cfg.layer,
+            "readout": cfg.readout, "denoise": cfg.denoise, "dev_set": dev.dataset,
+            "dev_data": data_fingerprint(dev.evaluator.data), "train_data": corpus_fingerprint(data), "lr": cfg.lr,
+            "batch_size": cfg.batch_size, "seed": cfg.seed, "temperature": cfg.temperature,
+            "max_seq_length": cfg.max_seq_length}
+
+
+def check_resumable(ck: Checkpoint, settings: dict, out: Path) -> None:
+    """A fine-tuning checkpoint in ``out`` is resumed only by the run it belongs to: one line naming the first
+    setting that differs otherwise (as a search refuses its results file). Checkpoints of earlier versions, which
+    did not record the settings, are checked on what they hold (templates, mode, layer, read-out)."""
+    saved = FinetuneState.from_dict(ck.trainee)
+    if saved is None:
+        return  # another trainer's checkpoint: not resumed (start anew, as before)
+    old = saved.settings or {"mode": saved.mode, "templates": list(saved.templates), "layer": saved.layer,
+                             "readout": saved.readout}
+    for k, label in SETTINGS.items():
+        if k in old and old[k] != settings[k]:
+            what = "" if k in ("dev_data", "train_data", "model") else f" ({old[k]!r} there, {settings[k]!r} now)"
+            raise PromptSearchError(f"{out} holds a finetune checkpoint (step {ck.step}) trained with another {label}{what}, "
+                                    "whose start, best and history are not this run's: pass another out=, or "
+                                    "no_resume=True to start over in it")
+
+
+def mark_unfinished(out: Path) -> None:
+    """Mark ``out`` as holding a run that has not finished (removed when it does): the model there is the best
+    checkpoint so far, which promptsearch refuses to score or load (:func:`~promptsearch.model.saved.read_config`)."""
+    from ..fileio import atomic_write
+
+    atomic_write(out / UNFINISHED, "promptsearch finetune has not finished training this folder: the model here is "
+                 "its best checkpoint so far. Re-run the same finetune command to resume it.\n")
+
+
+def views_note(enc: PromptEncoder, cfg: FinetuneConfig) -> str:
+    """Which views unsup training compares, and why they differ; one-line error when they would not (the same
+    input twice in a model without dropout: the loss would teach nothing)."""
+    if cfg.mode != "unsup":
+        return "views: premise, entailment (positive) and contradiction (hard negative), one template"
+    p = max((m.p for m in enc.encoder.modules() if isinstance(m, torch.nn.Dropout)), default=0.0)
+    k = quote(Representation.of(cfg.templates[0], None if cfg.readout else cfg.layer, cfg.readout).text)
+    if cfg.templates[0] != cfg.templates[-1]:
+        return (f"views: two templates of each sentence (PromptBERT's objective), dropout {p:g}"
+                + ("" if cfg.readout else ", each less its template bias" if cfg.denoise else ""))
+    if p <= 0:
+        raise PromptSearchError(f"unsup fine-tuning of {k} compares the same input twice, and this model has no dropout "
+                                "to make the two views differ: the loss would teach nothing; give two templates "
+                                "(template= twice), or use mode='sup'")
+    return f"views: {k} twice, made to differ by the model's dropout ({p:g}; SimCSE's unsupervised objective)"
+
+
+def _duration(seconds: float) -> str:
+    m = round(seconds / 60)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{m} min" if m < 90 else f"{m // 60} h {m % 60:02d} min"
+
+
+def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str) -> str:
+    """How long the run is, said before it starts."""
+    from ..data import TASK_NAMES
+
+    epochs = total * cfg.batch_size / max(n, 1)
+    e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
+    return (f"{total} steps of {cfg.batch_size} sentences ({e} epoch{'' if e == '1' else 's'} of {n:,}), "
+            f"{TASK_NAMES.get(dev_set, dev_set)} scored every {cfg.eval_steps} steps"
+            + (f"; resuming at step {start}" if start else ""))
+
+
+def estimate_line(step_seconds: float, steps: int, evals: int, eval_seconds: float | None) -> str:
+    """The run's length estimated from its first step (and the start's dev evaluation, when it was computed)."""
+    rest = step_seconds * steps + (evals * eval_seconds if eval_seconds else 0.0)
+    many = "s" if evals != 1 else ""
+    evals_part = f" and {evals} dev evaluation{many} of {eval_seconds:.0f} s" if eval_seconds else \
+        f" plus {evals} dev evaluation{many}" if evals else ""
+    return f"first step {step_seconds:.2g} s: about {_duration(rest)} for {steps} steps{evals_part}"
 
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
@@ -190,7 +330,6 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
     vectors come along: returned as the second value), then the given ones, then the best of a
     search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both). A
     search's chosen ensemble gives its members; its read-out layer is the third value (None: the last)."""
-    from ..errors import PromptSearchError
     from ..search.results import top_templates
 
     chosen, layer = [Template.parse(t).text for t in templates], None
@@ -226,8 +365,6 @@ def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=Non
     """The encoder to fine-tune: a masked LM (one-line error for a causal LM), with an OptiPrompt
     run's vectors (``soft``, from :func:`choose_templates`) on its template."""
     if enc.model.causal:
-        from ..errors import PromptSearchError
-
         raise PromptSearchError(f"{model_name} is a causal LM; fine-tuning covers masked LMs (for a causal LM: "
                                 "optiprompt, which trains only the template's vectors)")
     if soft is not None:

@@ -5,8 +5,9 @@ resumable checkpoints (:class:`Checkpoint`)."""
 from __future__ import annotations
 
 import random
+import signal
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -276,6 +277,15 @@ class Trainee:
     def after_eval(self) -> None:
         """After each evaluation, on every process (synchronise, back to training mode)."""
 
+    atomic_update = False  # True: step() only computes gradients and update() applies them, so that an interrupt
+    # is checkpointed at the last whole step (train_loop runs update() with Ctrl-C held back)
+
+    def update(self) -> None:
+        """Apply a step's gradients (optimizer and schedule), when ``atomic_update``."""
+
+    def first_step(self, seconds: float, loss: torch.Tensor) -> None:
+        """After the first step a run takes (``seconds`` of wall time): say how long the run will be."""
+
     def record(self, done: int, loss: torch.Tensor, score: float) -> dict:
         """The history's row for an evaluation after step ``done``."""
         return {"step": done, "loss": round(float(loss), 4), "dev": round(score, 4)}
@@ -303,6 +313,31 @@ class Progress:
     step: int = 0
     best: float = float("-inf")
     history: list = field(default_factory=list)
+    pending_loss: float | None = None  # an interrupt came before step ``step``'s dev evaluation: its loss (run it first)
+
+
+PENDING = "pending_eval_loss"  # a checkpoint's trainee part: the loss of its step, whose evaluation an interrupt stopped
+
+
+@contextmanager
+def interrupts_held():
+    """Ctrl-C and SIGTERM wait until the block is done (a step applied whole, a checkpoint written whole), then
+    reach the handler they would have reached (Python's for Ctrl-C and the CLI's for SIGTERM raise
+    KeyboardInterrupt). A signal ignored or left to the system, and any outside the main thread, is left alone."""
+    came: list[tuple[int, object]] = []
+    before = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with suppress(ValueError):  # not the main thread
+            if callable(signal.getsignal(sig)):
+                before[sig] = signal.signal(sig, lambda signum, frame: came.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if came:
+            signum, frame = came[0]
+            before[signum](signum, frame)
 
 
 def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | None, progress: Progress,
@@ -313,24 +348,58 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
     t0, evaluating, last = time.time(), 0.0, None  # training time is the wall time less the dev evaluations
     bar = tqdm(total=schedule.total, initial=progress.step, desc=trainee.desc, unit="step",
                disable=show_progress_bar is False or not trainee.is_main)
-    for step, items in schedule.batches(data, progress.step):
-        if step >= schedule.total:
-            break
-        loss = trainee.step(items)
-        done = step + 1
-        evaluate = done % schedule.eval_steps == 0 or done == schedule.total
-        if evaluate:
-            t_eval = time.time()
-            if trainee.is_main:
-                last = trainee.evaluate()
+    whole, saved = progress.step, progress.step  # steps applied whole; steps the checkpoint holds
+    after, loss = None, None  # the random generators after the last whole step; its loss
+
+    def due(done: int) -> bool:
+        return done % schedule.eval_steps == 0 or done == schedule.total
+
+    def evaluate_at(done: int, loss) -> None:
+        nonlocal last, evaluating, saved
+        t_eval = time.time()
+        if trainee.is_main:
+            last = trainee.evaluate()
+            with interrupts_held():
                 progress.history.append(trainee.record(done, loss, last))
                 if last > progress.best:
                     progress.best = last
                     trainee.keep(done, last)
                 if checkpoint is not None:
                     Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
-            trainee.after_eval()
-            evaluating += time.time() - t_eval
-        log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)
-    bar.close()
+                    saved = done
+        trainee.after_eval()
+        evaluating += time.time() - t_eval
+
+    try:
+        if progress.pending_loss is not None and progress.step:  # the evaluation an interrupt stopped comes first
+            saved = -1  # (should this one be interrupted too, it stays pending)
+            loss = torch.tensor(progress.pending_loss)
+            evaluate_at(progress.step, loss)
+        for step, items in schedule.batches(data, progress.step):
+            if step >= schedule.total:
+                break
+            t_step = time.time()
+            loss = trainee.step(items)
+            done = step + 1
+            if trainee.atomic_update:
+                with interrupts_held():
+                    trainee.update()
+                    whole, after = done, rng_state()
+            if step == progress.step:  # the first step this run takes, waited for on the device: its whole time
+                float(loss)
+                trainee.first_step(time.time() - t_step, loss)
+            evaluate = due(done)
+            if evaluate:
+                evaluate_at(done, loss)
+            log_progress(bar, done, loss, last, progress.best, schedule.total, evaluate)
+    except KeyboardInterrupt:
+        if trainee.atomic_update and trainee.is_main and checkpoint is not None and whole != saved and whole > 0:
+            with interrupts_held():  # the steps since the last evaluation are kept: a resumed run goes on from them
+                state = trainee.state().to_dict()
+                if due(whole):  # its evaluation did not finish: the resumed run runs it first
+                    state[PENDING] = float(loss)
+                Checkpoint(whole, progress.best, progress.history, after or rng_state(), state).save(checkpoint)
+        raise
+    finally:
+        bar.close()
     return time.time() - t0, evaluating
