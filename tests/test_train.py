@@ -172,6 +172,9 @@ def test_finetune_saves_loads_and_exports_to_sentence_transformers(tiny_bert_dir
     assert not list(out.rglob("*.pt")) and not (out / "resume").exists()  # finished: the model alone, no resume state
     saved = json.loads((out / "promptsearch.json").read_text())
     assert saved["template"] == PAPER_T and saved["denoise"] is True and saved["finetune"]["mode"] == mode
+    # read by all like any folder (safetensors writes 0600), with a model card naming the base model
+    assert {f.stat().st_mode & 0o777 for f in out.rglob("*") if f.is_file()} == {0o644}
+    assert "base model: `tiny`" in (out / "README.md").read_text()
     loaded = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False)
     probe = sentences[200:230]
     got = loaded.encode(probe)

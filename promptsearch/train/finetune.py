@@ -27,7 +27,7 @@ from .loop import (PENDING, Checkpoint, DevEval, Progress, Trainee, TraineeState
 from ..model.loading import _quiet_transformers
 from ..model.saved import UNFINISHED, write_config
 from ..representation import Representation, is_mask
-from .export import public, write_modules, write_sentence_transformers_files
+from .export import mask_model_card, public, write_modules, write_sentence_transformers_files
 from .step import Step, train_step
 
 CHECKPOINT = "finetune-checkpoint.pt"
@@ -320,9 +320,10 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
     k = Representation.of(cfg.templates[0], readout=cfg.readout)
     if not cfg.readout:  # a [MASK] read-out: a sentence-transformers folder with promptsearch's module (trust_remote_code)
         write_sentence_transformers_files(out)
+        (Path(out) / "README.md").write_text(mask_model_card(k, model_name, cfg.mode), encoding="utf-8")
     elif k.prompt is not None:  # a pooled prompt: a plain sentence-transformers folder of the model's stack, trained
         write_modules(Path(out), enc.model.stack(), k, enc.pooled_max_length, model_name)
-        public(Path(out))
+    public(Path(out))  # safetensors writes its file 0600: the folder is read like any other
 
 
 def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):
