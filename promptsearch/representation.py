@@ -4,7 +4,7 @@ A :class:`Representation` is a template (or a sentence-transformers prompt: ``qu
 one way — its [MASK] state (a causal LM's last-token state), at ``layer`` when not the last; or its
 pass pooled by ``readout`` — or an ``ensemble`` of such members. It is built where text or a folder
 enters (:meth:`Representation.parse`, :meth:`Representation.of`,
-:func:`promptsearch.model.own.own_representation`) and passed down as an object; :attr:`~Representation.text`
+:meth:`promptsearch.encoding.encoder.PromptEncoder.own_representation`) and passed down as an object; :attr:`~Representation.text`
 writes the key a results file and the command line use (``T``, ``T @layer L``, ``P[X] @mean``,
 ``A + B``). This module alone reads and writes that text, and alone compares read-out names.
 

@@ -283,6 +283,40 @@ def test_eval_without_a_template_is_the_folders_own_representation(tiny_roberta_
         enc.own_representation()))
 
 
+def test_a_folder_promptsearch_trained_reads_as_what_it_was_trained_with(tiny_bert_dir, tmp_path, capsys):
+    """A fine-tuned [MASK] folder (promptsearch's module: sentence-transformers loads it only with trust_remote_code):
+    its own representation is the one it was trained and saved with, so eval with no template gives eval
+    --template-dir's number and a search scores it first; its pooled read-outs are sentence-transformers' default
+    stack for the checkpoint inside it. (eval and every search on such a folder stopped with 'sentence-transformers
+    cannot read' before.)"""
+    from sentence_transformers import SentenceTransformer
+
+    from promptsearch.train.finetune import FinetuneConfig, finetune
+    from promptsearch.train.loop import TrainRun
+
+    out, t = tmp_path / "ft", "[X] means [MASK] ."
+    finetune(make_encoder(tiny_bert_dir), SENTS[:32], FinetuneConfig(mode="unsup", templates=[t, "[X] is [MASK] ."],
+             lr=1e-3, batch_size=16, micro_batch=8, max_steps=2, eval_steps=2), out, "tiny", TrainRun(resume=False))
+    capsys.readouterr()
+    argv = ["--tasks", "sts16", "--no-bf16", "-q", "--json"]
+    assert main(["eval", "--template-dir", str(out), *argv]) == 0
+    want = json.loads(capsys.readouterr().out)["sts16"]
+    assert main(["eval", "--model", str(out), *argv]) == 0
+    assert json.loads(capsys.readouterr().out)["sts16"] == want
+    enc = make_encoder(out)
+    assert enc.own_representation() == Representation.parse(t)
+    st = SentenceTransformer(str(out), device="cpu", trust_remote_code=True)  # what its module computes
+    assert_same_similarities(enc.encode(SENTS[:40]), st.encode(SENTS[:40]))
+    plain = SentenceTransformer(str(tiny_bert_dir), device="cpu")  # the checkpoint's default stack, trained weights
+    plain[0].auto_model.load_state_dict(enc.encoder.state_dict(), strict=False)  # (no pooler in an MLM)
+    assert_same_similarities(enc.encode(SENTS[:40], rep=PromptPool("a [X]", "mean")), plain.encode(SENTS[:40], prompt="a "))
+    res = tmp_path / "r.json"
+    assert main(["score", "--model", str(out), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top", "0",
+                 "--out", str(res), "-q", "[X] is [MASK] ."]) == 0
+    d = json.loads(res.read_text())
+    assert d["x_baseline"]["key"] == t and "trained with" in d["x_baseline"]["reads"]
+
+
 def test_a_t5_encoder_folder_loads_as_an_encoder(tiny_t5_encoder_dir, capsys):
     enc = make_encoder(tiny_t5_encoder_dir)
     assert type(enc.encoder).__name__ == "T5EncoderModel"

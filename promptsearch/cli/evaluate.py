@@ -51,7 +51,7 @@ def cmd_eval(args) -> int:
     res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
     aniso = anisotropy(enc, [rep])[rep] if args.anisotropy else None
     if not args.json:
-        said = f" (the model's own: {enc.model.stack().describe()})" if own else ""
+        said = f" (the model's own: {enc.describe_own()})" if own else ""
         print(f"model: {_loaded(args)}   representation: {rep.label}{said}   ({time.time() - t0:.1f}s)")
     print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))
     return 0

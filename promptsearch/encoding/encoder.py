@@ -312,13 +312,28 @@ class PromptEncoder:
 
     def own_representation(self) -> Representation:
         """The model's own representation: what ``SentenceTransformer(model).encode(sentences)`` computes (its
-        folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint)."""
-        return self.model.stack().own()
+        folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint); for a folder
+        promptsearch trained, the representation it was trained and saved with (:meth:`folder_representation`:
+        what its sentence-transformers module computes)."""
+        trained = self.folder_representation()
+        return trained[0] if trained is not None else self.model.stack().own()
 
-    def own_rep(self) -> PromptPool:
-        """:meth:`own_representation` as the encoder computes it."""
+    def own_rep(self) -> Rep:
+        """:meth:`own_representation` as the encoder computes it (a trained folder's denoised as it was saved)."""
+        trained = self.folder_representation()
+        if trained is not None:
+            k, denoise = trained
+            return _rep(k.template, denoise, k.readout, layer=k.layer)
         k = self.own_representation()
         return PromptPool(k.template, k.readout)
+
+    def describe_own(self) -> str:
+        """What :meth:`own_representation` read, in words."""
+        trained = self.folder_representation()
+        if trained is not None:
+            k, denoise = trained
+            return f"the representation it was trained with, {k.text}{' (denoised)' if denoise else ''}"
+        return self.model.stack().describe()
 
     def resolve(self, r: Rep) -> Rep:
         """The representation ready for this model: a Ditto head checked against its shape,

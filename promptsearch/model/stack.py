@@ -19,9 +19,11 @@ names the module, never replaced by something else.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -144,6 +146,30 @@ def _has_meta_weights(modules) -> bool:
     return any(p.device.type == "meta" for m in modules for p in list(m.parameters()) + list(m.buffers()))
 
 
+def _promptsearch_module(path: str) -> bool:
+    """Whether ``path``'s modules.json names promptsearch's own module (a fine-tuned or OptiPrompt folder that
+    reads the [MASK] state: sentence-transformers loads it only with trust_remote_code)."""
+    try:
+        modules = json.loads((Path(path) / "modules.json").read_text(encoding="utf-8"))
+        return any(str(m.get("type", "")).startswith("promptsearch.") for m in modules)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _checkpoint_view(path: str):
+    """A temporary folder that links every file of ``path`` but its sentence-transformers files: what
+    sentence-transformers reads as the plain checkpoint, giving its default stack for it (the pooled
+    read-outs of a folder whose own module is promptsearch's)."""
+    import tempfile
+
+    view = tempfile.TemporaryDirectory(prefix="promptsearch-view-")
+    skip = {"modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "README.md"}
+    for f in Path(path).iterdir():
+        if f.name not in skip:
+            (Path(view.name) / f.name).symlink_to(f.resolve())
+    return view
+
+
 def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
@@ -158,16 +184,22 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
             saved = load_file_path(path, "modules.json", local_files_only=True) is not None
         except Exception:  # noqa: BLE001 - a hub id not in the cache: sentence-transformers says below
             saved = False
+        view = _checkpoint_view(path) if saved and _promptsearch_module(path) else None
         try:
-            st = SentenceTransformer(path, device="cpu", model_kwargs={"device_map": "meta"} if encoder is not None else None)
+            where = view.name if view is not None else path
+            st = SentenceTransformer(where, device="cpu", model_kwargs={"device_map": "meta"} if encoder is not None else None)
             mods = list(st.children())
             if encoder is not None and _has_meta_weights(mods[1:]):  # a Dense: read the folder in full
-                st = SentenceTransformer(path, device="cpu")
+                st = SentenceTransformer(where, device="cpu")
                 mods = list(st.children())
         except Exception as exc:  # noqa: BLE001 - whatever sentence-transformers raises, one line
             raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: {first_line(exc, 200)}); "
                              "its pooled read-outs and its own representation need a folder sentence-transformers "
                              "loads") from None
+        finally:
+            if view is not None:
+                view.cleanup()
+        saved = saved and view is None
     first, rest = mods[0], mods[1:]
     if not isinstance(first, Transformer):
         raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a Transformer; "

@@ -1,8 +1,8 @@
 """The model's own representation as every search's first candidate, and the rule that keeps it.
 
-Before a strategy runs, the model's own representation (:func:`promptsearch.model.own.own_representation`:
+Before a strategy runs, the model's own representation (:meth:`~promptsearch.encoding.encoder.PromptEncoder.own_representation`:
 what ``SentenceTransformer(model).encode`` computes, read from the model's sentence-transformers
-stack) is scored and put in the results. After it, the strategy's answer replaces it only when it is ahead by more than its
+stack; a folder promptsearch trained: what it was trained with) is scored and put in the results. After it, the strategy's answer replaces it only when it is ahead by more than its
 noise (``min_gain``; ``"auto"``: the paired-bootstrap standard error of the difference): a search
 never hands back something worse than using no prompt at all, and says plainly when nothing beat it.
 The spread of everything scored (min / median / max, and where the model's own representation
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.own import describe_own, own_representation
 from ..representation import Representation
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
 from .scorer import Scorer
@@ -22,9 +21,9 @@ from .state import Spread, Verdict
 
 def score_own(scorer: Scorer, results: Results) -> Representation:
     """Score the model's own representation into ``results`` (cached like any candidate); its key."""
-    model = scorer.encoder.model
-    key = results.add(scorer.score(own_representation(model)), "baseline").entry_key
-    results.baseline = Verdict(key, reads=describe_own(model))
+    enc = scorer.encoder
+    key = results.add(scorer.score(enc.own_representation()), "baseline").entry_key
+    results.baseline = Verdict(key, reads=enc.describe_own())
     results.save()
     return key
 
