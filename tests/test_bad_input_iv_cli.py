@@ -50,3 +50,42 @@ def test_a_vocabulary_with_a_lone_plus_is_refused_before_scoring(tiny_bert_dir, 
                                 "--no-cache", "-q", "--validate-top", "0", "--no-racing", "--max-steps", "2",
                                 "--out", str(out)]), "'+'", "vocab.json")
         assert not out.exists() and not list(tmp_path.glob("g.json*"))
+
+
+@pytest.fixture()
+def exported(tiny_bert_dir, tmp_path, capsys):
+    """A sentence-transformers folder written by export: '[X] @mean' of the tiny BERT."""
+    out = tmp_path / "exp"
+    assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(out)]) == 0
+    capsys.readouterr()
+    return out
+
+
+def test_an_exported_folder_as_template_dir_says_to_pass_it_as_the_model(exported, capsys):
+    """23. 'score --template-dir EXPORTED' said the folder has no promptsearch.json and to pass an optiprompt or
+    finetune folder; it now says it is a model folder and to pass it with --model (which reads it)."""
+    for cmd in (["score", "--dataset", "sts16", "--no-cache"], ["eval", "--tasks", "sts16"]):
+        _one_line(capsys, main([*cmd, "-q", "--template-dir", str(exported)]), "model folder", f"--model {exported}")
+    assert main(["eval", "--model", str(exported), "--tasks", "sts16", "-q", "--json"]) == 0  # what the line says works
+    assert "sts16" in capsys.readouterr().out
+
+
+def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, capsys):
+    """24. export of a results file whose chosen entry's score was edited (to 99.0) wrote the folder without a
+    word; it now notes that the score is not the one a search wrote (finetune already did)."""
+    import json
+
+    res = tmp_path / "r.json"
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top", "0",
+                 "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(res), "--out", str(tmp_path / "clean")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    d = json.loads(res.read_text())
+    d["templates"][-1]["spearman"] = 99.0
+    d["x_chosen"] = d["templates"][-1]["template"]
+    res.write_text(json.dumps(d))
+    assert main(["export", str(res), "--out", str(tmp_path / "edited")]) == 0
+    err = capsys.readouterr().err
+    assert "note:" in err and "99.00" in err and "edited by hand" in err, err
+    assert (tmp_path / "edited" / "modules.json").is_file()

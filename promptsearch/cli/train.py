@@ -134,6 +134,8 @@ def cmd_export(args) -> int:
             raise PromptSearchError(f"{args.results} holds no scored representation yet")
         if model and model != res.model:
             raise PromptSearchError(f"{args.results} was searched on model {res.model!r}, not {model!r}; drop --model")
+        for note in res.trust_notes():  # an entry edited by hand: exported, but not without a word
+            print(f"note: {note}", file=sys.stderr)
         model, k = res.model, res.best.entry_key
         scored = (res.numbers or {}).get("pooled_max_length")
         if length is not None and scored is not None and length != scored:
