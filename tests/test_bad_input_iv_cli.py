@@ -89,3 +89,18 @@ def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, caps
     err = capsys.readouterr().err
     assert "note:" in err and "99.00" in err and "edited by hand" in err, err
     assert (tmp_path / "edited" / "modules.json").is_file()
+
+
+@pytest.mark.parametrize("argv, close", [(["greedy", "--modle", "x"], "--model"),
+                                         (["score", "--valdate-top=3", "[X] means [MASK] ."], "--validate-top"),
+                                         (["eval", "--quite"], "--quiet")])
+def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, capsys):
+    """26. 'greedy --modle x' was refused by the top parser ('promptsearch: error: unrecognized arguments',
+    see 'promptsearch --help'); the command's parser now says it, with the close flag and its own --help."""
+    err = _one_line(capsys, main(argv), f"did you mean {close}?", f"promptsearch {argv[0]} --help")
+    assert err.startswith(f"promptsearch {argv[0]}: error: unrecognized arguments: ")
+
+
+def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
+    err = _one_line(capsys, main(["greedy", "--zzz"]), "unrecognized arguments: --zzz", "promptsearch greedy --help")
+    assert "did you mean" not in err
