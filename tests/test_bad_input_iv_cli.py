@@ -104,3 +104,17 @@ def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, ca
 def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
     err = _one_line(capsys, main(["greedy", "--zzz"]), "unrecognized arguments: --zzz", "promptsearch greedy --help")
     assert "did you mean" not in err
+
+
+def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """27. The precision line said 'bf16=True forces it' and held-out validation 'validate_top=0 skips it':
+    Python arguments on a command line. They now say '--bf16' and '--validate-top 0'."""
+    import promptsearch.encoding.batching as batching
+
+    monkeypatch.setattr(batching, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))  # the CPU whose line has the hint
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--device", "cpu",
+                 "--validate-top", "1", "--validate-on", "sts15", "--out", str(tmp_path / "r.json"), T2]) == 0
+    err = capsys.readouterr().err
+    assert "precision: fp32" in err and "--bf16 forces it" in err, err
+    assert "--validate-top 0 skips it" in err, err
+    assert "bf16=True" not in err and "validate_top=" not in err, err

@@ -38,7 +38,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
-    announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    announce = None if args.quiet else o.say
     if work:
         from ..search.distributed import WorkQueue
 
@@ -139,7 +139,7 @@ def cmd_worker(args) -> int:
                         cache=False, screening=spec["screening"], objective=spec["objective"])
         return scorer, model
 
-    log = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    log = None if args.quiet else o.say
     done = serve(args.storage, args.study_name, make_scorer, args.grace, args.wait, log)
     print(f"worker: {done} candidates scored")
     return 0

@@ -99,7 +99,7 @@ def cmd_train_head(args) -> int:
     """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
     sentences, counts = training_sentences(args.corpus, args.data_dir, args.wordnet_dir, args.max_sentences, args.seed)
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-    model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
+    model = head_model(args.model, args.device, log=o.say)
     cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
     if line := o.precision_line(args, model.word_embeddings.device):
         print(line, file=sys.stderr)
