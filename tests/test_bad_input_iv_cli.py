@@ -118,3 +118,32 @@ def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_d
     assert "precision: fp32" in err and "--bf16 forces it" in err, err
     assert "--validate-top 0 skips it" in err, err
     assert "bf16=True" not in err and "validate_top=" not in err, err
+
+
+def test_the_data_is_found_beside_the_checkout_from_another_folder(tmp_path, monkeypatch):
+    """28. Without --data-dir or $PROMPTSEARCH_DATA_DIR the data was looked for beside the current folder
+    only: run from another folder, a command failed though the data was where setup put it (the checkout's
+    ../shared/data)."""
+    from promptsearch import paths
+
+    shared = tmp_path / "shared" / "data"
+    (shared / "sts" / "STSBenchmark").mkdir(parents=True)
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path / "checkout", raising=False)
+    monkeypatch.delenv(paths.ENV_VAR, raising=False)
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "elsewhere" / "deeper")
+    assert paths.data_dirs() == ((shared / "sts").resolve(), (shared / "train").resolve())
+
+
+def test_a_missing_data_folder_names_every_place_looked(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    from promptsearch import paths
+
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path / "checkout", raising=False)
+    monkeypatch.delenv(paths.ENV_VAR, raising=False)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    err = _one_line(capsys, main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "sts16", "-q"]),
+                    "--data-dir", paths.ENV_VAR)
+    for place in (tmp_path / "shared" / "data" / "sts", tmp_path / "here" / "data" / "sts",
+                  tmp_path / "checkout" / "data" / "sts"):
+        assert str(place) in err, err

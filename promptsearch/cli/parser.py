@@ -94,7 +94,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
     g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; default: the shipped one)")
-    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
+    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR, or ../shared/data beside the current "
+                   "folder or the promptsearch checkout)")
     g.add_argument("--columns", default=None, metavar="A,B,SCORE", help="pair columns of a user data set (default: sentence1,sentence2,score)")
     g.add_argument("--subset-column", default=None, metavar="NAME", help="a column grouping a user data set's pairs into subsets")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device (default: cuda if any)")
