@@ -7,7 +7,7 @@ written where it refuses."""
 import pytest
 
 from promptsearch.cli import main
-from conftest import write_vocab
+from conftest import REPO, write_vocab
 
 T2 = "[X] means [MASK] ."
 
@@ -147,3 +147,17 @@ def test_a_missing_data_folder_names_every_place_looked(tiny_bert_dir, tmp_path,
     for place in (tmp_path / "shared" / "data" / "sts", tmp_path / "here" / "data" / "sts",
                   tmp_path / "checkout" / "data" / "sts"):
         assert str(place) in err, err
+
+
+def test_the_tui_without_a_terminal_is_one_line(tmp_path):
+    """18. 'tui < /dev/null > out.txt' ran forever at 50-100 % CPU writing terminal codes; without a terminal
+    it is now one line that says to run it in one, exit 2, at once."""
+    import subprocess
+
+    from conftest import run_cli
+
+    r = run_cli(["tui", "--results", str(tmp_path / "r.json")], timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                env={"PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr[-500:]
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "terminal" in r.stderr and "\x1b" not in r.stderr
+    assert r.stdout == "" and not any(tmp_path.iterdir())  # nothing left behind

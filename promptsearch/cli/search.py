@@ -151,8 +151,14 @@ def cmd_plot(args) -> int:
 
 
 def cmd_tui(args) -> int:
+    from ..errors import PromptSearchError
     from ..tui import PromptSearchApp
 
-    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
-                    mask_head=args.mlm_head, dataset=one_dataset(args.dataset)).run()
+    app = PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
+                          mask_head=args.mlm_head, dataset=one_dataset(args.dataset))
+    # Textual reads keys from stdin and draws on stderr: without a terminal there it would spin forever
+    if not all(f is not None and f.isatty() for f in (sys.__stdin__, sys.__stderr__)):
+        raise PromptSearchError("the TUI needs a terminal (its input or its error output is redirected or piped); run "
+                                "'promptsearch tui' in a terminal")
+    app.run()
     return 0
