@@ -4,6 +4,10 @@ typo'd flag, hints worded as flags, the data folder looked for beside the checko
 without a terminal or ended by SIGTERM — each one line with exit 2 (or the note it owes), nothing
 written where it refuses."""
 
+import os
+import signal
+import time
+
 import pytest
 
 from promptsearch.cli import main
@@ -161,3 +165,63 @@ def test_the_tui_without_a_terminal_is_one_line(tmp_path):
     assert r.returncode == 2, r.stderr[-500:]
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "terminal" in r.stderr and "\x1b" not in r.stderr
     assert r.stdout == "" and not any(tmp_path.iterdir())  # nothing left behind
+
+
+def _tui_in_a_terminal(tmp_path):
+    """``promptsearch tui`` on a pseudo-terminal (80x24): (process, master fd, read(until, seconds) -> bytes so far)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+
+    from conftest import spawn
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    p = spawn([sys.executable, "-m", "promptsearch", "tui", "--results", str(tmp_path / "r.json")],
+              {"PYTHONPATH": str(REPO)}, stdin=slave, stdout=slave, stderr=slave, text=False, cwd=tmp_path)
+    os.close(slave)
+    got = bytearray()
+
+    def read(until=None, seconds=120.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (until is not None and until in got):
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    chunk = b""
+                if not chunk:
+                    break
+                got.extend(chunk)
+            elif until is None and p.poll() is not None:
+                break
+        return bytes(got)
+
+    return p, master, read
+
+
+@pytest.mark.parametrize("sig, code, word", [("SIGTERM", 143, b"terminated"), ("SIGINT", 130, b"interrupted")])
+def test_the_tui_ended_by_a_signal_with_sigcont_is_one_line(tmp_path, sig, code, word):
+    """17. A SIGTERM to the TUI raised KeyboardInterrupt out of Textual's loop; a SIGCONT that came with it
+    (``timeout`` sends SIGTERM then SIGCONT; a stopped process gets both at once) ran Textual's resume handler
+    with no loop: two chained tracebacks, exit 1. Here the TUI is stopped, then sent the signal and SIGCONT:
+    the terminal is put back (the alternate screen left), one line, exit 143 (SIGINT: 130)."""
+    p, master, read = _tui_in_a_terminal(tmp_path)
+    try:
+        assert b"waiting for" in read(b"waiting for"), "the TUI did not draw within 120 s"
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        p.send_signal(getattr(signal, sig))
+        p.send_signal(signal.SIGCONT)
+        out = read(seconds=60)
+        assert p.wait(timeout=30) == code, out[-2000:]
+    finally:
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text and "Error" not in text, text[-2000:]
+    assert b"\x1b[?1049l" in out, "the terminal was not put back"  # Textual left the alternate screen
+    assert out.rstrip().endswith(b"promptsearch tui: " + word), out[-300:]
