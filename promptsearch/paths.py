@@ -56,9 +56,21 @@ def default_cache_path() -> Path:
     return cache_dir() / "scores.jsonl"
 
 
+# the folder holding the promptsearch package: a checkout's root (setup puts the data in ../shared/data beside it)
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def _candidates() -> list[Path]:
-    here = Path.cwd()
-    return [here / "../shared/data", here / "data", here / "../data"]
+    """Where the data is looked for without a flag or $PROMPTSEARCH_DATA_DIR: beside the current folder, then
+    beside the checkout promptsearch runs from (so a command run from another folder finds it), each once."""
+    places = [base / rel for base in (Path.cwd(), CHECKOUT) for rel in ("../shared/data", "data", "../data")]
+    seen, out = set(), []
+    for c in places:
+        key = os.path.normpath(c)
+        if key not in seen:
+            seen.add(key)
+            out.append(Path(key))
+    return out
 
 
 def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
@@ -81,10 +93,12 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
         if (p / "STSBenchmark").is_dir() or any((p / d).is_dir() for d in STS_FOLDERS):
             return p, p.parent / "train"
         raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the SentEval-layout STS data")
-    for c in _candidates():
+    looked = _candidates()
+    for c in looked:
         if (c / "sts" / "STSBenchmark").is_dir():
             return (c / "sts").resolve(), (c / "train").resolve()
-    raise DataError(f"no data directory: pass data_dir= or set {ENV_VAR} (e.g. ../shared/data/sts)")
+    raise DataError(f"no data directory: none of {', '.join(str(c / 'sts') for c in looked)} holds STSBenchmark/; "
+                    f"pass data_dir= or set {ENV_VAR} to the STS data folder")
 
 
 def sts_dir(data_dir=None) -> Path:

@@ -91,9 +91,13 @@ class Representation:
         (mean, sentence-mean, cls); with no prompt, ``sentence-MODE`` is ``MODE`` (there is no prompt to
         leave out, as in sentence-transformers)."""
         if is_mask(readout):
-            return cls(Template.parse(template).text, layer)
+            t = Template.parse(template)
+            if layer is not None:
+                _no_join(t.text, f"{t.text}{_LAYER}{layer}")
+            return cls(t.text, layer)
         pooling_of(readout)  # the name checked
         t = Template.parse(template)
+        _no_join(t.text, f"{t.text} @{readout}")
         if layer is not None:
             raise TemplateError(f"{quote(t.text)} @{readout} reads the last layer's states; a layer is read at [MASK]")
         if t.readout != "last" or t.pieces[1]:  # [MASK] in it, or text after [X]: promptsearch's own rendering
@@ -214,6 +218,14 @@ class Representation:
         if self.prompt is None:
             return "it has text after [X] (or a [MASK]): a sentence-transformers prompt goes before the sentence only"
         return None
+
+
+def _no_join(template: str, key: str) -> None:
+    """A template read at a layer or pooled is written ``T @layer L`` / ``T @mean``, and a key with a suffix is
+    read as an ensemble's members joined by `` + ``: a template holding `` + `` would not read back as itself."""
+    if _JOIN in template:
+        raise TemplateError(f"{quote(template)} holds ' + ', which joins an ensemble's members in a key: {quote(key)} would "
+                            "read as an ensemble; write the '+' without spaces around it, or as a word")
 
 
 def pooled_ways(template: str | Template, readouts) -> list[Representation]:

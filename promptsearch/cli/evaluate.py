@@ -93,7 +93,7 @@ def cmd_report(args) -> int:
         templates = [readout_key(t, args.readout) for t in
                      (templates or paper_templates(enc.model.config.model_type, compat=enc.compat))]
     table = report(enc, tasks, args.model, templates, args.demos, o.data(args), args.json,
-                   log=lambda line: print(line, file=sys.stderr))
+                   log=o.say)
     print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
           f"Wikipedia pairs)\n{table}")
     return 0

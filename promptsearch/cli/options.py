@@ -7,7 +7,7 @@ import sys
 from ..data import DataOptions, PairFormat
 from ..encoding import PromptEncoder
 from ..encoding.batching import precision_choice
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, worded
 from ..library import resolve_template
 from ..model.saved import template_dir_config
 
@@ -26,7 +26,12 @@ def precision_line(args, device) -> str | None:
                "keeps it)")
     elif args.bf16 is not None:
         why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
-    return f"precision: {why}"
+    return worded(f"precision: {why}")  # a hint in it names the flag ('bf16=True forces it': '--bf16 forces it')
+
+
+def say(line: str) -> None:
+    """A library's line for the user (stderr), its parameters said as the command's flags."""
+    print(worded(line), file=sys.stderr)
 
 
 def fmt(args) -> PairFormat:

@@ -26,7 +26,32 @@ class Parser(argparse.ArgumentParser):
             except UnicodeEncodeError:
                 shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
                 self.exit(2, f"{self.prog}: error: argument {quote(shown, 80)} is not valid UTF-8; pass text in UTF-8\n")
-        return super().parse_args(args, namespace)
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:  # said by the command's own parser, with the flags it has that are close to a typo'd one
+            self._parser_of(ns).error(_unrecognized(extras, self._parser_of(ns)))
+        return ns
+
+    def _parser_of(self, ns) -> argparse.ArgumentParser:
+        """The parser of the subcommand ``ns`` names (this one if none)."""
+        for a in self._actions:
+            if isinstance(a, argparse._SubParsersAction) and getattr(ns, a.dest, None) in a.choices:
+                return a.choices[getattr(ns, a.dest)]
+        return self
+
+
+def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's 'unrecognized arguments' line, with 'did you mean --x?' for each unknown flag close to one of
+    ``parser``'s (argparse suggests only from Python 3.14)."""
+    import difflib
+
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    close = []
+    for e in extras:
+        name = e.split("=", 1)[0]
+        if name.startswith("--") and name not in flags:
+            close += [m for m in difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if m not in close]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"unrecognized arguments: {' '.join(extras)}{hint}"
 
 
 def at_least(minimum: int, kind=int):
@@ -69,7 +94,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default", help="'default' (bundled MiniLM), an HF id, or a local model directory")
     g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; default: the shipped one)")
-    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR or ../shared/data)")
+    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR, or ../shared/data beside the current "
+                   "folder or the promptsearch checkout)")
     g.add_argument("--columns", default=None, metavar="A,B,SCORE", help="pair columns of a user data set (default: sentence1,sentence2,score)")
     g.add_argument("--subset-column", default=None, metavar="NAME", help="a column grouping a user data set's pairs into subsets")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device (default: cuda if any)")

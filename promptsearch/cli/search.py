@@ -40,7 +40,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
-    announce = None if args.quiet else (lambda line: print(worded(line), file=sys.stderr))
+    announce = None if args.quiet else o.say
     if work:
         from ..search.distributed import WorkQueue
 
@@ -167,7 +167,7 @@ def cmd_worker(args) -> int:
                         cache=False, screening=spec["screening"], objective=spec["objective"])
         return scorer, model
 
-    log = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    log = None if args.quiet else o.say
     done = serve(args.storage, args.study_name, make_scorer, args.grace, args.wait, log)
     print(f"worker: {done} candidates scored")
     return 0
@@ -179,8 +179,52 @@ def cmd_plot(args) -> int:
 
 
 def cmd_tui(args) -> int:
+    from ..errors import PromptSearchError
     from ..tui import PromptSearchApp
 
-    PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
-                    mask_head=args.mlm_head, dataset=one_dataset(args.dataset)).run()
+    app = PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
+                          mask_head=args.mlm_head, dataset=one_dataset(args.dataset))
+    # Textual reads keys from stdin and draws on stderr: without a terminal there it would spin forever
+    if not all(f is not None and f.isatty() for f in (sys.__stdin__, sys.__stderr__)):
+        raise PromptSearchError("the TUI needs a terminal (its input or its error output is redirected or piped); run "
+                                "'promptsearch tui' in a terminal")
+    _run_app(app)
     return 0
+
+
+def _run_app(app) -> None:
+    """Run the Textual ``app``, and leave the job-control handlers its driver installs (SIGCONT, SIGTSTP: it
+    never removes them) as they were found, also when SIGTERM or Ctrl-C ends it. A SIGTERM raises
+    KeyboardInterrupt out of the app's loop (Textual puts the terminal back as the loop is torn down); a
+    SIGCONT that came with it (``timeout`` sends both; a stopped process gets them together) then ran
+    Textual's resume handler with no loop: two chained tracebacks and exit 1. Now the SIGTERM's or SIGINT's
+    handler puts Textual's handlers away first; the command ends with its one line (143, 130)."""
+    import signal
+
+    job = (signal.SIGCONT, signal.SIGTSTP)
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, *job)}
+
+    def put_back(sigs) -> None:
+        for sig in sigs:
+            signal.signal(sig, kept[sig] if kept[sig] is not None else signal.SIG_DFL)
+
+    def ending(signum, frame):
+        for sig in job:  # a no-op, not the default: CPython complains when a pending signal's handler goes
+            signal.signal(sig, _nothing)
+        kept[signum](signum, frame)  # main's SIGTERM handler, Python's SIGINT one: KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    ends = [sig for sig in (signal.SIGTERM, signal.SIGINT) if callable(kept[sig])]  # an ignored one stays ignored
+    try:
+        for sig in ends:
+            signal.signal(sig, ending)
+    except ValueError:  # not the main thread: Textual's own way
+        return app.run()
+    try:
+        app.run()
+    finally:
+        put_back((*job, *ends))
+
+
+def _nothing(signum, frame) -> None:
+    """A signal handler that does nothing."""

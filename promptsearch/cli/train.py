@@ -110,7 +110,7 @@ def cmd_train_head(args) -> int:
     """Learn a [MASK] prediction head on the frozen encoder (for checkpoints without one)."""
     sentences, counts = training_sentences(args.corpus, args.data_dir, args.wordnet_dir, args.max_sentences, args.seed)
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-    model = head_model(args.model, args.device, log=lambda line: print(line, file=sys.stderr))
+    model = head_model(args.model, args.device, log=o.say)
     cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
     if line := o.precision_line(args, model.word_embeddings.device):
         print(line, file=sys.stderr)
@@ -145,6 +145,8 @@ def cmd_export(args) -> int:
             raise PromptSearchError(f"{args.results} holds no scored representation yet")
         if model and model != res.model:
             raise PromptSearchError(f"{args.results} was searched on model {res.model!r}, not {model!r}; drop --model")
+        for note in res.trust_notes():  # an entry edited by hand: exported, but not without a word
+            print(f"note: {note}", file=sys.stderr)
         model, k = res.model, res.best.entry_key
         scored = (res.numbers or {}).get("pooled_max_length")
         if length is not None and scored is not None and length != scored:

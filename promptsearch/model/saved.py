@@ -69,6 +69,12 @@ def template_dir_config(directory) -> dict:
     if not d.is_dir():
         raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
     cfg = read_config(d)
+    if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):  # export's, or any model's folder
+        import shlex
+
+        raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' (no "
+                                f"{CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported folder's "
+                                "representation from it)")
     if cfg is None:
         raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
     return cfg

@@ -95,6 +95,12 @@ def load_vocabulary(path: str = "greedy") -> dict:
     v.setdefault("wrappers", ['"', "'"])
     v.setdefault("mask", True)
     v.setdefault("suffix", "." if v["mask"] else "")
+    for key in ("relations", "prefix_tokens", "readout_prompts", "suffix"):
+        for x in [v[key]] if isinstance(v[key], str) else v[key]:
+            if "+" in x.split():  # a lone '+' in a template joins an ensemble's members in a results key
+                raise PromptSearchError(f"{where}: '{key}' entry {x!r} has a '+' standing alone, which a results key "
+                                        "reads as joining an ensemble's members; write it without spaces around it, "
+                                        "or as a word")
     return v
 
 

@@ -1,0 +1,227 @@
+"""Bad input, fourth round (issue 46), the command line's share: a key that would not read back, a
+vocabulary that makes one, an exported folder given as --template-dir, an edited entry exported, a
+typo'd flag, hints worded as flags, the data folder looked for beside the checkout, and the TUI
+without a terminal or ended by SIGTERM — each one line with exit 2 (or the note it owes), nothing
+written where it refuses."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from promptsearch.cli import main
+from conftest import REPO, write_vocab
+
+T2 = "[X] means [MASK] ."
+
+
+def _one_line(capsys, code, *words):
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+def test_a_pooled_prompt_holding_a_join_is_refused_before_scoring(tiny_bert_dir, tmp_path, capsys):
+    """19. 'a + [X]' pooled was scored as 'a + [X] @sentence-mean', a key that reads as the ensemble of 'a' and
+    '[X] @sentence-mean': it ranked first, and plot (any reader) refused the file. Now refused before a pass,
+    no file written; the same for a [MASK] template read at a layer."""
+    out = tmp_path / "r.json"
+    _one_line(capsys, main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q",
+                            "--validate-top", "0", "--out", str(out), "--readout", "sentence-mean", "a + [X]"]), "' + '")
+    assert not out.exists()
+    from promptsearch.errors import TemplateError
+    from promptsearch.representation import Representation
+
+    with pytest.raises(TemplateError, match="ensemble"):
+        Representation.of("a + [X] means [MASK] .", layer=1)
+    k = Representation.of("a + [X] means [MASK] .")  # read at [MASK], last layer: its key reads back as itself
+    assert Representation.parse(k.text) == k
+    k = Representation.of("a+b [X]", readout="mean")
+    assert Representation.parse(k.text) == k
+
+
+def test_a_vocabulary_with_a_lone_plus_is_refused_before_scoring(tiny_bert_dir, tmp_path, capsys):
+    """20. A vocabulary token '+' was refused only when the prefix step made '+ [X] ...', after the first
+    step had written entries. Now the vocabulary is refused as it is read: no results file."""
+    out = tmp_path / "g.json"
+    for kw in ({"prefix_tokens": ["a", "+"]}, {"relations": ["means", "+"]}, {"readout_prompts": ["a + [X]"]}):
+        vocab = write_vocab(tmp_path, **kw)
+        _one_line(capsys, main(["greedy", "--model", str(tiny_bert_dir), "--vocabulary", vocab, "--dataset", "sts16",
+                                "--no-cache", "-q", "--validate-top", "0", "--no-racing", "--max-steps", "2",
+                                "--out", str(out)]), "'+'", "vocab.json")
+        assert not out.exists() and not list(tmp_path.glob("g.json*"))
+
+
+@pytest.fixture()
+def exported(tiny_bert_dir, tmp_path, capsys):
+    """A sentence-transformers folder written by export: '[X] @mean' of the tiny BERT."""
+    out = tmp_path / "exp"
+    assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(out)]) == 0
+    capsys.readouterr()
+    return out
+
+
+def test_an_exported_folder_as_template_dir_says_to_pass_it_as_the_model(exported, capsys):
+    """23. 'score --template-dir EXPORTED' said the folder has no promptsearch.json and to pass an optiprompt or
+    finetune folder; it now says it is a model folder and to pass it with --model (which reads it)."""
+    for cmd in (["score", "--dataset", "sts16", "--no-cache"], ["eval", "--tasks", "sts16"]):
+        _one_line(capsys, main([*cmd, "-q", "--template-dir", str(exported)]), "model folder", f"--model {exported}")
+    assert main(["eval", "--model", str(exported), "--tasks", "sts16", "-q", "--json"]) == 0  # what the line says works
+    assert "sts16" in capsys.readouterr().out
+
+
+def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, capsys):
+    """24. export of a results file whose chosen entry's score was edited (to 99.0) wrote the folder without a
+    word; it now notes that the score is not the one a search wrote (finetune already did)."""
+    import json
+
+    res = tmp_path / "r.json"
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top", "0",
+                 "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(res), "--out", str(tmp_path / "clean")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    d = json.loads(res.read_text())
+    d["templates"][-1]["spearman"] = 99.0
+    d["x_chosen"] = d["templates"][-1]["template"]
+    res.write_text(json.dumps(d))
+    assert main(["export", str(res), "--out", str(tmp_path / "edited")]) == 0
+    err = capsys.readouterr().err
+    assert "note:" in err and "99.00" in err and "edited by hand" in err, err
+    assert (tmp_path / "edited" / "modules.json").is_file()
+
+
+@pytest.mark.parametrize("argv, close", [(["greedy", "--modle", "x"], "--model"),
+                                         (["score", "--valdate-top=3", "[X] means [MASK] ."], "--validate-top"),
+                                         (["eval", "--quite"], "--quiet")])
+def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, capsys):
+    """26. 'greedy --modle x' was refused by the top parser ('promptsearch: error: unrecognized arguments',
+    see 'promptsearch --help'); the command's parser now says it, with the close flag and its own --help."""
+    err = _one_line(capsys, main(argv), f"did you mean {close}?", f"promptsearch {argv[0]} --help")
+    assert err.startswith(f"promptsearch {argv[0]}: error: unrecognized arguments: ")
+
+
+def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
+    err = _one_line(capsys, main(["greedy", "--zzz"]), "unrecognized arguments: --zzz", "promptsearch greedy --help")
+    assert "did you mean" not in err
+
+
+def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """27. The precision line said 'bf16=True forces it' and held-out validation 'validate_top=0 skips it':
+    Python arguments on a command line. They now say '--bf16' and '--validate-top 0'."""
+    import promptsearch.encoding.batching as batching
+
+    monkeypatch.setattr(batching, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))  # the CPU whose line has the hint
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--device", "cpu",
+                 "--validate-top", "1", "--validate-on", "sts15", "--out", str(tmp_path / "r.json"), T2]) == 0
+    err = capsys.readouterr().err
+    assert "precision: fp32" in err and "--bf16 forces it" in err, err
+    assert "--validate-top 0 skips it" in err, err
+    assert "bf16=True" not in err and "validate_top=" not in err, err
+
+
+def test_the_data_is_found_beside_the_checkout_from_another_folder(tmp_path, monkeypatch):
+    """28. Without --data-dir or $PROMPTSEARCH_DATA_DIR the data was looked for beside the current folder
+    only: run from another folder, a command failed though the data was where setup put it (the checkout's
+    ../shared/data)."""
+    from promptsearch import paths
+
+    shared = tmp_path / "shared" / "data"
+    (shared / "sts" / "STSBenchmark").mkdir(parents=True)
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path / "checkout", raising=False)
+    monkeypatch.delenv(paths.ENV_VAR, raising=False)
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "elsewhere" / "deeper")
+    assert paths.data_dirs() == ((shared / "sts").resolve(), (shared / "train").resolve())
+
+
+def test_a_missing_data_folder_names_every_place_looked(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    from promptsearch import paths
+
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path / "checkout", raising=False)
+    monkeypatch.delenv(paths.ENV_VAR, raising=False)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    err = _one_line(capsys, main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "sts16", "-q"]),
+                    "--data-dir", paths.ENV_VAR)
+    for place in (tmp_path / "shared" / "data" / "sts", tmp_path / "here" / "data" / "sts",
+                  tmp_path / "checkout" / "data" / "sts"):
+        assert str(place) in err, err
+
+
+def test_the_tui_without_a_terminal_is_one_line(tmp_path):
+    """18. 'tui < /dev/null > out.txt' ran forever at 50-100 % CPU writing terminal codes; without a terminal
+    it is now one line that says to run it in one, exit 2, at once."""
+    import subprocess
+
+    from conftest import run_cli
+
+    r = run_cli(["tui", "--results", str(tmp_path / "r.json")], timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                env={"PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr[-500:]
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "terminal" in r.stderr and "\x1b" not in r.stderr
+    assert r.stdout == "" and not any(tmp_path.iterdir())  # nothing left behind
+
+
+def _tui_in_a_terminal(tmp_path):
+    """``promptsearch tui`` on a pseudo-terminal (80x24): (process, master fd, read(until, seconds) -> bytes so far)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+
+    from conftest import spawn
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    p = spawn([sys.executable, "-m", "promptsearch", "tui", "--results", str(tmp_path / "r.json")],
+              {"PYTHONPATH": str(REPO)}, stdin=slave, stdout=slave, stderr=slave, text=False, cwd=tmp_path)
+    os.close(slave)
+    got = bytearray()
+
+    def read(until=None, seconds=120.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (until is not None and until in got):
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    chunk = b""
+                if not chunk:
+                    break
+                got.extend(chunk)
+            elif until is None and p.poll() is not None:
+                break
+        return bytes(got)
+
+    return p, master, read
+
+
+@pytest.mark.parametrize("sig, code, word", [("SIGTERM", 143, b"terminated"), ("SIGINT", 130, b"interrupted")])
+def test_the_tui_ended_by_a_signal_with_sigcont_is_one_line(tmp_path, sig, code, word):
+    """17. A SIGTERM to the TUI raised KeyboardInterrupt out of Textual's loop; a SIGCONT that came with it
+    (``timeout`` sends SIGTERM then SIGCONT; a stopped process gets both at once) ran Textual's resume handler
+    with no loop: two chained tracebacks, exit 1. Here the TUI is stopped, then sent the signal and SIGCONT:
+    the terminal is put back (the alternate screen left), one line, exit 143 (SIGINT: 130)."""
+    p, master, read = _tui_in_a_terminal(tmp_path)
+    try:
+        assert b"waiting for" in read(b"waiting for"), "the TUI did not draw within 120 s"
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        p.send_signal(getattr(signal, sig))
+        p.send_signal(signal.SIGCONT)
+        out = read(seconds=60)
+        assert p.wait(timeout=30) == code, out[-2000:]
+    finally:
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text and "Error" not in text, text[-2000:]
+    assert b"\x1b[?1049l" in out, "the terminal was not put back"  # Textual left the alternate screen
+    assert out.rstrip().endswith(b"promptsearch tui: " + word), out[-300:]
