@@ -102,9 +102,9 @@ def cmd_optuna(args) -> int:
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
                          study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise, args.pareto),
                          seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
-                         layers=args.layers, batch=args.batch_trials, readouts=args.readouts)
-    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare),
-               lambda: print(strat.describe(), file=sys.stderr))
+                         layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
+                         announce=lambda line: print(line, file=sys.stderr))
+    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0
 

@@ -21,6 +21,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -51,6 +52,7 @@ class OptunaSearch(Strategy):
     batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
     readouts: str | list | None = None  # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
     show_progress_bar: bool | None = None
+    announce: Callable[[str], None] | None = field(default=None, repr=False)  # told the study's description once it is checked
     name: str = "optuna"
     study: optuna.Study | None = None
     done_before: int = 0  # trials the study had finished when this run started
@@ -90,19 +92,22 @@ class OptunaSearch(Strategy):
         if self._pooled_only(scorer) and not self._readouts():
             raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
                                     "e.g. readouts=mean,sentence-mean")
+        if self.announce:  # after every check: a refused run says one line, not a study it will not run
+            self.announce(self.describe())
 
     def check_datasets(self, dataset: str | DevSets) -> None:
-        """The grammar, the storage (reachable, its driver installed), and with ``pareto`` two or more
-        dev sets in ``dataset`` — before a model loads."""
-        from .study import open_storage
+        """The grammar, with ``pareto`` two or more dev sets in ``dataset``, and the storage (a database
+        URL, reachable, its driver installed) — before a model loads, and creating nothing: a new SQLite
+        file is made when the search starts."""
+        from .study import check_storage
 
         self.load_grammar()
-        open_storage(self.storage)
         if self.pareto and len(DevSets.parse(dataset)) < 2:
             from ..errors import PromptSearchError
 
             raise PromptSearchError("pareto=True makes one objective per dev set: give two or more, e.g. dataset="
                                     "stsb-dev,sick-trial")
+        check_storage(self.storage)
 
     def describe(self) -> str:
         g = self.load_grammar()
