@@ -8,6 +8,7 @@ import json
 
 import optuna
 import pytest
+from optuna.trial import TrialState
 
 from conftest import DATA
 from promptsearch.cli import main
@@ -53,6 +54,22 @@ def _optuna(tiny_bert_dir, grammar, tmp_path, *extra, out="o.json"):
             "--seed", "0", *extra]
 
 
+def test_a_study_resumed_after_its_data_changed_is_refused(tiny_bert_dir, grammar, tmp_path, capsys):
+    """4. The results file was deleted and the data changed: the study's trials (scores of the old data) were
+    resumed and ranked. The study records what its numbers were computed with, as a results file does."""
+    mine = _pairs_csv(tmp_path / "mine.csv", 0, 80)
+    argv = _optuna(tiny_bert_dir, grammar, tmp_path, "--dataset", str(mine), "--trials", "3")
+    assert main(argv) == 0
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    before = _trials(storage)
+    capsys.readouterr()
+    (tmp_path / "o.json").unlink()
+    _pairs_csv(mine, 400, 480)
+    _one_line(capsys, main(argv[:argv.index("--trials") + 1] + ["6"]), "other contents of", "--study-name")
+    assert _trials(storage) == before  # no trial asked, none left running
+    assert not (tmp_path / "o.json").exists()
+
+
 def test_a_refused_pareto_leaves_no_database(tiny_bert_dir, tmp_path, capsys):
     """11. ``--pareto`` with one dev set was refused after the default storage (x.db beside --out) was made."""
     out = tmp_path / "x.json"
@@ -72,6 +89,23 @@ def test_a_refusal_after_the_model_loads_leaves_no_database(tiny_bert_dir, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]
 
 
+def test_a_failing_suggestion_leaves_no_running_trial(tmp_path):
+    """11. A trial's parameters refused by Optuna (or any error while a batch is asked) left it RUNNING."""
+    from promptsearch.search.study import ask_batch, open_storage
+
+    study = optuna.create_study(study_name="s", storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"))
+    study.enqueue_trial({})
+
+    def suggest(trial):
+        if trial.number == 1:
+            raise ValueError("CategoricalDistribution does not support dynamic value space.")
+        trial.suggest_categorical("a", ["x", "y"])
+
+    with pytest.raises(ValueError):
+        ask_batch(study, 4, 10, suggest)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.FAIL]
+
+
 BAD_URLS = ["foo", "nosuchdb://x", "sqlite:////nonexistent/dir/x.db", "sqlite:///{tmp}", "sqlite:///{tmp}/text.db"]
 
 
@@ -89,6 +123,27 @@ def test_a_storage_that_is_no_database_is_one_line(tiny_bert_dir, tmp_path, caps
     assert "storage" in line and "sqlite:///study.db" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.db"]
     assert (tmp_path / "text.db").read_text() == "not a database\n"
+
+
+@pytest.mark.parametrize("first, then, words", [
+    (["--readouts", "mean"], ["--readouts", "mean,cls"], ["--readouts mean,", "mean,cls"]),
+    (["--layers", "1"], ["--layers", "1,2"], ["--layers 1,", "1,2"]),
+    (["--no-denoise"], [], ["raw scores", "--no-denoise"]),
+    (["--dataset", "sts16,sts15", "--pareto"], ["--dataset", "sts16,sts15"], ["--pareto study of 2 objectives", "--study-name"]),
+])
+def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, grammar, tmp_path, capsys, first, then, words):
+    """16. Other --readouts (or --layers) on resume: Optuna's 'CategoricalDistribution does not support dynamic
+    value space' traceback, its trial left RUNNING; a multi-objective study was loaded as a single-objective one;
+    a study of raw scores (an explicit --study-name) took denoised ones. Refused before anything is asked or written."""
+    base = _optuna(tiny_bert_dir, grammar, tmp_path, "--trials", "3")
+    if "--dataset" not in first:
+        base += ["--dataset", "sts16"]
+    assert main(base + first) == 0
+    storage, out = f"sqlite:///{tmp_path / 's.db'}", tmp_path / "o.json"
+    before, kept = _trials(storage), out.read_bytes()
+    capsys.readouterr()
+    _one_line(capsys, main(base[:base.index("--trials") + 1] + ["6"] + base[base.index("--trials") + 2:] + then), *words)
+    assert _trials(storage) == before and out.read_bytes() == kept
 
 
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):

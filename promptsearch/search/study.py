@@ -298,7 +298,8 @@ def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optu
     counted before each ask, so workers sharing it stop near ``target`` finished trials together; one
     trial is still asked while fewer than ``target`` have finished even if the running ones would reach
     it (they may be a killed worker's), as ``study.optimize`` with ``MaxTrialsCallback`` does — so the
-    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done."""
+    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done.
+    ``suggest`` failing fails the batch's trials (none is left running) and goes on."""
     trials: list[optuna.Trial] = []
     while len(trials) < size:
         states = [t.state for t in study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))]
@@ -309,5 +310,11 @@ def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optu
             warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
             trial = study.ask()
         trials.append(trial)
-        suggest(trial)
+        try:
+            suggest(trial)
+        except BaseException:  # a parameter Optuna refuses: the batch's trials told failed, none left running
+            for t in trials:
+                with contextlib.suppress(Exception):
+                    study.tell(t, state=TrialState.FAIL)
+            raise
     return trials
