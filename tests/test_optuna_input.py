@@ -146,6 +146,14 @@ def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, gram
     assert _trials(storage) == before and out.read_bytes() == kept
 
 
+def test_readout_steps_without_a_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
+    """22. ``--readouts none --readout-steps 2``: the steps were silently skipped."""
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps", "2",
+                 "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
+    _one_line(capsys, code, "--readout-steps", "--readouts")
+    assert not (tmp_path / "o.json").exists()
+
+
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     """25. ``worker --study-name nosuch``: the message named no study (and the worker made the SQLite file)."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
