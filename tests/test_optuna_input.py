@@ -154,6 +154,15 @@ def test_readout_steps_without_a_readout_is_refused(tiny_bert_dir, tmp_path, cap
     assert not (tmp_path / "o.json").exists()
 
 
+def test_a_refused_greedy_with_a_storage_leaves_no_database(tiny_bert_dir, tmp_path, capsys):
+    """11. ``greedy --storage sqlite:///w.db`` opened (made) the file before the model loaded, and a refusal of the
+    strategy's (here item 22's) came after it: the work study's file is made after the strategy's checks."""
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps", "2",
+                 "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
+    _one_line(capsys, code, "--readout-steps")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     """25. ``worker --study-name nosuch``: the message named no study (and the worker made the SQLite file)."""
     url = f"sqlite:///{tmp_path / 'w.db'}"

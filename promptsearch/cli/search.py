@@ -33,15 +33,17 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     check_apart(None if args.no_cache else args.cache, args.out)
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
-        from ..search.study import open_storage
+        from ..search.study import check_storage
 
-        open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
+        check_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads (a new
+        # SQLite file is made with the work study, after the strategy's checks)
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     if work:
         from ..search.distributed import WorkQueue
 
+        strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
         scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
         if announce:
             announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
