@@ -35,15 +35,17 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     pin_precision(args)
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
-        from ..search.study import open_storage
+        from ..search.study import check_storage
 
-        open_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads
+        check_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads (a new
+        # SQLite file is made with the work study, after the strategy's checks)
     scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else o.say
     if work:
         from ..search.distributed import WorkQueue
 
+        strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
         scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
         if announce:
             announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
@@ -130,9 +132,9 @@ def cmd_optuna(args) -> int:
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
                          study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise, args.pareto),
                          seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
-                         layers=args.layers, batch=args.batch_trials, readouts=args.readouts)
-    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare),
-               lambda: print(strat.describe(), file=sys.stderr))
+                         layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
+                         announce=lambda line: print(line, file=sys.stderr))
+    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0
 

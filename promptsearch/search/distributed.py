@@ -37,7 +37,7 @@ from ..errors import PromptSearchError
 from .racing import rung_similarities
 from ..representation import Representation
 from .scorer import Score, Scorer
-from .study import fail_stale_trials, open_storage
+from .study import check_storage, existing_storage, fail_stale_trials, open_storage
 
 PREFIX = "promptsearch-work"
 POLL = 0.2  # seconds between looks at the queue while waiting
@@ -326,6 +326,13 @@ def find_study(storage, name: str | None) -> optuna.Study | None:
     return optuna.load_study(study_name=newest.study_name, storage=storage)
 
 
+def _open_studies(storage) -> str:
+    """' (it holds NAME, ...)': the open work studies a worker could join, to name in a message."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+             if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
+    return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else " (no search is open there)"
+
+
 def check_spec(spec: dict, scorer: Scorer, model: str) -> None:
     """A worker's scorer must compute the study's numbers: one line naming the first difference."""
     mine = spec_of(scorer, model)
@@ -347,15 +354,22 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     (scorer, model)), refuse a study it would compute other numbers for, then do jobs until the
     driver says the search is over. Returns the number of jobs done."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(url, grace=grace)
     start = time.monotonic()
-    study = find_study(storage, name)
+    storage = existing_storage(url, grace=grace)  # not a database URL, a server not reached: refused at once
+    if storage is None:  # a SQLite file the search has not made yet: its folder checked, the file left to the search
+        check_storage(url, grace=grace)
+    study = storage and find_study(storage, name)
     while study is None:
         if time.monotonic() - start > wait:
-            raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with storage="
-                                    "first, or give its study name")
+            if name is None:
+                raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with storage="
+                                        "first, or give its study name")
+            there = _open_studies(storage) if storage else " (its file does not exist yet)"
+            raise PromptSearchError(f"no work study {name!r} in the storage after {wait:.0f}s{there}: give the study_name= the "
+                                    "search printed, or none for the newest open one")
         time.sleep(1)
-        study = find_study(storage, name)
+        storage = storage or existing_storage(url, grace=grace)
+        study = storage and find_study(storage, name)
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")

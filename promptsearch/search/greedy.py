@@ -148,6 +148,10 @@ class Greedy(Strategy):
                                     f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise PromptSearchError(f"ensemble={self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
+        if self.readout_steps and not parse_readouts(self.readouts):
+            raise PromptSearchError(f"readout_steps={self.readout_steps} takes prefix steps on the best pooled prompt, and "
+                                    f"readouts={self.readouts or 'none'} pools none: give readouts=mean,sentence-mean (or "
+                                    "drop readout_steps=)")
         if any(map(uses_first_token, parse_readouts(self.readouts))) and scorer.encoder.model.causal:
             raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
 

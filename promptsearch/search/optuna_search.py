@@ -21,6 +21,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -51,6 +52,7 @@ class OptunaSearch(Strategy):
     batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
     readouts: str | list | None = None  # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
     show_progress_bar: bool | None = None
+    announce: Callable[[str], None] | None = field(default=None, repr=False)  # told the study's description once it is checked
     name: str = "optuna"
     study: optuna.Study | None = None
     done_before: int = 0  # trials the study had finished when this run started
@@ -90,19 +92,86 @@ class OptunaSearch(Strategy):
         if self._pooled_only(scorer) and not self._readouts():
             raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
                                     "e.g. readouts=mean,sentence-mean")
+        self.check_study(scorer)
+        if self.announce:  # after every check: a refused run says one line, not a study it will not run
+            self.announce(self.describe())
 
     def check_datasets(self, dataset: str | DevSets) -> None:
-        """The grammar, the storage (reachable, its driver installed), and with ``pareto`` two or more
-        dev sets in ``dataset`` — before a model loads."""
-        from .study import open_storage
+        """The grammar, with ``pareto`` two or more dev sets in ``dataset``, and the storage (a database
+        URL, reachable, its driver installed) — before a model loads, and creating nothing: a new SQLite
+        file is made when the search starts."""
+        from .study import check_storage
 
         self.load_grammar()
-        open_storage(self.storage)
         if self.pareto and len(DevSets.parse(dataset)) < 2:
             from ..errors import PromptSearchError
 
             raise PromptSearchError("pareto=True makes one objective per dev set: give two or more, e.g. dataset="
                                     "stsb-dev,sick-trial")
+        check_storage(self.storage)
+
+    def check_study(self, scorer: Scorer) -> None:
+        """A study of this name already in the storage is resumed only if its trials' numbers compare with
+        this run's: the same model weights, data contents and scoring settings (what a results file checks),
+        the same objectives, and the same options for each trial parameter (Optuna refuses a changed
+        categorical in the middle of a trial, which it then leaves running). Reads the storage, writes nothing."""
+        from ..errors import PromptSearchError
+        from .results import _numbers_differ
+        from .study import _shown, existing_storage
+
+        storage = existing_storage(self.storage)
+        if storage is None:
+            return
+        try:
+            sid = storage.get_study_id_from_name(self.study_name)
+        except KeyError:
+            return
+        where = f"study {self.study_name!r} in {_shown(self.storage)}"
+        fresh = "give another study_name= (or delete the study) to start a new one"
+        n_objectives = len(scorer.datasets) if self.pareto else 1
+        if (had := len(storage.get_study_directions(sid))) != n_objectives:
+            how = (f"a pareto=True study of {had} objectives (one per dev set); resume it with pareto=True and its {had} sets"
+                   if had > 1 else "a single-objective study; resume it without pareto=True")
+            raise PromptSearchError(f"{where} is {how}, or {fresh}")
+        was, mine = storage.get_study_user_attrs(sid).get("numbers"), self.study_numbers(scorer)
+        if was is not None and was.get("denoise", mine["denoise"]) != mine["denoise"]:
+            raise PromptSearchError(f"{where} holds denoised scores, this run raw ones (denoise=False); resume it without that, "
+                                    f"or {fresh}" if was["denoise"] else f"{where} holds raw scores (denoise=False), this run "
+                                    f"denoised ones; resume it with denoise=False, or {fresh}")
+        if was is not None and (why := _numbers_differ({**was, "denoise": None}, {**mine, "denoise": None})):
+            raise PromptSearchError(f"{where} holds scores computed with {why}; its numbers would not compare with this "
+                                    f"run's: {fresh}")
+        layers, pooled_only = scorer.layer_list(self.layers), self._pooled_only(scorer)
+        now = self.distributions(layers, pooled_only)
+        for t in storage.get_all_trials(sid, deepcopy=False):
+            for name, old in t.distributions.items():
+                if name in now:
+                    try:
+                        optuna.distributions.check_distribution_compatibility(old, now[name])
+                    except ValueError:
+                        def shown(d) -> str:  # a parameter's options as its flag gives them
+                            return ",".join(str(c) for c in getattr(d, "choices", ()) if not (name == "readout" and c == "mask"))
+
+                        what = {"readout": "readouts", "layer": "layers"}.get(name)
+                        said = (f"readouts={shown(old)}, not {shown(now[name])} as now" if what == "readouts" else
+                                f"layers={shown(old)}, not {shown(now[name])} as now" if what == "layers" else
+                                f"another grammar (slot {name!r}'s options differ)")
+                        raise PromptSearchError(f"{where} was run with {said}; resume it with the same, or {fresh}") from None
+
+    def study_numbers(self, scorer: Scorer) -> dict:
+        """What the study's values were computed with (a results file's numbers, and denoising)."""
+        return {**scorer.numbers(), "denoise": scorer.denoise}
+
+    def distributions(self, layers: list[int], pooled_only: bool = False) -> dict:
+        """Each trial parameter's options as :meth:`_suggest` asks them."""
+        from optuna.distributions import CategoricalDistribution
+
+        out = {name: CategoricalDistribution(list(opts)) for name, opts in self.load_grammar().slots.items()}
+        if self._readouts():
+            out["readout"] = CategoricalDistribution(self._readouts() if pooled_only else ["mask"] + self._readouts())
+        if layers:
+            out["layer"] = CategoricalDistribution(layers)
+        return out
 
     def describe(self) -> str:
         g = self.load_grammar()
@@ -151,6 +220,7 @@ class OptunaSearch(Strategy):
         n = len(scorer.gold)
         study = self.study = self.open_study(n, len(scorer.datasets))
         self.done_before, self.started = finished_trials(study), time.time()
+        study.set_user_attr("numbers", self.study_numbers(scorer))  # checked when the study is resumed (check_study)
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
         interrupts = StudyInterrupts()

@@ -17,10 +17,12 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
+from ..errors import first_line
 from ..interrupts import SIGNALS
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -138,6 +140,67 @@ def _created_meanwhile(exc) -> bool:
     return getattr(getattr(exc, "orig", None), "sqlstate", None) in (DUPLICATE_OBJECT, DUPLICATE_TABLE)
 
 
+STORAGE_EXAMPLES = "e.g. sqlite:///study.db (a file here) or postgresql://user:password@host/db"
+
+
+def _parsed(url: str):
+    """``url`` as SQLAlchemy reads it, its dialect known: one line if it is not a database URL."""
+    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.engine import make_url
+
+    from ..errors import PromptSearchError
+
+    try:
+        parsed = make_url(storage_url(url))
+        parsed.get_dialect()
+    except ArgumentError as exc:  # not a URL, or a database SQLAlchemy knows no dialect for
+        raise PromptSearchError(f"storage={url} is not a database URL ({first_line(exc)}): give one, {STORAGE_EXAMPLES}") from None
+    except ImportError:  # the dialect's driver: open_storage names it
+        pass
+    return parsed
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite storage URL (None: not SQLite, or an in-memory or URI database)."""
+    parsed = _parsed(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or parsed.database.startswith("file:"):
+        return None
+    return Path(parsed.database)
+
+
+def check_storage(url: str, grace: int = 90) -> None:
+    """Refuse a storage that cannot be used, creating nothing: a URL that is not a database's, a SQLite
+    file whose folder is missing or not writable (a new file is made only when the search starts), an
+    existing file that is not a database; a server that cannot be reached (:func:`open_storage`)."""
+    import os
+
+    from ..errors import PromptSearchError
+
+    path = sqlite_file(url)
+    if path is None:
+        if _parsed(url).get_backend_name() != "sqlite":
+            open_storage(url, grace=grace)
+        return
+    if path.exists():
+        open_storage(url, grace=grace)
+        return
+    folder = path.parent
+    if not folder.is_dir():
+        raise PromptSearchError(f"storage={url}: the folder {folder} does not exist; create it or give another path, {STORAGE_EXAMPLES}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PromptSearchError(f"storage={url}: the folder {folder} is not writable; give a path in a folder you can write")
+
+
+def existing_storage(url: str, grace: int = 90) -> optuna.storages.BaseStorage | None:
+    """The storage, opened only if it may already hold studies (a SQLite file that does not exist yet: None)."""
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        return None
+    if path is None and _parsed(url).get_backend_name() == "sqlite":  # in memory: nothing before this process
+        return None
+    return open_storage(url, grace=grace)
+
+
 def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storages.BaseStorage:
     """RDB storage with heartbeats (a killed worker's trial is failed ``grace`` seconds after its last
     beat, and retried once).
@@ -148,10 +211,11 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
     """
     import warnings
 
-    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+    from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
 
     from ..errors import PromptSearchError
 
+    _parsed(url)  # a URL, of a database SQLAlchemy knows
     given, url = url, storage_url(url)
     sqlite = url.startswith("sqlite")
     kwargs = ({"connect_args": {"timeout": 60}} if sqlite
@@ -173,12 +237,18 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
             if attempt == attempts - 1 or not (isinstance(exc, IntegrityError) or _created_meanwhile(exc)):
                 raise
         except OperationalError as exc:
+            reason = first_line(getattr(exc, "orig", None) or exc)
             if not sqlite:  # the server is unreachable or refused the login: say so at once
-                reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
                 raise PromptSearchError(f"cannot open the storage {_shown(given)}: {reason}; check its host, port, user, "
                                         "password and database, and that the server is running") from None
-            if attempt == attempts - 1:
-                raise
+            # a file that cannot be opened (no folder, a folder, no permission): no retry helps; others (a lock, a table
+            # another worker just created) are retried
+            if "unable to open" in reason or attempt == attempts - 1:
+                raise PromptSearchError(f"cannot open the storage {given}: {reason}; give a SQLite file in a folder you can "
+                                        f"write, {STORAGE_EXAMPLES}") from None
+        except DatabaseError as exc:  # a file that is not a SQLite database
+            raise PromptSearchError(f"cannot open the storage {_shown(given)}: {first_line(getattr(exc, 'orig', None) or exc)}; "
+                                    f"give a new file or a study database, {STORAGE_EXAMPLES}") from None
         time.sleep(0.5 + random.random())
     raise AssertionError("unreachable")
 
@@ -228,7 +298,8 @@ def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optu
     counted before each ask, so workers sharing it stop near ``target`` finished trials together; one
     trial is still asked while fewer than ``target`` have finished even if the running ones would reach
     it (they may be a killed worker's), as ``study.optimize`` with ``MaxTrialsCallback`` does — so the
-    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done."""
+    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done.
+    ``suggest`` failing fails the batch's trials (none is left running) and goes on."""
     trials: list[optuna.Trial] = []
     while len(trials) < size:
         states = [t.state for t in study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))]
@@ -239,5 +310,11 @@ def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optu
             warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
             trial = study.ask()
         trials.append(trial)
-        suggest(trial)
+        try:
+            suggest(trial)
+        except BaseException:  # a parameter Optuna refuses: the batch's trials told failed, none left running
+            for t in trials:
+                with contextlib.suppress(Exception):
+                    study.tell(t, state=TrialState.FAIL)
+            raise
     return trials
