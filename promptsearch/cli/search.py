@@ -6,7 +6,6 @@ import sys
 
 import optuna
 
-from ..errors import worded
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
