@@ -163,6 +163,20 @@ def _score_entry(main, capsys, folder, out, *extra) -> dict:
     return [e for e in json.loads(out.read_text())["templates"] if e["source"] == "score"][0]
 
 
+def test_a_tokenizers_fingerprint_does_not_change_as_it_is_used(tiny_bert_dir, tiny_roberta_dir):
+    """Truncation and padding a call sets on a fast tokenizer are not what it does: the fingerprint stays, so a run
+    resumed in the same process (train-head's checkpoint, the score cache) is not taken for another model."""
+    from transformers import AutoTokenizer
+
+    from promptsearch.model.loading import tokenizer_fingerprint
+
+    for d in (tiny_bert_dir, tiny_roberta_dir):
+        tok = AutoTokenizer.from_pretrained(str(d))
+        before = tokenizer_fingerprint(tok)
+        tok(["a man plays a guitar .", "a dog"], truncation=True, max_length=4, padding="max_length")
+        assert tokenizer_fingerprint(tok) == before
+
+
 def test_score_reads_a_folders_representation_as_eval_does(tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
 

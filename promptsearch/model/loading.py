@@ -364,8 +364,9 @@ def tokenizer_fingerprint(tokenizer) -> str:
     its lowercasing, pre-tokenizer, added tokens, post-processor) or, without one, its vocabulary; and its settings
     (``do_lower_case``, special tokens, padding and truncation sides, max length), not the paths it came from."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        body = backend.to_str()
+    if backend is not None:  # less the truncation and padding a call sets on it (they change as it is used)
+        body = json.dumps({k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")},
+                          sort_keys=True, ensure_ascii=False)
     else:
         vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
         body = json.dumps(sorted(vocab.items()), ensure_ascii=False)

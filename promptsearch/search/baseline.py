@@ -22,7 +22,8 @@ from .state import Spread, Verdict
 def score_own(scorer: Scorer, results: Results) -> Representation:
     """Score the model's own representation into ``results`` (cached like any candidate); its key."""
     enc = scorer.encoder
-    key = results.add(scorer.score(enc.own_representation()), "baseline").entry_key
+    own = enc.own_representation()  # a trained folder's may read another layer
+    key = results.add(scorer.at_layer(own.layer).score(own.without_layer), "baseline").entry_key
     results.baseline = Verdict(key, reads=enc.describe_own())
     results.save()
     return key

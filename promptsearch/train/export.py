@@ -157,13 +157,12 @@ def _model_card(k: Representation, model: str, description: str, notes: list[str
 def mask_model_card(k: Representation, model: str, mode: str) -> str:
     """The model card of a fine-tuned folder that reads the [MASK] state (promptsearch's module does)."""
     return "\n".join([
-        f"# {k.text}", "", f"A model fine-tuned by `promptsearch finetune --mode {mode}` from `{model}`; its sentence "
+        f"# {k.text}", "", f"A model fine-tuned by promptsearch (mode {mode}) from `{model}`; its sentence "
         f"embedding is the representation `{k.text}` (the [MASK] state, less the template's bias where denoised).", "",
         f"- base model: `{model}`", "- modules: promptsearch's PromptModule (needs promptsearch installed)", "",
         "```python", "from sentence_transformers import SentenceTransformer", "",
         "model = SentenceTransformer(\"path/to/this/folder\", trust_remote_code=True)",
-        "vectors = model.encode([\"a man is playing a guitar .\"])", "```", "",
-        "Or with promptsearch: `promptsearch eval --template-dir path/to/this/folder`.", ""])
+        "vectors = model.encode([\"a man is playing a guitar .\"])", "```", ""])
 
 
 def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:
