@@ -291,7 +291,7 @@ def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str)
 
     epochs = total * cfg.batch_size / max(n, 1)
     e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
-    return (f"{total} steps of {cfg.batch_size} sentences ({e} epoch{'' if e == '1' else 's'} of {n:,}), "
+    return (f"{total} step{'' if total == 1 else 's'} of {cfg.batch_size} sentences ({e} epoch{'' if e == '1' else 's'} of {n:,}), "
             f"{TASK_NAMES.get(dev_set, dev_set)} scored every {cfg.eval_steps} steps"
             + (f"; resuming at step {start}" if start else ""))
 
@@ -302,7 +302,7 @@ def estimate_line(step_seconds: float, steps: int, evals: int, eval_seconds: flo
     many = "s" if evals != 1 else ""
     evals_part = f" and {evals} dev evaluation{many} of {eval_seconds:.0f} s" if eval_seconds else \
         f" plus {evals} dev evaluation{many}" if evals else ""
-    return f"first step {step_seconds:.2g} s: about {_duration(rest)} for {steps} steps{evals_part}"
+    return f"first step {step_seconds:.2g} s: about {_duration(rest)} for {steps} step{'' if steps == 1 else 's'}{evals_part}"
 
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
@@ -380,6 +380,6 @@ def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = 
     dev = summary["dev_set"]
     return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
             f"{summary['start_dev']:.2f} "
-            f"(start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} steps of {cfg.batch_size}, "
+            f"(start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} step{'' if summary['steps'] == 1 else 's'} of {cfg.batch_size}, "
             f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} "
             f"sentences/s training on {summary['device']}); saved to {out}")
