@@ -431,3 +431,17 @@ def tiny_deberta_dir(tmp_path_factory) -> Path:
     DebertaV2ForMaskedLM(DebertaV2Config(vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                                          **_tiny_config_kwargs())).save_pretrained(d)
     return d
+
+
+def stsb_dev_csv(path, lo, hi):
+    """STS-B dev pairs lo..hi of the shared data as a ``sentence1,sentence2,score`` CSV (a user's own pair set)."""
+    import csv
+
+    rows = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[lo:hi]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sentence1", "sentence2", "score"])
+        for r in rows:
+            p = r.split("\t")
+            w.writerow([p[5], p[6], p[4]])
+    return path

@@ -10,23 +10,10 @@ import stat
 import pytest
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T
+from conftest import DATA, PAPER_T, stsb_dev_csv as _pairs_csv
 
 T2 = "[X] means [MASK] ."
 
-
-def _pairs_csv(path, lo, hi, scores=None):
-    """STS-B dev pairs lo..hi as a ``sentence1,sentence2,score`` CSV."""
-    import csv
-
-    rows = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[lo:hi]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["sentence1", "sentence2", "score"])
-        for r in rows:
-            p = r.split("\t")
-            w.writerow([p[5], p[6], p[4]])
-    return path
 
 
 @pytest.fixture()

@@ -3,14 +3,13 @@ with other data or other trial options, storage URLs that are not a database's, 
 ``.db`` or a RUNNING trial behind — each is one line with exit 2 that names the fix, and leaves every
 file as it was."""
 
-import csv
 import json
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-from conftest import DATA
+from conftest import stsb_dev_csv as _pairs_csv
 from promptsearch.cli import main
 
 GRAMMAR = {"format": "{prefix} [X] {relation} [MASK] .", "slots": {"prefix": ["", "This :", "So"], "relation": ["means", "is"]}}
@@ -31,17 +30,6 @@ def _one_line(capsys, code, *words):
     assert all(w in lines[0] for w in words), err
     return lines[0]
 
-
-def _pairs_csv(path, lo, hi):
-    """STS-B dev pairs lo..hi as a ``sentence1,sentence2,score`` CSV."""
-    rows = (DATA / "STSBenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[lo:hi]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["sentence1", "sentence2", "score"])
-        for r in rows:
-            p = r.split("\t")
-            w.writerow([p[5], p[6], p[4]])
-    return path
 
 
 def _trials(storage, name="s"):
