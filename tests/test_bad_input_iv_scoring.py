@@ -127,7 +127,7 @@ def test_eval_on_pairs_of_identical_sentences_is_one_line(tiny_bert_dir, tmp_pat
 # ---- item 8: the score cache knows the tokenizer ----------------------------------------------------
 
 def test_the_score_cache_follows_the_tokenizer(tiny_bert_dir, tmp_path):
-    from promptsearch.model.loading import model_fingerprint
+    from promptsearch.model.loading import model_fingerprint, tokenizer_fingerprint
     from promptsearch.search import Scorer
 
     m = tmp_path / "m"
@@ -146,7 +146,31 @@ def test_the_score_cache_follows_the_tokenizer(tiny_bert_dir, tmp_path):
     assert not got.cached and got.spearman == fresh.spearman and abs(got.spearman - lower.spearman) > 0.01
     # a copy of a folder is the same model: its fingerprint (weights and tokenizer) the same
     shutil.copytree(tiny_bert_dir, tmp_path / "copy")
-    assert model_fingerprint(make_encoder(tmp_path / "copy").model) == model_fingerprint(make_encoder(tiny_bert_dir).model)
+    a, b = make_encoder(tmp_path / "copy"), make_encoder(tiny_bert_dir)
+    assert model_fingerprint(a.model) == model_fingerprint(b.model)
+    assert tokenizer_fingerprint(a.tokenizer) == tokenizer_fingerprint(b.tokenizer)
+
+
+def test_a_results_file_resumes_unless_its_tokenizer_changed(tiny_bert_dir, tmp_path, capsys):
+    """A results file records the tokenizer beside the weights: one from before it was recorded resumes (its weights
+    decide, as they did then); one recorded with another tokenizer is refused, in words that say so."""
+    from promptsearch.cli import main
+
+    res = tmp_path / "r.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top", "0",
+            "--out", str(res), "-q"]
+    assert main([*argv, "[X] is [MASK] ."]) == 0
+    d = json.loads(res.read_text())
+    assert d["numbers"]["tokenizer"] and d["numbers"]["model"]
+    del d["numbers"]["tokenizer"]
+    res.write_text(json.dumps(d))
+    assert main([*argv, "[X] means [MASK] ."]) == 0  # resumed
+    d = json.loads(res.read_text())
+    d["numbers"]["tokenizer"] = "0" * 12
+    res.write_text(json.dumps(d))
+    capsys.readouterr()
+    assert main([*argv, "[X] says [MASK] ."]) == 2
+    assert "another tokenizer" in capsys.readouterr().err
 
 
 # ---- item 9: score reads a folder's representation as eval does ---------------------------------------

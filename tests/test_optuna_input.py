@@ -151,6 +151,18 @@ def test_a_refused_greedy_with_a_storage_leaves_no_database(tiny_bert_dir, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_results_file_greedy_would_not_resume_is_refused_before_its_work_study(tiny_bert_dir, tmp_path, capsys):
+    """11. A resume refused (--out holds another data set's run) came after the work study's SQLite file was made."""
+    out = tmp_path / "o.json"
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "-q", "--no-bf16",
+                 "--no-cache", "--validate-top", "0", "[X] is [MASK] ."]) == 0
+    before = out.read_bytes()
+    code = main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts15", "--storage", f"sqlite:///{tmp_path / 'w.db'}",
+                 "--out", str(out), "-q", "--no-bf16", "--no-cache", "[X] means [MASK] ."])
+    _one_line(capsys, code, "sts16")
+    assert not (tmp_path / "w.db").exists() and out.read_bytes() == before
+
+
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     """25. ``worker --study-name nosuch``: the message named no study (and the worker made the SQLite file)."""
     url = f"sqlite:///{tmp_path / 'w.db'}"

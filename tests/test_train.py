@@ -368,6 +368,32 @@ def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_d
     assert _ft(tiny_bert_dir, out, 4, dev_dataset="sick-trial")["history"][:3] == s["history"]  # the same run goes on
 
 
+def test_finetune_resumes_its_dev_file_by_any_spelling_and_a_refused_start_leaves_no_folder(tiny_bert_dir, tmp_path,
+                                                                                             monkeypatch, capsys):
+    """A dev set is a file, however it is spelled (./dev.csv, dev.csv, its absolute path): the same run resumes. A
+    start the scorer refuses (60 pairs of a sentence and itself: no spread to rank) leaves no --out behind."""
+    from promptsearch.cli import main
+    from conftest import stsb_dev_csv
+
+    monkeypatch.chdir(tmp_path)
+    stsb_dev_csv(tmp_path / "dev.csv", 0, 60)
+    out = tmp_path / "ft"
+    _ft(tiny_bert_dir, out, 2, keep_checkpoint=True, dev_dataset="./dev.csv")
+    assert [h["step"] for h in _ft(tiny_bert_dir, out, 3, keep_checkpoint=True, dev_dataset=str(tmp_path / "dev.csv"))
+            ["history"]] == [0, 2, 3]  # resumed, not refused as another dev set
+    rows = (tmp_path / "dev.csv").read_text(encoding="utf-8").splitlines()[1:]
+    same = ["sentence1,sentence2,score"] + [f"{r.split(',')[0]},{r.split(',')[0]},{i % 5}" for i, r in enumerate(rows)
+                                            if r.count(",") == 2]
+    (tmp_path / "same.csv").write_text("\n".join(same) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "same.csv",
+                 "--out", str(tmp_path / "ft2"), "--max-steps", "2", "--train-batch-size", "16", "--micro-batch", "8",
+                 "--train-file", _train_file(tmp_path), "--final-tasks", "sts16", "--no-bf16", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "error: Spearman on same.csv is undefined" in err.splitlines()[-1], err
+    assert not (tmp_path / "ft2").exists()
+
+
 def test_identical_views_are_said_to_differ_by_dropout_and_refused_without_it(tiny_bert_dir, tmp_path, capsys):
     """One template twice (the model's own read-out, say) is SimCSE's objective: dropout is the only noise, so a
     model without dropout is refused before anything is written; the run says which views it uses and how long it is."""

@@ -9,7 +9,7 @@ import optuna
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
-from ..search import GivenTemplates, Results, Scorer, run_strategy
+from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.plots import plot_results
@@ -45,6 +45,7 @@ def _run(args, strategy, *checks, enc=None) -> Results:
         from ..search.distributed import WorkQueue
 
         strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
+        check_resume(strategy, scorer, args.out, args.model)  # so is a results file it would not resume
         scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
         if announce:
             announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
@@ -111,6 +112,7 @@ def cmd_greedy(args) -> int:
 
 
 def cmd_score(args) -> int:
+    pin_precision(args)  # before the folder's encoder is made in a precision: a resumed file keeps its own
     enc = o.encoder(args, args.template_dir) if args.template_dir and not (args.templates or args.file) else None
     saved, saved_denoise = (enc and enc.folder_representation()) or (None, False)
     if saved is not None:  # the folder's own representation, as eval reads it: its template, layer, read-out, denoising

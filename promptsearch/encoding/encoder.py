@@ -327,12 +327,15 @@ class PromptEncoder:
         k = self.own_representation()
         return PromptPool(k.template, k.readout)
 
-    def describe_own(self) -> str:
-        """What :meth:`own_representation` read, in words."""
+    def describe_own(self, denoise: bool | None = None) -> str:
+        """What :meth:`own_representation` read, in words (``denoise``: whether a trained folder's [MASK] state is
+        scored denoised, when not as it was saved)."""
         trained = self.folder_representation()
         if trained is not None:
-            k, denoise = trained
-            return f"the representation it was trained with, {k.text}{' (denoised)' if denoise else ''}"
+            k, saved = trained
+            denoise = saved if denoise is None or k.readout else denoise
+            return (f"the representation it was trained with, {k.text}{' (denoised)' if denoise else ''}"
+                    + ("" if denoise == saved else f" (saved {'denoised' if saved else 'raw'})"))
         return self.model.stack().describe()
 
     def resolve(self, r: Rep) -> Rep:

@@ -344,14 +344,12 @@ def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
 
 
 def model_fingerprint(model: LoadedModel) -> str:
-    """A short hash of the model's weights (a few tensors) and of its tokenizer (:func:`tokenizer_fingerprint`),
-    so a retrained checkpoint, or one whose tokenizer files or settings changed, at the same path never reuses
-    stale scores or cached states."""
+    """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the same path never reuses
+    stale scores or cached states (its tokenizer: :func:`tokenizer_fingerprint`, recorded beside it)."""
     h = hashlib.sha1()
     params = list(model.encoder.parameters())
     for p in (params[0], params[len(params) // 2], params[-1]):
         h.update(p.detach().float().cpu().numpy()[:64].tobytes())
-    h.update(tokenizer_fingerprint(model.tokenizer).encode("ascii"))
     return h.hexdigest()[:12]
 
 

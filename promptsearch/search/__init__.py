@@ -21,6 +21,20 @@ from ..representation import Representation
 from ..template import Template
 
 
+def run_settings(strategy: Strategy, scorer: Scorer) -> dict:
+    """The settings a results file records of a run: the strategy's, and the objective over several dev sets."""
+    settings = strategy.settings()
+    if len(scorer.datasets) > 1:
+        settings["objective"] = scorer.objective
+    return settings
+
+
+def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "default") -> None:
+    """Refuse, writing nothing, a results file ``out`` that :func:`run_strategy` would refuse to resume."""
+    Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
+                         numbers=scorer.numbers())
+
+
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
                  validate_on=DEFAULT_VALIDATE_ON, validate_top: int | None = None, show_progress_bar=None,
                  announce=None) -> Results:
@@ -31,10 +45,8 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     if not isinstance(strategy, Strategy):
         raise TypeError(f"{type(strategy).__name__} is not a promptsearch.search.Strategy: subclass it")
     strategy.check(scorer)  # refuse bad input before the results file is opened
-    settings = strategy.settings()
-    if len(scorer.datasets) > 1:  # the objective over several dev sets
-        settings["objective"] = scorer.objective
-    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings, numbers=scorer.numbers())
+    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
+                           numbers=scorer.numbers())
     results.track(scorer.work)
     own = score_own(scorer, results)  # the model's own representation: the first candidate, always
     strategy.run(scorer, results)
@@ -90,4 +102,5 @@ def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_
     return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name, show_progress_bar=show_progress_bar)
 
 
-__all__ = ["greedy_search", "GivenTemplates", "Strategy", "Scorer", "Score", "Results", "run_strategy", "validate", "DEFAULT_VALIDATE_ON"]
+__all__ = ["greedy_search", "GivenTemplates", "Strategy", "Scorer", "Score", "Results", "run_strategy", "check_resume", "validate",
+           "DEFAULT_VALIDATE_ON"]

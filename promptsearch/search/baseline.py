@@ -24,7 +24,7 @@ def score_own(scorer: Scorer, results: Results) -> Representation:
     enc = scorer.encoder
     own = enc.own_representation()  # a trained folder's may read another layer
     key = results.add(scorer.at_layer(own.layer).score(own.without_layer), "baseline").entry_key
-    results.baseline = Verdict(key, reads=enc.describe_own())
+    results.baseline = Verdict(key, reads=enc.describe_own(scorer.denoise))
     results.save()
     return key
 

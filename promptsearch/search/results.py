@@ -125,6 +125,31 @@ class Results:
         return self.settings.get("objective", DEFAULT_OBJECTIVE)
 
     @classmethod
+    def check_resume(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
+                     numbers: dict | None = None) -> None:
+        """Refuse, in one line, what :meth:`open` would refuse of an existing file at ``path``, writing nothing (a
+        command checks it before it makes anything else, e.g. a work study's database)."""
+        p = Path(path) if path else None
+        if p is not None and p.exists():
+            cls._resumable(p, cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers))
+
+    @classmethod
+    def _resumable(cls, p: Path, res: "Results") -> "Results":
+        """The file at ``p``, when a run like ``res`` may resume it; a one-line error otherwise."""
+        old = cls.load(p)
+        mismatch = [(k, getattr(old, k), getattr(res, k)) for k in ("model", "dataset", "strategy", "denoise")
+                    if getattr(old, k) != getattr(res, k)]
+        if old.objective != res.objective:
+            mismatch.append(("objective", old.objective, res.objective))
+        if mismatch:
+            k, was, now = mismatch[0]
+            raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the file) to start a new run")
+        if res.numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, res.numbers)):
+            raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
+                                    "run's: pass another out= (or delete the file) to start a new run")
+        return old
+
+    @classmethod
     def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
              numbers: dict | None = None) -> "Results":
         """A new results file, or the existing one at ``path`` to resume: same model, dataset, strategy,
@@ -135,18 +160,7 @@ class Results:
             check_not_read_only(p)
             hold_write_lock(p)  # a second process on the same file is refused, not a silent last-writer-wins
         if p is not None and p.exists():
-            old = cls.load(p)
-            mismatch = [(k, getattr(old, k), v) for k, v in
-                        (("model", model), ("dataset", dataset), ("strategy", strategy), ("denoise", denoise))
-                        if getattr(old, k) != v]
-            if old.objective != res.objective:
-                mismatch.append(("objective", old.objective, res.objective))
-            if mismatch:
-                k, was, now = mismatch[0]
-                raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the file) to start a new run")
-            if numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, numbers)):
-                raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
-                                        "run's: pass another out= (or delete the file) to start a new run")
+            old = cls._resumable(p, res)
             old.settings = res.settings
             old.numbers = numbers or old.numbers
             res = old
@@ -399,13 +413,15 @@ def _numbers_differ(was: dict, now: dict) -> str:
     """What differs between two :meth:`Scorer.numbers` records, in words ('' when nothing does)."""
     for k in sorted(set(was) | set(now), key=lambda k: (k != "precision", k)):  # the precision first: it explains "batches"
         a, b = was.get(k), now.get(k)
-        if a == b:
+        if a == b or (k == "tokenizer" and k not in was):  # a file from before the tokenizer was recorded: its weights say
             continue
         if k == "data":
             changed = [d for d in sorted(set(a or {}) | set(b or {})) if (a or {}).get(d) != (b or {}).get(d)]
             return f"other contents of {changed[0]} (it has changed since)"
         if k == "model":
-            return "other model weights or another tokenizer (the checkpoint or its tokenizer files have changed since)"
+            return "other model weights (the checkpoint has changed since)"
+        if k == "tokenizer":
+            return "another tokenizer (its files or settings have changed since)"
         if k == "pooled":
             return ("another sentence-transformers stack or pooled computation (its modules, max length or tokenizer; "
                     "or a promptsearch that pooled prompts its own way)")

@@ -28,6 +28,7 @@ from ..errors import DataError, PromptSearchError
 from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
+from ..model.loading import tokenizer_fingerprint
 from ..paths import default_cache_path
 from ..template import Template
 from ..representation import Representation
@@ -109,6 +110,7 @@ class Scorer:
         self.sentences, self.gold = self.evaluator.sentences, self.evaluator.gold
         self.ia, self.ib = self.evaluator.ia, self.evaluator.ib
         self.fingerprint = model_fingerprint(encoder.model)
+        self.tokenizer_fingerprint = tokenizer_fingerprint(encoder.tokenizer)
         use_cache = cache is not False
         self.cache_path = Path(cache) if cache not in (None, False, True) else default_cache_path()
         loaded = load_scores(self.cache_path) if use_cache else {}
@@ -227,7 +229,8 @@ class Scorer:
         """Everything that changes a score, as a results file records it: a resumed run with another
         value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways."""
         e = self.encoder
-        return {"model": self.fingerprint, "data": dict(self.data_fingerprints), "precision": e.precision,
+        return {"model": self.fingerprint, "tokenizer": self.tokenizer_fingerprint, "data": dict(self.data_fingerprints),
+                "precision": e.precision,
                 "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat, "pooled": e.pooled_signature(),
                 "pooled_max_length": e.pooled_max_length,
                 "objective": self.objective if len(self.datasets) > 1 else None,
@@ -241,12 +244,12 @@ class Scorer:
         if (st := Representation.split(template)).readout and Representation(st.template, None, st.readout).prompt is not None:
             # a prompt pooled through the sentence-transformers stack: its numbers hang on the stack, not the
             # [MASK] settings (period, max length, compat)
-            return json.dumps([e.model.name, self.fingerprint, template, f"{dataset}:{self.data_fingerprints[dataset]}",
+            return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, f"{dataset}:{self.data_fingerprints[dataset]}",
                                e.precision, f"st={e.pooled_signature()}"]
                               + ([f"batches={self._batching()}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
-        return json.dumps([e.model.name, self.fingerprint, template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
+        return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
                           + ([f"batches={self._batching()}"] if e.precision != "fp32" else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else [])

@@ -243,9 +243,12 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
                                         "password and database, and that the server is running") from None
             # a file that cannot be opened (no folder, a folder, no permission): no retry helps; others (a lock, a table
             # another worker just created) are retried
-            if "unable to open" in reason or attempt == attempts - 1:
+            if "unable to open" in reason:
                 raise PromptSearchError(f"cannot open the storage {given}: {reason}; give a SQLite file in a folder you can "
                                         f"write, {STORAGE_EXAMPLES}") from None
+            if attempt == attempts - 1:  # still locked by another process after every retry: not the file's fault
+                raise PromptSearchError(f"cannot open the storage {given}: {reason} after {attempts} tries; another "
+                                        "process holds it (wait for it and re-run, or use PostgreSQL for many workers)") from None
         except DatabaseError as exc:  # a file that is not a SQLite database
             raise PromptSearchError(f"cannot open the storage {_shown(given)}: {first_line(getattr(exc, 'orig', None) or exc)}; "
                                     f"give a new file or a study database, {STORAGE_EXAMPLES}") from None

@@ -97,23 +97,23 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     if announce is not None:
         announce(views)
     wrapped, opt = acc.prepare(prompt, opt)
-    if acc.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        mark_unfinished(out)
     saved = ck and ck.resume(FinetuneState, templates=cfg.templates, mode=cfg.mode, layer=cfg.layer)
     if saved:
         acc.unwrap_model(wrapped).encoder.load_state_dict(saved.model)
         opt.load_state_dict(saved.optimizer)
         sched.load_state_dict(saved.scheduler)
         start, best, start_score, cfg.history = ck.step, ck.best, saved.start_score, ck.history
-    t_start = None
-    if start_score is None:
+    t_start, fresh = None, start_score is None
+    if fresh:  # before the folder is made: a start refused (a data error, similarities with no spread) leaves nothing
         t0 = time.time()
         start_score = best = dev.start(tdev, cfg.denoise, cfg.layer, cfg.readout)
         t_start = time.time() - t0
         t_start = t_start if t_start > 0.5 else None  # below that it came from the score cache: no measure of a pass
         cfg.history.append({"step": 0, "dev": round(start_score, 4)})
-        if acc.is_main_process:
+    if acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        mark_unfinished(out)
+        if fresh:
             save_model(enc, out, cfg, model_name, {"step": 0, "dev": start_score, "dev_set": run.dev_dataset})
     if acc.is_main_process:
         note(plan_line(cfg, total, start, len(data), run.dev_dataset))
@@ -206,7 +206,7 @@ class _Finetunee(Trainee):
 
 # What a resumed run must share with the checkpoint's (else its start, best and history are another run's), and
 # how a refusal names each.
-SETTINGS = {"model": "model (weights)", "mode": "mode", "templates": "templates", "layer": "read-out layer",
+SETTINGS = {"model": "model (weights)", "tokenizer": "tokenizer (its files or settings)", "mode": "mode", "templates": "templates", "layer": "read-out layer",
             "readout": "read-out", "denoise": "denoise setting", "dev_set": "dev set", "dev_data": "dev set's pairs",
             "train_data": "training data", "lr": "learning rate", "batch_size": "batch size", "seed": "seed",
             "temperature": "temperature", "max_seq_length": "max sequence length"}
@@ -228,10 +228,12 @@ def corpus_fingerprint(data) -> str:
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
     """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
     from ..model import model_fingerprint
+    from ..model.loading import tokenizer_fingerprint
     from ..search.scorer import data_fingerprint
 
-    return {"model": model_fingerprint(enc.model), "mode": cfg.mode, "templates": list(cfg.templates), "layer": cfg.layer,
-            "readout": cfg.readout, "denoise": cfg.denoise, "dev_set": dev.dataset,
+    return {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer), "mode": cfg.mode,
+            "templates": list(cfg.templates), "layer": cfg.layer, "readout": cfg.readout, "denoise": cfg.denoise,
+            "dev_set": str(Path(dev.dataset).resolve()) if Path(dev.dataset).is_file() else dev.dataset,
             "dev_data": data_fingerprint(dev.evaluator.data), "train_data": corpus_fingerprint(data), "lr": cfg.lr,
             "batch_size": cfg.batch_size, "seed": cfg.seed, "temperature": cfg.temperature,
             "max_seq_length": cfg.max_seq_length}
@@ -244,11 +246,11 @@ def check_resumable(ck: Checkpoint, settings: dict, out: Path) -> None:
     saved = FinetuneState.from_dict(ck.trainee)
     if saved is None:
         return  # another trainer's checkpoint: not resumed (start anew, as before)
-    old = saved.settings or {"mode": saved.mode, "templates": list(saved.templates), "layer": saved.layer,
-                             "readout": saved.readout}
+    # (an earlier version's checkpoint did not hold its read-out either: it was not compared then, nor now)
+    old = saved.settings or {"mode": saved.mode, "templates": list(saved.templates), "layer": saved.layer}
     for k, label in SETTINGS.items():
         if k in old and old[k] != settings[k]:
-            what = "" if k in ("dev_data", "train_data", "model") else f" ({old[k]!r} there, {settings[k]!r} now)"
+            what = "" if k in ("dev_data", "train_data", "model", "tokenizer") else f" ({old[k]!r} there, {settings[k]!r} now)"
             raise PromptSearchError(f"{out} holds a finetune checkpoint (step {ck.step}) trained with another {label}{what}, "
                                     "whose start, best and history are not this run's: pass another out=, or "
                                     "no_resume=True to start over in it")

@@ -35,7 +35,7 @@ from ..errors import PromptSearchError, worded
 
 from ..encoding.batching import pad
 from ..fileio import atomic_replace, atomic_write
-from ..model.loading import model_fingerprint
+from ..model.loading import model_fingerprint, tokenizer_fingerprint
 from ..paths import cache_dir as cache_dir_path
 from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
 from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
@@ -129,7 +129,7 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
 
 def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([model.name, model_fingerprint(model), masking.rate, masking.seed, masking.max_length,
+    h.update(json.dumps([model.name, model_fingerprint(model), tokenizer_fingerprint(model.tokenizer), masking.rate, masking.seed, masking.max_length,
                          bool(masking.bf16)]).encode())
     for s in sentences:
         h.update(s.encode("utf-8", "replace") + b"\n")
