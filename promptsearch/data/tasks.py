@@ -72,13 +72,13 @@ def scoring_sets(spec: str) -> list[str]:
                                 "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
     seen: dict[tuple, str] = {}
     for t in tasks:  # one file under two spellings (p.csv, ./p.csv) is one set: the objective would count it twice
-        same = seen.setdefault(_resolved(t), t)
+        same = seen.setdefault(resolved_task(t), t)
         if same != t:
             raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set once")
     return tasks
 
 
-def _resolved(task: str) -> tuple:
+def resolved_task(task: str) -> tuple:
     """What a task name reads: a user file's resolved path (with its config and split), else the name."""
     from .user import _split_spec
 

@@ -107,6 +107,7 @@ class PromptEncoder:
         self.default_readout: str | None = None  # a trained directory's pooled read-out (None: [MASK])
         self._biased_ids: frozenset[int] | None = None
         self._pooled_signature: str | None = None
+        self._progress_what: str | None = None  # the task its progress bars name (progress_named)
         self.on_first_pass = None  # called once, before the first forward pass (the CLI's precision line)
         lead, trail = self.prompt._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
@@ -214,13 +215,13 @@ class PromptEncoder:
             show = self.show_progress_bar
         if show is None:
             show = sys.stderr.isatty() and total > 4
-        what = getattr(self, "_progress_what", None)
+        what = self._progress_what
         return tqdm(total=total, desc=f"{desc} {what}" if what else desc, disable=not show, leave=False, unit="batch")
 
     @contextlib.contextmanager
     def progress_named(self, what: str | None):
         """Progress bars of the encodes inside say ``what`` (a task's name) after their verb."""
-        was, self._progress_what = getattr(self, "_progress_what", None), what
+        was, self._progress_what = self._progress_what, what
         try:
             yield self
         finally:
@@ -324,7 +325,7 @@ class PromptEncoder:
         if trained is not None:
             k, denoise = trained
             return _rep(k.template, denoise, k.readout, layer=k.layer)
-        k = self.own_representation()
+        k = self.model.stack().own()
         return PromptPool(k.template, k.readout)
 
     def describe_own(self, denoise: bool | None = None) -> str:

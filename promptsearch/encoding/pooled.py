@@ -157,10 +157,7 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
             feats = {**_pad(rows, idx, side, pad_id, device), **rest}
             feats = stack.transformer(feats)
             for r, pool in poolings.items():
-                f = pool(dict(feats))
-                for m in stack.after_pooling():
-                    f = m(f)
-                v = f["sentence_embedding"].float()
+                v = _pooled(stack, pool, dict(feats))
                 if r not in out:
                     out[r] = torch.empty((len(uniq), v.shape[1]), dtype=torch.float32, device=device)
                 out[r][torch.from_numpy(idx).to(device)] = v
@@ -174,10 +171,18 @@ def st_forward(stack, texts: Sequence[str], prompt: str, readout: str, max_lengt
     dropout as the encoder's mode says (what training's views of a pooled prompt are)."""
     f = stack.transformer.preprocess(list(texts), prompt=prompt or None, **({"max_length": max_length} if max_length else {}))
     f = stack.transformer({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in f.items()})
-    pool = stack.pooling_for(readout)
-    f = pool.to(device)(f)
+    pool = stack.pooling_for(readout).to(device)
     for m in stack.after_pooling():
-        f = m.to(device)(f)
+        m.to(device)
+    return _pooled(stack, pool, f)
+
+
+def _pooled(stack, pool, features: dict) -> torch.Tensor:
+    """The transformer's ``features`` through ``pool`` and the stack's modules after its Pooling (Dense,
+    Normalize …): the sentence embeddings, (B, dim), float32."""
+    f = pool(features)
+    for m in stack.after_pooling():
+        f = m(f)
     return f["sentence_embedding"].float()
 
 

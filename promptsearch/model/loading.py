@@ -10,7 +10,6 @@ as a bare encoder and says so on stderr, unless a trained head is given (``mask_
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ import torch
 from ..errors import ModelError, first_line
 from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
-from .stack import ModuleStack, load_stack
+from .stack import ModuleStack, _quiet_transformers, load_stack
 
 DEFAULT_MODEL = "default"
 
@@ -42,23 +41,6 @@ def resolve_model_path(name: str) -> str:
     if name == DEFAULT_MODEL:
         return str(default_model_path())
     return name
-
-
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Silence HF's load-time chatter (weight progress bars, 'newly initialized' warnings)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:  # restore the caller's setting, whatever it was
-            hf_logging.enable_progress_bar()
 
 
 @dataclass

@@ -32,25 +32,35 @@ from ..representation import Representation, pooling_of, readout_of
 
 
 @contextlib.contextmanager
-def _quiet():
-    """sentence-transformers' and transformers' load-time chatter (a new model made with mean pooling,
-    the default prompt, weight progress bars, the meta-device note) kept off the user's terminal."""
+def _quiet_transformers():
+    """Silence HF's load-time chatter (weight progress bars, 'newly initialized' warnings)."""
     from transformers.utils import logging as hf_logging
 
-    st_log = logging.getLogger("sentence_transformers")
-    level, hf_level, bars = st_log.level, hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    st_log.setLevel(logging.ERROR)
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        with warnings.catch_warnings():
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:  # restore the caller's setting, whatever it was
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """sentence-transformers' and transformers' load-time chatter (a new model made with mean pooling,
+    the default prompt, weight progress bars, the meta-device note) kept off the user's terminal."""
+    st_log = logging.getLogger("sentence_transformers")
+    level = st_log.level
+    st_log.setLevel(logging.ERROR)
+    try:
+        with _quiet_transformers(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         st_log.setLevel(level)
-        hf_logging.set_verbosity(hf_level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _classes():

@@ -165,17 +165,22 @@ def mask_model_card(k: Representation, model: str, mode: str) -> str:
         "vectors = model.encode([\"a man is playing a guitar .\"])", "```", ""])
 
 
+def _check_pooling_first(stack, model: str) -> None:
+    """A one-line error for a stack whose Pooling is not the module after its Transformer (1_Pooling)."""
+    if stack.pooling_index != 0:
+        from ..errors import PromptSearchError
+
+        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
+                                "reads puts it there (1_Pooling)")
+
+
 def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:
     """Every file of a sentence-transformers folder for ``k`` over ``stack`` but the transformer's weights and
     tokenizer: modules.json, the Pooling set to ``k``, the stack's modules after it (Dense, Normalize …),
     sentence_bert_config.json (``length``: the max length), the prompt as ``query`` and ``document``, the default,
     and a model card. (description, what other readers do differently)."""
     mode, include = k.st_pooling
-    if stack.pooling_index != 0:
-        from ..errors import PromptSearchError
-
-        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
-                                "reads puts it there (1_Pooling)")
+    _check_pooling_first(stack, model)
     tr = stack.transformer
     sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
     if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
@@ -240,9 +245,7 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
 
     check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
-    if stack.pooling_index != 0:
-        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
-                                "reads puts it there (1_Pooling)")
+    _check_pooling_first(stack, model)  # before anything is written (write_modules checks it for finetune too)
     length = max_length or stack.max_seq_length
     out = Path(out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))

@@ -206,10 +206,10 @@ class _Finetunee(Trainee):
 
 # What a resumed run must share with the checkpoint's (else its start, best and history are another run's), and
 # how a refusal names each.
-SETTINGS = {"model": "model (weights)", "tokenizer": "tokenizer (its files or settings)", "mode": "mode", "templates": "templates", "layer": "read-out layer",
-            "readout": "read-out", "denoise": "denoise setting", "dev_set": "dev set", "dev_data": "dev set's pairs",
-            "train_data": "training data", "lr": "learning rate", "batch_size": "batch size", "seed": "seed",
-            "temperature": "temperature", "max_seq_length": "max sequence length"}
+SETTINGS = {"model": "model (weights)", "tokenizer": "tokenizer (its files or settings)", "mode": "mode",
+            "templates": "templates", "layer": "read-out layer", "readout": "read-out", "denoise": "denoise setting",
+            "dev_set": "dev set", "dev_data": "dev set's pairs", "train_data": "training data", "lr": "learning rate",
+            "batch_size": "batch size", "seed": "seed", "temperature": "temperature", "max_seq_length": "max sequence length"}
 
 
 def corpus_fingerprint(data) -> str:
@@ -228,12 +228,13 @@ def corpus_fingerprint(data) -> str:
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
     """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
     from ..model import model_fingerprint
+    from ..data.tasks import resolved_task
     from ..model.loading import tokenizer_fingerprint
     from ..search.scorer import data_fingerprint
 
     return {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer), "mode": cfg.mode,
             "templates": list(cfg.templates), "layer": cfg.layer, "readout": cfg.readout, "denoise": cfg.denoise,
-            "dev_set": str(Path(dev.dataset).resolve()) if Path(dev.dataset).is_file() else dev.dataset,
+            "dev_set": " ".join(str(x) for x in resolved_task(dev.dataset) if x is not None),
             "dev_data": data_fingerprint(dev.evaluator.data), "train_data": corpus_fingerprint(data), "lr": cfg.lr,
             "batch_size": cfg.batch_size, "seed": cfg.seed, "temperature": cfg.temperature,
             "max_seq_length": cfg.max_seq_length}
