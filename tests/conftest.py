@@ -21,6 +21,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 os.environ.setdefault("PROMPTSEARCH_DATA_DIR", str(DATA))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The commands' default precision is measured per CPU (promptsearch.encoding.precision): a suite run would then be
+# bf16 on one machine and fp32 on the next, and the measurement would write the user's cache. The suite pins it, so a
+# run is the same everywhere; tests of bf16 ask for it (PRECISIONS below), tests of the measurement unpin it
+# (cpu_measured), and PROMPTSEARCH_PRECISION=bf16 runs the whole suite's defaults in bf16.
+os.environ.setdefault("PROMPTSEARCH_PRECISION", "fp32")
 
 # Under pytest-xdist (-n N) each worker gets its share of the cores, it and the commands it starts:
 # N workers each running torch's default of one thread a core would oversubscribe the machine many
@@ -121,6 +126,25 @@ def _no_process_outlives_its_test():
 def _score_cache_of_its_own(tmp_path, monkeypatch):
     """No test reads or writes the user's score cache (~/.cache/promptsearch/scores.jsonl): each has its own."""
     monkeypatch.setenv("PROMPTSEARCH_CACHE", str(tmp_path / "scores.jsonl"))
+
+
+@pytest.fixture
+def cpu_measured(tmp_path, monkeypatch):
+    """``cpu_measured(ratio)``: the default precision unpinned and measured on a CPU where bf16 takes ``ratio`` of
+    float32's time (a fake measurement, counted in the returned list), cached in a cache folder of the test's own."""
+    from promptsearch.encoding import batching, precision
+
+    calls: list[float] = []
+
+    def use(ratio: float) -> list[float]:
+        monkeypatch.delenv("PROMPTSEARCH_PRECISION", raising=False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+        monkeypatch.setattr(precision, "measure_ratio", lambda: calls.append(ratio) or ratio)
+        batching._cpu_choice_once.cache_clear()
+        return calls
+
+    yield use
+    batching._cpu_choice_once.cache_clear()
 
 
 def write_vocab(tmp_path, **kw) -> str:

@@ -110,12 +110,10 @@ def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
     assert "did you mean" not in err
 
 
-def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_dir, tmp_path, capsys, cpu_measured):
     """27. The precision line said 'bf16=True forces it' and held-out validation 'validate_top=0 skips it':
     Python arguments on a command line. They now say '--bf16' and '--validate-top 0'."""
-    import promptsearch.encoding.batching as batching
-
-    monkeypatch.setattr(batching, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))  # the CPU whose line has the hint
+    cpu_measured(1.2)  # a CPU where fp32 is measured faster: its line has the hint
     assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--device", "cpu",
                  "--validate-top", "1", "--validate-on", "sts15", "--out", str(tmp_path / "r.json"), T2]) == 0
     err = capsys.readouterr().err
@@ -225,3 +223,16 @@ def test_the_tui_ended_by_a_signal_with_sigcont_is_one_line(tmp_path, sig, code,
     assert "Traceback" not in text and "Error" not in text, text[-2000:]
     assert b"\x1b[?1049l" in out, "the terminal was not put back"  # Textual left the alternate screen
     assert out.rstrip().endswith(b"promptsearch tui: " + word), out[-300:]
+
+
+def test_export_and_finetune_write_no_model_shards_bar(tiny_bert_dir, tmp_path, capfd):
+    """37. A 'Writing model shards' bar (transformers' save_pretrained) leaked into export's and finetune's output;
+    every save now runs with transformers' progress bars off (checked on the file descriptors, where tqdm writes)."""
+    capfd.readouterr()
+    assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "e")]) == 0
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", T2, "--max-steps", "1",
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks", "sts16",
+                 "--no-bf16"]) == 0
+    err = capfd.readouterr().err
+    assert (tmp_path / "e" / "model.safetensors").is_file() and (tmp_path / "ft" / "model.safetensors").is_file()
+    assert "Writing model shards" not in err and "Writing" not in err, err

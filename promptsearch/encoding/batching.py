@@ -10,6 +10,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from .precision import ENV_VAR, cpu_choice, forced
+
 SENTENCE_ENDINGS = ".?\"'"
 
 
@@ -86,14 +88,13 @@ def bf16_supported(device: torch.device) -> bool:
 
 
 def precision_choice(device: torch.device) -> tuple[bool, str]:
-    """(bf16?, why) — the default precision for ``device``: the one measured faster there.
-
-    bf16 on GPUs with bf16 tensor cores (compute capability 8.0 and newer) and on CPUs with AMX;
-    float32 everywhere else. On CPUs with AVX512-BF16 but no AMX (AMD Zen 4/5, Intel Cooper Lake,
-    VMs that hide AMX) bf16 autocast measured 1.6x *slower* than float32 for the encoder's matmuls
-    (``benchmarks/encode_speed.py --precisions`` prints both on the machine at hand), so there the
-    flag alone does not choose it."""
+    """(bf16?, why) — the default precision for ``device``: ``$PROMPTSEARCH_PRECISION`` when it names one; on a GPU,
+    bf16 where it has bf16 tensor cores (compute capability 8.0 and newer); on a CPU, the precision measured faster
+    there (:func:`~.precision.cpu_choice`: timed once, cached per CPU and torch version)."""
     device = torch.device(device)
+    pinned = forced()
+    if pinned:
+        return pinned == "bf16", f"{pinned} ({ENV_VAR}={pinned})"
     if device.type == "cuda":
         try:
             major, _ = torch.cuda.get_device_capability(device)
@@ -104,12 +105,13 @@ def precision_choice(device: torch.device) -> tuple[bool, str]:
         return False, f"fp32 (this GPU, compute capability {major}.x, has no bf16 tensor cores)"
     if device.type != "cpu":
         return False, f"fp32 (bf16 autocast is not used on {device.type})"
-    flags = _cpu_flags()
-    if "amx_bf16" in flags:
-        return True, "bf16 (this CPU has AMX)"
-    if "avx512_bf16" in flags:
-        return False, "fp32 (this CPU has AVX512-BF16 but no AMX, where bf16 measured slower; bf16=True forces it)"
-    return False, "fp32 (this CPU has no fast bf16)"
+    return _cpu_choice_once()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_choice_once() -> tuple[bool, str]:
+    """The CPU's measured choice, read (or measured) once per process."""
+    return cpu_choice()
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,7 +2,7 @@
 
 The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
 progress bar, return a numpy array in input order. Inference runs under
-``torch.inference_mode`` and, where bf16 is the faster precision (AMX CPUs, GPUs with bf16
+``torch.inference_mode`` and, where bf16 is the faster precision (measured on a CPU, GPUs with bf16
 tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
 denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
 """
