@@ -16,7 +16,12 @@ def default_corpus_path(data_dir=None) -> Path:
 
 def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
     """The Wikipedia sample in the data folder's ``train/`` (one sentence a line, blank lines
-    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`."""
+    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`.
+
+    :param data_dir: the data folder (None: the default location).
+    :param limit: keep the first this many sentences (None: all).
+    :returns: the sentences, whitespace collapsed.
+    :raises promptsearch.errors.DataError: for a missing or unreadable file, or one with no sentence."""
     p = default_corpus_path(data_dir)
     lines = [s for s in (_tokens(x) for x in _read_lines(p)) if s]
     if not lines:
@@ -26,7 +31,13 @@ def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
 
 def training_corpus(train_file: str | None = None, text_column: str | None = None, data_dir=None):
     """The sentences a training run learns from: ``train_file`` (a text file, a table with a text
-    column, a dataset folder or a hub id; memory-mapped through ``datasets``), else the Wikipedia sample."""
+    column, a dataset folder or a hub id; memory-mapped through ``datasets``), else the Wikipedia sample.
+
+    :param train_file: the user's corpus (None: the Wikipedia sample).
+    :param text_column: its text column (None: found by name).
+    :param data_dir: the data folder the Wikipedia sample is read from (None: the default location).
+    :returns: a ``datasets.Dataset`` with the column ``text`` (a user's corpus) or a list of sentences.
+    :raises promptsearch.errors.DataError: as ``load_texts`` and ``load_corpus``."""
     from .user import load_texts
 
     return load_texts(train_file, text_column) if train_file else load_corpus(data_dir=data_dir)
