@@ -137,7 +137,7 @@ class PromptEncoder:
         :param mask_head: a trained [MASK] head file (see ``promptsearch.model.load_model``).
         :param kwargs: ``EncodeOptions`` fields and the other keywords of ``PromptEncoder``.
         :returns: the encoder.
-        :raises promptsearch.PromptSearchError: for a model that cannot be found or loaded (one line)."""
+        :raises promptsearch.errors.ModelError: for a model that cannot be found or loaded (one line)."""
         cfg = read_config(name_or_path) if name_or_path != DEFAULT_MODEL and os.path.isdir(name_or_path) else None
         if cfg and cfg.get("soft_prompt"):
             cfg, soft = load_template_dir(name_or_path)
