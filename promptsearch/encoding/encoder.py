@@ -211,15 +211,39 @@ class PromptEncoder:
         return {t: v for t in self.prompt._rendered if (v := self.prompt.soft_prompt(t)) is not None}
 
     def rendered(self, template: str | Template) -> RenderedTemplate:
+        """The template's token ids for this model (rendered once, then cached).
+
+        :param template: a template.
+        :returns: the rendered template.
+        :raises promptsearch.TemplateError: for a template this model cannot fill."""
         return self.prompt.rendered(template)
 
     def check_template(self, template: str | Template) -> int:
+        """Check that this model can fill the template and leaves room for a sentence.
+
+        :param template: a template.
+        :returns: the room a sentence has, in tokens.
+        :raises promptsearch.TemplateError: for a template this model cannot fill, or one that leaves no room."""
         return self.prompt.check_template(template)
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """The sentences' token ids as the template's [X] holds them (tokenized in its context, truncated so the
+        template fits).
+
+        :param sentences: the sentences (already prepared: see ``prepare``).
+        :param template: a template.
+        :returns: one list of ids per sentence.
+        :raises promptsearch.TemplateError: for a template this model cannot fill, or one that leaves no room."""
         return self.prompt.sentence_ids(sentences, template)
 
     def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
+        """Replace the template's literal tokens by trained vectors (OptiPrompt), or restore them.
+
+        :param template: a template.
+        :param vectors: ``(n_soft, hidden)``: one vector per literal template token (``RenderedTemplate.soft_slots``);
+            a ``torch.nn.Parameter`` is kept as is (training updates it), another tensor is frozen; None removes
+            the soft prompt.
+        :raises promptsearch.PromptSearchError: for vectors of another shape."""
         self.prompt.set_soft_prompt(template, vectors)
 
     def autocast(self):
@@ -497,7 +521,13 @@ class PromptEncoder:
                         show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
         """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
-        sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling)."""
+        sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling).
+
+        :param sentences: the sentences.
+        :param templates: templates (promptsearch renders them, pieces tokenized apart).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: template text → float32 ``(3, n, hidden)``."""
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(prepare(sentences, add_period=False))
         rows = {t: self.prompt.input_rows(uniq, t, pooled=True) for t in ts}
@@ -508,7 +538,10 @@ class PromptEncoder:
 
     # ---- template ([MASK]) representation -----------------------------------------------------
     def prepare(self, sentences: Iterable[str]) -> list[str]:
-        """Whitespace collapsed, then the final period added unless ``add_period`` is off."""
+        """Whitespace collapsed, then the final period added unless ``add_period`` is off.
+
+        :param sentences: the sentences.
+        :returns: the sentences as the template passes read them."""
         return prepare(sentences, self.add_period)
 
     def prompt_states(self, sentences: Sequence[str], template: str | Template, denoise: bool = True,
@@ -586,7 +619,13 @@ class PromptEncoder:
     @torch.inference_mode()
     def forward_pooled(self, sentences, poolings: Sequence[Pooling], *, batch_size=None,
                        show_progress_bar=None) -> dict[Pooling, np.ndarray]:
-        """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved)."""
+        """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved).
+
+        :param sentences: the sentences.
+        :param poolings: the paper's baseline poolings, resolved (see ``resolve``).
+        :param batch_size: rows per batch (default: the encoder's, else 64).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: each pooling → float32 ``(n, hidden)`` in input order."""
         self._first_pass()
         hidden_states = any(p.hidden_states for p in poolings)
         attentions = any(p.attentions for p in poolings)
