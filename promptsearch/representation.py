@@ -88,7 +88,7 @@ class Representation:
     ``ensemble`` of such members. :meth:`parse` reads the text form (``T``, ``T @layer L``, ``T @mean``,
     ``A + B``) and :attr:`text` writes it: the only code that does either.
 
-    Build one with :meth:`of`, :meth:`parse` or :meth:`ensemble` rather than by its fields, which are not checked.
+    Build one with ``of``, ``parse`` or ``ensemble`` rather than by its fields, which are not checked.
 
     :param template: the template text (empty for an ensemble).
     :param layer: the layer a [MASK] state is read at (None: the last).

@@ -45,7 +45,7 @@ def from_reference_syntax(text: str) -> str:
 class Template:
     """A parsed template. ``pieces`` are the literal texts between the slots.
 
-    Make one with :meth:`parse`; the fields are what it found.
+    Make one with ``parse``; the fields are what it found.
 
     :param text: the template as normalized (a [MASK] template's whitespace collapsed).
     :param order: the slots in order: ``("X", "MASK")``, ``("MASK", "X")``, or ``("X",)`` (no [MASK]: the last

@@ -141,7 +141,7 @@ class Objective:
     def value(self, scores: dict[str, float]) -> float:
         """The objective of full-set per-set scores (a single set's score is itself).
 
-        :param scores: set name → Spearman ×100, as :meth:`scores` gives them.
+        :param scores: set name → Spearman ×100, as ``scores`` gives them.
         :returns: the objective, ×100."""
         return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names], self.objective)
 

@@ -215,7 +215,7 @@ def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[s
     :param tasks: task names, or evaluators by name.
     :param data: where the data is read from (with task names), and whether progress shows.
     :returns: rep → task → ``{"spearman", "subsets", "pairs"}``.
-    :raises promptsearch.PromptSearchError: as :meth:`STSEvaluator.evaluate`, and
+    :raises promptsearch.PromptSearchError: as ``STSEvaluator.evaluate``, and
         ``promptsearch.errors.DataError`` for data that cannot be read."""
     evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data)
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}

@@ -39,7 +39,7 @@ class PromptModule(InputModule):
     """A sentence-transformers input module: sentences in, denoised [MASK] vectors out.
 
     The module a trained [MASK] folder's ``modules.json`` names; ``SentenceTransformer(folder,
-    trust_remote_code=True)`` builds it through :meth:`load`."""
+    trust_remote_code=True)`` builds it through ``load``."""
 
     save_in_root = True
 

@@ -87,7 +87,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     ``announce(views)``: called with :func:`views_note`'s line once the run is past its checks (a checkpoint of
     other settings, views that cannot differ), before anything is written.
 
-    :param enc: the encoder to train (from :func:`prepare_encoder`).
+    :param enc: the encoder to train (from ``prepare_encoder``).
     :param data: the training data: sentences (unsup) or ``sent0, sent1, hard_neg`` triplets (sup).
     :param cfg: what is trained, and how.
     :param out_dir: the folder the best checkpoint is saved in (a model folder every command reads).
