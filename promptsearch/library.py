@@ -27,7 +27,11 @@ def _read(name_or_path: str) -> dict:
 
 def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:
     """The three PromptBERT templates for a model family (RoBERTa-likes use ' quotes); with
-    ``compat="reference"`` spelled exactly as the authors' scripts spell them."""
+    ``compat="reference"`` spelled exactly as the authors' scripts spell them.
+
+    :param model_type: the model's ``config.model_type`` (``bert``, ``roberta`` ...).
+    :param compat: ``"promptsearch"`` or ``"reference"``.
+    :returns: the three templates' texts."""
     data = _read("paper")
     family = "roberta" if model_type in {"roberta", "xlm-roberta", "camembert", "longformer"} else "bert"
     if compat == "reference":
@@ -37,13 +41,20 @@ def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> l
 
 def default_template(model_type: str, causal: bool) -> str:
     """The template a command starts from when none is given: PromptEOL for a causal LM (it reads
-    the last token), else the paper's first template in the model family's spelling."""
+    the last token), else the paper's first template in the model family's spelling.
+
+    :param model_type: the model's ``config.model_type``.
+    :param causal: whether the model is a causal LM.
+    :returns: the template text."""
     return causal_templates()[0] if causal else paper_templates(model_type)[0]
 
 
 def named_template(text: str) -> str:
     """A shipped causal-LM template by name (``PromptEOL``, ``PretendedCoT``, ``KnowledgeEnhancement``,
-    case-insensitive), else the text as given."""
+    case-insensitive), else the text as given.
+
+    :param text: a shipped template's name, or a template.
+    :returns: the template text."""
     if "[X]" in text or "*sent_0*" in text:
         return text
     names = {k.lower(): v for k, v in _read("causal")["templates"].items()}
@@ -56,7 +67,13 @@ def causal_templates() -> list[str]:
 
 
 def read_demos(path: str, param: str = "demos") -> list[tuple[str, str]]:
-    """In-context demonstrations: ``sentence<TAB>word`` lines of ``path`` (``#`` comments)."""
+    """In-context demonstrations: ``sentence<TAB>word`` lines of ``path`` (``#`` comments).
+
+    :param path: the file.
+    :param param: the parameter the file was given as, named in errors.
+    :returns: ``(sentence, word)`` pairs in file order.
+    :raises promptsearch.PromptSearchError: for a file that cannot be read, a line that is not
+        ``sentence<TAB>word``, a line holding ``[X]`` or ``[MASK]``, or a file with no demonstration."""
     try:
         lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not text
     except (OSError, UnicodeDecodeError) as exc:
@@ -80,7 +97,11 @@ def read_demos(path: str, param: str = "demos") -> list[tuple[str, str]]:
 
 def demo_template(template: str | Template, shots: list[tuple[str, str]]) -> str:
     """The template with demonstrations before it: each is the filled template with its word in place of
-    [MASK] (a masked LM), or followed by its word (a causal LM's template, read at its last token)."""
+    [MASK] (a masked LM), or followed by its word (a causal LM's template, read at its last token).
+
+    :param template: the template.
+    :param shots: ``(sentence, word)`` demonstrations.
+    :returns: the template text with the demonstrations before it."""
     t = Template.parse(template)
     close = '".' if t.text.endswith('"') else "."
 
@@ -93,7 +114,12 @@ def demo_template(template: str | Template, shots: list[tuple[str, str]]) -> str
 
 def with_demos(template: str, path: str) -> str:
     """The template with in-context demonstrations before it (PromptEOL style): ``path`` holds
-    ``sentence<TAB>word`` lines; each becomes the filled template followed by its word."""
+    ``sentence<TAB>word`` lines; each becomes the filled template followed by its word.
+
+    :param template: the template text.
+    :param path: the demonstrations file.
+    :returns: the template text with the demonstrations before it.
+    :raises promptsearch.PromptSearchError: as ``read_demos``."""
     return demo_template(template, read_demos(path))
 
 
@@ -103,14 +129,25 @@ def load_json(name_or_path: str) -> dict:
 
 def resolve_template(text: str | Template, demos: str | None = None) -> Template:
     """A template as a user gives it: a shipped name (PromptEOL ...) or text, with ``demos``
-    (a 'sentence<TAB>word' file) put before it."""
+    (a 'sentence<TAB>word' file) put before it.
+
+    :param text: a shipped template's name or a template.
+    :param demos: a demonstrations file (None: none).
+    :returns: the parsed template.
+    :raises promptsearch.PromptSearchError: for a template that does not parse or a demonstrations file that
+        cannot be read."""
     t = named_template(text.text if isinstance(text, Template) else text)
     return Template.parse(with_demos(t, demos) if demos else t)
 
 
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
     """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
-    ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
+    ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text).
+
+    :param text: a template, a shipped template's name or a representation's key.
+    :param demos: a demonstrations file put before each template (None: none).
+    :returns: a ``Template``, or the key text.
+    :raises promptsearch.PromptSearchError: as ``resolve_template``."""
     from .representation import Representation
 
     key = Representation.parse(text)
@@ -121,7 +158,14 @@ def resolve_key(text: str, demos: str | None = None) -> Template | str:
 
 
 def read_templates(items=(), file: str | None = None, demos: str | None = None) -> list[Template]:
-    """Templates given as arguments and/or in ``file`` (one a line, ``#`` comments)."""
+    """Templates given as arguments and/or in ``file`` (one a line, ``#`` comments).
+
+    :param items: templates or shipped names.
+    :param file: a file of templates, one a line.
+    :param demos: a demonstrations file put before each template (None: none).
+    :returns: the parsed templates, the arguments' first.
+    :raises promptsearch.PromptSearchError: for no template at all, a file that cannot be read or is not
+        UTF-8, or a template that does not parse."""
     items = list(items or [])
     if file:
         try:

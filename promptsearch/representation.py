@@ -41,14 +41,23 @@ _JOIN = " + "
 
 
 def pooling_of(readout: str) -> tuple[str, bool]:
-    """A pooled read-out as sentence-transformers' (``pooling_mode``, ``include_prompt``)."""
+    """A pooled read-out as sentence-transformers' (``pooling_mode``, ``include_prompt``).
+
+    :param readout: a pooled read-out name (``mean``, ``sentence-cls`` ...).
+    :returns: ``(pooling_mode, include_prompt)``, e.g. ``("cls", False)`` for ``sentence-cls``.
+    :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
     if readout not in POOLED_READOUTS:
         raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
     return (readout[len(_NO_PROMPT):], False) if readout.startswith(_NO_PROMPT) else (readout, True)
 
 
 def readout_of(mode: str, include_prompt: bool = True) -> str:
-    """The read-out name of sentence-transformers' Pooling(``mode``, ``include_prompt``)."""
+    """The read-out name of sentence-transformers' Pooling(``mode``, ``include_prompt``).
+
+    :param mode: one of sentence-transformers' pooling modes (``cls``, ``max``, ``mean`` ...).
+    :param include_prompt: whether the prompt's tokens are pooled.
+    :returns: the read-out name (``mean``, ``sentence-mean`` ...; ``lasttoken`` either way).
+    :raises promptsearch.TemplateError: for an unknown mode."""
     if mode not in POOLING_MODES:
         raise TemplateError(f"pooling mode {mode!r} is not one of sentence-transformers' ({', '.join(POOLING_MODES)})")
     return mode if include_prompt or mode == "lasttoken" else _NO_PROMPT + mode
@@ -77,7 +86,14 @@ class Representation:
     """What a results entry, a candidate and an export are, as one object: a template read at its [MASK]
     (causal: last-token) state — at ``layer`` when not the last — or its pass pooled by ``readout``; or an
     ``ensemble`` of such members. :meth:`parse` reads the text form (``T``, ``T @layer L``, ``T @mean``,
-    ``A + B``) and :attr:`text` writes it: the only code that does either."""
+    ``A + B``) and :attr:`text` writes it: the only code that does either.
+
+    Build one with ``of``, ``parse`` or ``ensemble`` rather than by its fields, which are not checked.
+
+    :param template: the template text (empty for an ensemble).
+    :param layer: the layer a [MASK] state is read at (None: the last).
+    :param readout: a pooled read-out (see ``POOLED_READOUTS``); None: the [MASK] state.
+    :param members: an ensemble's members (then ``template`` is empty)."""
 
     template: str = ""
     layer: int | None = None
@@ -89,7 +105,14 @@ class Representation:
         """One template, parsed (a one-line error for a bad one), its read-out checked. A pooled read-out
         reads the last layer; a template with text after [X] is pooled only the ways promptsearch renders
         (mean, sentence-mean, cls); with no prompt, ``sentence-MODE`` is ``MODE`` (there is no prompt to
-        leave out, as in sentence-transformers)."""
+        leave out, as in sentence-transformers).
+
+        :param template: the template, text or ``Template``.
+        :param layer: the layer its [MASK] state is read at (None: the last; not with a pooled read-out).
+        :param readout: None or ``"mask"`` for the [MASK] state, else a pooled read-out.
+        :returns: the checked representation.
+        :raises promptsearch.TemplateError: for a template that does not parse, an unknown read-out, a layer
+            with a pooled read-out, a read-out this template cannot be pooled by, or a template holding `` + ``."""
         if is_mask(readout):
             t = Template.parse(template)
             if layer is not None:
@@ -111,7 +134,10 @@ class Representation:
 
     @classmethod
     def ensemble(cls, members) -> "Representation":
-        """The representation of several members averaged (one member: that member)."""
+        """The representation of several members averaged (one member: that member).
+
+        :param members: representations (each one template read one way).
+        :returns: the ensemble, or the one member."""
         ms = tuple(members)
         return ms[0] if len(ms) == 1 else cls(members=ms)
 
@@ -119,7 +145,11 @@ class Representation:
     def parse(cls, text: "str | Representation") -> "Representation":
         """The representation ``text`` names: one template (``T``, ``T @layer L``, ``T @mean``) or an
         ensemble's members joined by `` + `` (a template that parses as it is, naming no layer or read-out,
-        is one member)."""
+        is one member).
+
+        :param text: the key text, or a representation (returned as it is).
+        :returns: the representation.
+        :raises promptsearch.TemplateError: for text that names no template, or a member that does not parse."""
         if isinstance(text, Representation):
             return text
         one = cls.split(text)
@@ -231,20 +261,32 @@ def _no_join(template: str, key: str) -> None:
 def pooled_ways(template: str | Template, readouts) -> list[Representation]:
     """``template`` pooled each of ``readouts`` ways that apply to it, without repeats: a prompt before [X] any of
     sentence-transformers' modes, a template with text after [X] (or a [MASK]) those promptsearch renders (mean,
-    sentence-mean, cls)."""
+    sentence-mean, cls).
+
+    :param template: the template, text or ``Template``.
+    :param readouts: pooled read-out names.
+    :returns: the representations, in the order of ``readouts``.
+    :raises promptsearch.TemplateError: for a template that does not parse or an unknown read-out."""
     t = Template.parse(template)
     prompt = t.readout == "last" and not t.pieces[1]
     return list(dict.fromkeys(Representation.of(t, readout=r) for r in readouts if prompt or r in TEMPLATE_READOUTS))
 
 
 def ensemble_key(members) -> str:
-    """The text of an ensemble of members (representations or their texts; one member: its own)."""
+    """The text of an ensemble of members (representations or their texts; one member: its own).
+
+    :param members: representations or their key texts.
+    :returns: the key text, members joined by `` + ``."""
     ms = [m.text if isinstance(m, Representation) else m for m in members]
     return ms[0] if len(ms) == 1 else _JOIN.join(ms)
 
 
 def entry_key(template: str, layer: int | None = None) -> str:
-    """The text of a template read at [MASK], at ``layer`` when not the last."""
+    """The text of a template read at [MASK], at ``layer`` when not the last.
+
+    :param template: the template text.
+    :param layer: the read-out layer (None: the last).
+    :returns: ``T`` or ``T @layer L``."""
     return Representation(template, layer).text
 
 
@@ -254,7 +296,12 @@ def template_of(key: str) -> str:
 
 
 def readout_key(template: str, readout: str | None) -> str:
-    """The text of ``template`` read out by ``readout`` (``None``/``"mask"``: the template itself)."""
+    """The text of ``template`` read out by ``readout`` (``None``/``"mask"``: the template itself).
+
+    :param template: the template text.
+    :param readout: None, ``"mask"`` or a pooled read-out.
+    :returns: ``T`` or ``T @readout``.
+    :raises promptsearch.TemplateError: as ``Representation.of``."""
     return Representation.of(template, readout=readout).text
 
 

@@ -43,7 +43,14 @@ def from_reference_syntax(text: str) -> str:
 
 @dataclass(frozen=True)
 class Template:
-    """A parsed template. ``pieces`` are the literal texts between the slots."""
+    """A parsed template. ``pieces`` are the literal texts between the slots.
+
+    Make one with ``parse``; the fields are what it found.
+
+    :param text: the template as normalized (a [MASK] template's whitespace collapsed).
+    :param order: the slots in order: ``("X", "MASK")``, ``("MASK", "X")``, or ``("X",)`` (no [MASK]: the last
+        token is read, or the pass is pooled).
+    :param pieces: the literal text before the first slot, between the slots, after the second."""
 
     text: str
     order: tuple[str, ...]  # ("X", "MASK"), ("MASK", "X"), or ("X",): no [MASK], the last token is read (causal LMs)
@@ -51,6 +58,13 @@ class Template:
 
     @classmethod
     def parse(cls, text: str | "Template") -> "Template":
+        """Parse template text (kongds/Prompt-BERT's ``*sent_0*`` syntax is read too).
+
+        :param text: a template with exactly one ``[X]`` and at most one ``[MASK]``, or a ``Template``
+            (returned as it is).
+        :returns: the parsed template.
+        :raises promptsearch.TemplateError: for a non-string, a count of ``[X]`` other than one, several
+            ``[MASK]``, a representation's key (``T @mean``) or a dangling ``+``."""
         if isinstance(text, Template):
             return text
         if not isinstance(text, str):
@@ -94,12 +108,22 @@ class Template:
         return self.text
 
     def fill(self, sentence: str) -> str:
-        """The template as text with the sentence in place of [X] (for display)."""
+        """The template as text with the sentence in place of [X] (for display).
+
+        :param sentence: the sentence.
+        :returns: the filled template."""
         return self.text.replace(SENT, sentence)
 
     def render(self, tokenizer, causal: bool = False, pooled: bool = False) -> "RenderedTemplate":
         """Token ids for ``tokenizer``; ``causal``: for a causal LM (no [MASK]; the last token is read);
-        ``pooled``: for a pooled read-out (:data:`POOLED_READOUTS`), where a template needs no [MASK]."""
+        ``pooled``: for a pooled read-out (:data:`POOLED_READOUTS`), where a template needs no [MASK].
+
+        :param tokenizer: a Hugging Face tokenizer.
+        :param causal: render for a causal LM.
+        :param pooled: render for a pooled read-out.
+        :returns: the template's token ids around the sentence.
+        :raises promptsearch.TemplateError: for a [MASK] template the tokenizer has no mask token for, or (for a
+            masked LM) a template without [MASK]."""
         if pooled and self.readout == "last":
             return _render_pooled(self, tokenizer)
         return _render(self, tokenizer, causal)

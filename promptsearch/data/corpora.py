@@ -16,7 +16,12 @@ def default_corpus_path(data_dir=None) -> Path:
 
 def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
     """The Wikipedia sample in the data folder's ``train/`` (one sentence a line, blank lines
-    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`."""
+    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`.
+
+    :param data_dir: the data folder (None: the default location).
+    :param limit: keep the first this many sentences (None: all).
+    :returns: the sentences, whitespace collapsed.
+    :raises promptsearch.errors.DataError: for a missing or unreadable file, or one with no sentence."""
     p = default_corpus_path(data_dir)
     lines = [s for s in (_tokens(x) for x in _read_lines(p)) if s]
     if not lines:
@@ -26,7 +31,13 @@ def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
 
 def training_corpus(train_file: str | None = None, text_column: str | None = None, data_dir=None):
     """The sentences a training run learns from: ``train_file`` (a text file, a table with a text
-    column, a dataset folder or a hub id; memory-mapped through ``datasets``), else the Wikipedia sample."""
+    column, a dataset folder or a hub id; memory-mapped through ``datasets``), else the Wikipedia sample.
+
+    :param train_file: the user's corpus (None: the Wikipedia sample).
+    :param text_column: its text column (None: found by name).
+    :param data_dir: the data folder the Wikipedia sample is read from (None: the default location).
+    :returns: a ``datasets.Dataset`` with the column ``text`` (a user's corpus) or a list of sentences.
+    :raises promptsearch.errors.DataError: as ``load_texts`` and ``load_corpus``."""
     from .user import load_texts
 
     return load_texts(train_file, text_column) if train_file else load_corpus(data_dir=data_dir)
@@ -44,6 +55,11 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, .
     A synset line is ``offset lex_filenum ss_type w_cnt word lex_id ... | gloss``; the gloss's
     first ``;``-separated part is the definition (the rest are examples). The first lemma of
     each synset is its word; underscores become spaces.
+
+    :param wordnet_dir: the folder of the ``data.<pos>`` files.
+    :param pos: the parts of speech read.
+    :returns: ``(word, definition)`` pairs in file order.
+    :raises promptsearch.errors.DataError: for a missing folder or file, a malformed synset line, or no synset.
     """
     d = Path(wordnet_dir)
     if not d.is_dir():
@@ -71,7 +87,12 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, .
 # ---- NLI triplets (supervised fine-tuning) ----------------------------------------------------
 
 def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
-    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise."""
+    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise.
+
+    :param data_dir: the data folder (None: the default location); the files are ``train/snli/s1.<split>`` ...
+    :param splits: the splits read.
+    :returns: one triplet per premise that has both an entailment and a contradiction.
+    :raises promptsearch.errors.DataError: for missing or misaligned files, or no triplet."""
     folder = train_dir(data_dir) / "snli"
     groups: dict[str, dict[str, list[str]]] = {}
     for split in splits:
@@ -89,7 +110,12 @@ def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> l
 
 
 def read_wordnet_texts(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[str]:
-    """Every WordNet gloss part as a text: definitions and the quoted usage examples."""
+    """Every WordNet gloss part as a text: definitions and the quoted usage examples.
+
+    :param wordnet_dir: the folder of the ``data.<pos>`` files.
+    :param pos: the parts of speech read.
+    :returns: the texts of three words or more.
+    :raises promptsearch.errors.DataError: for a missing folder or file, or no gloss."""
     d = Path(wordnet_dir)
     if not d.is_dir():
         raise DataError(f"no WordNet at {d}; install it (apt-get install wordnet-base) or pass wordnet_dir=")
@@ -108,7 +134,12 @@ def read_wordnet_texts(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[
 
 
 def read_snli_sentences(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[str]:
-    """Premises and hypotheses of SNLI (SentEval layout), each once."""
+    """Premises and hypotheses of SNLI (SentEval layout), each once.
+
+    :param data_dir: the data folder (None: the default location).
+    :param splits: the splits read.
+    :returns: the sentences, in first-seen order.
+    :raises promptsearch.errors.DataError: for a missing file, or no sentence."""
     folder = train_dir(data_dir) / "snli"
     seen: dict[str, None] = {}
     for split in splits:

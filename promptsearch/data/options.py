@@ -10,9 +10,11 @@ from .user import PairFormat
 
 @dataclass(frozen=True)
 class DataOptions:
-    """``data_dir``: the SentEval-layout folder (None: ``$PROMPTSEARCH_DATA_DIR`` or ../shared/data);
-    ``fmt``: the columns of a user's own pairs file; ``show_progress_bar``: None shows bars on a
-    terminal, False never."""
+    """Where data is read from, in which columns, and whether loading shows progress.
+
+    :param data_dir: the SentEval-layout folder (None: ``$PROMPTSEARCH_DATA_DIR`` or ../shared/data).
+    :param fmt: the columns (and subset column) of a user's own pairs file (None: found by name).
+    :param show_progress_bar: None shows bars on a terminal, False never."""
 
     data_dir: str | os.PathLike | None = None
     fmt: PairFormat | None = None

@@ -30,7 +30,10 @@ TASK_ALIASES = {"sickr-dev": "sick-trial", "sickr-train": "sick-train", "sick-te
 
 @dataclass
 class STSData:
-    """Pairs of one task, grouped by subset (one subset for STS-B and SICK)."""
+    """Pairs of one task, grouped by subset (one subset for STS-B and SICK).
+
+    :param name: the task's name (``stsb-dev``, a user file's spec ...).
+    :param subsets: subset name → (first sentences, second sentences, gold scores), aligned."""
 
     name: str
     subsets: dict[str, tuple[list[str], list[str], list[float]]] = field(default_factory=dict)
@@ -41,7 +44,10 @@ class STSData:
 
     def check(self) -> "STSData":
         """A Spearman correlation needs two pairs with different gold scores: on the whole set and
-        on every subset (SentEval reports each). Raise a one-line error where it is undefined."""
+        on every subset (SentEval reports each). Raise a one-line error where it is undefined.
+
+        :returns: itself.
+        :raises promptsearch.errors.DataError: where every gold score of the set, or of a subset, is the same."""
         ys = [v for _, _, y in self.subsets.values() for v in y]
         if len(set(ys)) < 2:
             raise DataError(f"every gold score of {self.name} is {ys[0] if ys else 'missing'}: a Spearman correlation is "
@@ -86,7 +92,13 @@ def _tokens(s: str) -> str:
 
 
 def read_sts_year(task: str, data_dir=None) -> STSData:
-    """STS12–16: ``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``; unscored pairs skipped."""
+    """STS12–16: ``STS.input.<subset>.txt`` + ``STS.gs.<subset>.txt``; unscored pairs skipped.
+
+    :param task: ``sts12`` ... ``sts16``.
+    :param data_dir: the data folder (None: the default location).
+    :returns: the task's pairs, one subset per input file.
+    :raises promptsearch.errors.DataError: for a missing folder or file, files that do not align, a malformed
+        line or score, or no scored pair."""
     folder = sts_dir(data_dir) / STS_YEARS[task]
     if not folder.is_dir():
         raise DataError(f"missing {folder}; check data_dir=")
@@ -139,7 +151,13 @@ def _read_pair_table(path: Path, columns: tuple[int, int, int], header: bool, wh
 
 def read_stsb(split: str = "test", data_dir=None, original: bool = False) -> STSData:
     """STS-B in SentEval's tokenized, lowercased form, or (``original``) the cased, untokenized
-    upstream files in ``STSBenchmark/original/`` (lines may carry trailing attribution fields)."""
+    upstream files in ``STSBenchmark/original/`` (lines may carry trailing attribution fields).
+
+    :param split: ``train``, ``dev`` or ``test``.
+    :param data_dir: the data folder (None: the default location).
+    :param original: read the cased, untokenized files.
+    :returns: the split's pairs (named ``stsb``, ``stsb-dev``, ``stsb-original-dev`` ...).
+    :raises promptsearch.errors.DataError: for a missing file, a malformed line or score, or no pair."""
     folder = sts_dir(data_dir) / "STSBenchmark" / ("original" if original else "")
     rows = _read_pair_table(folder / f"sts-{split}.csv", (5, 6, 4), header=False, what="7 tab-separated fields")
     name = ("stsb-original-" + split) if original else ("stsb" if split == "test" else f"stsb-{split}")
@@ -150,6 +168,12 @@ SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_
 
 
 def read_sick(split: str = "test", data_dir=None) -> STSData:
+    """SICK-R relatedness pairs (``SICK/SICK_train.txt``, ``SICK_trial.txt``, ``SICK_test_annotated.txt``).
+
+    :param split: ``train``, ``dev`` (the trial file) or ``test``.
+    :param data_dir: the data folder (None: the default location).
+    :returns: the split's pairs (named ``sickr``, ``sick-trial`` or ``sick-train``).
+    :raises promptsearch.errors.DataError: for a missing file, a malformed line or score, or no pair."""
     path = sts_dir(data_dir) / "SICK" / SICK_FILES[split]
     rows = _read_pair_table(path, (1, 2, 3), header=True, what="pair_ID, sentence_A, sentence_B, relatedness_score")
     return STSData({"test": "sickr", "dev": "sick-trial", "train": "sick-train"}[split], {split: rows})

@@ -11,7 +11,11 @@ from .user import PairFormat, is_user_dataset, load_pairs
 
 
 def expand_tasks(spec: str | list[str]) -> list[str]:
-    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,my.csv"`` → both; unknown names → DataError."""
+    """``"sts-all"`` → the 7 tasks; ``"stsb-dev,my.csv"`` → both; unknown names → DataError.
+
+    :param spec: a comma list of task names, groups and user data sets, or a list of them.
+    :returns: the task names, each once, in order.
+    :raises promptsearch.errors.DataError: for an unknown name, or none."""
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     out: list[str] = []
     for n in (x.strip() for x in names if x.strip()):
@@ -29,7 +33,14 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
 
 
 def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSData:
-    """A built-in task by name, or a user data set (``fmt``: its columns and subsets)."""
+    """A built-in task by name, or a user data set (``fmt``: its columns and subsets).
+
+    :param task: a built-in task (``stsb-dev``, ``sts12`` ...), or a file, dataset folder or hub id
+        (``owner/name[:config][@split]``).
+    :param data_dir: the data folder of the built-in tasks (None: the default location).
+    :param fmt: the columns of a user data set (None: found by name).
+    :returns: the task's pairs.
+    :raises promptsearch.errors.DataError: for an unknown task or data that cannot be read as scored pairs."""
     task = TASK_ALIASES.get(task, task)
     if task in STS_YEARS:
         return read_sts_year(task, data_dir)
@@ -45,7 +56,11 @@ def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSDat
 
 
 def one_dataset(spec: str) -> str:
-    """The one data set a search or a dev evaluation scores on (a group such as sts-all is several)."""
+    """The one data set a search or a dev evaluation scores on (a group such as sts-all is several).
+
+    :param spec: the task name or data set.
+    :returns: the task name.
+    :raises promptsearch.PromptSearchError: where ``spec`` names more or fewer than one data set."""
     from ..template import quote
 
     tasks = expand_tasks(spec)
@@ -59,7 +74,11 @@ def one_dataset(spec: str) -> str:
 
 def scoring_sets(spec: str) -> list[str]:
     """The dev set(s) a search scores on: one, or a comma list (``stsb-dev,sick-trial``). A group such as
-    sts-all is the test sets, for reporting: refused here."""
+    sts-all is the test sets, for reporting: refused here.
+
+    :param spec: a dev set or a comma list of them.
+    :returns: the task names, in order.
+    :raises promptsearch.PromptSearchError: for an empty spec, a group, an unknown name or a set named twice."""
     from ..errors import PromptSearchError
     from ..template import quote
 
@@ -97,7 +116,11 @@ class DevSets:
 
     @classmethod
     def parse(cls, spec: "str | DevSets") -> "DevSets":
-        """``spec`` read once (a :class:`DevSets` is returned as it is); a one-line error for a bad one."""
+        """``spec`` read once (a :class:`DevSets` is returned as it is); a one-line error for a bad one.
+
+        :param spec: ``stsb-dev``, ``stsb-dev,sick-trial`` ..., or a ``DevSets``.
+        :returns: the dev sets.
+        :raises promptsearch.PromptSearchError: as ``scoring_sets``."""
         return spec if isinstance(spec, DevSets) else cls(tuple(scoring_sets(spec)))
 
     @property
@@ -115,7 +138,11 @@ class DevSets:
 
 
 def check_data(tasks, data_dir=None) -> None:
-    """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not)."""
+    """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not).
+
+    :param tasks: task names (as ``expand_tasks`` gives them).
+    :param data_dir: the data folder (None: the default location).
+    :raises promptsearch.errors.DataError: when a built-in task is named and the data folder is missing."""
     from ..paths import sts_dir
 
     if any(t in TASK_NAMES for t in tasks):

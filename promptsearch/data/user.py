@@ -59,13 +59,23 @@ _HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?(@[\w.\[\]:%+-]+)?$")
 
 @dataclass(frozen=True)
 class PairFormat:
-    """How to read pairs from a user data set (built-in tasks ignore it)."""
+    """How to read pairs from a user data set (built-in tasks ignore it).
+
+    :param columns: the (sentence1, sentence2, score) column names (None: found by their usual names).
+    :param subset_column: a column whose values group the pairs into subsets, each scored apart (None: one set)."""
 
     columns: tuple[str, str, str] | None = None
     subset_column: str | None = None
 
     @classmethod
     def parse(cls, columns: str | None = None, subset_column: str | None = None) -> "PairFormat":
+        """The format as a user writes it.
+
+        :param columns: ``"sentence1,sentence2,score"`` (three different names), or None.
+        :param subset_column: a column that groups the pairs, or None.
+        :returns: the format.
+        :raises promptsearch.errors.DataError: for other than three different columns, or a subset column that is
+            one of them."""
         cols = None
         if columns:
             cols = tuple(c.strip() for c in columns.split(","))
@@ -325,7 +335,16 @@ def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: st
 
 
 def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
-    """Labelled sentence pairs from a user data set, as :class:`STSData` (scored like the built-ins)."""
+    """Labelled sentence pairs from a user data set, as :class:`STSData` (scored like the built-ins).
+
+    A repeated pair is kept, with a warning on stderr.
+
+    :param spec: a ``.csv``/``.tsv``/``.json``/``.jsonl``/``.parquet`` file, a saved dataset folder, or a hub id
+        (``owner/name[:config][@split]``).
+    :param fmt: the columns and subset column (None: found by name).
+    :returns: the pairs, grouped by subset.
+    :raises promptsearch.errors.DataError: for data that cannot be read, missing or non-numeric scores, empty
+        sentences, too few pairs, or gold scores that leave a Spearman correlation undefined."""
     fmt = fmt or PairFormat()
     ds = load_table(spec)
     names = list(ds.column_names)
@@ -384,7 +403,12 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
 def load_texts(spec: str, text_column: str | None = None):
     """A training corpus: a ``.txt`` (one sentence a line), a table file or dataset with a text
     column (``text_column`` or the first of :data:`TEXT_COLUMNS`), or a hub id. Returned as a
-    memory-mapped ``datasets.Dataset`` with one column ``text`` and no blank rows."""
+    memory-mapped ``datasets.Dataset`` with one column ``text`` and no blank rows.
+
+    :param spec: a file, a saved dataset folder or a hub id.
+    :param text_column: the column to read (None: the first of ``TEXT_COLUMNS`` present).
+    :returns: a ``datasets.Dataset`` with the column ``text``.
+    :raises promptsearch.errors.DataError: for data that cannot be read, no text column, or no sentence."""
     ds = load_table(spec)
     names = list(ds.column_names)
     col = text_column or next((c for c in TEXT_COLUMNS if c in names), None)
@@ -402,7 +426,11 @@ def load_texts(spec: str, text_column: str | None = None):
 
 
 def load_triplets(spec: str):
-    """NLI triplets (``sent0,sent1,hard_neg``, SimCSE's ``nli_for_simcse.csv`` layout) as a Dataset."""
+    """NLI triplets (``sent0,sent1,hard_neg``, SimCSE's ``nli_for_simcse.csv`` layout) as a Dataset.
+
+    :param spec: a file, a saved dataset folder or a hub id.
+    :returns: a ``datasets.Dataset`` with the columns ``sent0``, ``sent1``, ``hard_neg``.
+    :raises promptsearch.errors.DataError: for data that cannot be read, a missing column, or no row."""
     ds = load_table(spec)
     need = ["sent0", "sent1", "hard_neg"]
     missing = [c for c in need if c not in ds.column_names]

@@ -38,12 +38,14 @@ from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
 class EncodeOptions:
     """How an encoder runs, apart from what it reads: one object that travels together.
 
-    ``batch_size`` caps rows per template-pass batch (plain passes take 64 when None);
-    ``max_tokens`` padded tokens per batch (default: 2048 on CPU, 65536 on CUDA); ``bf16`` autocast
-    (None: where it is the faster precision); ``add_period`` appends "." to sentences without final
-    punctuation (the paper's evaluation); ``max_length`` truncates (default: the model's positions);
-    ``show_progress_bar`` (None: on a terminal); ``compat`` "promptsearch" or "reference" (the
-    authors' rendering); ``padding_side`` of template rows."""
+    :param batch_size: a cap on rows per template-pass batch (plain passes take 64 when None).
+    :param max_tokens: padded tokens per batch (default: 2048 on CPU, 65536 on CUDA).
+    :param bf16: autocast to bfloat16 (None: where it is the faster precision).
+    :param add_period: append "." to sentences without final punctuation (the paper's evaluation).
+    :param max_length: truncate inputs to this many tokens (default: the model's positions).
+    :param show_progress_bar: show progress bars (None: on a terminal).
+    :param compat: ``"promptsearch"`` or ``"reference"`` (the authors' rendering of a filled template).
+    :param padding_side: where template rows are padded, ``"right"`` or ``"left"``."""
 
     batch_size: int | None = None
     max_tokens: int | None = None
@@ -57,13 +59,17 @@ class EncodeOptions:
 
 @dataclass
 class PromptStates:
-    """[MASK] states of a template for a list of sentences: raw and the template bias."""
+    """[MASK] states of a template for a list of sentences: raw and the template bias.
+
+    :param raw: the states, float32 ``(n, hidden)``.
+    :param bias: each sentence's template bias (zeros when not denoised), the same shape."""
 
     raw: np.ndarray
     bias: np.ndarray
 
     @property
     def denoised(self) -> np.ndarray:
+        """The raw states minus the template bias (PromptBERT's template denoising)."""
         return self.raw - self.bias
 
 
@@ -77,9 +83,16 @@ class PromptEncoder:
 
     def __init__(self, model: LoadedModel, options: "EncodeOptions | None" = None, *,
                  corpus: Sequence[str] | None = None, data_dir: str | os.PathLike | None = None, **option_fields):
-        """``options`` (an :class:`EncodeOptions`), or its fields as keywords (``bf16=False``,
-        ``show_progress_bar=False`` ...), which replace those of ``options``. ``corpus``: the sentences
-        static-debiased counts token frequencies on (default: the Wikipedia sample in ``data_dir``)."""
+        """Wrap a loaded model; most callers use ``from_pretrained``.
+
+        :param model: what ``promptsearch.model.load_model`` returns.
+        :param options: how the encoder runs (an ``EncodeOptions``; default: its defaults).
+        :param corpus: the sentences static-debiased counts token frequencies on (default: the Wikipedia
+            sample in ``data_dir``).
+        :param data_dir: the data folder the Wikipedia sample is read from (default: the data location).
+        :param option_fields: fields of ``EncodeOptions`` as keywords (``bf16=False``,
+            ``show_progress_bar=False`` ...), which replace those of ``options``.
+        :raises TypeError: for a keyword that is no field of ``EncodeOptions``."""
         try:
             o = dataclasses.replace(options or EncodeOptions(), **option_fields)
         except TypeError:
@@ -118,7 +131,13 @@ class PromptEncoder:
         """Load "default", an HF id or a path. A directory written by ``promptsearch optiprompt``
         or ``finetune`` (it holds ``promptsearch.json``) brings its template, denoise setting and
         soft prompt, which ``encode`` then uses when called without a template or pooling.
-        ``mask_head``: a trained [MASK] head file (see :func:`promptsearch.model.load_model`)."""
+
+        :param name_or_path: ``"default"``, a Hugging Face model id or a local folder.
+        :param device: ``"cpu"``, ``"cuda"``, ... (default: CUDA when present).
+        :param mask_head: a trained [MASK] head file (see ``promptsearch.model.load_model``).
+        :param kwargs: ``EncodeOptions`` fields and the other keywords of ``PromptEncoder``.
+        :returns: the encoder.
+        :raises promptsearch.errors.ModelError: for a model that cannot be found or loaded (one line)."""
         cfg = read_config(name_or_path) if name_or_path != DEFAULT_MODEL and os.path.isdir(name_or_path) else None
         if cfg and cfg.get("soft_prompt"):
             cfg, soft = load_template_dir(name_or_path)
@@ -141,7 +160,11 @@ class PromptEncoder:
 
     def with_precision(self, precision: str) -> "PromptEncoder":
         """This encoder in another precision, for screening: the same tokenizer, template handling
-        and soft prompts; ``bf16``/``fp32`` share the weights, ``int8`` runs a quantized copy (CPU)."""
+        and soft prompts; ``bf16``/``fp32`` share the weights, ``int8`` runs a quantized copy (CPU).
+
+        :param precision: ``"fp32"``, ``"bf16"`` or ``"int8"``.
+        :returns: this encoder when it already runs in ``precision``, else a new one.
+        :raises promptsearch.PromptSearchError: for an unknown precision, or bf16 where it is not the faster one."""
         if precision not in self.PRECISIONS:
             raise PromptSearchError(f"unknown precision {precision!r}; choose {', '.join(self.PRECISIONS)} or auto")
         if precision == self.precision:
@@ -188,15 +211,39 @@ class PromptEncoder:
         return {t: v for t in self.prompt._rendered if (v := self.prompt.soft_prompt(t)) is not None}
 
     def rendered(self, template: str | Template) -> RenderedTemplate:
+        """The template's token ids for this model (rendered once, then cached).
+
+        :param template: a template.
+        :returns: the rendered template.
+        :raises promptsearch.TemplateError: for a template this model cannot fill."""
         return self.prompt.rendered(template)
 
     def check_template(self, template: str | Template) -> int:
+        """Check that this model can fill the template and leaves room for a sentence.
+
+        :param template: a template.
+        :returns: the room a sentence has, in tokens.
+        :raises promptsearch.TemplateError: for a template this model cannot fill, or one that leaves no room."""
         return self.prompt.check_template(template)
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template) -> list[list[int]]:
+        """The sentences' token ids as the template's [X] holds them (tokenized in its context, truncated so the
+        template fits).
+
+        :param sentences: the sentences (already prepared: see ``prepare``).
+        :param template: a template.
+        :returns: one list of ids per sentence.
+        :raises promptsearch.TemplateError: for a template this model cannot fill, or one that leaves no room."""
         return self.prompt.sentence_ids(sentences, template)
 
     def set_soft_prompt(self, template: str | Template, vectors: torch.Tensor | None) -> None:
+        """Replace the template's literal tokens by trained vectors (OptiPrompt), or restore them.
+
+        :param template: a template.
+        :param vectors: ``(n_soft, hidden)``: one vector per literal template token (``RenderedTemplate.soft_slots``);
+            a ``torch.nn.Parameter`` is kept as is (training updates it), another tensor is frozen; None removes
+            the soft prompt.
+        :raises promptsearch.PromptSearchError: for vectors of another shape."""
         self.prompt.set_soft_prompt(template, vectors)
 
     def autocast(self):
@@ -204,7 +251,10 @@ class PromptEncoder:
 
     def word_logits(self, states) -> torch.Tensor:
         """Head logits of [MASK] states with special tokens ([CLS], <s>, [MASK] ...) excluded:
-        predictions are words."""
+        predictions are words.
+
+        :param states: [MASK] states, ``(n, hidden)`` (an array or a tensor).
+        :returns: float32 logits ``(n, vocabulary)``, special tokens at ``-inf``."""
         logits = self.model.mlm_logits(torch.as_tensor(states, device=self.device)).float()
         special = [i for i in getattr(self.tokenizer, "all_special_ids", []) if i < logits.shape[-1]]
         logits[..., special] = float("-inf")
@@ -255,6 +305,19 @@ class PromptEncoder:
         (Ditto's attention head), ``rep=rep(template=T, pooling="topk-static", top_k=50)``. A model directory written by
         ``finetune``/``optiprompt`` supplies its own template and denoise setting when neither
         ``template`` nor ``pooling`` is given.
+
+        :param sentences: one sentence or a list of them.
+        :param template: a template with ``[X]`` (and ``[MASK]`` for its [MASK] state), text or a
+            ``promptsearch.template.Template``.
+        :param denoise: subtract the template bias from [MASK] states.
+        :param pooling: a baseline pooling (``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``,
+            ``ditto``) or, with a template, ``topk-static``.
+        :param rep: the representation itself; replaces ``template``, ``denoise`` and ``pooling``.
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :param normalize_embeddings: scale each vector to unit length.
+        :returns: float32 ``(n, hidden)`` in input order; ``(hidden,)`` for a single sentence given as a string.
+        :raises promptsearch.TemplateError: for a template this model cannot read (one line).
         """
         if rep is None:
             layer = None
@@ -279,7 +342,9 @@ class PromptEncoder:
     def pooled_signature(self) -> str:
         """What a prompt's pooled numbers depend on besides the encoder's weights, as a short hash: the
         sentence-transformers stack (its modules and their weights, its max length, its tokenizer's
-        settings), the max length asked for, and how pooled read-outs are computed."""
+        settings), the max length asked for, and how pooled read-outs are computed.
+
+        :returns: 12 hexadecimal characters."""
         if self._pooled_signature is None:
             st = self.model.stack()
             tok = st.transformer.tokenizer
@@ -305,7 +370,9 @@ class PromptEncoder:
     def folder_representation(self) -> tuple[Representation, bool] | None:
         """The representation a trained folder (optiprompt, finetune: its ``promptsearch.json``) was trained and
         saved with, and whether it is denoised: its template read at its layer, or pooled by its read-out (never
-        denoised). None for a model that is no such folder. What every command reads a folder's representation by."""
+        denoised). None for a model that is no such folder. What every command reads a folder's representation by.
+
+        :returns: ``(representation, denoised)``, or None."""
         if not self.default_template:
             return None
         key = Representation.of(self.default_template, self.default_layer, self.default_readout)
@@ -320,7 +387,9 @@ class PromptEncoder:
         return trained[0] if trained is not None else self.model.stack().own()
 
     def own_rep(self) -> Rep:
-        """:meth:`own_representation` as the encoder computes it (a trained folder's denoised as it was saved)."""
+        """``own_representation`` as the encoder computes it (a trained folder's denoised as it was saved).
+
+        :returns: the ``promptsearch.encoding.reps.Rep`` to pass to ``encode_reps``."""
         trained = self.folder_representation()
         if trained is not None:
             k, denoise = trained
@@ -329,8 +398,11 @@ class PromptEncoder:
         return PromptPool(k.template, k.readout)
 
     def describe_own(self, denoise: bool | None = None) -> str:
-        """What :meth:`own_representation` read, in words (``denoise``: whether a trained folder's [MASK] state is
-        scored denoised, when not as it was saved)."""
+        """What ``own_representation`` read, in words.
+
+        :param denoise: whether a trained folder's [MASK] state is scored denoised, when not as it was saved
+            (None: as saved).
+        :returns: one line, such as ``CLS pooling without the prompt + Dense 384→256 + Normalize, ...``."""
         trained = self.folder_representation()
         if trained is not None:
             k, saved = trained
@@ -342,7 +414,11 @@ class PromptEncoder:
     def resolve(self, r: Rep) -> Rep:
         """The representation ready for this model: a Ditto head checked against its shape,
         static-debiased given its token ids (counted once on the corpus or the data folder's
-        Wikipedia sample)."""
+        Wikipedia sample).
+
+        :param r: the representation.
+        :returns: the representation resolved against this encoder.
+        :raises promptsearch.PromptSearchError: for a Ditto head this model does not have."""
         return r.resolve(self)
 
     def biased_token_ids(self) -> frozenset[int]:
@@ -363,7 +439,14 @@ class PromptEncoder:
     def encode_reps(self, sentences: Sequence[str], reps: Sequence[Rep], batch_size: int | None = None,
                     show_progress_bar: bool | None = None) -> dict[Rep, np.ndarray]:
         """Vectors of ``sentences`` for every rep, sharing forward passes: one template pass gives
-        raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
+        raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs).
+
+        :param sentences: the sentences.
+        :param reps: the representations (an ensemble's members are computed once each).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: each rep → float32 ``(n, hidden)`` in input order.
+        :raises promptsearch.TemplateError: for a template or read-out this model cannot read (one line)."""
         wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
         out: dict[Rep, np.ndarray] = {}
         masked = [r for r in reps if r.prompt]
@@ -408,7 +491,11 @@ class PromptEncoder:
 
     def check_rep(self, r: Rep) -> None:
         """A one-line error when a template of ``r`` (each member of an ensemble) cannot be read here: a
-        pooled read-out this model cannot give, a [MASK] template it cannot fill, no room for a sentence."""
+        pooled read-out this model cannot give, a [MASK] template it cannot fill, no room for a sentence.
+
+        :param r: the representation to check.
+        :raises promptsearch.PromptSearchError: (a ``promptsearch.errors.TemplateError`` for a template)
+            naming what cannot be read."""
         for m in r.parts():
             if isinstance(m, PromptPool):
                 self.check_readout(m)
@@ -434,7 +521,13 @@ class PromptEncoder:
                         show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
         """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
-        sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling)."""
+        sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling).
+
+        :param sentences: the sentences.
+        :param templates: templates (promptsearch renders them, pieces tokenized apart).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: template text → float32 ``(3, n, hidden)``."""
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(prepare(sentences, add_period=False))
         rows = {t: self.prompt.input_rows(uniq, t, pooled=True) for t in ts}
@@ -445,7 +538,10 @@ class PromptEncoder:
 
     # ---- template ([MASK]) representation -----------------------------------------------------
     def prepare(self, sentences: Iterable[str]) -> list[str]:
-        """Whitespace collapsed, then the final period added unless ``add_period`` is off."""
+        """Whitespace collapsed, then the final period added unless ``add_period`` is off.
+
+        :param sentences: the sentences.
+        :returns: the sentences as the template passes read them."""
         return prepare(sentences, self.add_period)
 
     def prompt_states(self, sentences: Sequence[str], template: str | Template, denoise: bool = True,
@@ -453,7 +549,15 @@ class PromptEncoder:
                       layers: Sequence[int | None] | None = None) -> PromptStates | dict[int, PromptStates]:
         """[MASK] states for the sentences and, if ``denoise``, each one's template bias — or, with
         ``layers`` (read-out layers as ``hidden_states`` counts them, None the last), {layer: states}
-        for every one of them from the same forward passes."""
+        for every one of them from the same forward passes.
+
+        :param sentences: the sentences.
+        :param template: a [MASK] template.
+        :param denoise: compute each sentence's template bias (else the bias is zeros).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :param layers: read-out layers to return at once (default: the last only).
+        :returns: a ``PromptStates``, or {layer index: ``PromptStates``} with ``layers``."""
         return self.template_states(sentences, [template], denoise, batch_size, show_progress_bar, layers)[0]
 
     def template_states(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
@@ -462,7 +566,15 @@ class PromptEncoder:
         """:meth:`prompt_states` of several templates at once, in the order given: each sentence is
         tokenized once, each template's rows go in token-budget batches of their own (``max_tokens``
         padded tokens; at most ``batch_size`` rows when given; a causal LM's templates that share a
-        prefix share its passes) and the states come back in one copy."""
+        prefix share its passes) and the states come back in one copy.
+
+        :param sentences: the sentences.
+        :param templates: [MASK] templates.
+        :param denoise: compute each sentence's template bias (else the bias is zeros).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :param layers: read-out layers to return at once (default: the last only).
+        :returns: one ``prompt_states`` result per template, in the order given."""
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(self.prepare(sentences))
         rows = {t: self.prompt.input_rows(uniq, t) for t in ts}
@@ -485,7 +597,15 @@ class PromptEncoder:
                          show_progress_bar: bool | None = None) -> list[np.ndarray]:
         """``encode`` of each template, in one call: one float32 array (n, hidden) per template, in the
         order given, equal to each template's ``encode`` alone (a greedy step, a racing rung and a
-        candidate list score this way)."""
+        candidate list score this way).
+
+        :param sentences: the sentences.
+        :param templates: [MASK] templates.
+        :param denoise: subtract each template's bias.
+        :param layer: the read-out layer as ``hidden_states`` counts it (default: the last).
+        :param batch_size: a cap on rows per batch (default: the encoder's).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: one float32 ``(n, hidden)`` array per template."""
         reps = [_rep(t, denoise, layer=layer) for t in templates]
         out = self.encode_reps(sentences, reps, batch_size=batch_size, show_progress_bar=show_progress_bar)
         return [out[r] for r in reps]
@@ -499,7 +619,13 @@ class PromptEncoder:
     @torch.inference_mode()
     def forward_pooled(self, sentences, poolings: Sequence[Pooling], *, batch_size=None,
                        show_progress_bar=None) -> dict[Pooling, np.ndarray]:
-        """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved)."""
+        """Run plain ``[CLS] s [SEP]`` batches once and apply every pooling (resolved).
+
+        :param sentences: the sentences.
+        :param poolings: the paper's baseline poolings, resolved (see ``resolve``).
+        :param batch_size: rows per batch (default: the encoder's, else 64).
+        :param show_progress_bar: show a progress bar (default: the encoder's setting).
+        :returns: each pooling → float32 ``(n, hidden)`` in input order."""
         self._first_pass()
         hidden_states = any(p.hidden_states for p in poolings)
         attentions = any(p.attentions for p in poolings)

@@ -72,7 +72,12 @@ class Rep:
 @dataclass(frozen=True)
 class MaskState(Rep):
     """The last hidden state at [MASK] (PromptBERT Eq. 2), minus the template bias when ``denoise``;
-    ``layer`` reads another layer instead (as ``hidden_states`` counts: 0 the embeddings)."""
+    ``layer`` reads another layer instead (as ``hidden_states`` counts: 0 the embeddings).
+
+    :param template: a template with ``[X]`` and ``[MASK]`` (its text is normalized by ``Template.parse``).
+    :param denoise: subtract the template bias.
+    :param layer: the read-out layer (default: the last).
+    :raises promptsearch.TemplateError: for a template that does not parse."""
 
     template: str
     denoise: bool = False
@@ -105,7 +110,9 @@ class MaskState(Rep):
 
 @dataclass(frozen=True)
 class TopKStatic(MaskState):
-    """Eq. 3: the MLM head's top-k tokens' static embeddings weighted by their probabilities."""
+    """Eq. 3: the MLM head's top-k tokens' static embeddings weighted by their probabilities.
+
+    :param k: how many of the head's most probable tokens are averaged (the other fields as ``MaskState``'s)."""
 
     k: int = 200
     pooling: ClassVar[str | None] = "topk-static"
@@ -138,7 +145,11 @@ class PromptPool(Rep):
     ``include_prompt=False``), its Dense and Normalize after it — ``SentenceTransformer.encode(sentences,
     prompt=P)``'s vectors. Any other template (text after [X], a [MASK]) is rendered by promptsearch, its
     pieces tokenized apart: ``"mean"`` averages every token, ``"sentence-mean"`` the sentence's tokens and the
-    closing special tokens, ``"cls"`` reads the first token. Sentences are fed as they are, no period added."""
+    closing special tokens, ``"cls"`` reads the first token. Sentences are fed as they are, no period added.
+
+    :param template: the prompt or template, with ``[X]``.
+    :param readout: a pooled read-out (``mean``, ``sentence-mean``, ``cls``, ``max`` ...).
+    :raises promptsearch.PromptSearchError: for an unknown read-out, or one this template cannot be pooled by."""
 
     template: str
     readout: str = "mean"
@@ -180,7 +191,10 @@ class PromptPool(Rep):
 @dataclass(frozen=True)
 class Ensemble(Rep):
     """Several template representations averaged: the mean of their L2-normalized vectors
-    (Contrastive Prompting's prompt averaging; a search grows one with ``--ensemble K``)."""
+    (Contrastive Prompting's prompt averaging; a search grows one with ``--ensemble K``).
+
+    :param members: two or more ``MaskState`` or ``PromptPool`` representations.
+    :raises promptsearch.PromptSearchError: for fewer than two members, or a member of another kind."""
 
     members: tuple[Rep, ...]  # MaskState or PromptPool
 
@@ -370,7 +384,19 @@ def parse_head(text: str | tuple[int, int] | None) -> tuple[int, int]:
 def rep(template: str | Template | None = None, denoise: bool = False, pooling: str | None = None,
         head: str | tuple[int, int] | None = None, top_k: int = 200, layer: int | None = None) -> Rep:
     """The representation the words name: a template ([MASK] state, or ``pooling="topk-static"``
-    for Eq. 3), or a pooling baseline (``head="L-H"`` for Ditto). One-line errors for the rest."""
+    for Eq. 3), or a pooling baseline (``head="L-H"`` for Ditto). One-line errors for the rest.
+
+    :param template: a template (text or ``Template``); None for a pooling baseline.
+    :param denoise: subtract the template bias (a [MASK] state only).
+    :param pooling: with a template: None (its [MASK] state), ``"topk-static"`` or a pooled read-out
+        (``mean``, ``sentence-mean``, ``cls`` ...); without: ``cls``, ``mean`` (the default), ``first-last``,
+        ``static``, ``static-debiased`` or ``ditto``.
+    :param head: Ditto's attention head, ``"L-H"`` or ``(L, H)`` (0-based).
+    :param top_k: the number of tokens Eq. 3 averages.
+    :param layer: the read-out layer of a [MASK] state (default: the last).
+    :returns: a ``Rep`` to pass to ``PromptEncoder.encode(rep=...)`` or ``encode_reps``.
+    :raises promptsearch.PromptSearchError: for settings that do not go together, an unknown pooling, or a
+        missing or malformed Ditto head."""
     if template is not None:
         if pooling not in TEMPLATE_POOLINGS:
             raise PromptSearchError(f"pooling {pooling!r} does not take a template; with template=use "
@@ -403,7 +429,13 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 def rep_from_key(key: "str | Template | Representation", denoise: bool = False) -> Rep:
     """How the encoder computes a representation (given as the object, or as its key text): a template's [MASK]
     (last-token) state, minus its bias when ``denoise``, at its layer; a prompt's pass pooled (never denoised); the
-    ensemble of several. The one conversion from a :class:`~promptsearch.representation.Representation`."""
+    ensemble of several. The one conversion from a :class:`~promptsearch.representation.Representation`.
+
+    :param key: a ``Representation``, its key text (``T``, ``T @layer L``, ``P[X] @mean``, ``A + B``) or a
+        ``Template``.
+    :param denoise: subtract the template bias from [MASK] states (pooled read-outs are never denoised).
+    :returns: a ``MaskState``, ``PromptPool`` or ``Ensemble``.
+    :raises promptsearch.PromptSearchError: for key text that does not parse."""
     k = key if isinstance(key, Representation) else Representation.parse(key.text if isinstance(key, Template) else key)
     members = [PromptPool(m.template, m.readout) if m.readout else MaskState(m.template, bool(denoise), m.layer)
                for m in k.parts]

@@ -69,7 +69,11 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
 
 
 class Objective:
-    """Several dev sets scored as one: ``spearman(vecs)`` is the ``objective`` of their Spearmans."""
+    """Several dev sets scored as one: ``spearman(vecs)`` is the ``objective`` of their Spearmans.
+
+    :param evaluators: set name → its evaluator (one or more).
+    :param objective: ``"mean"`` or ``"min"`` of the sets' Spearmans.
+    :raises promptsearch.PromptSearchError: for an unknown objective, or no set."""
 
     def __init__(self, evaluators: dict[str, STSEvaluator], objective: str = "mean"):
         if objective not in OBJECTIVES:
@@ -100,13 +104,22 @@ class Objective:
     exact = STSEvaluator.exact
 
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
-        """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them)."""
+        """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them).
+
+        :param vecs: vectors of ``sentences``, in that order.
+        :param pairs: the pairs to score (indices or a slice; default all).
+        :returns: set name → Spearman ×100."""
         sims = self.similarities(vecs, pairs)
         return dict(zip(self.names, group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """The objective over the given pairs (all of them by default; there every set's score must
-        be defined, as :meth:`STSEvaluator.spearman` requires)."""
+        be defined, as :meth:`STSEvaluator.spearman` requires).
+
+        :param vecs: vectors of ``sentences``, in that order.
+        :param pairs: the pairs to score (indices or a slice; default all).
+        :returns: the objective, ×100.
+        :raises promptsearch.PromptSearchError: on all pairs, where a set's score is undefined."""
         if len(self.sets) == 1:
             return next(iter(self.sets.values())).spearman(vecs, pairs)
         if isinstance(pairs, slice) and pairs == slice(None):
@@ -114,7 +127,11 @@ class Objective:
         return combine(self.per_set(vecs, pairs).values(), self.objective)
 
     def scores(self, vecs: np.ndarray) -> dict[str, float]:
-        """Every set's full-set Spearman (each checked: a NaN is an error, as in ``eval``)."""
+        """Every set's full-set Spearman (each checked: a NaN is an error, as in ``eval``).
+
+        :param vecs: vectors of ``sentences``, in that order.
+        :returns: set name → Spearman ×100.
+        :raises promptsearch.PromptSearchError: where a set's score is undefined."""
         sims = self.similarities(vecs)
         masks = [self.groups == g for g in range(len(self.sets))]
         return {name: ev._defined(spearman100(sims[m], self.gold[m]), sims=sims[m], dim=vecs.shape[1],
@@ -122,16 +139,31 @@ class Objective:
                 for m, (name, ev) in zip(masks, self.sets.items())}
 
     def value(self, scores: dict[str, float]) -> float:
-        """The objective of full-set per-set scores (a single set's score is itself)."""
+        """The objective of full-set per-set scores (a single set's score is itself).
+
+        :param scores: set name → Spearman ×100, as ``scores`` gives them.
+        :returns: the objective, ×100."""
         return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names], self.objective)
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
+        """Vectors of every set's distinct ``sentences`` for every rep, from shared passes.
+
+        :param encoder: the encoder.
+        :param reps: the representations.
+        :param show_progress_bar: show a progress bar (None: the encoder's setting).
+        :returns: each rep → float32 vectors of ``sentences``."""
         return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
 
     def gain(self, before: np.ndarray, after: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
         """(gain, its bootstrap standard error), ×100: the objective of the pairs' similarities
         ``after`` minus that of ``before`` on all pairs, and the standard deviation of that
-        difference over paired resamples of the pairs (the same resamples for both; within each set)."""
+        difference over paired resamples of the pairs (the same resamples for both; within each set).
+
+        :param before: the pairs' similarities under one representation.
+        :param after: the same pairs' similarities under another.
+        :param n_boot: the number of bootstrap resamples.
+        :param seed: the resamples' random seed.
+        :returns: ``(gain, standard error)``, both ×100."""
         groups = self.groups if len(self.sets) > 1 else None
         rho = bootstrap_rhos({"before": before, "after": after}, self.gold, n_boot, seed, groups, self.objective)
         full = (grouped_spearman(after, self.gold, groups, self.objective)
@@ -139,6 +171,11 @@ class Objective:
         return float(full), float(100 * np.std(rho["after"] - rho["before"], ddof=1))
 
     def se(self, sims: np.ndarray, n_boot: int = 1000, seed: int = 0) -> float:
-        """The paired-bootstrap standard error (×100) of the objective of these pair similarities."""
+        """The paired-bootstrap standard error (×100) of the objective of these pair similarities.
+
+        :param sims: the pairs' similarities.
+        :param n_boot: the number of bootstrap resamples.
+        :param seed: the resamples' random seed.
+        :returns: the standard error, ×100."""
         groups = self.groups if len(self.sets) > 1 else None
         return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"], ddof=1))

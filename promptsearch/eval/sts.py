@@ -20,6 +20,11 @@ from ..errors import PromptSearchError
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity.
+
+    :param a: vectors ``(n, d)``.
+    :param b: vectors ``(n, d)``.
+    :returns: ``(n,)`` cosines (a zero vector's cosine is 0)."""
     a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     return (a * b).sum(1)
@@ -50,7 +55,11 @@ def constant_up_to_rounding(sims: np.ndarray, dim: int, exact=None) -> bool:
 
 
 def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
-    """Spearman ×100; NaN where one side is constant (the evaluator says what that means)."""
+    """Spearman ×100; NaN where one side is constant (the evaluator says what that means).
+
+    :param pred: predicted similarities.
+    :param gold: gold scores, aligned with ``pred``.
+    :returns: Spearman's rank correlation × 100."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConstantInputWarning)
         return float(spearmanr(pred, gold).statistic * 100)
@@ -65,6 +74,9 @@ class STSEvaluator:
     numbers whether it comes from ``eval``, ``report``, the search scorer or Ditto.
     ``score(vecs)`` takes vectors in that order: Spearman ×100 of cosine per subset and
     "all" (SentEval's "all" setting: over the concatenated scores of all subsets).
+
+    :param data: the task's pairs (checked: a Spearman correlation must be defined on them).
+    :raises promptsearch.errors.DataError: where every gold score of the set, or of a subset, is the same.
     """
 
     def __init__(self, data: STSData):
@@ -91,7 +103,13 @@ class STSEvaluator:
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """Spearman ×100 over the given pairs (all of them by default) — the "all" number. On a
-        subset of the pairs (a racing rung) it may be NaN; on all of them it is a number or an error."""
+        subset of the pairs (a racing rung) it may be NaN; on all of them it is a number or an error.
+
+        :param vecs: vectors of ``sentences``, in that order.
+        :param pairs: the pairs to score (indices or a slice; default all).
+        :returns: Spearman ×100.
+        :raises promptsearch.PromptSearchError: on all pairs, where every pair got the same similarity (up to
+            float rounding)."""
         sims = self.similarities(vecs, pairs)
         value = spearman100(sims, self.gold[pairs])
         full = isinstance(pairs, slice) and pairs == slice(None)
@@ -99,7 +117,13 @@ class STSEvaluator:
 
     def score(self, vecs: np.ndarray, subsets: bool = True) -> dict:
         """{"spearman": all, "subsets": {name: spearman}, "pairs": n} for vectors of ``sentences``
-        (``subsets=False``: the "all" number only, as a search or a dev evaluation uses it)."""
+        (``subsets=False``: the "all" number only, as a search or a dev evaluation uses it).
+
+        :param vecs: vectors of ``sentences``, in that order.
+        :param subsets: also score each subset.
+        :returns: ``{"spearman": float, "subsets": {name: float}, "pairs": int}``.
+        :raises promptsearch.PromptSearchError: where every pair (of the set or a subset) got the same
+            similarity."""
         sims = self.similarities(vecs)
         d = vecs.shape[1]
         per = ({name: self._defined(spearman100(sims[sl], self.gold[sl]), name, sims[sl], d, self.exact(vecs, sl))
@@ -109,7 +133,12 @@ class STSEvaluator:
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         """Vectors of this task's ``sentences`` for every rep (shared passes, the same batches everywhere); a
-        progress bar names the task."""
+        progress bar names the task.
+
+        :param encoder: the encoder.
+        :param reps: the representations.
+        :param show_progress_bar: show a progress bar (None: the encoder's setting).
+        :returns: each rep → float32 vectors of ``sentences``."""
         named = getattr(encoder, "progress_named", None)  # a stand-in encoder may have no bars to name
         with named(self.name) if named else contextlib.nullcontext():
             return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
@@ -117,7 +146,15 @@ class STSEvaluator:
     def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None,
                  subsets: bool = True) -> dict[Rep, dict]:
         """Encode, then score: {rep: :meth:`score`} — the one evaluation call of ``eval``, ``report``,
-        the search scorer and training's dev evaluation."""
+        the search scorer and training's dev evaluation.
+
+        :param encoder: the encoder.
+        :param reps: the representations.
+        :param show_progress_bar: show a progress bar (None: the encoder's setting).
+        :param subsets: also score each subset.
+        :returns: each rep → ``{"spearman", "subsets", "pairs"}``.
+        :raises promptsearch.PromptSearchError: for a representation the model cannot compute, or a score that
+            is undefined."""
         vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar)
         return {r: self.score(vecs[r], subsets=subsets) for r in reps}
 
@@ -144,14 +181,24 @@ class STSEvaluator:
 
 
 def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
-    """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list)."""
+    """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list).
+
+    :param data: the task's pairs.
+    :param lookup: sentence → vector, or a function from a list of sentences to their vectors.
+    :returns: ``{"spearman", "subsets", "pairs"}``."""
     ev = STSEvaluator(data)
     vecs = np.stack([lookup[s] for s in ev.sentences]) if isinstance(lookup, dict) else lookup(ev.sentences)
     return ev.score(np.asarray(vecs))
 
 
 def evaluators(tasks: Sequence[str], data: DataOptions = DataOptions()) -> dict[str, STSEvaluator]:
-    """Task names resolved once into evaluators (each data set read from ``data`` and checked here)."""
+    """Task names resolved once into evaluators (each data set read from ``data`` and checked here).
+
+    :param tasks: task names (as ``promptsearch.data.expand_tasks`` gives them).
+    :param data: where the data is read from, and a user file's columns.
+    :returns: task name → evaluator, in the order given.
+    :raises promptsearch.errors.DataError: for a task that cannot be read, or whose gold scores leave a
+        Spearman correlation undefined."""
     return {t: STSEvaluator(load_task(t, data.data_dir, data.fmt)) for t in tasks}
 
 
@@ -161,7 +208,15 @@ def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[s
     evaluators from :func:`evaluators`).
 
     Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
-    numbers do not depend on which other tasks were asked for."""
+    numbers do not depend on which other tasks were asked for.
+
+    :param encoder: the encoder.
+    :param reps: the representations.
+    :param tasks: task names, or evaluators by name.
+    :param data: where the data is read from (with task names), and whether progress shows.
+    :returns: rep → task → ``{"spearman", "subsets", "pairs"}``.
+    :raises promptsearch.PromptSearchError: as ``STSEvaluator.evaluate``, and
+        ``promptsearch.errors.DataError`` for data that cannot be read."""
     evs = tasks if isinstance(tasks, dict) else evaluators(tasks, data)
     results: dict[Rep, dict[str, dict]] = {r: {} for r in reps}
     for t, ev in evs.items():

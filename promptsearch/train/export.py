@@ -23,6 +23,10 @@ MODULE_REF = "promptsearch.train.export.PromptModule"
 
 
 def write_sentence_transformers_files(directory) -> None:
+    """Write ``modules.json`` (naming ``PromptModule``) and ``config_sentence_transformers.json`` into a trained
+    [MASK] folder, so sentence-transformers loads it.
+
+    :param directory: the trained folder."""
     d = Path(directory)
     (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": MODULE_REF}], indent=2) + "\n",
                                     encoding="utf-8")
@@ -32,13 +36,19 @@ def write_sentence_transformers_files(directory) -> None:
 
 
 class PromptModule(InputModule):
-    """A sentence-transformers input module: sentences in, denoised [MASK] vectors out."""
+    """A sentence-transformers input module: sentences in, denoised [MASK] vectors out.
+
+    The module a trained [MASK] folder's ``modules.json`` names; ``SentenceTransformer(folder,
+    trust_remote_code=True)`` builds it through ``load``."""
 
     save_in_root = True
 
     def __init__(self, model_name_or_path: str, bf16: bool = False):
-        """``bf16=False``: sentence-transformers manages precision itself (``model.half()``,
-        ``model_kwargs={"torch_dtype": ...}``), so the module adds no autocast of its own."""
+        """Load the folder's encoder with its template, denoise setting and soft prompt.
+
+        :param model_name_or_path: a folder written by ``finetune`` or ``optiprompt``.
+        :param bf16: autocast to bfloat16. False by default: sentence-transformers manages precision itself
+            (``model.half()``, ``model_kwargs={"torch_dtype": ...}``), so the module adds no autocast of its own."""
         super().__init__()
         self.model_name_or_path = str(model_name_or_path)
         self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16, show_progress_bar=False)
@@ -97,7 +107,12 @@ _ALWAYS = ("cls", "mean", "max", "mean_sqrt_len_tokens")  # the booleans sentenc
 def pooling_config(dimension: int, mode: str, include_prompt: bool) -> dict:
     """``1_Pooling/config.json`` in the legacy form: the active mode's boolean first, the four 2.0 booleans always
     (an absent mean boolean would default to true), weightedmean / lasttoken only when active (2.3+), and
-    ``include_prompt`` only when false (2.4+: an older reader then fails loudly instead of pooling the prompt)."""
+    ``include_prompt`` only when false (2.4+: an older reader then fails loudly instead of pooling the prompt).
+
+    :param dimension: the token embeddings' dimension.
+    :param mode: one of sentence-transformers' pooling modes.
+    :param include_prompt: whether the prompt's tokens are pooled.
+    :returns: the config as a dict."""
     cfg = {"word_embedding_dimension": int(dimension), _BOOLEANS[mode]: True}
     for m in _ALWAYS:
         cfg.setdefault(_BOOLEANS[m], False)
@@ -178,7 +193,15 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
     """Every file of a sentence-transformers folder for ``k`` over ``stack`` but the transformer's weights and
     tokenizer: modules.json, the Pooling set to ``k``, the stack's modules after it (Dense, Normalize …),
     sentence_bert_config.json (``length``: the max length), the prompt as ``query`` and ``document``, the default,
-    and a model card. (description, what other readers do differently)."""
+    and a model card.
+
+    :param folder: the folder to write into (it exists).
+    :param stack: the model's sentence-transformers module stack (``promptsearch.model.stack.ModuleStack``).
+    :param k: the representation: a prompt pooled by one of sentence-transformers' modes.
+    :param length: the max length to write (None, or above a million: none).
+    :param model: the model's name, for the model card and errors.
+    :returns: ``(description, notes)``: the stack in words, and what other readers do differently.
+    :raises promptsearch.PromptSearchError: for a stack whose Pooling is not the module after the Transformer."""
     mode, include = k.st_pooling
     _check_pooling_first(stack, model)
     tr = stack.transformer
@@ -227,7 +250,18 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     ``document``, the default. ``SentenceTransformer(out).encode`` then gives ``k``'s vectors with neither
     ``trust_remote_code`` nor promptsearch, in a layout sentence-transformers 2.x-6.x, Text Embeddings Inference
     and vLLM read. What sentence-transformers cannot express is refused with a one-line reason before anything
-    is written; the folder appears whole or not at all. Returns what was written, in a few lines."""
+    is written; the folder appears whole or not at all. Returns what was written, in a few lines.
+
+    :param model: the model as the user named it (``"default"``, a hub id, a folder), named in the model card.
+    :param k: the representation: a prompt pooled by one of sentence-transformers' modes.
+    :param out: the folder to write (it must not exist, or be empty).
+    :param model_path: where the model is read from, when not ``model`` itself.
+    :param max_length: the max length ``k`` was scored with (None: the model's own).
+    :returns: what was written and the notes that apply to it, a few lines.
+    :raises promptsearch.PromptSearchError: for a representation sentence-transformers cannot express (a
+        [MASK] state, a layer, text after [X], an ensemble), an unfinished fine-tuning folder, or a module
+        stack whose Pooling is not the module after the Transformer; ``promptsearch.errors.ModelError`` for a
+        model that cannot be read."""
     import os
     import shutil
     import tempfile

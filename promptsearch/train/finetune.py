@@ -38,7 +38,20 @@ DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch
 class FinetuneConfig(TrainConfig):
     """Prompt-contrastive fine-tuning: the mode, the templates (unsup: two views), how long, the read-out
     trained; the rest is :class:`~promptsearch.train.loop.TrainConfig` (lr and batch size by mode, a dev
-    score every 25 steps, denoised)."""
+    score every 25 steps, denoised).
+
+    :param mode: ``"unsup"`` (two views of a sentence through two templates, SimCSE-style) or ``"sup"`` (NLI
+        triplets through one template).
+    :param templates: the templates trained with: two for unsup (its two views), one for sup.
+    :param epochs: passes over the training data.
+    :param max_steps: stop after this many steps (None: as ``epochs`` gives).
+    :param layer: the read-out layer trained and saved (None: the last hidden state).
+    :param readout: a pooled read-out trained (``mean``, ``sentence-mean``, ``cls``; its views never denoised;
+        None: the [MASK] state).
+    :param eval_steps: score the dev set every this many steps.
+    :param denoise: subtract the template bias from the [MASK] states (off for a pooled read-out).
+    :raises KeyError: for a mode other than unsup or sup.
+    :raises promptsearch.TemplateError: for a template that does not parse."""
 
     mode: str  # "unsup" | "sup"
     templates: list[str]
@@ -72,7 +85,19 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
     resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``.
     ``announce(views)``: called with :func:`views_note`'s line once the run is past its checks (a checkpoint of
-    other settings, views that cannot differ), before anything is written."""
+    other settings, views that cannot differ), before anything is written.
+
+    :param enc: the encoder to train (from ``prepare_encoder``).
+    :param data: the training data: sentences (unsup) or ``sent0, sent1, hard_neg`` triplets (sup).
+    :param cfg: what is trained, and how.
+    :param out_dir: the folder the best checkpoint is saved in (a model folder every command reads).
+    :param model_name: the base model's name, recorded in the folder.
+    :param run: the dev set, where data is read from, resuming and keeping the checkpoint.
+    :param announce: called once with the views' note, before anything is written (None: not called).
+    :returns: ``{"dev_set", "start_dev", "best_dev", "steps", "seconds", "steps_per_second",
+        "train_sentences_per_second", "history", "device", "processes"}``.
+    :raises promptsearch.PromptSearchError: for views that cannot differ, a checkpoint in ``out_dir`` of other
+        settings, or a dev set that cannot be read or scored."""
     from accelerate import Accelerator
 
     acc = Accelerator()
@@ -367,7 +392,14 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
 
 def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=None) -> PromptEncoder:
     """The encoder to fine-tune: a masked LM (one-line error for a causal LM), with an OptiPrompt
-    run's vectors (``soft``, from :func:`choose_templates`) on its template."""
+    run's vectors (``soft``, from :func:`choose_templates`) on its template.
+
+    :param enc: the encoder.
+    :param model_name: the model's name, for the error.
+    :param template: the template the soft prompt belongs to.
+    :param soft: an OptiPrompt run's vectors (None: none).
+    :returns: ``enc``, with the soft prompt set.
+    :raises promptsearch.PromptSearchError: for a causal LM."""
     if enc.model.causal:
         raise PromptSearchError(f"{model_name} is a causal LM; fine-tuning covers masked LMs (for a causal LM: "
                                 "optiprompt, which trains only the template's vectors)")
