@@ -40,7 +40,7 @@ def test_eval_ditto_uses_the_given_attention_head(tiny_bert_dir, capsys):
     assert code == 0 and json.loads(out)["stsb-dev"] == pytest.approx(best["spearman"], abs=0.05)
 
 
-# Bad input of every command: tests/test_bad_input.py (one table).
+# Bad input of every command: tests/cli/test_bad_input.py (one table).
 
 
 def test_unreadable_row_via_console_script(tmp_path):

@@ -314,7 +314,7 @@ def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tin
     from promptsearch.cli import main
     from promptsearch.search.results import Results
 
-    results = Path(__file__).resolve().parents[1] / ENSEMBLE_RESULTS
+    results = Path(__file__).resolve().parents[2] / ENSEMBLE_RESULTS
     assert Results.load(results).best.members  # the case: the answer is an ensemble, one of its members pooled
     out = tmp_path / "ft"
     code = main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(results), "--max-steps", "1",
