@@ -55,7 +55,7 @@ def test_unreadable_row_via_console_script(tmp_path):
 def test_usage_error_is_one_line(capsys):
     assert main(["eval", "--batch-size", "many"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "argument --batch-size: 'many' is not a whole number" in err
+    assert len(err.strip().splitlines()) == 1 and "--batch-size" in err and "'many'" in err
 
 
 def test_score_command_table_and_cache(tiny_bert_dir, tmp_path, capsys, monkeypatch):
