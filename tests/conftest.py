@@ -39,7 +39,7 @@ if _WORKERS > 1:
 # Tests whose numbers depend on the CPU's kernels or on the precision: .ci/run runs them a second
 # time with AVX2-only kernels (scripts/test-avx2.sh), so a machine with AVX-512/AMX catches what
 # would fail on a CPU without them.
-KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_fidelity", "test_search", "test_racing", "test_train", "test_reference",
+KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_fidelity", "test_search", "test_racing", "test_train", "test_promptbert_reference",
                     "test_default_model", "test_causal", "test_predict", "test_user_data", "test_head"}
 
 

@@ -99,13 +99,13 @@ def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_d
     from promptsearch.eval.sts import STSEvaluator
     from promptsearch.errors import PromptSearchError
 
-    with pytest.raises(PromptSearchError, match=r"^objective='max': choose mean or min"):
+    with pytest.raises(PromptSearchError, match=r"^objective='max'.*mean or min"):
         Objective({"sts16": STSEvaluator(load_task("sts16"))}, "max")
-    with pytest.raises(PromptSearchError, match=r"^head='x' is not of the form L-H"):
+    with pytest.raises(PromptSearchError, match=r"^head='x'.*L-H"):
         rep(pooling="ditto", head="x")
     code = main(["eval", "--model", str(tiny_bert_dir), "--pooling", "ditto", "--head", "x", "--tasks", "sts16", "-q"])
     err = capsys.readouterr().err
-    assert code == 2 and "--head 'x' is not of the form L-H" in err and "head=" not in err, err
+    assert code == 2 and "--head 'x'" in err and "L-H" in err and "head=" not in err, err
 
 
 def test_every_strategy_shares_one_base_with_no_op_hooks(tmp_path):

@@ -72,14 +72,14 @@ def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
     from promptsearch.cli import main
 
     enc = make_encoder(tiny_bert_dir)
-    with pytest.raises(PromptSearchError, match="layer 3 is out of range: this model has hidden states 0 .* to 2"):
+    with pytest.raises(PromptSearchError, match="layer 3 .*out of range.* 2"):
         enc.encode(SENTS, rep=rep(PAPER_T, layer=3))
     assert enc.encode(SENTS[:1], rep=rep(PAPER_T, layer=-1)).tolist() == enc.encode(SENTS[:1], template=PAPER_T).tolist()
     code = main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--layer", "-4", "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "layer -4 is out of range" in err and "\n" not in err
     code = main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--layer", "1", "-q"])
-    assert code == 2 and "--layer reads a template's [MASK] state" in capsys.readouterr().err
+    assert code == 2 and "--layer" in capsys.readouterr().err
 
 
 def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_path):
@@ -111,8 +111,8 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
 
 
-@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5 is out of range"),
-                                             ("x", "give all, or layer numbers")])
+@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"),
+                                             ("x", "'x'")])
 def test_greedy_bad_layers_are_one_line_and_write_nothing(layers, message, tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
 
@@ -131,11 +131,11 @@ def test_layers_are_parsed_once_at_the_command_line(bert_enc):
     from promptsearch.search import Scorer
 
     assert layer_numbers("all") == "all" and layer_numbers("2,-1") == [2, -1]
-    with pytest.raises(argparse.ArgumentTypeError, match="give all, or layer numbers"):
+    with pytest.raises(argparse.ArgumentTypeError, match="'2,x'"):
         layer_numbers("2,x")
     scorer = Scorer(bert_enc, dataset="sts16", cache=False)
     assert scorer.layer_list([2, -1, 2]) == [2] and scorer.layer_list("all") == [1, 2] and scorer.layer_list(None) == []
-    with pytest.raises(PromptSearchError, match=r"layers='1,2': give 'all', or a list of layer numbers"):
+    with pytest.raises(PromptSearchError, match=r"layers='1,2'"):
         scorer.layer_list("1,2")
 
 

@@ -40,7 +40,7 @@ def test_eval_ditto_uses_the_given_attention_head(tiny_bert_dir, capsys):
     assert code == 0 and json.loads(out)["stsb-dev"] == pytest.approx(best["spearman"], abs=0.05)
 
 
-# Bad input of every command: tests/test_bad_input.py (one table).
+# Bad input of every command: tests/cli/test_bad_input.py (one table).
 
 
 def test_unreadable_row_via_console_script(tmp_path):
@@ -55,7 +55,7 @@ def test_unreadable_row_via_console_script(tmp_path):
 def test_usage_error_is_one_line(capsys):
     assert main(["eval", "--batch-size", "many"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "argument --batch-size: 'many' is not a whole number" in err
+    assert len(err.strip().splitlines()) == 1 and "--batch-size" in err and "'many'" in err
 
 
 def test_score_command_table_and_cache(tiny_bert_dir, tmp_path, capsys, monkeypatch):

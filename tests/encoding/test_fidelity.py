@@ -332,7 +332,7 @@ def test_a_causal_lm_pools_its_first_token_as_sentence_transformers_does(tiny_gp
 
 
 @pytest.mark.parametrize("what, message", [
-    ("multi", "concatenates cls + mean pooling"),
+    ("multi", "cls + mean"),
     ("nopool", "no Pooling module"),
 ])
 def test_a_stack_this_tool_cannot_run_as_is_is_refused_in_one_line(tiny_bert_dir, tmp_path, capsys, what, message):
@@ -404,7 +404,7 @@ def test_export_keeps_the_max_length_it_was_scored_with(tiny_roberta_dir, tmp_pa
     assert_the_reference_number(out, chosen["spearman"], Scorer(back, dataset="stsb-dev", cache=False).similarities(
         back.own_representation()))
     assert main(["export", str(res), "--out", str(tmp_path / "o2"), "--max-length", "30"]) == 2
-    assert "was scored with --max-length 24" in capsys.readouterr().err
+    assert "--max-length 24" in capsys.readouterr().err
 
 
 def test_export_of_a_plain_checkpoint_and_of_no_prompt(tiny_gpt2_dir, tmp_path):

@@ -105,7 +105,7 @@ def test_duplicated_pairs_are_kept_with_a_warning(tmp_path, capsys):
             "score": list(range(12)) + [0]}
     datasets.Dataset.from_dict(rows).to_csv(str(tmp_path / "d.csv"), index=False)
     assert load_task(str(tmp_path / "d.csv")).n_pairs == 13
-    assert "repeats 1 sentence pair" in capsys.readouterr().err
+    assert "repeats 1" in capsys.readouterr().err
 
 
 # ---- any language -------------------------------------------------------------------------------

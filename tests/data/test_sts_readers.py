@@ -52,7 +52,7 @@ def test_malformed_rows_name_file_and_line(tmp_path):
     y.mkdir()
     (y / "STS.input.x.txt").write_text("a\tb\nc\td\n", encoding="utf-8")
     (y / "STS.gs.x.txt").write_text("1.0\nabc\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"STS.gs.x.txt:2: gold score 'abc'"):
+    with pytest.raises(DataError, match=r"STS.gs.x.txt:2: .*'abc'"):
         load_task("sts12", tmp_path)
 
 
@@ -77,5 +77,5 @@ def test_dev_sets_are_parsed_once_into_an_object_that_names_itself():
     sets = DevSets.parse("stsb-dev, sick-trial")
     assert sets.names == ("stsb-dev", "sick-trial") and sets.text == str(sets) == "stsb-dev,sick-trial" and len(sets) == 2
     assert DevSets.parse(sets) is sets and list(sets) == ["stsb-dev", "sick-trial"]
-    with pytest.raises(PromptSearchError, match="names 7 data sets .*test sets for reporting"):
+    with pytest.raises(PromptSearchError, match="7 data sets"):
         DevSets.parse("sts-all")

@@ -117,7 +117,7 @@ def test_a_storage_that_is_no_database_is_one_line(tiny_bert_dir, tmp_path, caps
     (["--readouts", "mean"], ["--readouts", "mean,cls"], ["--readouts mean,", "mean,cls"]),
     (["--layers", "1"], ["--layers", "1,2"], ["--layers 1,", "1,2"]),
     (["--no-denoise"], [], ["raw scores", "--no-denoise"]),
-    (["--dataset", "sts16,sts15", "--pareto"], ["--dataset", "sts16,sts15"], ["--pareto study of 2 objectives", "--study-name"]),
+    (["--dataset", "sts16,sts15", "--pareto"], ["--dataset", "sts16,sts15"], ["--pareto", "2 objectives", "--study-name"]),
 ])
 def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, grammar, tmp_path, capsys, first, then, words):
     """16. Other --readouts (or --layers) on resume: Optuna's 'CategoricalDistribution does not support dynamic

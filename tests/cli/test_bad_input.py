@@ -126,20 +126,20 @@ CASES = [
     (["eval", "--pooling", "mean", "--tasks", "sts99"], "unknown task"),
     (["eval", "--pooling", "ditto"], "needs --head"),
     (["eval", "--model", "/no/such/model", "--pooling", "mean"], "does not exist"),
-    (["eval", "--template", PAPER_T, "--pooling", "mean"], "either --template or --pooling"),
+    (["eval", "--template", PAPER_T, "--pooling", "mean"], ("--template", "--pooling")),
     (S + ["--out", "{out}", "[X] and [X] [MASK]"], "has 2 [X]"),
-    (S + ["--out", "{out}"], "give templates as arguments or with --file"),
+    (S + ["--out", "{out}"], "--file"),
     (["greedy", "--out", "{afile}/best.json"], "is not writable"),
     (["greedy", "--out", "/tmp"], "is a directory"),
     (["greedy", "--model", "{model}", "--out", "{out}", "--cache", "{cache}", "--vocabulary", "/no/such.json"], "no template file"),
-    (["greedy", "--vocabulary", "{vocab}", "--out", "{new}"], "'relations' must be a non-empty list"),
-    (["optuna", "--grammar", "{grammar}", "--out", "{new}"], "slot 'a' used in the format needs a non-empty list"),
+    (["greedy", "--vocabulary", "{vocab}", "--out", "{new}"], "'relations'"),
+    (["optuna", "--grammar", "{grammar}", "--out", "{new}"], "slot 'a'"),
     (["optuna", "--grammar", "/no/such/grammar.json", "--out", "{new}"], "no template file"),
-    (["t5", "--generator", "mlm", "--wordnet-dir", "/no/wordnet", "--out", "{new}"], "apt-get install wordnet-base"),
+    (["t5", "--generator", "mlm", "--wordnet-dir", "/no/wordnet", "--out", "{new}"], "wordnet-base"),
     # 2. a gold score of nan
-    (S + ["--data-dir", "{nan}", "--out", "{out}", PAPER_T], "sts-dev.csv:6: score 'nan' is not a finite number"),
+    (S + ["--data-dir", "{nan}", "--out", "{out}", PAPER_T], ("sts-dev.csv:6", "'nan'")),
     # 5. a --file that is not UTF-8
-    (S + ["--out", "{out}", "--file", "{badfile}"], "bad.txt:2: not valid UTF-8"),
+    (S + ["--out", "{out}", "--file", "{badfile}"], ("bad.txt:2", "UTF-8")),
     # 6. a sentence or a template that is not UTF-8 (the shell hands undecodable bytes over as surrogates)
     (["predict", "--model", "{model}", "-q", "a \udcff b."], "is not valid UTF-8"),
     (S + ["--out", "{out}", "[X] \udcff [MASK] ."], "is not valid UTF-8"),
@@ -150,49 +150,49 @@ CASES = [
     (["eval", "--model", "{trunc}", "--pooling", "mean", "-q"], "model.safetensors"),
     (["eval", "--model", "{config}", "--pooling", "mean", "-q"], "config.json"),
     # 9. results files that break the schema
-    (S + ["--out", "{no_spearman}", PAPER_T], "at templates[0]: 'spearman' is a required property"),
-    (S + ["--out", "{null_stats}", PAPER_T], "at stats: None is not of type 'object'"),
+    (S + ["--out", "{no_spearman}", PAPER_T], ("templates[0]", "'spearman'")),
+    (S + ["--out", "{null_stats}", PAPER_T], ("stats", "'object'")),
     # 13. an over-long template: a short quote
-    (S + ["--out", "{out}", LONG + " [X] [MASK] ."], "leaving no room for a sentence"),
+    (S + ["--out", "{out}", LONG + " [X] [MASK] ."], "no room"),
     # 14. empty sentences
-    (["predict", "--model", "{model}", "-q", "a man .", "   "], "sentence 2 is empty"),
+    (["predict", "--model", "{model}", "-q", "a man .", "   "], ("sentence 2", "empty")),
     # user data sets (issue: your own data)
-    (S + ["--dataset", "{u_nocol}", "--out", "{out}", PAPER_T], "no sentence-pair columns among left, right, gold"),
+    (S + ["--dataset", "{u_nocol}", "--out", "{out}", PAPER_T], ("columns", "left, right, gold")),
     (S + ["--dataset", "{u_nocol}", "--columns", "left,right,score", "--out", "{out}", PAPER_T],
-     "has no column 'score'; its columns are left, right, gold"),
+     ("'score'", "left, right, gold")),
     (S + ["--dataset", "{u_badscore}", "--out", "{out}", PAPER_T], "3 row(s)"),
     (S + ["--dataset", "{u_badscore}", "--out", "{out}", PAPER_T], "badscore.csv:7"),
-    (S + ["--dataset", "{u_few}", "--out", "{out}", PAPER_T], "holds 4 scored pair(s); a Spearman correlation needs at least 10"),
+    (S + ["--dataset", "{u_few}", "--out", "{out}", PAPER_T], ("4 scored pair", "10")),
     (S + ["--dataset", "{u_header_only}", "--out", "{out}", PAPER_T], "holds no data rows"),
     (S + ["--dataset", "{u_empty}", "--out", "{out}", PAPER_T], "empty.csv is empty"),
-    (S + ["--dataset", "{u_splits}@dev", "--out", "{out}", PAPER_T], "has no split 'dev'; its splits are train, test"),
-    (S + ["--dataset", "{u_splits}", "--out", "{out}", PAPER_T], "has the splits train, test; name one"),
-    (S + ["--dataset", "nobody/no-such-set@test", "--out", "{out}", PAPER_T], "from the Hugging Face Hub"),
+    (S + ["--dataset", "{u_splits}@dev", "--out", "{out}", PAPER_T], ("'dev'", "train, test")),
+    (S + ["--dataset", "{u_splits}", "--out", "{out}", PAPER_T], ("train, test", "name one")),
+    (S + ["--dataset", "nobody/no-such-set@test", "--out", "{out}", PAPER_T], "Hugging Face Hub"),
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "my_pairs.xlsx"], "unknown task 'my_pairs.xlsx'"),
     # causal LMs
-    (["eval", "--model", "{gpt2}", "--template", PAPER_T, "--tasks", "sts16", "-q"], "a causal LM has no mask token: drop [MASK]"),
+    (["eval", "--model", "{gpt2}", "--template", PAPER_T, "--tasks", "sts16", "-q"], ("causal LM", "drop [MASK]")),
     (["eval", "--model", "{gpt2}", "--template", "PromptEOL", "--demos", "{baddemos}", "-q"],
-     "baddemos.tsv:2: expected 'sentence<TAB>word'"),
+     ("baddemos.tsv:2", "sentence<TAB>word")),
     (["eval", "--model", "{gpt2}", "--template", "This sentence : [X]", "--tasks", "sts16", "-q"], "ends with [X]"),
     (["eval", "--model", "{gpt2}", "--template", "PromptEOL", "--compat", "reference", "--tasks", "sts16", "-q"],
-     "a causal LM uses the default"),
+     ("causal LM", "default")),
     (["finetune", "--model", "{gpt2}", "--template", "PromptEOL", "--out", "{afile}.d", "-q"], "is a causal LM"),
     # training commands refuse the reference inputs
     (["optiprompt", "--model", "{model}", "--compat", "reference"], "--compat reference"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "cuda:99"], "that CUDA device is not available here"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "gpu"], "--device 'gpu' is not a device"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "cuda:99"], ("CUDA", "not available")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "gpu"], "--device 'gpu'"),
     # issue 13: racing, screening precision, held-out validation
-    (S[:-2] + [PAPER_T], "held-out validation: missing data file"),
-    (S[:-2] + ["--validate-top", "-1", PAPER_T], "argument --validate-top: must be at least 0, not -1"),
-    (S + ["--validate-on", "nosuchtask", "--validate-top", "3", PAPER_T], "held-out validation: unknown task 'nosuchtask'"),
-    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"], "--race-rungs '0.5,x': give fractions"),
-    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,0.25"], "racing rungs must be increasing"),
-    (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], "argument --finalists: must be at least 1, not 0"),
+    (S[:-2] + [PAPER_T], ("held-out validation", "missing")),
+    (S[:-2] + ["--validate-top", "-1", PAPER_T], ("--validate-top", "at least 0")),
+    (S + ["--validate-on", "nosuchtask", "--validate-top", "3", PAPER_T], ("held-out validation", "'nosuchtask'")),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"], ("--race-rungs '0.5,x'", "fractions")),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,0.25"], ("rungs", "increasing")),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], ("--finalists", "at least 1")),
     # issue 19 — W2: a model folder without tokenizer files (every word would be [UNK])
     (["eval", "--model", "{notok}", "--pooling", "mean", "-q"], "has no tokenizer files"),
     # W3: Spearman undefined — constant gold scores, one-pair or constant subsets
     (S + ["--dataset", "{const_csv}", "--out", "{out}", PAPER_T], "every gold score of"),
-    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{const_csv}", "-q"], "a Spearman correlation is undefined"),
+    (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{const_csv}", "-q"], ("Spearman", "undefined")),
     (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{ids_csv}", "--subset-column", "id", "-q"],
      "subset '0' of"),
     # W4: column types
@@ -201,9 +201,9 @@ CASES = [
     (["eval", "--model", "{model}", "--template", PAPER_T, "--tasks", "{listscore_parquet}", "-q"], "not scores"),
     # L1: a cache that is not one; the cache and the results file the same path
     (S[:5] + ["--cache", "{out}", "-q", "--no-bf16", "--validate-top", "0", "--out", "{new}", PAPER_T],
-     "is not a promptsearch score cache"),
+     "score cache"),
     (S[:5] + ["--cache", "{new}", "-q", "--no-bf16", "--validate-top", "0", "--out", "{new}", PAPER_T],
-     "--cache and --out are both"),
+     ("--cache", "--out")),
     (S[:5] + ["--cache", "{small}", "-q", "--no-bf16", "--validate-top", "0", PAPER_T], "is a folder"),
     # T3: repeated columns
     (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence1,score", "--out", "{out}", PAPER_T], "names 'sentence1' twice"),
@@ -212,43 +212,43 @@ CASES = [
     (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,id", "--subset-column", "id", "--out", "{out}", PAPER_T],
      "is one of the pair columns"),
     # T4: numeric and device flags, checked when the flags are read
-    (S + ["--batch-size", "0", "--out", "{out}", PAPER_T], "argument --batch-size: must be at least 1, not 0"),
-    (["eval", "--batch-size", "-3"], "argument --batch-size: must be at least 1, not -3"),
-    (["eval", "--max-length", "-4"], "argument --max-length: must be at least 1, not -4"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "meta"], "a meta device does not run a model"),
-    (["predict", "--top-k", "-1", "a man ."], "argument --top-k: must be at least 1, not -1"),
-    (["finetune", "--lr", "-1"], "argument --lr: must be a number above 0, not -1"),
-    (["finetune", "--lr", "nan"], "argument --lr: must be a number above 0, not nan"),
-    (["finetune", "--max-steps", "-1"], "argument --max-steps: must be at least 1, not -1"),
-    (["finetune", "--train-batch-size", "-4"], "argument --train-batch-size: must be at least 2, not -4"),
-    (["finetune", "--epochs", "0"], "argument --epochs: must be a number above 0, not 0"),
-    (["optiprompt", "--steps", "0"], "argument --steps: must be at least 1, not 0"),
-    (["optiprompt", "--seeds", "0,-1"], "give whole numbers of 0 or more"),
-    (["optuna", "--trials", "0"], "argument --trials: must be at least 1, not 0"),
-    (["optuna", "--batch-trials", "0"], "argument --batch-trials: must be at least 1, not 0"),
-    (["finetune", "--micro-tokens", "0"], "argument --micro-tokens: must be at least 1, not 0"),
-    (["greedy", "--max-steps", "-2"], "argument --max-steps: must be at least 0, not -2"),
-    (["train-head", "--rank", "0"], "argument --rank: must be at least 1, not 0"),
-    (["t5", "--num-beams", "0"], "argument --num-beams: must be at least 1, not 0"),
+    (S + ["--batch-size", "0", "--out", "{out}", PAPER_T], ("--batch-size", "at least 1")),
+    (["eval", "--batch-size", "-3"], ("--batch-size", "at least 1")),
+    (["eval", "--max-length", "-4"], ("--max-length", "at least 1")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--device", "meta"], "meta"),
+    (["predict", "--top-k", "-1", "a man ."], ("--top-k", "at least 1")),
+    (["finetune", "--lr", "-1"], ("--lr", "a number above 0")),
+    (["finetune", "--lr", "nan"], ("--lr", "a number above 0")),
+    (["finetune", "--max-steps", "-1"], ("--max-steps", "at least 1")),
+    (["finetune", "--train-batch-size", "-4"], ("--train-batch-size", "at least 2")),
+    (["finetune", "--epochs", "0"], ("--epochs", "a number above 0")),
+    (["optiprompt", "--steps", "0"], ("--steps", "at least 1")),
+    (["optiprompt", "--seeds", "0,-1"], "whole numbers"),
+    (["optuna", "--trials", "0"], ("--trials", "at least 1")),
+    (["optuna", "--batch-trials", "0"], ("--batch-trials", "at least 1")),
+    (["finetune", "--micro-tokens", "0"], ("--micro-tokens", "at least 1")),
+    (["greedy", "--max-steps", "-2"], ("--max-steps", "at least 0")),
+    (["train-head", "--rank", "0"], ("--rank", "at least 1")),
+    (["t5", "--num-beams", "0"], ("--num-beams", "at least 1")),
     (["eval", "--seed", "1"], "unrecognized arguments"),
     # U1: files that are not what they are named, each said with the file, the cause and the fix
-    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{utf16_csv}", "-q"], "is UTF-16 encoded; save it as UTF-8"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{latin1_csv}", "-q"], "latin1.csv:7: not valid UTF-8"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_json}", "-q"], "bad.json:2: not valid JSON"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_jsonl}", "-q"], "bad.jsonl:2: not valid JSON"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{trunc_parquet}", "-q"], "is not a readable parquet file"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{utf16_csv}", "-q"], ("UTF-16", "UTF-8")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{latin1_csv}", "-q"], ("latin1.csv:7", "UTF-8")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_json}", "-q"], ("bad.json:2", "JSON")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{bad_jsonl}", "-q"], ("bad.jsonl:2", "JSON")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{trunc_parquet}", "-q"], "parquet"),
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{quote_csv}", "-q"],
-     "quote.csv:7: a quoted field opens here and never closes"),
+     ("quote.csv:7", "quoted field")),
     # smaller: a group where one set is scored, empty sentences, an empty results file, paths of the wrong kind
     (S + ["--dataset", "sts-all", "--out", "{out}", PAPER_T], "names 7 data sets"),
     (["ditto-search", "--model", "{model}", "--dataset", "sts-all"], "names 7 data sets"),
-    (S + ["--dataset", "{blank_csv}", "--out", "{out}", PAPER_T], "have an empty sentence, the first at"),
+    (S + ["--dataset", "{blank_csv}", "--out", "{out}", PAPER_T], "empty sentence"),
     (["finetune", "--model", "{model}", "--templates", "{results_empty_json}", "--out", "{afile}.d", "-q"],
-     "holds no scored templates yet"),
-    (["eval", "--model", "{model}", "--pooling", "mean", "--data-dir", "{afile}"], "is a file, not a folder"),
-    (["predict", "--model", "{model}", "--mlm-head", "{small}", "a man ."], "is a folder; pass the head.safetensors"),
-    (["eval", "--model", "{afile}", "--pooling", "mean"], "is a file; pass the model's folder"),
-    (["report", "--model", "{model}", "--tasks", "sts16", "--json", "{out}", "-q"], "is not a report written by"),
+     "no scored templates"),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--data-dir", "{afile}"], "not a folder"),
+    (["predict", "--model", "{model}", "--mlm-head", "{small}", "a man ."], "head.safetensors"),
+    (["eval", "--model", "{afile}", "--pooling", "mean"], "model's folder"),
+    (["report", "--model", "{model}", "--tasks", "sts16", "--json", "{out}", "-q"], "not a report"),
 ]
 
 
@@ -260,7 +260,7 @@ def test_bad_input_is_one_line_exit_2_and_loses_nothing(argv, message, world, ca
     err = capsys.readouterr().err
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1, err
-    assert message in err and "Traceback" not in err
+    assert all(m in err for m in ((message,) if isinstance(message, str) else message)) and "Traceback" not in err
     assert len(err) < 400  # no 3,600-character template quoted back
     assert {p: p.read_bytes() for p in files} == files
     assert not world["new"].exists()
@@ -329,8 +329,8 @@ def test_sigterm_ends_a_search_like_ctrl_c(world, tmp_path):
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
-    assert err.strip().splitlines()[-1] == f"promptsearch greedy: terminated; scored templates are saved in {out}, " \
-                                           "re-run the same command to resume"
+    last = err.strip().splitlines()[-1]
+    assert "terminated" in last and str(out) in last and "resume" in last, err
     assert json.loads(out.read_text())["templates"]
 
 
@@ -346,7 +346,7 @@ def test_optuna_summary_reports_running_trials(tiny_bert_dir, tmp_path, capsys):
                  "--storage", storage, "--study-name", "s", "--out", str(tmp_path / "o.json"), "--no-cache", "-q", "--no-bf16"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "1 running trials" in out and "retried once their heartbeat is 90 s old" in out
+    assert "1 running trials" in out and "heartbeat" in out and "90 s" in out
 
 
 def test_unwritable_cache_is_said_once(world, tmp_path, capsys):
@@ -371,7 +371,7 @@ def test_tui_says_when_a_file_has_the_wrong_schema(tmp_path, world):
     from promptsearch.tui.sources import ResultsFileSource
 
     (tmp_path / "other.json").write_text(json.dumps({"hello": 1}))
-    assert "not a promptsearch results file" in ResultsFileSource(tmp_path / "other.json").load().error
+    assert "results file" in ResultsFileSource(tmp_path / "other.json").load().error
     board = ResultsFileSource(world["null_stats"]).load()
     assert "stats" in board.error and not board.rows
     assert ResultsFileSource(world["out"]).load().rows  # a good file still shows
@@ -429,7 +429,7 @@ def test_constant_similarities_are_an_error_not_nan(tiny_bert_dir):
 
     ev = STSEvaluator(load_task("sts16"))
     same = np.ones((len(ev.sentences), 4), np.float32)
-    with pytest.raises(PromptSearchError, match="undefined: every pair got the same similarity"):
+    with pytest.raises(PromptSearchError, match="undefined.*same similarity"):
         ev.score(same)
     with pytest.raises(PromptSearchError, match="undefined"):
         ev.spearman(same)
@@ -448,7 +448,7 @@ def test_a_damaged_cache_line_is_skipped_with_one_warning(world, tmp_path, capsy
     for _ in range(2):  # the damaged line stays (the file is only appended), and is said once a run
         assert main(argv + ["[X] means [MASK] ."]) == 0
         out, err = capsys.readouterr()
-        assert err.count("skipped 1 damaged line(s) of the score cache") == 1 and "Traceback" not in err
+        assert err.count("1 damaged line") == 1 and "Traceback" not in err
         assert first.splitlines()[-1].split()[-1] in out  # the cached score of the paper template, unchanged
 
 
@@ -470,8 +470,8 @@ def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
         second = _cli(argv)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
-        assert err.strip().splitlines() == [f"promptsearch score: error: {out.resolve()} is being written by another "
-                                            f"promptsearch run (pid {holder.pid}); wait for it to end, or pass another --out"]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and str(out.resolve()) in lines[0] and f"pid {holder.pid}" in lines[0] and "--out" in lines[0], err
         assert out.read_text() == "{}"
     finally:
         holder.kill()
@@ -512,8 +512,8 @@ def test_interrupting_optuna_is_one_line_and_leaves_no_running_trial(signals, co
     assert p.returncode == code, err
     assert "Traceback" not in err and "Exception ignored" not in err and "failed" not in err, err
     what = "terminated" if code == 143 else "interrupted"
-    assert err.strip().splitlines()[-1] == (f"promptsearch optuna: {what}; scored templates are saved in {out}, re-run the "
-                                            "same command to resume")
+    last = err.strip().splitlines()[-1]
+    assert what in last and str(out) in last and "resume" in last, err
     states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
     assert optuna.trial.TrialState.RUNNING not in states and states
     done = sum(s in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for s in states)
@@ -552,4 +552,4 @@ def test_an_unreachable_hub_fails_at_once(tiny_bert_dir):
              env={"HF_HUB_OFFLINE": None, "HF_ENDPOINT": "http://127.0.0.1:9"})
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
-    assert "cannot load 'nobody/no-such-set' from the Hugging Face Hub" in err
+    assert "'nobody/no-such-set'" in err and "Hugging Face Hub" in err

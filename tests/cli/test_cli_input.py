@@ -102,7 +102,7 @@ def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, ca
     """26. 'greedy --modle x' was refused by the top parser ('promptsearch: error: unrecognized arguments',
     see 'promptsearch --help'); the command's parser now says it, with the close flag and its own --help."""
     err = _one_line(capsys, main(argv), f"did you mean {close}?", f"promptsearch {argv[0]} --help")
-    assert err.startswith(f"promptsearch {argv[0]}: error: unrecognized arguments: ")
+    assert err.startswith(f"promptsearch {argv[0]}: ") and "unrecognized" in err
 
 
 def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
@@ -117,8 +117,8 @@ def test_hints_in_the_commands_lines_name_flags_not_python_arguments(tiny_bert_d
     assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--device", "cpu",
                  "--validate-top", "1", "--validate-on", "sts15", "--out", str(tmp_path / "r.json"), T2]) == 0
     err = capsys.readouterr().err
-    assert "precision: fp32" in err and "--bf16 forces it" in err, err
-    assert "--validate-top 0 skips it" in err, err
+    assert "precision: fp32" in err and "--bf16" in err, err
+    assert "--validate-top 0" in err, err
     assert "bf16=True" not in err and "validate_top=" not in err, err
 
 
