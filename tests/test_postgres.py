@@ -194,8 +194,9 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     assert [w.returncode for w in late] == [0, 0]
     assert _comparable(tmp_path / "dist.json") == single
     study = optuna.load_study(study_name=name, storage=storage_url(postgres_url))
-    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL and "job_id" in t.user_attrs]
     assert len(failed) == 1  # the killed worker's candidate, failed (SIGKILL: after the grace period) and done again
+    assert all(t.user_attrs.get("no_job") for t in study.trials if "job_id" not in t.user_attrs)  # asks that found none
     done = {t.user_attrs["job_id"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
     assert failed[0].user_attrs["job_id"] in done
 
@@ -292,11 +293,9 @@ def test_a_job_claimed_but_never_beating_is_failed_after_the_grace_period(tmp_pa
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}", study_name="work")
     for jid in ("a", "b", "other"):
         study.enqueue_trial({}, user_attrs={"job_id": jid})
-    trials = study.get_trials(deepcopy=False)
-    store = study._storage
-    for t in trials:
-        store.set_trial_state_values(t._trial_id, TrialState.RUNNING)
-    store.set_trial_user_attr(trials[1]._trial_id, "worker", "host:1")  # b: claimed and named by a live worker
+    trials = [study.ask() for _ in range(3)]  # each claimed (popped from the queue, oldest first)
+    assert [t.user_attrs["job_id"] for t in trials] == ["a", "b", "other"]
+    trials[1].set_user_attr("worker", "host:1")  # b: claimed and named by a live worker
     assert fail_orphans(study, {"a", "b"}, grace=60) == []  # within the grace period: nothing failed
     assert fail_orphans(study, {"a", "b"}, grace=-1) == [trials[0].number]  # a only ("other" is not this driver's job)
     states = {t.user_attrs["job_id"]: t.state for t in study.get_trials(deepcopy=False)}
