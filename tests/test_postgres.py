@@ -152,6 +152,25 @@ def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tin
     assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
 
 
+def test_greedy_on_a_worker_through_sqlite_equals_the_single_process_run(tiny_bert_dir, tmp_path, single):
+    """The same queue on a SQLite file (one machine, no server): a worker does every job (--no-local), claimed
+    with study.ask() and told, and the search equals the single process's."""
+    from conftest import write_vocab
+
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    worker = _workers(url, "lite", 1, tiny_bert_dir)[0]
+    r = run_cli(_greedy(tiny_bert_dir, write_vocab(tmp_path), tmp_path / "dist.json", "--storage", url, "--study-name", "lite",
+                        "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = worker.communicate(timeout=120)
+    assert worker.returncode == 0, out
+    assert _comparable(tmp_path / "dist.json") == single
+    study = optuna.load_study(study_name="lite", storage=url)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done and all(t.user_attrs["worker"].endswith(f":{worker.pid}") for t in done)
+    assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
+
+
 _SLOW_WORKER = """
 import sys, time
 from promptsearch.cli import main
