@@ -2,30 +2,34 @@
 SQLite on one machine).
 
 A search's driver (``greedy``, ``score``, the generators, racing) puts each candidate it would
-have encoded into a *work study* as a waiting trial — a job: a template's full-set scores, or its
-pair similarities on a racing rung — and ``promptsearch worker`` processes, each with its own copy
-of the model, claim waiting jobs (a row lock: a job is claimed once), encode, and report the
-result in the trial's user attributes. The driver works on its own jobs too (unless told not to),
-waits for the rest, and then decides exactly as a single process does: a job's result is the same
-numbers the driver would have computed (the same sentences in the same batches, fp32 or the
-precision and batching the study records), so the path, the scores and the results file equal a
-single-process run's. The score cache and the results file stay the driver's.
+have encoded into a *work study* as an enqueued trial (``study.enqueue_trial``) — a job: a
+template's full-set scores, or its pair similarities on a racing rung — and ``promptsearch worker``
+processes, each with its own copy of the model, claim waiting jobs with ``study.ask()`` (Optuna pops
+an enqueued trial under a row lock: a job is claimed once), encode, and report the result in the
+trial's user attributes (``study.tell``). Only Optuna's public API is used. The driver works on
+its own jobs too (unless told not to), waits for the rest, and then decides exactly as a single
+process does: a job's result is the same numbers the driver would have computed (the same
+sentences in the same batches, fp32 or the precision and batching the study records), so the
+path, the scores and the results file equal a single-process run's. The score cache and the
+results file stay the driver's.
 
-Faults: a worker beats a heartbeat while it works; a killed worker's job goes stale after the grace
-period and is failed, and the driver puts it back in the queue (a worker interrupted with Ctrl-C
-fails its job at once). A job's result is taken once, from its first complete trial. Workers with
-another model, data, precision or settings than the study's refuse it with one line.
+Faults: a worker beats the storage's heartbeat while it works (one thread,
+:class:`~promptsearch.search.study.Heartbeats`, as an Optuna search's batch does); a killed worker's
+job goes stale after the grace period and is failed and queued again (the storage's stale-trial
+callback, or the driver), and a worker interrupted with Ctrl-C fails its job at once. A job's
+result is taken once, from its first complete trial. Workers with another model, data, precision
+or settings than the study's refuse it with one line.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 import socket
-import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -37,7 +41,7 @@ from ..errors import PromptSearchError
 from .racing import rung_similarities
 from ..representation import Representation
 from .scorer import Score, Scorer
-from .study import check_storage, existing_storage, fail_stale_trials, open_storage
+from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage
 
 PREFIX = "promptsearch-work"
 POLL = 0.2  # seconds between looks at the queue while waiting
@@ -148,62 +152,58 @@ def retrying(fn, patience: float, what: str = "the storage"):
             time.sleep(1)
 
 
-class _Beat:
-    """A heartbeat for one claimed job while it runs (its worker killed: the job goes stale)."""
+def claim(study: optuna.Study, only: set[str] | None = None) -> tuple[optuna.Trial, Job] | None:
+    """The oldest waiting job, claimed for this process by ``study.ask()`` (Optuna's queue of enqueued
+    trials: each is popped once, under the database's row lock), when a job (of ``only``, when given)
+    waits; None otherwise. ``ask`` pops the oldest of any: a driver may do a job another search of the
+    same study left waiting, which is work for this study all the same.
 
-    def __init__(self, storage, trial_id: int):
-        self.storage, self.trial_id = storage, trial_id
-        self.interval = storage.get_heartbeat_interval() or 30
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self.stop.wait(self.interval):
-            try:
-                self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # a missed beat is not an error
-                pass
-
-    def __enter__(self):
-        self.storage.record_heartbeat(self.trial_id)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
+    ``ask`` makes a new trial when nothing waits any more (another process popped the last job between
+    the look and the ask): that trial, no job, is told failed at once (user attribute ``no_job``)."""
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    if not any("job" in t.user_attrs and (only is None or t.user_attrs.get("job_id") in only) for t in waiting):
+        return None
+    trial = ask(study)
+    text = trial.user_attrs.get("job")
+    if text is None:
+        try:
+            trial.set_user_attr("no_job", True)
+        finally:
+            study.tell(trial, state=TrialState.FAIL)
+        return None
+    return trial, Job.from_json(text)
 
 
-def claim_and_do(study: optuna.Study, worker: Worker, only: set[str] | None = None, patience: float = 90) -> bool:
-    """Claim the oldest waiting job (of ``only``, when given), do it and report it; False if none
-    was waiting. An interrupt while it runs fails the job (the driver queues it again) and goes on.
-    The report waits out a database restart (``patience`` seconds)."""
-    storage = study._storage
-    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        job_id = t.user_attrs.get("job_id")
-        if job_id is None or (only is not None and job_id not in only):
-            continue
-        if not storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):
-            continue  # another worker took it
+def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | None = None, patience: float = 90) -> bool:
+    """Claim the oldest waiting job (:func:`claim`), do it and report it (its result a user attribute,
+    the trial told complete); False if none was waiting. While it runs the job beats the storage's
+    heartbeat (:class:`~promptsearch.search.study.Heartbeats`, the storage ``study`` was opened with):
+    a killed worker's job goes stale and is queued again. An interrupt or an error while it runs fails
+    the job (the driver queues it again) and is raised. The writes wait out a database restart
+    (``patience`` seconds)."""
+    claimed = claim(study, only)
+    if claimed is None:
+        return False
+    trial, job = claimed
+    try:
         # The job is this worker's from here: its first heartbeat goes in before anything else, waiting out a restart,
         # so that from now on a worker lost (or a database lost for good) leaves a job that goes stale and is queued
-        # again. (Lost between the two, the driver fails it: claimed, never beating, see orphans.)
-        retrying(lambda: storage.record_heartbeat(t._trial_id), patience)
-        retrying(lambda: storage.set_trial_user_attr(t._trial_id, "worker", f"{socket.gethostname()}:{os.getpid()}"), patience)
-        job = Job.from_json(t.user_attrs["job"])
-        try:
-            with _Beat(storage, t._trial_id):
-                result = worker.do(job)
-        except BaseException:
-            try:
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-            except Exception:  # the database is gone too: the job goes stale and is queued again
-                pass
-            raise
-        retrying(lambda: storage.set_trial_user_attr(t._trial_id, "result", result), patience)
-        retrying(lambda: storage.set_trial_state_values(t._trial_id, TrialState.COMPLETE, [0.0]), patience)
+        # again. (Lost between the claim and this beat, the driver fails it: claimed, never beating, see fail_orphans.)
+        beats = Heartbeats(storage, study, [trial])
+        retrying(beats.beat, patience)
+        retrying(lambda: trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}"), patience)
+        with beats:
+            result = worker.do(job)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the database is gone too: the job goes stale and is queued again
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        raise
+    try:
+        retrying(lambda: trial.set_user_attr("result", result), patience)
+    except optuna.exceptions.UpdateFinishedTrialError:  # failed meanwhile (it went stale) and queued again: not ours
         return True
-    return False
+    retrying(lambda: study.tell(trial, [0.0], skip_if_finished=True), patience)
+    return True
 
 
 def fail_orphans(study: optuna.Study, jobs: set[str], grace: float) -> list[int]:
@@ -214,7 +214,7 @@ def fail_orphans(study: optuna.Study, jobs: set[str], grace: float) -> list[int]
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if (t.user_attrs.get("job_id") in jobs and "worker" not in t.user_attrs and t.datetime_start is not None
                 and (now - t.datetime_start).total_seconds() > grace):
-            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
             out.append(t.number)
     return out
 
@@ -273,7 +273,8 @@ class WorkQueue:
             self.study.enqueue_trial({}, user_attrs={"job_id": jid, "job": want[jid].to_json()})
         if len(results) == len(want):
             return True
-        return self.worker is not None and claim_and_do(self.study, self.worker, set(want) - set(results), self.grace)
+        return self.worker is not None and claim_and_do(self.study, self.storage, self.worker, set(want) - set(results),
+                                                        self.grace)
 
     def _known(self) -> set[str]:
         """Job ids already in the study, waiting, running or done (a resumed search reuses them)."""
@@ -376,12 +377,11 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     scorer, model = make_scorer(spec)
     check_spec(spec, scorer, model)
     worker, done, last_stale = Worker(scorer), 0, 0.0
-    finished = lambda: storage.get_study_user_attrs(study._study_id).get("finished")  # noqa: E731
     while True:
-        if retrying(lambda: claim_and_do(study, worker, patience=grace), grace):
+        if retrying(lambda: claim_and_do(study, storage, worker, patience=grace), grace):
             done += 1
             continue
-        if retrying(finished, grace):
+        if retrying(lambda: study.user_attrs.get("finished"), grace):
             break
         if time.monotonic() - last_stale > 5:
             retrying(lambda: fail_stale_trials(study), grace)

@@ -55,6 +55,7 @@ class OptunaSearch(Strategy):
     announce: Callable[[str], None] | None = field(default=None, repr=False)  # told the study's description once it is checked
     name: str = "optuna"
     study: optuna.Study | None = None
+    opened: optuna.storages.BaseStorage | None = field(default=None, repr=False)  # the study's storage (its heartbeats)
     done_before: int = 0  # trials the study had finished when this run started
     started: float = 0.0
     _grammar: Grammar | None = field(default=None, repr=False)
@@ -184,12 +185,13 @@ class OptunaSearch(Strategy):
         """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs. A
         multi-objective study (``pareto``) is not pruned: Optuna prunes single-objective studies only."""
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
+        self.opened = open_storage(self.storage)
         if self.pareto:
-            return optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage), sampler=sampler,
+            return optuna.create_study(study_name=self.study_name, storage=self.opened, sampler=sampler,
                                        directions=["maximize"] * n_objectives, load_if_exists=True)
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=max(n_pairs // 8, 1), reduction_factor=2)
                   if self.prune else optuna.pruners.NopPruner())
-        return optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage), sampler=sampler,
+        return optuna.create_study(study_name=self.study_name, storage=self.opened, sampler=sampler,
                                    pruner=pruner, direction="maximize", load_if_exists=True)
 
     def run(self, scorer: Scorer, results: Results) -> None:
@@ -244,7 +246,7 @@ class OptunaSearch(Strategy):
                     told.add(trial.number)
                     bar.update(1)
 
-                with interrupts.objective(), Heartbeats(study, trials):
+                with interrupts.objective(), Heartbeats(self.opened, study, trials):
                     try:
                         self._score_batch(trials, scorer, results, interrupts, tell)
                     except BaseException:

@@ -1,6 +1,8 @@
 """An Optuna study's plumbing for batches of trials: RDB storage with heartbeats, trials asked
 several at a time (``study.ask()``, then ``tell``) so one encoding pass holds several candidates,
-their heartbeats while they run, and interrupts held back around storage writes.
+their heartbeats while they run (:class:`Heartbeats`: the one heartbeat, which the work queue of
+``distributed`` uses too), and interrupts held back around storage writes. Only Optuna's public API
+is used: ``study.ask``/``tell``, the storage's heartbeat and its stale-trial callback.
 
 ``study.optimize`` runs one trial at a time; the batch loop keeps what it gave: stale trials of a
 killed worker failed (and retried once) before each batch, a heartbeat per running trial, the
@@ -201,6 +203,16 @@ def existing_storage(url: str, grace: int = 90) -> optuna.storages.BaseStorage |
     return open_storage(url, grace=grace)
 
 
+def _retry_stale_once() -> dict:
+    """RDBStorage's argument that queues a stale trial (its worker stopped beating) again, once. Optuna 4.9
+    renamed ``failed_trial_callback=RetryFailedTrialCallback`` to ``heartbeat_stale_trial_callback=
+    RetryHeartbeatStaleTrialCallback`` (the old names go in 6.0); both are public: the new ones where they exist."""
+    new = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+    if new is not None:
+        return {"heartbeat_stale_trial_callback": new(max_retry=1)}
+    return {"failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=1)}
+
+
 def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storages.BaseStorage:
     """RDB storage with heartbeats (a killed worker's trial is failed ``grace`` seconds after its last
     beat, and retried once).
@@ -225,10 +237,8 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # heartbeat args are flagged experimental/deprecated, still supported
-                return optuna.storages.RDBStorage(
-                    url, engine_kwargs=kwargs, heartbeat_interval=max(1, grace // 3), grace_period=grace,
-                    failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
-                )
+                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=max(1, grace // 3),
+                                                  grace_period=grace, **_retry_stale_once())
         except ImportError as exc:
             driver = getattr(exc, "name", None) or "its database driver"
             hint = "pip install 'psycopg[binary]'" if url.startswith("postgresql") else f"install {driver}"
@@ -256,24 +266,44 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
     raise AssertionError("unreachable")
 
 
-class Heartbeats:
-    """A heartbeat for each trial of a batch while it runs, from one thread (what ``study.optimize``
-    records for its one trial): a killed worker's trials go stale and are retried elsewhere. A
-    missed beat (a locked database) is not an error; the next one comes ``heartbeat_interval`` later."""
+HEARTBEAT_THREAD = "promptsearch-heartbeat"  # the name of the one thread that beats a process's running trials
 
-    def __init__(self, study: optuna.Study, trials: list[optuna.Trial]):
-        storage = study._storage
-        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
-        self.ids = [t._trial_id for t in trials]
-        self.storage, self.interval = storage, interval
+
+def trial_ids(storage: optuna.storages.BaseStorage, study: optuna.Study, trials: list) -> list[int]:
+    """The storage's ids of ``trials`` (asked or frozen) of ``study``, read through the storage's public
+    interface: the study's id by its name, each trial's by its number."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    return [storage.get_trial_id_from_study_id_trial_number(study_id, t.number) for t in trials]
+
+
+class Heartbeats:
+    """The heartbeat of running trials — an Optuna search's batch, or a worker's one job — from one
+    thread, recorded in ``storage`` (the RDB storage the study was opened with) every
+    ``heartbeat_interval`` seconds, as ``study.optimize`` records it for its one trial: a killed
+    process's trials go stale and are failed and retried (the storage's callback, see
+    :func:`fail_stale_trials`). The one heartbeat of both the Optuna search and the work queue.
+    A missed beat in the thread (a locked database) is not an error; :meth:`beat` raises one."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage, study: optuna.Study, trials: list):
+        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()  # None: a storage without heartbeats
+        self.storage, self.study, self.trials, self.interval = storage, study, list(trials), interval
+        self.ids: list[int] | None = None  # looked up at the first beat
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True) if interval else None
+        self.thread = threading.Thread(target=self._beat, name=HEARTBEAT_THREAD, daemon=True) if interval else None
+
+    def beat(self) -> None:
+        """One beat for each trial now; a database error is raised (the caller may wait it out)."""
+        if not self.interval:
+            return
+        if self.ids is None:
+            self.ids = trial_ids(self.storage, self.study, self.trials)
+        for trial_id in self.ids:
+            self.storage.record_heartbeat(trial_id)
 
     def _beat(self) -> None:
         while True:
-            for trial_id in self.ids:
-                with contextlib.suppress(Exception):
-                    self.storage.record_heartbeat(trial_id)
+            with contextlib.suppress(Exception):
+                self.beat()
             if self.stop.wait(self.interval):
                 return
 
@@ -295,6 +325,14 @@ def fail_stale_trials(study: optuna.Study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
+def ask(study: optuna.Study) -> optuna.Trial:
+    """``study.ask()``: the oldest waiting (enqueued) trial, claimed for this process, or a new one. Its
+    warning that heartbeats belong to ``study.optimize`` is silenced: :class:`Heartbeats` records them."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
+        return study.ask()
+
+
 def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optuna.Trial]:
     """Up to ``size`` new trials, each given its parameters by ``suggest(trial)`` before the next is
     asked (the sampler sees the earlier ones running). The study's finished and running trials are
@@ -309,9 +347,7 @@ def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optu
         finished = sum(s in FINISHED for s in states)
         if finished >= target or (trials and len(states) >= target):
             break
-        with warnings.catch_warnings():  # heartbeats are recorded by Heartbeats here, not by study.optimize
-            warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
-            trial = study.ask()
+        trial = ask(study)
         trials.append(trial)
         try:
             suggest(trial)

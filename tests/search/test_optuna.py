@@ -198,9 +198,10 @@ def test_a_batch_of_trials_is_encoded_together_and_told(tiny_bert_dir, grammar, 
 def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
     """Asked (not optimize-run) trials get heartbeats while their batch runs: a worker killed in a batch
     leaves trials that go stale and are failed, instead of RUNNING for ever."""
+    import threading
     import time
 
-    from promptsearch.search.study import Heartbeats, ask_batch, fail_stale_trials
+    from promptsearch.search.study import HEARTBEAT_THREAD, Heartbeats, ask_batch, fail_stale_trials
 
     with pytest.warns(optuna.exceptions.ExperimentalWarning):  # Optuna flags the heartbeat arguments
         # grace 3 s: the check right after the batch (≈0.2 s after a beat) has seconds of margin on a busy machine
@@ -208,8 +209,11 @@ def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
     study = optuna.create_study(storage=storage)
     trials = ask_batch(study, 2, 10, lambda t: t.suggest_float("x", 0, 1))
     assert len(trials) == 2
-    with Heartbeats(study, trials):
+    with Heartbeats(storage, study, trials):
         time.sleep(0.2)
+        beating = [t for t in threading.enumerate() if t.name == HEARTBEAT_THREAD]
+    assert len(beating) == 1  # one thread beats the whole batch
+    assert not any(t.name == HEARTBEAT_THREAD for t in threading.enumerate())  # and it stops with the batch
     last_beat = time.monotonic()  # no beat after the block
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.RUNNING] * 2  # beating: not stale

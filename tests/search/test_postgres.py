@@ -152,6 +152,25 @@ def test_greedy_on_three_workers_equals_the_single_process_run(postgres_url, tin
     assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
 
 
+def test_greedy_on_a_worker_through_sqlite_equals_the_single_process_run(tiny_bert_dir, tmp_path, single):
+    """The same queue on a SQLite file (one machine, no server): a worker does every job (--no-local), claimed
+    with study.ask() and told, and the search equals the single process's."""
+    from conftest import write_vocab
+
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    worker = _workers(url, "lite", 1, tiny_bert_dir)[0]
+    r = run_cli(_greedy(tiny_bert_dir, write_vocab(tmp_path), tmp_path / "dist.json", "--storage", url, "--study-name", "lite",
+                        "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = worker.communicate(timeout=120)
+    assert worker.returncode == 0, out
+    assert _comparable(tmp_path / "dist.json") == single
+    study = optuna.load_study(study_name="lite", storage=url)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done and all(t.user_attrs["worker"].endswith(f":{worker.pid}") for t in done)
+    assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
+
+
 _SLOW_WORKER = """
 import sys, time
 from promptsearch.cli import main
@@ -194,8 +213,9 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     assert [w.returncode for w in late] == [0, 0]
     assert _comparable(tmp_path / "dist.json") == single
     study = optuna.load_study(study_name=name, storage=storage_url(postgres_url))
-    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL and "job_id" in t.user_attrs]
     assert len(failed) == 1  # the killed worker's candidate, failed (SIGKILL: after the grace period) and done again
+    assert all(t.user_attrs.get("no_job") for t in study.trials if "job_id" not in t.user_attrs)  # asks that found none
     done = {t.user_attrs["job_id"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
     assert failed[0].user_attrs["job_id"] in done
 
@@ -292,11 +312,9 @@ def test_a_job_claimed_but_never_beating_is_failed_after_the_grace_period(tmp_pa
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}", study_name="work")
     for jid in ("a", "b", "other"):
         study.enqueue_trial({}, user_attrs={"job_id": jid})
-    trials = study.get_trials(deepcopy=False)
-    store = study._storage
-    for t in trials:
-        store.set_trial_state_values(t._trial_id, TrialState.RUNNING)
-    store.set_trial_user_attr(trials[1]._trial_id, "worker", "host:1")  # b: claimed and named by a live worker
+    trials = [study.ask() for _ in range(3)]  # each claimed (popped from the queue, oldest first)
+    assert [t.user_attrs["job_id"] for t in trials] == ["a", "b", "other"]
+    trials[1].set_user_attr("worker", "host:1")  # b: claimed and named by a live worker
     assert fail_orphans(study, {"a", "b"}, grace=60) == []  # within the grace period: nothing failed
     assert fail_orphans(study, {"a", "b"}, grace=-1) == [trials[0].number]  # a only ("other" is not this driver's job)
     states = {t.user_attrs["job_id"]: t.state for t in study.get_trials(deepcopy=False)}

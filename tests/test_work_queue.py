@@ -1,0 +1,146 @@
+"""The work queue (search/distributed.py) on Optuna's public API: jobs enqueued, claimed with
+``study.ask()``, reported with ``study.tell``, beating the storage's heartbeat from one thread (the
+Optuna search's, study.Heartbeats), a killed worker's job queued again by the storage's stale-trial
+callback. No model needed: a stand-in worker does the jobs. The distributed searches themselves
+(results equal to one process, killed and interrupted workers) are test_postgres's."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from promptsearch.search import distributed
+from promptsearch.search.distributed import Job, claim, claim_and_do
+from promptsearch.search.study import HEARTBEAT_THREAD, Heartbeats, fail_stale_trials, open_storage
+
+# What Optuna keeps to itself (underscored attributes of its Study, Trial, FrozenTrial and storages) and that
+# the queue once reached into to claim a job by hand: an Optuna upgrade may rename any of them silently.
+OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_pop_waiting_trial_id", "_thread_local", "_cached_frozen_trial",
+                  "_get_stale_trial_ids", "_backend", "_optimize", "_run_trial"}
+MODULES = [Path(distributed.__file__), Path(distributed.__file__).with_name("study.py")]
+
+
+def private_optuna_uses(source: str) -> list[str]:
+    """``line: what`` for each use of Optuna's private names in ``source``: an attribute of
+    :data:`OPTUNA_PRIVATE`, or an import from a private Optuna module (``optuna.storages._heartbeat``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in OPTUNA_PRIVATE:
+            out.append(f"{node.lineno}: .{node.attr}")
+        modules = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                   else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        for m in modules:
+            if m.split(".")[0] == "optuna" and any(part.startswith("_") for part in m.split(".")):
+                out.append(f"{node.lineno}: import {m}")
+    return sorted(out, key=lambda line: int(line.split(":")[0]))
+
+
+def test_the_check_for_private_optuna_names_finds_them():
+    """The check below can fail: the hand-made claim the queue had is caught, line by line."""
+    old = ("storage = study._storage\n"
+           "if storage.set_trial_state_values(t._trial_id, TrialState.RUNNING):\n"
+           "    storage.get_study_user_attrs(study._study_id)\n"
+           "from optuna.storages._heartbeat import is_heartbeat_enabled\n")
+    assert private_optuna_uses(old) == ["1: ._storage", "2: ._trial_id", "3: ._study_id",
+                                        "4: import optuna.storages._heartbeat"]
+    assert private_optuna_uses("trial = study.ask()\nstudy.tell(trial, [0.0])\nstorage.record_heartbeat(1)\n") == []
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
+def test_the_queue_uses_only_optunas_public_api(module):
+    assert private_optuna_uses(module.read_text(encoding="utf-8")) == []
+
+
+def _queue(tmp_path, grace=3, jobs=("a",)):
+    storage = open_storage(f"sqlite:///{tmp_path / 'work.db'}", grace=grace)
+    study = optuna.create_study(study_name="work", storage=storage)
+    for key in jobs:
+        job = Job("full", key)
+        study.enqueue_trial({}, user_attrs={"job_id": job.id, "job": job.to_json()})
+    return storage, study
+
+
+class StandIn:
+    """A worker that notes the heartbeat threads alive while it works, and returns (or raises) at once."""
+
+    def __init__(self, error: BaseException | None = None):
+        self.error, self.beating, self.jobs = error, [], []
+
+    def do(self, job: Job) -> dict:
+        self.jobs.append(job)
+        self.beating.append(sum(t.name == HEARTBEAT_THREAD for t in threading.enumerate()))
+        if self.error is not None:
+            raise self.error
+        return {"key": job.key}
+
+
+def test_a_worker_claims_with_ask_beats_from_one_thread_and_tells(tmp_path):
+    storage, study = _queue(tmp_path, jobs=("a", "b"))
+    worker = StandIn()
+    assert claim_and_do(study, storage, worker, patience=5) and claim_and_do(study, storage, worker, patience=5)
+    assert [j.key for j in worker.jobs] == ["a", "b"]  # oldest first
+    assert worker.beating == [1, 1]  # one heartbeat thread while a job runs ...
+    assert not any(t.name == HEARTBEAT_THREAD for t in threading.enumerate())  # ... and none after
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    assert [t.user_attrs["result"] for t in trials] == [{"key": "a"}, {"key": "b"}]
+    assert all(":" in t.user_attrs["worker"] for t in trials)
+    assert not claim_and_do(study, storage, worker, patience=5)  # nothing waits: False, and no trial asked for it
+    assert len(study.get_trials(deepcopy=False)) == 2
+
+
+def test_a_driver_claims_only_while_one_of_its_jobs_waits(tmp_path):
+    storage, study = _queue(tmp_path, jobs=("a",))
+    assert claim(study, only={"another job's id"}) is None
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [TrialState.WAITING]  # left for the workers
+    trial, job = claim(study, only={Job("full", "a").id})
+    assert job == Job("full", "a") and trial.user_attrs["job_id"] == job.id
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [TrialState.RUNNING]
+
+
+def test_an_interrupted_job_is_failed_at_once(tmp_path):
+    storage, study = _queue(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        claim_and_do(study, storage, StandIn(KeyboardInterrupt()), patience=5)
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [TrialState.FAIL]
+    assert not any(t.name == HEARTBEAT_THREAD for t in threading.enumerate())
+
+
+def test_an_ask_that_finds_the_queue_emptied_is_no_job(tmp_path, monkeypatch):
+    """``study.ask()`` makes a new trial when nothing waits: another process popped the last job between
+    the look and the ask. That trial is told failed at once, marked, and nothing is done."""
+    storage, study = _queue(tmp_path)
+    ask = distributed.ask
+
+    def after_another(study):
+        ask(study)  # the other process's claim
+        return ask(study)
+
+    monkeypatch.setattr(distributed, "ask", after_another)
+    worker = StandIn()
+    assert not claim_and_do(study, storage, worker, patience=5) and worker.jobs == []
+    theirs, empty = study.get_trials(deepcopy=False)
+    assert theirs.state == TrialState.RUNNING and "job" in theirs.user_attrs
+    assert empty.state == TrialState.FAIL and empty.user_attrs == {"no_job": True}
+
+
+def test_a_killed_workers_job_goes_stale_and_is_queued_again(tmp_path):
+    """The storage's stale-trial callback (open_storage) queues a job whose worker stopped beating, once."""
+    storage, study = _queue(tmp_path, grace=2)  # heartbeat every second, stale 2 s after the last beat
+    trial, job = claim(study)
+    Heartbeats(storage, study, [trial]).beat()  # one beat, then the worker is gone
+    fail_stale_trials(study)
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [TrialState.RUNNING]  # within the grace period
+    # SQLite's CURRENT_TIMESTAMP has whole seconds: wait grace + 1 s + margin
+    time.sleep(2 + 1 + 1.5)
+    fail_stale_trials(study)
+    first, again = study.get_trials(deepcopy=False)
+    assert (first.state, again.state) == (TrialState.FAIL, TrialState.WAITING)
+    assert again.user_attrs["job_id"] == job.id and again.user_attrs["job"] == job.to_json()
+    assert claim(study)[1] == job  # and a worker claims it as any job
