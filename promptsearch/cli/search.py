@@ -154,18 +154,18 @@ def cmd_t5(args) -> int:
 
 def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
-    from ..search.distributed import serve
+    from ..search.distributed import encoder_settings, serve
 
     def make_scorer(spec):
-        numbers = spec["numbers"]
+        settings = encoder_settings(spec["numbers"])  # the search's options; a flag given here wins (and is checked)
         model = args.model or spec["model"]
         args.model = model
         if args.bf16 is None:
-            args.bf16 = numbers["precision"] == "bf16"
+            args.bf16 = settings["bf16"]
         if args.add_period is None:
-            args.add_period = numbers["add_period"]
-        args.max_length = args.max_length or numbers["max_length"]
-        args.compat = numbers["compat"]
+            args.add_period = settings["add_period"]
+        args.max_length = args.max_length or settings["max_length"]
+        args.compat = settings["compat"]
         scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data=o.data(args),
                         cache=False, screening=spec["screening"], objective=spec["objective"])
         return scorer, model

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import optuna
@@ -170,6 +171,51 @@ def test_greedy_on_a_worker_through_sqlite_equals_the_single_process_run(tiny_be
     assert done and all(t.user_attrs["worker"].endswith(f":{worker.pid}") for t in done)
     assert len({t.user_attrs["job_id"] for t in done}) == len(done)  # none done twice
 
+
+def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(tiny_bert_encoder_only_dir, tmp_path):
+    """A sentence-transformers folder whose max length (32 tokens) is below its positions (64), as the default
+    MiniLM's (256 of 512): a worker given no --max-length pools a prompt as the search does, and its job's
+    scores and similarities are the search's own. (It took the [MASK] inputs' limit, 64, for a --max-length
+    and refused every such study: "this worker's pooled differ".) A worker given --max-length 64 would cut
+    pooled inputs at 64, not 32 (other numbers: STS-B has longer sentences): it is still refused."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from conftest import make_encoder, stsb_dev_csv
+    from promptsearch.representation import pooled_ways
+    from promptsearch.search import Scorer
+    from promptsearch.search.distributed import Job, WorkQueue, Worker
+
+    folder = tmp_path / "st"
+    tr = Transformer(str(tiny_bert_encoder_only_dir), max_seq_length=32)
+    SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), pooling_mode="mean")], device="cpu").save(str(folder))
+    tok = json.loads((folder / "tokenizer_config.json").read_text())  # the MiniLM folder's layout: the tokenizer's limit is
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 64}))  # the positions, the stack's
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))  # below
+    scorer = Scorer(make_encoder(folder), dataset=str(stsb_dev_csv(tmp_path / "dev.csv", 0, 200)), cache=False)
+    assert (scorer.encoder.max_length, scorer.encoder.pooled_max_length) == (64, 32)
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    queue = WorkQueue(url, scorer, str(folder), "own", local=False, grace=3)
+    try:
+        base = ["worker", "--storage", url, "--study-name", "own", "--model", folder, "--no-bf16", "-q", "--grace", "3"]
+        r = run_cli(base + ["--max-length", "64"], timeout=300)
+        error = r.stderr.strip().splitlines()[-1]  # (after the CSV's note on its repeated pairs)
+        assert r.returncode == 2 and error.startswith("promptsearch worker: error:") and "pooled differ" in error, r.stderr
+        worker = cli(base)  # the test's own thread count: its numbers are compared with this process's below
+        job, got = Job("full", pooled_ways("This sentence : [X]", ["mean"])[0].text), {}
+        driver = threading.Thread(target=lambda: got.update(queue.run([job])[job.id]), daemon=True)
+        driver.start()
+        while driver.is_alive() and worker.poll() is None:  # a worker that refused the study: failed, not waited for
+            driver.join(0.2)
+        driver.join(10)
+        assert got, worker.communicate()
+    finally:
+        queue.close()
+    out = worker.communicate(timeout=120)
+    assert worker.returncode == 0, out
+    here = Worker(scorer).do(job)
+    assert got["scores"] == here["scores"] and got["sims"] == here["sims"]  # the same computation: the same floats
 
 _SLOW_WORKER = """
 import sys, time
