@@ -138,7 +138,7 @@ def test_results_refuses_to_mix_runs_and_unwritable_out(tmp_path):
 
 def test_the_scorer_keys_candidates_as_objects(scorer):
     """Text is read once into an Representation: a pooled key scores as its template and read-out apart (never
-    denoised), the same whether given as text or as a key; a layer or an ensemble is not one candidate."""
+    denoised), the same whether given as text or as a key; a layer and an ensemble are scored by score() too."""
     from promptsearch.template import Template
 
     text = scorer.score("[X] @mean")
@@ -148,8 +148,8 @@ def test_the_scorer_keys_candidates_as_objects(scorer):
     assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(Representation(PAPER_T)).spearman
     assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))  # one kept copy
     # a layer and an ensemble are scored by score too: as their layer view and their members' mean vectors do
-    at2 = scorer.score(Representation(PAPER_T, 2))
-    assert at2.layer == 2 and at2.key == f"{PAPER_T} @layer 2" and at2.spearman == scorer.at_layer(2).score(PAPER_T).spearman
+    at2 = scorer.score(Representation(PAPER_T, 1))  # the tiny model's first of two layers
+    assert at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1" and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman
     both = Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])
     ens = scorer.score(both)
     assert ens.entry_key == both and ens.members == both.members and not ens.cached
