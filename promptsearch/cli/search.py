@@ -46,15 +46,18 @@ def _run(args, strategy, *checks, enc=None) -> Results:
 
         strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
         check_resume(strategy, scorer, args.out, args.model)  # so is a results file it would not resume
-        scorer.remote = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
+        queue = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
+        scorer.distribute(queue)
         if announce:
-            announce(f"work study {scorer.remote.name!r}: start workers with  promptsearch worker --storage URL "
-                     f"--study-name {scorer.remote.name}")
+            announce(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
+                     f"--study-name {queue.name}")
+    else:
+        queue = None
     try:
         return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
     finally:
-        if scorer.remote is not None:
-            scorer.remote.close()
+        if queue is not None:
+            queue.close()
 
 
 def pin_precision(args) -> None:

@@ -1,18 +1,18 @@
 """Template search: strategies propose templates, one :class:`Scorer` scores them, one
-:class:`Results` file records them.
+:class:`~.runner.Runner` records them in one :class:`Results` file.
 
 A strategy subclasses :class:`~.strategy.Strategy` (a ``name``, a ``settings()`` dict,
-``run(scorer, results)`` and no-op hooks); it asks the scorer for scores (cached, never computed
-twice) and adds them to the results (saved atomically after each one), so a run can be interrupted
-and resumed.
+``propose(runner)`` and no-op hooks); it asks the runner to score candidates (cached, never computed
+twice) and is told their scores; the runner adds them to the results (saved atomically after each
+one), so a run can be interrupted and resumed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .baseline import score_own, settle
 from .results import Results
+from .runner import Runner
 from .scorer import Scorer, Score
 from .strategy import Strategy
 from .validate import DEFAULT_VALIDATE_ON, validate
@@ -47,19 +47,7 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     strategy.check(scorer)  # refuse bad input before the results file is opened
     results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
                            numbers=scorer.numbers())
-    results.track(scorer.work)
-    own = score_own(scorer, results)  # the model's own representation: the first candidate, always
-    strategy.run(scorer, results)
-    settle(scorer, results, strategy.min_gain)  # kept unless beaten beyond noise
-    if validate_top != 0 and validate_on:
-        if validate_top is None:  # what the answer is and what the best template would have been: no more
-            mask = results.best_mask()
-            extra = [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])
-        else:
-            extra = [own, results.best.entry_key] + list(strategy.validation_extra(results))
-        validate(results, scorer, validate_on, validate_top or 0, extra=extra, show_progress_bar=show_progress_bar,
-                 announce=announce)
-    return results
+    return Runner(strategy, scorer, results).run(validate_on, validate_top, show_progress_bar, announce)
 
 
 @dataclass
@@ -77,19 +65,17 @@ class GivenTemplates(Strategy):
         out: dict = {}
         for t in self.templates:
             k = t if isinstance(t, Representation) else Representation.split(t.text if isinstance(t, Template) else t)
-            out.setdefault(k.layer, []).append(k.without_layer if k.layer is not None else t)
+            out.setdefault(k.layer, []).append(t)
         return out
 
     def check(self, scorer: Scorer) -> None:
-        for layer, ts in self._by_layer().items():  # every template usable with this tokenizer before anything is written
-            at = scorer.at_layer(layer)
+        for ts in self._by_layer().values():  # every template usable with this tokenizer before anything is written
             for t in ts:
-                scorer.encoder.check_rep(at.rep(at.canonical(t), scorer.denoise))
+                scorer.check(t)
 
-    def run(self, scorer: Scorer, results: Results) -> None:
+    def propose(self, runner: Runner) -> None:
         for layer, ts in self._by_layer().items():
-            for sc in scorer.at_layer(layer).score_chunks(ts):
-                results.add(sc, "score")
+            runner.score(ts, "score")
 
 
 def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_SET, show_progress_bar=False,
@@ -102,5 +88,5 @@ def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_
     return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name, show_progress_bar=show_progress_bar)
 
 
-__all__ = ["greedy_search", "GivenTemplates", "Strategy", "Scorer", "Score", "Results", "run_strategy", "check_resume", "validate",
-           "DEFAULT_VALIDATE_ON"]
+__all__ = ["greedy_search", "GivenTemplates", "Strategy", "Runner", "Scorer", "Score", "Results", "run_strategy",
+           "check_resume", "validate", "DEFAULT_VALIDATE_ON"]

@@ -15,50 +15,39 @@ import numpy as np
 
 from ..representation import Representation
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
-from .scorer import Scorer
 from .state import Spread, Verdict
 
+# ``runner``: a :class:`~promptsearch.search.runner.Runner` (not imported: the runner imports this module)
 
-def score_own(scorer: Scorer, results: Results) -> Representation:
-    """Score the model's own representation into ``results`` (cached like any candidate); its key."""
-    enc = scorer.encoder
+
+def score_own(runner) -> Representation:
+    """Propose the model's own representation (cached like any candidate) and record it as the baseline; its key."""
+    enc = runner.scorer.encoder
     own = enc.own_representation()  # a trained folder's may read another layer
-    key = results.add(scorer.at_layer(own.layer).score(own.without_layer), "baseline").entry_key
-    results.baseline = Verdict(key, reads=enc.describe_own(scorer.denoise))
-    results.save()
+    key = runner.score([own], "baseline").scores[0].entry_key
+    runner.keep(baseline=Verdict(key, reads=enc.describe_own(runner.scorer.denoise)))
     return key
 
 
-def similarities(scorer: Scorer, k: Representation) -> np.ndarray:
-    """The pair similarities of a results entry's key (a template, a layer, a pooled read-out, an ensemble)."""
-    if k.members:
-        return scorer.member_similarities(k.members)
-    return scorer.at_layer(k.layer).similarities(k.without_layer)
-
-
-def settle(scorer: Scorer, results: Results, min_gain="auto") -> None:
-    """Choose between the strategy's answer and the model's own representation (kept unless beaten
-    beyond ``min_gain``), and record the verdict and the spread in ``results``."""
+def settle(runner) -> None:
+    """Choose between the strategy's answer and the model's own representation (kept unless the step rule,
+    :func:`~promptsearch.search.runner.judge`, takes the answer), and record the verdict and the spread."""
+    results = runner.results
     base = results.own_key
     if base is None or base not in results.entries:
         return
     best = results.best
     own = results.entries[base]
     reads = results.baseline.reads if results.baseline is not None else None
-    verdict = Verdict(base, own.spearman, reads=reads)
     if best is not None and best.entry_key != base:
-        gain, se = scorer.evaluator.gain(similarities(scorer, base), similarities(scorer, best.entry_key), seed=0)
-        need = se if min_gain in (None, "auto") else float(min_gain)
-        beats = gain > need
-        verdict = Verdict(base, own.spearman, best=best.entry_key, best_spearman=best.spearman, gain=round(gain, 4),
-                          se=round(se, 4), min_gain=round(need, 4), kept=not beats, reads=reads)
-        results.choose(best.entry_key if beats else base)
+        j = runner.judge(base, best.entry_key, seed=0)
+        verdict = Verdict(base, own.spearman, best=best.entry_key, best_spearman=best.spearman, gain=j.noise["gain"],
+                          se=j.noise["se"], min_gain=j.noise["min_gain"], kept=not j.taken, reads=reads)
+        runner.choose(best.entry_key if j.taken else base)
     else:
         verdict = Verdict(base, own.spearman, best=base, kept=True, reads=reads)
-        results.choose(base)
-    results.baseline = verdict
-    results.spread = spread(results, base)
-    results.save()
+        runner.choose(base)
+    runner.keep(baseline=verdict, spread=spread(results, base))
 
 
 def spread(results: Results, base: Representation) -> Spread:

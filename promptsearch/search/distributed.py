@@ -122,11 +122,8 @@ class Worker:
         sc = self.scorer.at_layer(job.layer)
         t0 = time.perf_counter()
         if job.kind == "full":
-            reps = {dn: sc.rep(sc.canonical(job.key), dn) for dn in (False, True)}  # one pass gives both
-            vecs = sc.evaluator.encode(sc.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
-            scores = {str(int(dn)): {d: float(v) for d, v in sc.evaluator.scores(vecs[reps[dn]]).items()} for dn in (False, True)}
-            return {"scores": scores, "sims": _pack(sc.evaluator.similarities(vecs[reps[sc.denoise]])),
-                    "seconds": time.perf_counter() - t0}
+            scores, sims, seconds = sc.measure(job.key)
+            return {"scores": {str(int(dn)): s for dn, s in scores.items()}, "sims": _pack(sims), "seconds": seconds}
         perm = np.random.default_rng(job.seed).permutation(sc.evaluator.n_pairs)
         mk = (job.key, job.layer, job.seed, job.rungs)
         vecs, have = self.memo.pop(mk, ({job.key: {sc.denoise: None}}, np.zeros(len(sc.sentences), bool)))
@@ -305,9 +302,8 @@ class WorkQueue:
         out = {}
         for k, job in jobs.items():
             r = got[job.id]
-            scorer._sims[k] = _unpack(r["sims"])
-            value = scorer._record(k, {dn == "1": s for dn, s in r["scores"].items()}, r["seconds"])
-            out[k] = scorer._score(k, value, r["seconds"], scorer.last_sets)
+            out[k] = scorer.record_measured(k, {dn == "1": s for dn, s in r["scores"].items()}, _unpack(r["sims"]),
+                                            r["seconds"])
         return out
 
     def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int]:
@@ -315,7 +311,6 @@ class WorkQueue:
         jobs = {key: Job("rung", key, scorer.layer, k, tuple(rungs), seed) for key in keys}
         got = self.run(list(jobs.values()))
         encoded = sum(got[j.id]["encoded"] for j in jobs.values())
-        scorer._count_work(scorer.screening_precision, encoded / len(scorer.sentences))
         return {key: _unpack(got[j.id]["sims"]) for key, j in jobs.items()}, encoded
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from ..data import read_wordnet
 from ..errors import ModelError, TemplateError, first_line, note
 from ..model.loading import _quiet_transformers
 from ..template import Template, special_tokens_around
-from .results import Results
+from .runner import Runner
 from .state import Generated
 from .scorer import Scorer
 
@@ -217,9 +217,7 @@ class GenerateSearch(Strategy):
         self.generated = {"pairs_used": used, "distinct": len(counts)}
         return [t for t, _ in counts.most_common(self.num_templates)]
 
-    def run(self, scorer: Scorer, results: Results) -> None:
-        templates = self.candidates(scorer)
-        results.generated = Generated(**self.generated, kept=len(templates))
-        with tqdm(total=len(templates), desc="score", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
-            for sc in scorer.score_chunks(templates, bar):
-                results.add(sc, f"{self.generator}")
+    def propose(self, runner: Runner) -> None:
+        templates = self.candidates(runner.scorer)
+        runner.keep(generated=Generated(**self.generated, kept=len(templates)))
+        runner.score(templates, f"{self.generator}", desc="score")

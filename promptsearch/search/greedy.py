@@ -20,16 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tqdm.auto import tqdm
-
 from .strategy import Strategy
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
-from .racing import Racing, race, race_key
+from .racing import Racing
 from ..representation import Representation, pooled_ways, uses_first_token
-from .baseline import similarities
 from .results import Results
-from .state import PathStep, RaceState
+from .runner import Runner
+from .state import PathStep
 from .scorer import Scorer
 from ..data import DEV_SET
 
@@ -165,89 +163,51 @@ class Greedy(Strategy):
         return [r.entry_key for r in results.path_steps
                 if r.stage in ("relation:best", "prefix", "layer:best") or (r.stage == "ensemble" and r.taken)]
 
-    def _score_all(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
+    def keeps_vectors(self) -> bool:
+        return self.ensemble > 1  # an ensemble is built from the scored templates' vectors
+
+    def _score_all(self, runner: Runner, states: list, source: str):
         """([(full-set score, state)] of the candidates that got one, [the ones a race dropped])."""
-        if self.racing is not None:
-            return self._race(scorer, results, states, source)
-        out = []
-        with tqdm(total=len(states), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
-            for sc, s in zip(scorer.score_chunks([s.template for s in states], bar), states):
-                results.add(sc, source)
-                out.append((sc.spearman, s))
-        return out, []
-
-    def _race(self, scorer: Scorer, results: Results, states: list[GreedyState], source: str):
+        told = runner.score([s.template for s in states], source, desc=source, racing=self.racing)
+        if self.racing is None:
+            return [(sc.spearman, s) for sc, s in zip(told.scores, states)], []
         by_text = {s.template: s for s in states}
-        texts = list(by_text)
-        state = results.races.setdefault(race_key(scorer, texts, self.racing), RaceState())
-        with tqdm(total=len(texts), desc=source, leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
-            def progress(label, done, total):
-                bar.set_description_str(f"{source}, {label}")
-                bar.total, bar.n = total, done
-                bar.refresh()
+        return [(sc.spearman, by_text[sc.template]) for sc in told.scores], told.dropped
 
-            outcome = race(scorer, texts, self.racing, state, save=results.save, progress=progress)
-        results.add_seconds(outcome.seconds)
-        out = []
-        for sc in outcome.scores:
-            results.add(sc, source)
-            out.append((sc.spearman, by_text[sc.template]))
-        return out, outcome.dropped
+    def _dropped(self, dropped: list[dict]) -> list[dict] | None:
+        """The candidates a race dropped, as a path row records them (no race: None)."""
+        return list(dropped) if self.racing is not None else None
 
-    def _noise(self, gain: float, se: float) -> tuple[float, dict]:
-        """The threshold a step's gain must beat (``min_gain``; auto: the gain's standard error), and the
-        gain, error and threshold as the path records them."""
-        need = se if self.min_gain == "auto" else self.min_gain
-        return need, {"gain": round(gain, 4), "se": round(se, 4), "min_gain": round(need, 4)}
-
-    @staticmethod
-    def _se(scorer: Scorer, template: str) -> float:
-        """The bootstrap standard error of a template's objective (the plot's error bars)."""
-        return scorer.evaluator.se(scorer.similarities(template))
-
-    def _save_path(self, results: Results) -> None:
-        results.path_steps = list(self.path)
-        results.save()
-
-    def _record(self, scorer: Scorer, results: Results, step: PathStep, dropped: list[dict]):
-        """A relation or prefix step, with its score's standard error and (racing) the candidates raced out
-        before a full-set score (no number recorded for them)."""
-        step.score_se = round(self._se(scorer, step.template), 4)
-        step.dropped = list(dropped) if self.racing is not None else None
-        self.path.append(step)
-        self._save_path(results)
-
-    def run(self, scorer: Scorer, results: Results) -> None:
+    def propose(self, runner: Runner) -> None:
+        scorer, results = runner.scorer, runner.results
         v = load_vocabulary(self.vocabulary)
-        scorer.keep_vectors = self.ensemble > 1  # an ensemble is built from the scored templates' vectors
-        self.path = []
+        self.path = runner.path
         suffix = v["suffix"]
         rel_states = [GreedyState(relation=r, suffix=suffix, mask=v["mask"]) for r in dict.fromkeys(v["relations"])]
-        scored, dropped = self._score_all(scorer, results, rel_states, "relation")
+        scored, dropped = self._score_all(runner, rel_states, "relation")
         for sc, st in scored:
-            self.path.append(PathStep(stage="relation", step=0, template=st.template, spearman=round(sc, 4), candidates=1))
+            runner.note(PathStep(stage="relation", step=0, template=st.template, spearman=round(sc, 4), candidates=1))
         best_score, best = max(scored, key=lambda x: x[0])
-        self._record(scorer, results, PathStep("relation:best", 0, best.template, round(best_score, 4), len(rel_states)), dropped)
+        runner.note(PathStep("relation:best", 0, best.template, round(best_score, 4), len(rel_states),
+                             score_se=round(scorer.se(best.template), 4), dropped=self._dropped(dropped)))
         for step in range(1, self.max_steps + 1):
             cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
                 cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
-            scored, dropped = self._score_all(scorer, results, cands, f"prefix step {step}")
+            scored, dropped = self._score_all(runner, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
-            need, noise = self._noise(*scorer.gain(best.template, cand.template, seed=step))
-            if cand_score <= best_score + need:
-                self._record(scorer, results, PathStep("stop", step, cand.template, round(cand_score, 4), len(cands), **noise), dropped)
+            row = PathStep("prefix", step, cand.template, round(cand_score, 4), len(cands), dropped=self._dropped(dropped))
+            if not runner.step(row, best.template, cand.template, seed=step, stop="stop"):
                 break
             best_score, best = cand_score, cand
-            self._record(scorer, results, PathStep("prefix", step, best.template, round(best_score, 4), len(cands), **noise), dropped)
         if self.demos_pool:
-            best_score, template = self._demos_step(scorer, results, best.template, best_score)
+            best_score, template = self._demos_step(runner, best.template, best_score)
         else:
             template = best.template
-        chosen = self._layer_step(scorer, results, template, best_score) if self.layers else scorer.canonical(template)
+        chosen = self._layer_step(runner, template) if self.layers else Representation.of(template)
         if parse_readouts(self.readouts):
-            chosen = self._readout_step(scorer, results, v["readout_prompts"], chosen, template, v)
-        results.choose(self._ensemble_step(scorer, results, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
+            chosen = self._readout_step(runner, v["readout_prompts"], chosen, template, v)
+        runner.choose(self._ensemble_step(runner, self._leader(results, chosen)) if self.ensemble > 1 else chosen)
 
     @staticmethod
     def _leader(results: Results, chosen: Representation) -> Representation:
@@ -257,134 +217,112 @@ class Greedy(Strategy):
             return own
         return chosen
 
-    def _readout_step(self, scorer: Scorer, results: Results, prompts: list[str], chosen: Representation, template: str,
+    def _readout_step(self, runner: Runner, prompts: list[str], chosen: Representation, template: str,
                       vocabulary: dict | None = None) -> Representation:
         """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
         taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
+        scorer, results = runner.scorer, runner.results
         keys = list(dict.fromkeys(k for p in list(prompts) + [template] for k in pooled_ways(p, parse_readouts(self.readouts))))
         keys = [k for k in keys if k in results.entries or _fits(scorer, k)]
-        scored = []
-        with tqdm(total=len(keys), desc="read-outs", leave=False, disable=self.show_progress_bar is False, unit="template") as bar:
-            for k, sc in zip(keys, scorer.score_chunks(keys, bar)):
-                if k not in results.entries:  # the model's own representation keeps its source
-                    results.add(sc, "greedy:readout")
-                scored.append((sc.spearman, k))
-                self.path.append(PathStep(stage="readout", step=len(self.path), template=k.text, spearman=round(sc.spearman, 4),
-                                  candidates=1))
+        # the model's own representation keeps its source
+        told = runner.score(keys, "greedy:readout", desc="read-outs", record="new")
+        scored = [(sc.spearman, k) for k, sc in zip(keys, told.scores)]
+        for sc, k in scored:
+            runner.note(PathStep(stage="readout", step=len(self.path), template=k.text, spearman=round(sc, 4), candidates=1))
         if not scored:
             return chosen
         cand_score, cand = max(scored, key=lambda x: x[0])
         if self.readout_steps and vocabulary:
-            cand_score, cand = self._pooled_prefix_steps(scorer, results, cand, cand_score, vocabulary)
+            cand_score, cand = self._pooled_prefix_steps(runner, cand, cand_score, vocabulary)
         lead = self._leader(results, chosen)  # the best so far: the chosen template or the model's own representation
-        before = results.entries[lead].spearman
-        sims = similarities(scorer, lead)  # a layer's, a pooled read-out's or an ensemble's
-        need, noise = self._noise(*scorer.evaluator.gain(sims, scorer.similarities(cand), seed=len(self.path)))
-        taken = cand != lead and cand_score > before + need
-        self.path.append(PathStep(stage="readout:best", step=len(self.path), template=cand.text, lead=lead.text,
-                          spearman=round(cand_score, 4),
-                          score_se=round(scorer.evaluator.se(scorer.similarities(cand)), 4), candidates=len(keys),
-                          taken=taken, **noise))
-        self._save_path(results)
-        return cand if taken else chosen
+        row = PathStep(stage="readout:best", step=len(self.path), template=cand.text, lead=lead.text,
+                       spearman=round(cand_score, 4), candidates=len(keys))
+        return cand if runner.step(row, lead, cand, seed=len(self.path)) else chosen
 
-    def _demos_step(self, scorer: Scorer, results: Results, template: str, score: float) -> tuple[float, str]:
+    def _demos_step(self, runner: Runner, template: str, score: float) -> tuple[float, str]:
         """PromptEOL's choice of demonstration, automated: each one of the pool before the template, then
         pairs of the best four; the best is taken only above its noise. (score, template) after it."""
+        scorer = runner.scorer
         pool = read_demos(self.demos_pool, "demos_pool")
         singles = {t: d for d in pool if _fits(scorer, t := demo_template(template, [d]))}
-        scored, dropped = self._score_all(scorer, results, [Given(t) for t in singles], "demos")
+        scored, dropped = self._score_all(runner, [Given(t) for t in singles], "demos")
         ranked = sorted(((sc, st.template) for sc, st in scored), key=lambda x: -x[0])
         top = [singles[t] for _, t in ranked[:4] if t in singles]
         pairs = [t for i, a in enumerate(top) for b in top[i + 1:] if _fits(scorer, t := demo_template(template, [a, b]))]
         if pairs:
-            more, dropped2 = self._score_all(scorer, results, [Given(t) for t in pairs], "demo pairs")
+            more, dropped2 = self._score_all(runner, [Given(t) for t in pairs], "demo pairs")
             ranked = sorted(ranked + [(sc, st.template) for sc, st in more], key=lambda x: -x[0])
             dropped = dropped + dropped2
         if not ranked:
             return score, template  # no demonstration leaves room for a sentence
         cand_score, cand = ranked[0]
-        need, noise = self._noise(*scorer.gain(template, cand, seed=len(self.path)))
-        taken = cand_score > score + need
-        self.path.append(PathStep(stage="demos", step=len(self.path), template=cand, spearman=round(cand_score, 4),
-                          score_se=round(self._se(scorer, cand), 4), candidates=len(singles) + len(pairs),
-                          taken=taken, **noise, dropped=list(dropped) if self.racing is not None else None))
-        self._save_path(results)
-        return (cand_score, cand) if taken else (score, template)
+        row = PathStep(stage="demos", step=len(self.path), template=cand, spearman=round(cand_score, 4),
+                       candidates=len(singles) + len(pairs), dropped=self._dropped(dropped))
+        return (cand_score, cand) if runner.step(row, template, cand, seed=len(self.path)) else (score, template)
 
-    def _ensemble_step(self, scorer: Scorer, results: Results, chosen: Representation) -> Representation:
+    def _ensemble_step(self, runner: Runner, chosen: Representation) -> Representation:
         """Grow an ensemble from ``chosen``: add the best-scored entry that raises the objective most, while
         that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
+        results = runner.results
         first = results.entries[chosen]
         pool = list(dict.fromkeys([first.entry_key] + [e.entry_key for e in results.ranked() if not e.members]))[: self.ensemble_pool]
-        members, score = [first.entry_key], first.spearman
-        sims = scorer.member_similarities(members)
+        members = [first.entry_key]
         while len(members) < self.ensemble and len(members) < len(pool):
-            tries = {c: scorer.score_members(members + [c]) for c in pool if c not in members}
+            others = [c for c in pool if c not in members]
+            told = runner.score([_averaged(members + [c]) for c in others], "greedy:ensemble", record="none")
+            tries = dict(zip(others, told.scores))
             c = max(tries, key=lambda c: (tries[c].spearman, -pool.index(c)))
-            new = scorer.member_similarities(members + [c])
-            need, noise = self._noise(*scorer.evaluator.gain(sims, new, seed=len(self.path)))
-            taken = tries[c].spearman > score + need
-            self.path.append(PathStep(stage="ensemble", step=len(self.path), template=c.text, members=(*members, c),
-                              spearman=round(tries[c].spearman, 4), score_se=round(scorer.evaluator.se(new), 4),
-                              candidates=len(tries), taken=taken, **noise))
-            if not taken:
+            row = PathStep(stage="ensemble", step=len(self.path), template=c.text, members=(*members, c),
+                           spearman=round(tries[c].spearman, 4), candidates=len(tries))
+            if not runner.step(row, _averaged(members), _averaged(members + [c]), seed=len(self.path)):
                 break
-            members, score, sims = members + [c], tries[c].spearman, new
-            results.add(tries[c], "greedy:ensemble")
-        self._save_path(results)
+            members = members + [c]
+            runner.record(tries[c], "greedy:ensemble")
         return Representation.ensemble(members) if len(members) > 1 else chosen
 
-    def _pooled_prefix_steps(self, scorer: Scorer, results: Results, k: Representation, score: float,
-                             v: dict) -> tuple[float, Representation]:
+    def _pooled_prefix_steps(self, runner: Runner, k: Representation, score: float, v: dict) -> tuple[float, Representation]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
+        scorer = runner.scorer
         for step in range(1, self.readout_steps + 1):
             t, r = k.template, k.readout
             cands = [c for tok in v["prefix_tokens"] for c in pooled_ways(f"{tok} {t}", [r])]
             if not any(f"{q}[X]{q}" in t.replace(" ", "") for q in v["wrappers"]):  # not quoted yet
                 cands += [c for q in v["wrappers"] for c in pooled_ways(t.replace("[X]", f"{q}[X]{q}"), [r])]
             cands = [c for c in dict.fromkeys(cands) if _fits(scorer, c)]
-            scored = []
-            with tqdm(total=len(cands), desc=f"read-out prefix {step}", leave=False, disable=self.show_progress_bar is False,
-                      unit="template") as bar:
-                for c, sc in zip(cands, scorer.score_chunks(cands, bar)):
-                    if c not in results.entries:
-                        results.add(sc, "greedy:readout-prefix")
-                    scored.append((sc.spearman, c))
+            told = runner.score(cands, "greedy:readout-prefix", desc=f"read-out prefix {step}", record="new")
+            scored = [(sc.spearman, c) for c, sc in zip(cands, told.scores)]
             if not scored:
                 break
             cand_score, cand = max(scored, key=lambda x: x[0])
-            need, noise = self._noise(*scorer.gain(k, cand, seed=len(self.path)))
-            taken = cand_score > score + need
-            self.path.append(PathStep(stage="readout-prefix" if taken else "readout-stop", step=step, template=cand.text,
-                              spearman=round(cand_score, 4), score_se=round(self._se(scorer, cand), 4),
-                              candidates=len(cands), **noise))
-            self._save_path(results)
-            if not taken:
+            row = PathStep(stage="readout-prefix", step=step, template=cand.text, spearman=round(cand_score, 4),
+                           candidates=len(cands))
+            if not runner.step(row, k, cand, seed=len(self.path), stop="readout-stop"):
                 break
             score, k = cand_score, cand
         return score, k
 
-    def _layer_step(self, scorer: Scorer, results: Results, template: str, score: float) -> Representation:
+    def _layer_step(self, runner: Runner, template: str) -> Representation:
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
-        layers = self.layer_list(scorer)
-        scores = scorer.score_layers(template, layers)
+        layers = self.layer_list(runner.scorer)
+        key = Representation.of(template)
+        told = runner.score([Representation(key.template, k) for k in layers], "greedy:layer", record="none", together=True)
+        scores = dict(zip(layers, told.scores))
         for k, sc in scores.items():
             if sc.layer is not None:  # the last layer is the template itself: in the results already, once
-                results.add(sc, "greedy:layer")
-            self.path.append(PathStep(stage="layer", step=len(self.path), template=template, layer=sc.layer,
-                              spearman=round(sc.spearman, 4), candidates=1))
+                runner.record(sc, "greedy:layer")
+            runner.note(PathStep(stage="layer", step=len(self.path), template=template, layer=sc.layer,
+                                 spearman=round(sc.spearman, 4), candidates=1))
         k = max(layers, key=lambda k: (scores[k].spearman, k))
-        at_k = scorer.at_layer(k).similarities(template)
-        need, noise = self._noise(*scorer.evaluator.gain(scorer.similarities(template), at_k, seed=len(self.path)))
-        taken = scores[k].spearman > score + need
-        self.path.append(PathStep(stage="layer:best", step=len(self.path), template=template, layer=k,
-                          spearman=round(scores[k].spearman, 4), score_se=round(scorer.evaluator.se(at_k), 4),
-                          candidates=len(layers), taken=taken, **noise))
-        self._save_path(results)
-        key = scorer.canonical(template)
+        row = PathStep(stage="layer:best", step=len(self.path), template=template, layer=k,
+                       spearman=round(scores[k].spearman, 4), candidates=len(layers))
+        taken = runner.step(row, key, Representation(key.template, k), seed=len(self.path))
         return Representation(key.template, scores[k].layer) if taken else key
+
+
+def _averaged(members: list[Representation]) -> Representation:
+    """Members averaged, as the scorer scores an ensemble (one member too: its normalized vectors)."""
+    return Representation(members=tuple(members))
 
 
 def format_path(path: list[PathStep], results: Results | None = None, width: int | None = None) -> str:
@@ -503,7 +441,7 @@ def _fits(scorer: Scorer, key: str | Representation) -> bool:
     from ..errors import TemplateError
 
     try:
-        scorer.encoder.check_rep(scorer.rep(scorer.canonical(key), scorer.denoise))
+        scorer.check(key)
     except TemplateError:
         return False
     return True

@@ -33,7 +33,8 @@ from .strategy import Strategy
 from .grammar import Grammar
 from ..representation import TEMPLATE_READOUTS, Representation, is_mask, readout_key, uses_first_token
 from .progressive import Progressive
-from .results import Entry, Results
+from .results import Entry
+from .runner import Runner
 from .state import ParetoFront, StudyRef
 from .scorer import Score, Scorer
 from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_trials, open_storage
@@ -194,9 +195,9 @@ class OptunaSearch(Strategy):
         return optuna.create_study(study_name=self.study_name, storage=self.opened, sampler=sampler,
                                    pruner=pruner, direction="maximize", load_if_exists=True)
 
-    def run(self, scorer: Scorer, results: Results) -> None:
+    def propose(self, runner: Runner) -> None:
         try:
-            self._run(scorer, results)
+            self._run(runner)
         except optuna.exceptions.StorageInternalError as exc:
             from ..errors import PromptSearchError
 
@@ -217,7 +218,8 @@ class OptunaSearch(Strategy):
             self._grammar = Grammar.load(self.grammar)
         return self._grammar
 
-    def _run(self, scorer: Scorer, results: Results) -> None:
+    def _run(self, runner: Runner) -> None:
+        scorer, results = runner.scorer, runner.results
         layers = scorer.layer_list(self.layers)
         n = len(scorer.gold)
         study = self.study = self.open_study(n, len(scorer.datasets))
@@ -248,16 +250,16 @@ class OptunaSearch(Strategy):
 
                 with interrupts.objective(), Heartbeats(self.opened, study, trials):
                     try:
-                        self._score_batch(trials, scorer, results, interrupts, tell)
+                        self._score_batch(trials, runner, interrupts, tell)
                     except BaseException:
                         for t in trials:
                             if t.number not in told:
                                 study.tell(t, state=TrialState.FAIL)
                         raise
-                self._sync(study, scorer, results)
+                self._sync(study, runner)
                 with contextlib.suppress(ValueError):  # no complete trial yet
                     bar.set_postfix_str(f"best {study.best_value:.2f}" if not self.pareto else "")
-            self._sync(study, scorer, results)
+            self._sync(study, runner)
 
     def _suggest(self, trial: optuna.Trial, layers: list[int], pooled_only: bool = False) -> None:
         """A trial's template (one option per grammar slot) and read-out layer, kept as its attributes."""
@@ -270,18 +272,19 @@ class OptunaSearch(Strategy):
         trial.set_user_attr("template", readout_key(grammar.render(choice), readout))
         trial.set_user_attr("worker", os.getpid())
 
-    def _score_batch(self, trials: list[optuna.Trial], scorer: Scorer, results: Results, interrupts, tell) -> None:
+    def _score_batch(self, trials: list[optuna.Trial], runner: Runner, interrupts, tell) -> None:
         """Score a batch's templates together, per read-out layer: on the full set (``pareto``, ``--no-prune``),
         else rung by rung, each rung's new sentences of every template still in one encoding pass, pruned
         trials told at their rung and the rest at the full set."""
+        scorer = runner.scorer
         n = len(scorer.gold)
         rungs = sorted({max(n // 8, 1), max(n // 4, 1), max(n // 2, 1)} - {n})
         pooled = {t: t.user_attrs["template"] for t in trials if Representation.split(t.user_attrs["template"]).readout}
         if pooled:  # a pooled read-out's trial: its full-set score at once (the rungs encode [MASK] states)
             with interrupts.scoring_region():
-                full = dict(zip(pooled.values(), scorer.score_many(list(pooled.values()))))
+                full = dict(zip(pooled.values(), scorer.score(list(pooled.values()))))
             for t, key in pooled.items():
-                results.add(full[key], f"optuna:trial {t.number}")
+                runner.record(full[key], f"optuna:trial {t.number}")
                 tell(t, tuple(full[key].sets[d] for d in scorer.datasets) if self.pareto else full[key].spearman)
         views: dict = {}
         for t in (t for t in trials if t not in pooled):  # a view per layer: same cache
@@ -291,15 +294,15 @@ class OptunaSearch(Strategy):
             live = {t: t.user_attrs["template"] for t in group}
             if self.pareto or not self.prune:  # nothing to decide on a rung: the full set at once (eval's number)
                 with interrupts.scoring_region():
-                    full = dict(zip(live.values(), sc.score_many(list(live.values()))))
+                    full = dict(zip(live.values(), sc.score(list(live.values()))))
                 for t, tmpl in live.items():
-                    results.add(full[tmpl], f"optuna:trial {t.number}")
+                    runner.record(full[tmpl], f"optuna:trial {t.number}")
                     tell(t, tuple(full[tmpl].sets[d] for d in scorer.datasets) if self.pareto else full[tmpl].spearman)
                 continue
             for t, tmpl in list(live.items()):
                 hit = sc.cached(tmpl)
                 if hit is not None:
-                    results.add(Score(tmpl, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {t.number}")
+                    runner.record(Score(tmpl, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {t.number}")
                     tell(t, hit)
                     del live[t]
             race = Progressive(sc, seed=0)
@@ -324,17 +327,21 @@ class OptunaSearch(Strategy):
                 with interrupts.scoring_region():
                     full = race.finish(list(live.values()))
                 for t, tmpl in live.items():
-                    results.add(full[tmpl], f"optuna:trial {t.number}")
+                    runner.record(full[tmpl], f"optuna:trial {t.number}")
                     tell(t, full[tmpl].spearman)
 
-    def _sync(self, study: optuna.Study, scorer: Scorer, results: Results) -> None:
+    def _sync(self, study: optuna.Study, runner: Runner) -> None:
         """Other workers' completed trials too, so whichever writes last has them all."""
+        scorer, results = runner.scorer, runner.results
         trials = study.get_trials(deepcopy=False)  # one read of the storage
+        new: dict[Representation, Entry] = {}
         for t in trials:
             tmpl = t.user_attrs.get("template")
             key = tmpl and _trial_key(t, scorer)
-            if t.state == TrialState.COMPLETE and tmpl and key not in results.entries:
-                results.entries[key] = _entry(t, scorer)
+            if t.state == TrialState.COMPLETE and tmpl and key not in results.entries and key not in new:
+                new[key] = _entry(t, scorer)
+        runner.keep(new.values())
+        pareto = None
         if self.pareto:  # the non-dominated trials' templates, best objective first
             front = {_trial_key(t, scorer) for t in study.best_trials if "template" in t.user_attrs}
             own = results.own_key
@@ -347,10 +354,10 @@ class OptunaSearch(Strategy):
                 front = {k for k in front if not dominates(o, sets.get(k, {}))}
                 if not any(dominates(sets[k], o) for k in front if k in sets):
                     front.add(own)
-            results.pareto = ParetoFront([e.entry_key for e in results.ranked() if e.entry_key in front])
-        results.study = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
-                                 pruned=sum(t.state == TrialState.PRUNED for t in trials))
-        results.save()
+            pareto = ParetoFront([e.entry_key for e in results.ranked() if e.entry_key in front])
+        study_ref = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
+                             pruned=sum(t.state == TrialState.PRUNED for t in trials))
+        runner.keep(study=study_ref, **({"pareto": pareto} if self.pareto else {}))
 
 
 def _trial_key(t, scorer: Scorer) -> Representation:

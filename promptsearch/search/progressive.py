@@ -4,7 +4,7 @@ Each rung encodes, for every template still in, only the sentences new to it —
 need the same sentences in one ``template_states`` call — and gives each its Spearman on the
 rung's pairs. The last rung is the full set: scored, recorded and cached as :meth:`Scorer.score`
 does. With a screening precision other than the reference one, the partial rungs run in it and
-the full set is :meth:`Scorer.score_many`'s.
+the full set is :meth:`Scorer.score`'s.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Progressive:
         if not self.reuse:
             for t in ts:
                 sc.count_time(self.seconds.pop(t, 0.0))
-            return dict(zip(ts, sc.score_many(ts)))
+            return dict(zip(ts, sc.score(ts)))
         self._encode(ts, self.order)
         out = {}
         for t in ts:

@@ -159,8 +159,9 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState 
                 if t not in vecs:
                     vecs[t] = {scorer.denoise: None}  # filled as sentences are encoded
                     have[t] = np.zeros(n_sent, bool)
-            if scorer.remote is not None:  # workers encode (each rung's new sentences, as below) and send similarities
-                sims, n = scorer.remote.rung(scorer, contenders, k, rungs, racing.seed)
+            remote = scorer.remote_rung(contenders, k, rungs, racing.seed)  # workers encode, as below, and send similarities
+            if remote is not None:
+                sims, n = remote
                 encoded += n
             else:
                 label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
@@ -185,5 +186,5 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState 
             save()
     seconds = time.perf_counter() - t0
     scorer.count_time(seconds)
-    scores = scorer.score_many(state.final)  # the finalists together (each scored as if alone)
+    scores = scorer.score(state.final)  # the finalists together (each scored as if alone)
     return RaceOutcome(scores, list(state.dropped), encoded / max(n_sent, 1), seconds)

@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -81,8 +81,14 @@ class Score(Scored):
 
 
 class Scorer:
-    """Scores templates on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
-    ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score."""
+    """Scores representations on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
+    ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score.
+
+    Its surface: :meth:`score` (one representation or a list: a template, at a layer, pooled, an ensemble —
+    the one way to score), :meth:`similarities`, :meth:`gain` and :meth:`se` (a step's noise), :meth:`cached`,
+    :meth:`check`, :meth:`numbers` (what changes a score) and :meth:`on` (another data set); for screening
+    (racing, pruning rungs) :meth:`at_layer`, :meth:`encode_pairs`, :meth:`record` and :meth:`count_time`;
+    for distributed work :meth:`distribute`, :meth:`measure`, :meth:`record_measured` and :meth:`remote_rung`."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True,
                  data: DataOptions = DataOptions(), cache: str | os.PathLike | bool | None = None,
@@ -119,12 +125,12 @@ class Scorer:
         self.seconds = 0.0
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
-        self.last_sets: dict[str, float] | None = None
+        self._last_sets: dict[str, float] | None = None
         self._sims: dict[Representation, np.ndarray] = {}  # a candidate's pair similarities (the run's variant), this process
         self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
         self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
-        self.keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
-        self.remote = None  # a distributed.WorkQueue: full-set scores and racing rungs done by workers too
+        self._keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
+        self._remote = None  # a distributed.WorkQueue: full-set scores and racing rungs done by workers too
         self._vecs: dict[Representation, np.ndarray] = {}
 
     def on(self, dataset: str) -> "Scorer":
@@ -139,7 +145,8 @@ class Scorer:
     def at_layer(self, layer: int | None) -> "Scorer":
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
         the same encoder, data, cache and work tally. The last layer is the template's own read-out: this
-        scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice)."""
+        scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice).
+        :meth:`score` reads a key's layer itself; a view is for screening at a layer (racing, pruning rungs)."""
         layer = None if layer is None else self.encoder.prompt.layer_index(layer)
         if layer == self.encoder.prompt.n_layers:
             layer = None
@@ -165,16 +172,15 @@ class Scorer:
                                     f"from 1 to {n}, or all")
         return out
 
-    def score_layers(self, template: str | Template, layers: list[int]) -> dict[int, Score]:
-        """The template read at each of ``layers``: every layer's states come from one pass (each layer's
-        scores cached like :meth:`score`'s)."""
-        t = Representation(Template.parse(template).text)
+    def _score_layers(self, t: Representation, layers: list[int | None]) -> dict[int | None, Score]:
+        """A template (not pooled) read at each of ``layers``: every layer's states come from one pass (each
+        layer's scores cached like one score's)."""
         views = {k: self.at_layer(k) for k in layers}
-        out = {k: v.score(t) for k, v in views.items() if v.cached_sets(t) is not None}
+        out = {k: v.score(t) for k, v in views.items() if v._cached_sets(t) is not None}
         todo = [k for k in layers if k not in out]
         if todo:
             t0 = time.perf_counter()
-            reps = {(k, dn): views[k].rep(t, dn) for k in todo for dn in (False, True)}
+            reps = {(k, dn): views[k]._rep(t, dn) for k in todo for dn in (False, True)}
             vecs = self.evaluator.encode(self.encoder, list(reps.values()), show_progress_bar=False)
             secs = (time.perf_counter() - t0) / len(todo)
             for k in todo:
@@ -214,8 +220,8 @@ class Scorer:
         """What every cache key of this scorer shares: model, data, denoise and the settings that
         change numbers (a race's identity is built on it)."""
         if len(self.datasets) == 1:
-            return self.key("", self.denoise)
-        return json.dumps([self.key("", self.denoise, d) for d in self.datasets] + [self.objective])
+            return self._cache_key("", self.denoise)
+        return json.dumps([self._cache_key("", self.denoise, d) for d in self.datasets] + [self.objective])
 
     def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
@@ -237,7 +243,7 @@ class Scorer:
                 **({"batches": self._batching()} if e.precision != "fp32" else {})}
 
     # ---- cache -------------------------------------------------------------------------------
-    def key(self, template: str, denoise: bool, dataset: str | None = None) -> str:
+    def _cache_key(self, template: str, denoise: bool, dataset: str | None = None) -> str:
         """The cache key of one set's score (the first set's by default)."""
         dataset = dataset or self.datasets[0]
         e = self.encoder
@@ -257,28 +263,51 @@ class Scorer:
                           ensure_ascii=False)
 
     def _remember(self, k: Representation, scores: dict[bool, dict[str, float]], seconds: float) -> None:
-        records = {self.key(k.text, dn, d): s for dn, per_set in scores.items() for d, s in per_set.items()}
+        records = {self._cache_key(k.text, dn, d): s for dn, per_set in scores.items() for d, s in per_set.items()}
         self._cache.update(records)
         if self.use_cache:
             self.use_cache = append_scores(self.cache_path, records, seconds)
 
     @staticmethod
-    def canonical(template: str | Template | Representation) -> Representation:
-        """What the scorer keys a candidate by, as an object: the template parsed, with its pooled
-        read-out when it has one. Text (``T``, ``T @mean``) is read here, once; a layer is a scorer's
-        own (:meth:`at_layer`) and an ensemble is scored by :meth:`score_members`."""
+    def _canonical(template: str | Template | Representation) -> Representation:
+        """What a layer view keys a candidate by: the template parsed, with its pooled read-out when it has one
+        (its layer is the view's own; an ensemble is scored from its members)."""
         if isinstance(template, Template):
             return Representation(template.text)
         k = template if isinstance(template, Representation) else Representation.split(template)
         if k.members or k.layer is not None:
-            raise PromptSearchError(f"{k.text!r}: a scorer scores one template at its own layer; read another "
-                                    "layer with at_layer(layer), an ensemble with score_members(members)")
+            raise PromptSearchError(f"{k.text!r}: a layer view scores one template at its own layer; give the key to "
+                                    "Scorer.score, which reads layers and ensembles itself")
         return Representation.of(k.template, readout=k.readout)
 
-    def rep(self, k: Representation, denoise: bool):
+    @staticmethod
+    def representation(key: str | Template | Representation) -> Representation:
+        """What :meth:`score` reads ``key`` as: a template, ``T @layer L``, ``T @mean`` or an ensemble's members
+        joined by `` + `` (text), a :class:`~promptsearch.template.Template`, or a
+        :class:`~promptsearch.representation.Representation` as it is."""
+        if isinstance(key, Template):
+            return Representation(key.text)
+        return key if isinstance(key, Representation) else Representation.parse(key)
+
+    def _view(self, k: Representation) -> tuple["Scorer", Representation]:
+        """The layer view that scores a single representation (one naming no layer: this scorer, at its own
+        layer), and the key it scores there."""
+        if k.layer is None:
+            return self, self._canonical(k)
+        view = self.at_layer(k.layer)
+        return view, view._canonical(k.without_layer)
+
+    def _rep(self, k: Representation, denoise: bool):
         """How the encoder computes a candidate here: a pooled read-out (never denoised), or the template's [MASK]
         (last-token) state at this scorer's layer."""
         return rep_from_key(k if k.readout else Representation(k.template, self.layer), denoise)
+
+    def check(self, key: str | Template | Representation) -> None:
+        """Refuse a representation the model cannot read (one :class:`~promptsearch.errors.TemplateError`: a
+        template that leaves no room for a sentence, a read-out the model lacks), encoding nothing."""
+        for m in self.representation(key).parts:
+            view, k = self._view(m)
+            self.encoder.check_rep(view._rep(k, self.denoise))
 
     def _score(self, k: Representation, value: float, seconds: float, sets: dict[str, float] | None,
                cached: bool = False) -> Score:
@@ -287,43 +316,80 @@ class Scorer:
         return Score(k.template, value, False if k.readout else self.denoise, seconds, cached=cached,
                      precision=self.reference_precision, sets=sets, layer=self.layer, readout=k.readout)
 
-    def cached_sets(self, template: str | Template | Representation, denoise: bool | None = None) -> dict[str, float] | None:
-        """Every set's cached score, or None unless all of them are cached."""
-        t = self.canonical(template).text
+    def _cached_sets(self, template: str | Template | Representation, denoise: bool | None = None) -> dict[str, float] | None:
+        """Every set's cached score of a single representation, or None unless all of them are cached."""
+        view, k = self._view(self.representation(template))
         dn = self.denoise if denoise is None else denoise
-        out = {d: self._cache.get(self.key(t, dn, d)) for d in self.datasets}
+        out = {d: view._cache.get(view._cache_key(k.text, dn, d)) for d in self.datasets}
         return None if any(v is None for v in out.values()) else out
 
     def cached(self, template: str | Template | Representation, denoise: bool | None = None) -> float | None:
-        """The cached objective (every set's score cached), or None."""
-        per = self.cached_sets(template, denoise)
+        """The cached objective of a single representation (every set's score cached), or None."""
+        per = self._cached_sets(template, denoise)
         return None if per is None else self.evaluator.value(per)
 
     def _sets(self, per_set: dict[str, float] | None) -> dict[str, float] | None:
         return dict(per_set) if per_set and len(self.datasets) > 1 else None
 
     # ---- scoring -----------------------------------------------------------------------------
-    def score(self, template: str | Template | Representation, fresh: bool = False) -> Score:
-        """Full-dataset Spearman for the scorer's denoise setting (both variants get cached).
+    def score(self, representations, fresh: bool = False):
+        """Full-set scores: the one way to score. ``representations``: one (a template, ``T @layer L``,
+        ``T @mean``, an ensemble; text, a :class:`~promptsearch.template.Template` or a
+        :class:`~promptsearch.representation.Representation`) gives its :class:`Score`; a list gives theirs,
+        in order.
 
-        ``fresh`` skips the cache lookup (training evaluates the same template as weights change).
+        A single representation is scored for the scorer's denoise setting (both variants cached); the
+        ones not cached are encoded together, each layer's in one call and a template asked at several
+        layers in one pass (its states at every layer), each scored as if alone. An ensemble is the mean of
+        its members' normalized vectors (kept from their scores with :meth:`keep_vectors`, else encoded),
+        scored like a template but not cached. ``fresh`` skips the cache lookup (training evaluates the same
+        template as weights change).
         """
-        return self.score_many([template], fresh)[0]
+        single = isinstance(representations, (str, Template, Representation))
+        keys = [self.representation(r) for r in ([representations] if single else representations)]
+        out = self._score_all(keys, fresh)
+        return out[keys[0]] if single else [out[k] for k in keys]
 
-    def score_many(self, templates: Sequence[str | Template | Representation], fresh: bool = False) -> list[Score]:
-        """:meth:`score` of each template, in order; the ones not cached are encoded in one call
+    def _score_all(self, keys: list[Representation], fresh: bool) -> dict[Representation, Score]:
+        """Each distinct key's score: singles grouped by layer view (a template at several layers: one pass),
+        then ensembles."""
+        out: dict[Representation, Score] = {}
+        by_view: dict[int | None, tuple[Scorer, list[tuple[Representation, Representation]]]] = {}
+        for key in dict.fromkeys(k for k in keys if not k.members):
+            view, k = self._view(key)
+            by_view.setdefault(view.layer, (view, []))[1].append((key, k))
+        layered: dict[Representation, list[int | None]] = {}  # a template at two layers or more, not cached: one pass
+        if not fresh:
+            for layer, (view, ks) in by_view.items():
+                for _, k in ks:
+                    if not k.readout and view._cached_sets(k) is None:
+                        layered.setdefault(k, []).append(layer)
+        for k, layers in layered.items():
+            if len(layers) > 1:
+                for layer, sc in self._score_layers(k, layers).items():
+                    out[next(key for key, kk in by_view[layer][1] if kk == k)] = sc
+        for view, ks in by_view.values():
+            rest = [(key, k) for key, k in ks if key not in out]
+            if rest:
+                for (key, _), sc in zip(rest, view._score_many([k for _, k in rest], fresh)):
+                    out[key] = sc
+        for key in dict.fromkeys(k for k in keys if k.members):
+            out[key] = self._score_members(key.members)
+        return out
+
+    def _score_many(self, ts: list[Representation], fresh: bool = False) -> list[Score]:
+        """Scores of this view's keys, in order; the ones not cached are encoded in one call
         (:meth:`PromptEncoder.encode_templates`: tokenized once, one copy back), each scored as if alone."""
-        ts = [self.canonical(t) for t in templates]
-        hits = {t: None if fresh else self.cached_sets(t) for t in ts}
+        hits = {t: None if fresh else self._cached_sets(t) for t in ts}
         todo = list(dict.fromkeys(t for t in ts if hits[t] is None))
         out = {t: self._score(t, self.evaluator.value(h), 0.0, self._sets(h), cached=True) for t, h in hits.items()
                if h is not None}
-        if todo and self.remote is not None and not self.keep_vectors:  # workers (and this process) score them
-            out.update(self.remote.full(self, todo))
+        if todo and self._remote is not None and not self._keep_vectors:  # workers (and this process) score them
+            out.update(self._remote.full(self, todo))
             self._count_work(self.reference_precision, float(len(todo)))
         elif todo:
             t0 = time.perf_counter()
-            reps = {(t, dn): self.rep(t, dn) for t in todo for dn in (False, True)}  # one pass gives both
+            reps = {(t, dn): self._rep(t, dn) for t in todo for dn in (False, True)}  # one pass gives both
             vecs = self.evaluator.encode(self.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
             secs = (time.perf_counter() - t0) / len(todo)
             for t in todo:
@@ -331,85 +397,122 @@ class Scorer:
             self._count_work(self.reference_precision, float(len(todo)))
         return [out[t] for t in ts]
 
-    CHUNK = 16  # templates encoded together by score_chunks (what an interrupt can lose)
-
-    def score_chunks(self, templates: Sequence[str | Template | Representation], bar=None) -> Iterator[Score]:
-        """:meth:`score_many` over ``CHUNK`` templates at a time, yielding each score (and advancing a
-        progress ``bar``): a long list shares passes yet is cached as it goes."""
-        for i in range(0, len(templates), self.CHUNK):
-            for sc in self.score_many(templates[i : i + self.CHUNK]):
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(f"{sc.spearman:.2f} {sc.template[:40]}")
-                yield sc
-
-    def similarities(self, template: str | Template | Representation) -> np.ndarray:
-        """The cosine similarity of every pair (the objective's pairs, the run's variant) under
-        ``template`` in the reference precision: kept from its full-set score in this process, else
-        encoded (a score read from the cache file has none)."""
-        t = self.canonical(template)
-        if t not in self._sims:
-            self._encode_one(t, self.keep_vectors)
-        return self._sims[t]
+    def similarities(self, key: str | Template | Representation) -> np.ndarray:
+        """The cosine similarity of every pair (the objective's pairs, the run's variant) under a
+        representation (at its layer, pooled, or an ensemble's mean vectors) in the reference precision:
+        kept from its full-set score in this process, else encoded (a score read from the cache file has none)."""
+        k = self.representation(key)
+        if k.members:
+            return self.evaluator.similarities(self._ensemble(k.members))
+        view, k = self._view(k)
+        if k not in view._sims:
+            view._encode_one(k, view._keep_vectors)
+        return view._sims[k]
 
     def _encode_one(self, k: Representation, vectors: bool) -> None:
         """Encode the scorer's sentences with one template (the run's variant, this layer) and keep its
         pair similarities, and its normalized vectors if ``vectors``."""
-        rep = self.rep(k, self.denoise)
+        rep = self._rep(k, self.denoise)
         self._keep(k, self.evaluator.encode(self.encoder, [rep], show_progress_bar=False)[rep], vectors)
         self._count_work(self.reference_precision, 1.0)
 
     def _ensemble(self, members: Sequence[Representation]) -> np.ndarray:
-        return np.mean([self.at_layer(k.layer).vectors(k.without_layer) for k in members], axis=0)
-
-    def member_similarities(self, members: Sequence[Representation]) -> np.ndarray:
-        """The pair similarities of an ensemble (as :meth:`score_members` scores it)."""
-        return self.evaluator.similarities(self._ensemble(members))
+        return np.mean([self._vectors(k) for k in members], axis=0)
 
     def _keep(self, k: Representation, vecs: np.ndarray, vectors: bool | None = None) -> None:
         """Keep a template's pair similarities (and its normalized vectors: ``vectors``, by default
-        ``keep_vectors``)."""
+        whether :meth:`keep_vectors` is on)."""
         self._sims[k] = self.evaluator.similarities(vecs)
-        if self.keep_vectors if vectors is None else vectors:
+        if self._keep_vectors if vectors is None else vectors:
             self._vecs[k] = normalized(vecs)
 
-    def vectors(self, template: str | Template | Representation) -> np.ndarray:
-        """The template's L2-normalized vectors of the scorer's sentences (the run's variant, this
-        scorer's layer): kept from its score when ``keep_vectors`` is on, else encoded."""
-        t = self.canonical(template)
-        if t not in self._vecs:
-            self._encode_one(t, vectors=True)
-        return self._vecs[t]
+    def _vectors(self, key: Representation) -> np.ndarray:
+        """A member's L2-normalized vectors of the scorer's sentences (the run's variant, its layer): kept
+        from its score when :meth:`keep_vectors` is on, else encoded."""
+        view, k = self._view(key)
+        if k not in view._vecs:
+            view._encode_one(k, vectors=True)
+        return view._vecs[k]
 
-    def score_members(self, members: Sequence[Representation]) -> Score:
+    def keep_vectors(self, on: bool = True) -> None:
+        """Keep every scored representation's normalized vectors in this process (at every layer), so an
+        ensemble of them is scored without encoding again (a search that averages templates turns it on)."""
+        for view in self._views.values():
+            view._keep_vectors = on
+
+    def _score_members(self, members: Sequence[Representation]) -> Score:
         """An ensemble of entry keys (a template, at a layer, or pooled): the mean of the members'
         normalized vectors, scored like a template (from kept vectors; not cached)."""
         scores = self.evaluator.scores(self._ensemble(members))
         return Score(Representation.ensemble(m.without_layer for m in members).text, self.evaluator.value(scores), self.denoise,
                      0.0, precision=self.reference_precision, sets=self._sets(scores), members=tuple(members))
 
-    def gain(self, before: str | Template | Representation, after: str | Template | Representation, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
+    def gain(self, before: str | Template | Representation, after: str | Template | Representation, n_boot: int = 1000,
+             seed: int = 0) -> tuple[float, float]:
         """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
-        difference), ×100, on the scorer's pairs: how much of a gain is noise."""
+        difference), ×100, on the scorer's pairs: how much of a gain is noise. Either may be any
+        representation (:meth:`similarities`)."""
         return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
+    def se(self, key: str | Template | Representation) -> float:
+        """The paired-bootstrap standard error (×100) of a representation's objective on the scorer's pairs."""
+        return self.evaluator.se(self.similarities(key))
+
     def record(self, template: str | Template | Representation, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
-        """A template's vectors of every sentence (raw at False, denoised at True: both, or the run's
-        variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s."""
-        k = self.canonical(template)
+        """A template's vectors of every sentence at this view's layer (raw at False, denoised at True: both, or
+        the run's variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s
+        (progressive scoring completes its rungs' vectors into a full-set score with it)."""
+        k = self._canonical(template)
         self._keep(k, vecs[self.denoise])
         value = self._record(k, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, seconds)
-        return self._score(k, value, seconds, self.last_sets)
+        return self._score(k, value, seconds, self._last_sets)
 
     def _record(self, k: Representation, scores: dict[bool, dict[str, float]], seconds: float) -> float:
         """Full-set scores of both variants, set by set: time them, count them, cache them; the run's
-        variant's objective back (its sets' scores in ``last_sets``)."""
+        variant's objective back (its sets' scores in ``_last_sets``)."""
         self.last_seconds = seconds
         self.n_scored += 1
         self.seconds += seconds
         self._remember(k, scores, seconds)
-        self.last_sets = self._sets(scores[self.denoise])
+        self._last_sets = self._sets(scores[self.denoise])
         return self.evaluator.value(scores[self.denoise])
+
+    # ---- distributed work (search/distributed.py) -------------------------------------------
+    def distribute(self, queue) -> None:
+        """Hand full-set scores and racing rungs to a :class:`~promptsearch.search.distributed.WorkQueue`'s
+        workers (and this process), at every layer (None: score here again)."""
+        for view in self._views.values():
+            view._remote = queue
+        self._remote = queue
+
+    def measure(self, key: str | Representation) -> tuple[dict[bool, dict[str, float]], np.ndarray, float]:
+        """A worker's full-set job: one single representation's scores of both variants, set by set, the
+        run's variant's pair similarities and the seconds it took, neither kept nor cached here (the
+        driver records them with :meth:`record_measured`)."""
+        view, k = self._view(self.representation(key))
+        t0 = time.perf_counter()
+        reps = {dn: view._rep(k, dn) for dn in (False, True)}  # one pass gives both
+        vecs = self.evaluator.encode(self.encoder, list(dict.fromkeys(reps.values())), show_progress_bar=False)
+        scores = {dn: {d: float(v) for d, v in self.evaluator.scores(vecs[reps[dn]]).items()} for dn in (False, True)}
+        return scores, self.evaluator.similarities(vecs[reps[self.denoise]]), time.perf_counter() - t0
+
+    def record_measured(self, key: Representation, scores: dict[bool, dict[str, float]], sims: np.ndarray,
+                        seconds: float) -> Score:
+        """A :meth:`measure` done elsewhere (a worker) recorded at this view's layer as a score computed here
+        is: its similarities kept, timed, counted, cached."""
+        k = self._canonical(key)
+        self._sims[k] = sims
+        value = self._record(k, scores, seconds)
+        return self._score(k, value, seconds, self._last_sets)
+
+    def remote_rung(self, templates: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int] | None:
+        """Racing's rung ``k`` done by the work queue's workers: each template's similarities on its pairs and the
+        sentences encoded (counted as screening work here); None without a queue (racing encodes here)."""
+        if self._remote is None:
+            return None
+        sims, encoded = self._remote.rung(self, templates, k, rungs, seed)
+        self._count_work(self.screening_precision, encoded / len(self.sentences))
+        return sims, encoded
 
     PROGRESS_CHUNK = 4  # templates a call when encode_pairs reports progress (a racing rung's bar moves within it)
 

@@ -1,18 +1,26 @@
-"""The one base every search strategy shares (as Optuna's samplers share ``BaseSampler``): a name,
-its settings, ``run(scorer, results)``, and hooks that do nothing unless a strategy needs them."""
+"""The one protocol every search strategy follows (as Optuna's samplers share ``BaseSampler``): a
+strategy proposes, the :class:`~promptsearch.search.runner.Runner` records.
+
+A strategy has a name, its settings, and :meth:`Strategy.propose`: it asks the runner to score
+candidates (``runner.score(candidates, source)``) and is told their scores, asks it whether a step is
+ahead of the one before by more than its noise (``runner.step``), and names its answer
+(``runner.choose``). It never writes the results itself: the runner alone adds scores, keeps the path,
+saves after every record and shows progress, like Optuna's ``study.ask`` / ``study.tell`` with one loop
+that records every trial. Every other hook does nothing unless a strategy needs it.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # "Runner": search.runner.Runner, which imports this module (not imported here)
     from .results import Results
     from .scorer import Scorer
 
 
 class Strategy:
-    """Subclass it and write :meth:`run`: ask the scorer for scores (cached, never computed twice)
-    and add them to the results (saved after each one), so a run can be interrupted and resumed."""
+    """Subclass it and write :meth:`propose`; scores are cached (never computed twice) and recorded as they
+    come, so a run can be interrupted and resumed."""
 
     name: str = "strategy"
     # points a candidate must gain over the model's own representation to replace it ("auto": its noise)
@@ -25,9 +33,16 @@ class Strategy:
     def check(self, scorer: "Scorer") -> None:
         """Refuse bad input before the results file is opened (one-line errors); by default nothing."""
 
-    def run(self, scorer: "Scorer", results: "Results") -> None:
+    def keeps_vectors(self) -> bool:
+        """Whether the scorer keeps every scored representation's vectors (a strategy that averages them
+        into ensembles); by default not."""
+        return False
+
+    def propose(self, runner) -> None:
+        """The search: candidates proposed to ``runner`` (:meth:`Runner.score`), steps judged by it
+        (:meth:`Runner.step`), the answer named (:meth:`Runner.choose`)."""
         raise NotImplementedError
 
-    def validation_extra(self, results: "Results") -> list[str]:
+    def validation_extra(self, results: "Results") -> list:
         """Entry keys held-out validation scores besides the best K; by default none."""
         return []

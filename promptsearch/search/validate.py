@@ -35,17 +35,9 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     show = not (show_progress_bar is False)
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
         for task, held in helds.items():
-            by_layer: dict = {}  # the single templates of each read-out layer: scored together
-            for t in chosen:
+            for t, sc in zip(chosen, held.score(chosen)):  # each layer's templates together, then ensembles
                 e = results.entries[t]
-                if not e.members:
-                    by_layer.setdefault(e.layer, []).append(e)
-            values = {e.entry_key: sc.spearman for layer, es in by_layer.items()
-                      for e, sc in zip(es, held.at_layer(layer).score_many([e.entry_key.without_layer for e in es]))}
-            for t in chosen:
-                e = results.entries[t]
-                value = values[t] if t in values else held.score_members(e.members).spearman
-                e.validation = {**(e.validation or {}), task: round(value, 4)}  # not search work
+                e.validation = {**(e.validation or {}), task: round(sc.spearman, 4)}  # not search work
                 bar.update(1)
     for t in chosen:  # in the order of --validate-on
         v = results.entries[t].validation or {}

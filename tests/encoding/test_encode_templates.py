@@ -160,7 +160,7 @@ def test_budget_batches_cover_every_row_once_longest_first():
 
 def test_score_many_equals_each_score_alone(tiny_bert_dir):
     templates = MLM_T + ['This word : "[X]" is [MASK] .']
-    many = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False).score_many(templates)
+    many = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False).score(templates)
     for t, sc in zip(templates, many):
         alone = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False).score(t)
         assert sc.template == t and sc.spearman == alone.spearman and not sc.cached

@@ -103,16 +103,20 @@ def test_the_models_own_representation_is_scored_first(tiny_bert_dir, tmp_path, 
 
 @pytest.mark.parametrize("min_gain, kept", [(1000.0, True), (-1000.0, False)])
 def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_dir, min_gain, kept):
-    from promptsearch.search import Results, Scorer
+    from promptsearch.representation import Representation
+    from promptsearch.search import GivenTemplates, Results, Runner, Scorer
     from promptsearch.search.baseline import score_own, settle, verdict_lines
 
     scorer = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False)
     res = Results(None, "tiny", "sts16", "score", True)
-    own = score_own(scorer, res)
-    res.add(scorer.score(PAPER_T), "score")
-    paper = scorer.canonical(PAPER_T)
-    res.choose(paper)  # the strategy's answer, whatever it scored
-    settle(scorer, res, min_gain)
+    strategy = GivenTemplates([PAPER_T])
+    strategy.min_gain = min_gain
+    runner = Runner(strategy, scorer, res)
+    own = score_own(runner)
+    runner.record(scorer.score(PAPER_T), "score")
+    paper = Representation.of(PAPER_T)
+    runner.choose(paper)  # the strategy's answer, whatever it scored
+    settle(runner)
     assert res.best.entry_key == (own if kept else paper) and own.text == OWN
     said, line = verdict_lines(res)[:2]
     assert said == "the model's own: mean pooling, 64 tokens"  # what was read as the model's own (its default stack)

@@ -50,6 +50,7 @@ def test_one_data_set_named_twice_is_refused(second, tiny_bert_dir, tmp_path, mo
 # ---- item 6: the last layer is the template itself, scored once --------------------------------------
 
 def test_the_last_layer_is_the_template_itself(bert_enc):
+    from promptsearch.representation import Representation
     from promptsearch.search import Scorer
 
     scorer = Scorer(bert_enc, dataset="sts16", cache=False)
@@ -57,7 +58,7 @@ def test_the_last_layer_is_the_template_itself(bert_enc):
     assert scorer.layer_list("all") == list(range(1, n + 1))
     assert scorer.at_layer(n) is scorer and scorer.at_layer(-1) is scorer and scorer.at_layer(1).layer == 1
     plain = scorer.score(PAPER_T)
-    scores = scorer.score_layers(PAPER_T, scorer.layer_list("all"))
+    scores = dict(zip(scorer.layer_list("all"), scorer.score([Representation(PAPER_T, k) for k in scorer.layer_list("all")])))
     assert scores[n].key == plain.key == PAPER_T and scores[n].spearman == plain.spearman and scores[n].cached
     assert scores[1].key == f"{PAPER_T} @layer 1"
 

@@ -103,7 +103,9 @@ def test_greedy_path_schema_and_resume(scorer, bert_enc, tmp_path):
 
 def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monkeypatch):
     out = tmp_path / "best.json"
-    real = scorer.score_many
+    from promptsearch.search.runner import Runner
+
+    real = scorer.score
     calls = []
 
     def flaky(ts, fresh=False):  # the model's own first, then a step's templates two at a time: stop in the second pair
@@ -112,8 +114,8 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
         calls.extend(ts)
         return real(ts, fresh)
 
-    monkeypatch.setattr(scorer, "CHUNK", 2)
-    monkeypatch.setattr(scorer, "score_many", flaky)
+    monkeypatch.setattr(Runner, "CHUNK", 2)
+    monkeypatch.setattr(scorer, "score", flaky)
     with pytest.raises(KeyboardInterrupt):
         run_strategy(Greedy(vocabulary=_vocab(tmp_path), show_progress_bar=False, racing=None), scorer, out, "tiny",
                      validate_top=0)
@@ -136,7 +138,7 @@ def test_results_refuses_to_mix_runs_and_unwritable_out(tmp_path):
 
 def test_the_scorer_keys_candidates_as_objects(scorer):
     """Text is read once into an Representation: a pooled key scores as its template and read-out apart (never
-    denoised), the same whether given as text or as a key; a layer or an ensemble is not one candidate."""
+    denoised), the same whether given as text or as a key; a layer and an ensemble are scored by score() too."""
     from promptsearch.template import Template
 
     text = scorer.score("[X] @mean")
@@ -145,9 +147,14 @@ def test_the_scorer_keys_candidates_as_objects(scorer):
     assert key.cached and key.spearman == text.spearman and key.entry_key == Representation("[X]", readout="mean")
     assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(Representation(PAPER_T)).spearman
     assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))  # one kept copy
-    for bad in (Representation(PAPER_T, 2), Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])):
-        with pytest.raises(PromptSearchError, match="at_layer|score_members"):
-            scorer.score(bad)
+    # a layer and an ensemble are scored by score too: as their layer view and their members' mean vectors do
+    at2 = scorer.score(Representation(PAPER_T, 1))  # the tiny model's first of two layers
+    assert at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1" and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman
+    both = Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])
+    ens = scorer.score(both)
+    assert ens.entry_key == both and ens.members == both.members and not ens.cached
+    assert ens.spearman not in (text.spearman, scorer.score(PAPER_T).spearman)
+    assert scorer.score([at2.entry_key, both])[1].spearman == ens.spearman  # in a list, as alone
 
 
 def test_strategy_state_round_trips_as_typed_records(tmp_path):

@@ -1,0 +1,178 @@
+"""The one runner every search goes through: strategies propose, the runner records.
+
+As Optuna's ``study.ask`` / ``study.tell`` with the one loop of ``_optimize.py`` that records every
+trial: a :class:`~promptsearch.search.strategy.Strategy` asks the runner to score candidates and is
+told their scores (:meth:`Runner.score`), asks it to judge a step (:meth:`Runner.step`) and names its
+answer (:meth:`Runner.choose`). Only the runner writes the results: it adds each score as it comes,
+keeps the path, saves after every record and shows progress. The step rule — is the candidate ahead
+of the one before by more than its noise? — is :func:`judge`, here and nowhere else.
+
+:meth:`Runner.run` is a whole search: the model's own representation scored first
+(:mod:`.baseline`), the strategy's proposals, the verdict against the model's own representation,
+held-out validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from ..representation import Representation
+from .baseline import score_own, settle
+from .racing import Racing, race, race_key
+from .results import Entry, Results
+from .scorer import Score, Scorer
+from .state import PathStep, RaceState
+from .strategy import Strategy
+from .validate import validate
+
+
+@dataclass
+class Told:
+    """What a strategy is told of the candidates it proposed: their full-set scores (in candidate order; a
+    race: its finalists', in candidate order) and, of a race, the candidates dropped before a full-set
+    score (``{"template", "rung"}``)."""
+
+    scores: list[Score]
+    dropped: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A step judged: the gain of ``after`` over ``before`` (points ×100), its paired-bootstrap standard
+    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did."""
+
+    gain: float
+    se: float
+    need: float
+    taken: bool
+
+    @property
+    def noise(self) -> dict:
+        """The gain, its error and the threshold as a results file records them."""
+        return {"gain": round(self.gain, 4), "se": round(self.se, 4), "min_gain": round(self.need, 4)}
+
+
+def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
+    """The step rule: ``after`` is taken over ``before`` only when it is another representation and its gain
+    on the scorer's pairs is above ``min_gain`` points ("auto" or None: the gain's own paired-bootstrap
+    standard error, resampled with ``seed``)."""
+    gain, se = scorer.gain(before, after, seed=seed)
+    need = se if min_gain in (None, "auto") else float(min_gain)
+    return Judged(gain, se, need, Representation.parse(before) != Representation.parse(after) and gain > need)
+
+
+class Runner:
+    """Runs one strategy with one scorer into one results file (see the module's description)."""
+
+    CHUNK = 16  # candidates scored together (what an interrupt can lose)
+
+    def __init__(self, strategy: Strategy, scorer: Scorer, results: Results):
+        self.strategy, self.scorer, self.results = strategy, scorer, results
+        self.path: list[PathStep] = []  # the path this run records (a resumed run's is recorded again)
+        self.show = getattr(strategy, "show_progress_bar", None)  # False: no progress bars
+
+    # ---- what a strategy asks -----------------------------------------------------------------
+    def score(self, candidates: Sequence, source: str, desc: str | None = None, racing: Racing | None = None,
+              record: str = "all", together: bool = False) -> Told:
+        """Score ``candidates`` (representations, or their text) and record them under ``source``: on the full
+        set ``CHUNK`` at a time, or raced (``racing``: screened on growing subsets, the finalists scored on the
+        full set). ``desc``: the progress bar's label (None: no bar). ``record``: "all", "new" (only the keys
+        the results do not hold yet: the model's own representation keeps its source) or "none" (scores
+        told, not recorded: :meth:`record` one later). ``together``: all in one scorer call (a template at
+        several layers: one pass), not ``CHUNK`` at a time."""
+        if racing is not None:
+            return self._race(list(candidates), source, desc or source, racing)
+        scores: list[Score] = []
+        with tqdm(total=len(candidates), desc=desc, leave=False, disable=desc is None or self.show is False,
+                  unit="template") as bar:
+            chunk = max(len(candidates), 1) if together else self.CHUNK
+            for i in range(0, len(candidates), chunk):
+                for sc in self.scorer.score(list(candidates[i : i + chunk])):
+                    bar.update(1)
+                    bar.set_postfix_str(f"{sc.spearman:.2f} {sc.template[:40]}")
+                    if record == "all" or (record == "new" and sc.entry_key not in self.results.entries):
+                        self.record(sc, source)
+                    scores.append(sc)
+        return Told(scores)
+
+    def _race(self, texts: list[str], source: str, desc: str, racing: Racing) -> Told:
+        texts = list(dict.fromkeys(texts))
+        state = self.results.races.setdefault(race_key(self.scorer, texts, racing), RaceState())
+        with tqdm(total=len(texts), desc=desc, leave=False, disable=self.show is False, unit="template") as bar:
+            def progress(label, done, total):
+                bar.set_description_str(f"{desc}, {label}")
+                bar.total, bar.n = total, done
+                bar.refresh()
+
+            outcome = race(self.scorer, texts, racing, state, save=self.results.save, progress=progress)
+        self.results.add_seconds(outcome.seconds)
+        for sc in outcome.scores:
+            self.record(sc, source)
+        return Told(list(outcome.scores), list(outcome.dropped))
+
+    def record(self, score: Score, source: str) -> Entry:
+        """Add one score to the results (saved)."""
+        return self.results.add(score, source)
+
+    def judge(self, before, after, seed: int) -> Judged:
+        """:func:`judge` with the strategy's ``min_gain``."""
+        return judge(self.scorer, before, after, self.strategy.min_gain, seed)
+
+    def step(self, row: PathStep, before, after, seed: int, stop: str | None = None) -> bool:
+        """A step of the path: ``after`` (``row``'s representation) judged against ``before``; ``row`` gets the
+        gain, its error, the threshold and ``after``'s own standard error, and is recorded. ``stop``: the stage
+        ``row`` takes when the step is not taken (a prefix step's "stop"); without it ``row.taken`` says.
+        Whether it was taken."""
+        j = self.judge(before, after, seed)
+        row.gain, row.se, row.min_gain = j.noise["gain"], j.noise["se"], j.noise["min_gain"]
+        row.score_se = round(self.scorer.se(after), 4)
+        if stop is None:
+            row.taken = j.taken
+        elif not j.taken:
+            row.stage = stop
+        self.note(row)
+        return j.taken
+
+    def note(self, row: PathStep) -> None:
+        """A row of the path that decides nothing (a candidate's score, a stage's best), recorded."""
+        self.path.append(row)
+        self.results.path_steps = list(self.path)
+        self.results.save()
+
+    def choose(self, key: Representation) -> None:
+        """The strategy's answer, when it is not simply the highest score."""
+        self.results.choose(key)
+
+    def keep(self, entries: Sequence[Entry] = (), **records) -> None:
+        """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,
+        ``pareto``, ``generated``, ``baseline``, ``spread``: :class:`Results` fields), saved."""
+        for e in entries:
+            self.results.entries[e.entry_key] = e
+        for name, value in records.items():
+            if not hasattr(self.results, name):
+                raise AttributeError(f"Results has no record {name!r}")
+            setattr(self.results, name, value)
+        self.results.save()
+
+    # ---- a whole search -----------------------------------------------------------------------
+    def run(self, validate_on=(), validate_top: int | None = None, show_progress_bar=None, announce=None) -> Results:
+        """The model's own representation scored, the strategy's proposals, the verdict, held-out validation
+        (see :func:`~promptsearch.search.run_strategy`); the results."""
+        results, scorer = self.results, self.scorer
+        results.track(scorer.work)
+        own = score_own(self)  # the model's own representation: the first candidate, always
+        scorer.keep_vectors(self.strategy.keeps_vectors())
+        self.strategy.propose(self)
+        settle(self)  # kept unless beaten beyond noise
+        if validate_top != 0 and validate_on:
+            if validate_top is None:  # what the answer is and what the best template would have been: no more
+                mask = results.best_mask()
+                extra = [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])
+            else:
+                extra = [own, results.best.entry_key] + list(self.strategy.validation_extra(results))
+            validate(results, scorer, validate_on, validate_top or 0, extra=extra, show_progress_bar=show_progress_bar,
+                     announce=announce)
+        return results
