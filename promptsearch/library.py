@@ -70,8 +70,8 @@ def read_demos(path: str, param: str = "demos") -> list[tuple[str, str]]:
             raise PromptSearchError(f"{param}={path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
         slot = next((x for x in ("[X]", "[MASK]") if x in line), None)
         if slot:
-            raise PromptSearchError(f"{param}={path}:{i}: a demonstration holds {slot}, which a template reserves; write "
-                                    "the sentence and its word as plain text")
+            raise PromptSearchError(f"{param}={path}:{i}: a demonstration holds {slot}, which a template reserves; "
+                                    "write the sentence and its word as plain text")
         shots.append((parts[0].strip(), parts[1].strip()))
     if not shots:
         raise PromptSearchError(f"{param}={path} holds no 'sentence<TAB>word' lines")

@@ -87,12 +87,14 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
             raise DataError(f"data directory {p} ({src}) is a file, not a folder; point it at the STS data folder "
                             "(e.g. ../shared/data/sts)")
         if not p.is_dir():
-            raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. ../shared/data/sts)")
+            raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. "
+                            "../shared/data/sts)")
         if (p / "sts").is_dir():
             return p / "sts", p / "train"
         if (p / "STSBenchmark").is_dir() or any((p / d).is_dir() for d in STS_FOLDERS):
             return p, p.parent / "train"
-        raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the SentEval-layout STS data")
+        raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the "
+                        "SentEval-layout STS data")
     looked = _candidates()
     for c in looked:
         if (c / "sts" / "STSBenchmark").is_dir():

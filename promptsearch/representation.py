@@ -224,8 +224,8 @@ def _no_join(template: str, key: str) -> None:
     """A template read at a layer or pooled is written ``T @layer L`` / ``T @mean``, and a key with a suffix is
     read as an ensemble's members joined by `` + ``: a template holding `` + `` would not read back as itself."""
     if _JOIN in template:
-        raise TemplateError(f"{quote(template)} holds ' + ', which joins an ensemble's members in a key: {quote(key)} would "
-                            "read as an ensemble; write the '+' without spaces around it, or as a word")
+        raise TemplateError(f"{quote(template)} holds ' + ', which joins an ensemble's members in a key: {quote(key)} "
+                            "would read as an ensemble; write the '+' without spaces around it, or as a word")
 
 
 def pooled_ways(template: str | Template, readouts) -> list[Representation]:

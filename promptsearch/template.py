@@ -78,8 +78,8 @@ class Template:
             )
         if n_mask > 1:
             raise TemplateError(
-                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK] (or none for a causal LM, "
-                "which reads the last token)"
+                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK] (or none for a causal "
+                "LM, which reads the last token)"
             )
         parts = _TOKEN_RE.split(text)
         slots = tuple("X" if s == SENT else "MASK" for s in _TOKEN_RE.findall(text))
@@ -233,8 +233,8 @@ def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemp
         return _render_last(template, tokenizer)
     if tokenizer.mask_token_id is None:
         if causal:
-            raise TemplateError(f"template {quote(template.text)} has a [MASK], but a causal LM has no mask token: drop "
-                                f"[MASK], the last token's state is read (e.g. PromptEOL: {CAUSAL_EXAMPLE!r})")
+            raise TemplateError(f"template {quote(template.text)} has a [MASK], but a causal LM has no mask token: "
+                                f"drop [MASK], the last token's state is read (e.g. PromptEOL: {CAUSAL_EXAMPLE!r})")
         raise TemplateError("this tokenizer has no mask token, so it cannot fill a [MASK] template")
     lead, trail = special_tokens_around(tokenizer)
     p0, p1, p2 = template.pieces

@@ -74,7 +74,8 @@ def scoring_sets(spec: str) -> list[str]:
     for t in tasks:  # one file under two spellings (p.csv, ./p.csv) is one set: the objective would count it twice
         same = seen.setdefault(resolved_task(t), t)
         if same != t:
-            raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set once")
+            raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set "
+                                    "once")
     return tasks
 
 

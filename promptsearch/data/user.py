@@ -147,8 +147,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
         except (FileNotFoundError, ConnectionError, OSError) as exc:
             if p.exists():
                 raise DataError(f"cannot read {p}: {first_line(exc, 160)}") from None
-            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub is "
-                            "not reachable, download it elsewhere and pass the local folder or file") from None
+            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
+                            "is not reachable, download it elsewhere and pass the local folder or file") from None
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
             if p.is_file() and "corresponds to no data" in str(exc):
                 raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None
@@ -293,7 +293,8 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
     if fmt.columns:
         missing = [c for c in fmt.columns if c not in names]
         if missing:
-            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} (columns=a,b,score)")
+            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} "
+                            "(columns=a,b,score)")
         return fmt.columns
     for cols in PAIR_COLUMNS:
         if all(c in names for c in cols):
@@ -334,7 +335,8 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
         raise DataError(f"subset_column={fmt.subset_column!r} is one of the pair columns of {spec}; give a column that "
                         "groups the pairs (a genre, a source)")
     if fmt.subset_column and fmt.subset_column not in names:
-        raise DataError(f"{spec} has no column {fmt.subset_column!r} for subset_column=; its columns are {', '.join(names)}")
+        raise DataError(f"{spec} has no column {fmt.subset_column!r} for subset_column=; its columns are "
+                        f"{', '.join(names)}")
     _check_column_types(ds, spec, (a_col, b_col), y_col, fmt.subset_column)
     cols = ds.select_columns([c for c in (a_col, b_col, y_col, fmt.subset_column) if c])
     a, b, raw = cols[a_col], cols[b_col], cols[y_col]
@@ -359,11 +361,11 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
         sub[1].append(_tokens(str(sb)))
         sub[2].append(score)
     if bad:
-        raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first at "
-                        f"{_row_ref(spec, bad[0])}; fix or remove them")
+        raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first "
+                        f"at {_row_ref(spec, bad[0])}; fix or remove them")
     if empty:
-        raise DataError(f"{len(empty)} row(s) of {spec} have an empty sentence, the first at {_row_ref(spec, empty[0])}; "
-                        "fix or remove them")
+        raise DataError(f"{len(empty)} row(s) of {spec} have an empty sentence, the first at "
+                        f"{_row_ref(spec, empty[0])}; fix or remove them")
     data = STSData(spec, subsets)
     if data.n_pairs == 0:
         raise DataError(f"{spec} holds no sentence pairs; give a data set with rows of {a_col},{b_col},{y_col}")

@@ -26,8 +26,8 @@ from ..data import load_corpus
 from ..errors import PromptSearchError, TemplateError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.saved import load_template_dir, read_config
-from ..template import RenderedTemplate, Template
 from ..representation import TEMPLATE_READOUTS, Representation, uses_first_token
+from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
 from .pooled import st_pooled
 from .prompt import PromptModule
@@ -147,8 +147,8 @@ class PromptEncoder:
         if precision == self.precision:
             return self
         if precision == "bf16" and not bf16_supported(self.device):
-            raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} ({precision_choice(self.device)[1]}); "
-                                    "use precision='fp32' or 'int8'")
+            raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} "
+                                    f"({precision_choice(self.device)[1]}); use precision='fp32' or 'int8'")
         model = self.model
         if precision == "int8":
             from ..model.quantize import int8_copy
@@ -422,12 +422,13 @@ class PromptEncoder:
 
             n, room = prompt_tokens(self.model.stack(), r.st_prompt), self.pooled_max_length
             if room and n >= room:
-                raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no room "
-                                    f"for a sentence within {room}; shorten it")
+                raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no "
+                                    f"room for a sentence within {room}; shorten it")
             return
         if uses_first_token(r.readout) and (self.model.causal or not self.prompt._specials()[0]):
-            raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
-                                    "does not put first; use readout=mean or sentence-mean")
+            raise PromptSearchError("the cls read-out reads a [CLS] token this "
+                                    f"{'causal LM' if self.model.causal else 'tokenizer'} does not put first; use "
+                                    "readout=mean or sentence-mean")
         self.prompt.check_template(r.template, pooled=True)
 
     def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,

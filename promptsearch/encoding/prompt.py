@@ -49,7 +49,8 @@ class PromptModule(nn.Module):
         if compat not in COMPAT_MODES:
             raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
         if compat == "reference" and model.causal:
-            raise PromptSearchError("compat='reference' reproduces PromptBERT's masked-LM evaluation; a causal LM uses the default")
+            raise PromptSearchError("compat='reference' reproduces PromptBERT's masked-LM evaluation; a causal LM uses "
+                                    "the default")
         if padding_side not in ("right", "left"):
             raise PromptSearchError(f"padding_side {padding_side!r}: choose right or left")
         self.causal = model.causal
@@ -169,7 +170,8 @@ class PromptModule(nn.Module):
             return
         n = self.rendered(t).n_soft
         if tuple(vectors.shape) != (n, self.hidden_size):
-            raise PromptSearchError(f"soft prompt for {quote(t)} must be ({n}, {self.hidden_size}), got {tuple(vectors.shape)}")
+            raise PromptSearchError(f"soft prompt for {quote(t)} must be ({n}, {self.hidden_size}), got "
+                                    f"{tuple(vectors.shape)}")
         if not isinstance(vectors, nn.Parameter):
             vectors = nn.Parameter(vectors.detach().clone(), requires_grad=False)
         self.soft[key] = vectors
@@ -244,8 +246,8 @@ class PromptModule(nn.Module):
         if layer is None:
             return self.n_layers
         if not -(self.n_layers + 1) <= int(layer) <= self.n_layers:
-            raise PromptSearchError(f"layer {layer} is out of range: this model has hidden states 0 (the embeddings) to "
-                                    f"{self.n_layers} (the last)")
+            raise PromptSearchError(f"layer {layer} is out of range: this model has hidden states 0 (the embeddings) "
+                                    f"to {self.n_layers} (the last)")
         return int(layer) % (self.n_layers + 1)
 
     def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template,

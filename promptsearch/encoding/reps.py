@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import Template
 from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key, is_mask
+from ..template import Template
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
@@ -378,11 +378,11 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
         text = Template.parse(template).text
         if pooling in POOLED_READOUTS:
             if denoise:
-                raise PromptSearchError(f"denoise=True subtracts a template's [MASK] state; the {pooling} read-out has no "
-                                        "template bias to subtract: drop denoise=")
+                raise PromptSearchError(f"denoise=True subtracts a template's [MASK] state; the {pooling} read-out has "
+                                        "no template bias to subtract: drop denoise=")
             if layer is not None:
-                raise PromptSearchError(f"layer= reads a template's [MASK] state at another layer; the {pooling} read-out "
-                                        "reads the last layer: drop layer=")
+                raise PromptSearchError(f"layer= reads a template's [MASK] state at another layer; the {pooling} "
+                                        "read-out reads the last layer: drop layer=")
             return PromptPool(text, pooling)
         if pooling == "topk-static":
             return TopKStatic(text, bool(denoise), layer, k=top_k)
@@ -420,7 +420,8 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
     template = template[0] if isinstance(template, list) and template else (template or None)
     if not is_mask(readout):
         if not template or pooling:
-            raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no pooling=)")
+            raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no "
+                                    "pooling=)")
         return rep(template, denoise, readout, layer=layer)
     if template and pooling not in (None, "mask", "topk-static"):
         raise PromptSearchError("give either template= or pooling=, not both (with a template, pooling= takes only "

@@ -138,8 +138,8 @@ class STSEvaluator:
         if sims is not None and constant_up_to_rounding(sims, dim, exact):
             raise PromptSearchError(f"Spearman on {where} is undefined: every pair got the same similarity up to float "
                                     f"rounding (they span {float(np.ptp(sims)):.1e}); a set whose pairs are each a "
-                                    "sentence and itself, or a representation that does not depend on the sentence, ranks "
-                                    "noise: check the data set, or try another template or pooling")
+                                    "sentence and itself, or a representation that does not depend on the sentence, "
+                                    "ranks noise: check the data set, or try another template or pooling")
         return value
 
 

@@ -167,7 +167,8 @@ def _check_device(device) -> None:
     except (RuntimeError, ValueError):
         raise ModelError(f"device={device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
     if dev.type not in COMPUTE_DEVICES:
-        raise ModelError(f"device={device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or auto")
+        raise ModelError(f"device={device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or "
+                         "auto")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ModelError(f"device={device}: there is no Apple GPU (MPS) here; use device='cpu', or leave device= out")
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
@@ -182,7 +183,8 @@ def check_model_path(name: str) -> str:
     if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
     if Path(path).is_file():
-        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or "
+                         "'default'")
     return path
 
 

@@ -28,7 +28,8 @@ def check_finished(directory) -> None:
     d = Path(directory)
     if (d / UNFINISHED).is_file():
         raise PromptSearchError(f"{d} holds a finetune run that has not finished (its model is a checkpoint, perhaps "
-                                "the untrained start): re-run that finetune command to finish it, or pass a finished folder")
+                                "the untrained start): re-run that finetune command to finish it, or pass a finished "
+                                "folder")
 
 
 def read_config(directory) -> dict | None:
@@ -67,16 +68,18 @@ def template_dir_config(directory) -> dict:
     """The config of a directory written by optiprompt or finetune; one-line error otherwise."""
     d = Path(directory)
     if not d.is_dir():
-        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' "
+                                "or 'finetune'")
     cfg = read_config(d)
     if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):  # export's, or any model's folder
         import shlex
 
-        raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' (no "
-                                f"{CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported folder's "
-                                "representation from it)")
+        raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' "
+                                f"(no {CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported "
+                                "folder's representation from it)")
     if cfg is None:
-        raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+        raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or "
+                                "'finetune'")
     return cfg
 
 

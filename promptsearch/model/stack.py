@@ -203,17 +203,17 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
                 st = SentenceTransformer(where, device="cpu")
                 mods = list(st.children())
         except Exception as exc:  # noqa: BLE001 - whatever sentence-transformers raises, one line
-            raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: {first_line(exc, 200)}); "
-                             "its pooled read-outs and its own representation need a folder sentence-transformers "
-                             "loads") from None
+            raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: "
+                             f"{first_line(exc, 200)}); its pooled read-outs and its own representation need a folder "
+                             "sentence-transformers loads") from None
         finally:
             if view is not None:
                 view.cleanup()
         saved = saved and view is None
     first, rest = mods[0], mods[1:]
     if not isinstance(first, Transformer):
-        raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a Transformer; "
-                         "promptsearch reads a transformer's states")
+        raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a "
+                         "Transformer; promptsearch reads a transformer's states")
     if getattr(first, "transformer_task", "feature-extraction") != "feature-extraction":
         raise ModelError(f"{path}: its Transformer module is a {first.transformer_task} model, not a sentence encoder")
     for m in rest:
@@ -223,8 +223,8 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
     pools = [i for i, m in enumerate(rest) if isinstance(m, Pooling)]
     if len(pools) != 1:
         raise ModelError(f"{path}: {'no' if not pools else len(pools)} Pooling module{'s' if len(pools) > 1 else ''} "
-                         f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); promptsearch "
-                         "reproduces a stack with one")
+                         f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); "
+                         "promptsearch reproduces a stack with one")
     if not isinstance(rest[pools[0]].pooling_mode, str):
         raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(rest[pools[0]].pooling_mode)} pooling; "
                          "promptsearch reproduces one pooling mode")

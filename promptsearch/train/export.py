@@ -115,9 +115,10 @@ def _consumer_notes(k: Representation, stack) -> list[str]:
                      "Text Embeddings Inference applies it to a request that names the prompt 'query' (or when started "
                      "with that default prompt name), vLLM not at all")
     if not include and mode != "lasttoken":
-        notes.append("include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt too)"
-                     + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and vLLM "
-                        "read [CLS]" if mode == "cls" else ""))
+        notes.append("include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt "
+                     "too)"
+                     + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and "
+                        "vLLM read [CLS]" if mode == "cls" else ""))
     if mode in ("max", "weightedmean", "mean_sqrt_len_tokens"):
         notes.append(f"{mode} pooling is sentence-transformers' alone (TEI refuses it; vLLM reads it as another mode)")
     if any(type(m).__name__ == "Dense" for m in stack.after_pooling()):
@@ -147,7 +148,8 @@ def _model_card(k: Representation, model: str, description: str, notes: list[str
              f"`{k.text}` of `{model}`.", "", f"- base model: `{model}`", f"- modules: {description}", "",
              "```python", "from sentence_transformers import SentenceTransformer", "",
              "model = SentenceTransformer(\"path/to/this/folder\")",
-             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the default",
+             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the "
+             "default",
              "```", ""]
     if notes:
         lines += ["Other readers of this folder:", ""] + [f"- {n}" for n in notes] + [""]
@@ -170,8 +172,8 @@ def _check_pooling_first(stack, model: str) -> None:
     if stack.pooling_index != 0:
         from ..errors import PromptSearchError
 
-        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
-                                "reads puts it there (1_Pooling)")
+        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every "
+                                "reader reads puts it there (1_Pooling)")
 
 
 def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:

@@ -31,18 +31,14 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import PromptSearchError, worded
-
 from ..encoding.batching import pad
+from ..errors import PromptSearchError, worded
 from ..fileio import atomic_replace, atomic_write
 from ..model.loading import model_fingerprint, tokenizer_fingerprint
-from ..paths import cache_dir as cache_dir_path
-from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
 from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
-
-
+from ..paths import cache_dir as cache_dir_path
 from .head_corpus import CORPORA, dedupe, head_corpus, training_sentences  # noqa: F401  (the job's corpus)
-
+from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
 
 # ---- masked states ---------------------------------------------------------------------------
 

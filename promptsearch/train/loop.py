@@ -18,9 +18,9 @@ from tqdm.auto import tqdm
 from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, rep_from_key
-from ..representation import Representation
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
+from ..representation import Representation
 
 
 def set_seed(seed: int) -> None:

@@ -15,11 +15,23 @@ from pathlib import Path
 import torch
 
 from ..encoding import PromptEncoder
-from ..template import Template
-from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
-                   end_checkpoint, sentences_per_second, set_seed, train_loop)
-from .step import Step, train_step
 from ..model.saved import save_soft_prompt
+from ..template import Template
+from .loop import (
+    Checkpoint,
+    DevEval,
+    Progress,
+    TrainConfig,
+    Trainee,
+    TraineeState,
+    TrainRun,
+    checkpoint_path,
+    end_checkpoint,
+    sentences_per_second,
+    set_seed,
+    train_loop,
+)
+from .step import Step, train_step
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
 
@@ -138,9 +150,10 @@ def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool 
     from ..data import TASK_NAMES
 
     dev = summary["dev_set"]
-    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} {summary['manual_dev']:.2f} "
-            f"(manual template) -> {summary['best_dev']:.2f} (best vectors) in {summary['steps']} steps x "
-            f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved to {out}")
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
+            f"{summary['manual_dev']:.2f} (manual template) -> {summary['best_dev']:.2f} (best vectors) in "
+            f"{summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved "
+            f"to {out}")
 
 
 def _rate(summary: dict) -> str:

@@ -26,8 +26,8 @@ from ..encoding import PromptEncoder
 from ..encoding.batching import budget_batches
 from ..encoding.pooled import input_lengths, prompt_tokens
 from ..representation import Representation
-from .losses import info_nce, supervised_nce
 from .loop import rng_state, set_rng_state
+from .losses import info_nce, supervised_nce
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..data import DEV_SET
 from ..errors import PromptSearchError
 from .leaderboard import LeaderboardScreen
 from .predictions import PredictionsScreen
 from .sources import OptunaSource, ResultsFileSource
-from ..data import DEV_SET
 
 HELP = """[b]promptsearch tui[/b]
 

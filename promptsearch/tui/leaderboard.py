@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.markup import escape
 from rich.text import Text
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -65,8 +64,8 @@ class LeaderboardScreen(Screen):
             best = f"{b.best:.2f}" if b.best is not None else "-"
             kind = "denoised" if b.denoise else "raw"
             count = f"{b.trials} trials · " if b.unit == "trials" else ""
-            text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} ({kind}) · "
-                                    f"{count}{len(b.rows)} scored · ")
+            text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} "
+                                    f"({kind}) · {count}{len(b.rows)} scored · ")
             if b.chosen:  # a template's brackets are text, not markup
                 score = next(s for s, k in b.rows if k == b.chosen)
                 text.append("chosen ")

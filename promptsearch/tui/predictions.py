@@ -32,7 +32,8 @@ class PredictionsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Vertical(id="predictions"):
-            yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or PromptEOL)",
+            yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or "
+                                                         "PromptEOL)",
                         id="template")
             yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)", id="sentence")
             with Horizontal(id="columns"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..data import DEV_SET
 from ..errors import PromptSearchError
 from ..search.results import Results
-from ..data import DEV_SET
 
 
 @dataclass
