@@ -4,7 +4,8 @@ from .errors import PromptSearchError, TemplateError
 from .template import Template
 
 __version__ = "0.1.0"
-__all__ = ["PromptEncoder", "EncodeOptions", "PromptStates", "rep", "Template", "PromptSearchError", "TemplateError", "__version__"]
+__all__ = ["PromptEncoder", "EncodeOptions", "PromptStates", "rep", "Template", "PromptSearchError", "TemplateError",
+           "__version__"]
 
 
 def __getattr__(name: str):

@@ -16,13 +16,15 @@ def _read(name_or_path: str) -> dict:
         if p.suffix == ".json" and p.exists():
             text = p.read_text(encoding="utf-8")
         else:
-            text = resources.files("promptsearch.templates").joinpath(f"{name_or_path}.json").read_text(encoding="utf-8")
+            shipped = resources.files("promptsearch.templates").joinpath(f"{name_or_path}.json")
+            text = shipped.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PromptSearchError(f"no template file {name_or_path!r}; give a .json path or a shipped name") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PromptSearchError(f"{name_or_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise PromptSearchError(f"{name_or_path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                                f"{exc.msg}") from None
 
 
 def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:

@@ -198,7 +198,8 @@ def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     head = [list(x) for x in tokenizer(texts[:PROBE], add_special_tokens=False)["input_ids"]] if texts else []
     if len(texts) <= PROBE:
         return head
-    if (backend is None or getattr(backend, "truncation", None) is not None or getattr(backend, "padding", None) is not None
+    if (backend is None or getattr(backend, "truncation", None) is not None
+            or getattr(backend, "padding", None) is not None
             or [e.ids for e in backend.encode_batch(texts[:PROBE], add_special_tokens=False)] != head):
         return head + [list(x) for x in tokenizer(texts[PROBE:], add_special_tokens=False)["input_ids"]]
     return head + [e.ids for e in backend.encode_batch(texts[PROBE:], add_special_tokens=False)]
@@ -253,7 +254,8 @@ def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemp
         after = ids2 + trail
         mask_in_before, mask_index = True, len(lead) + len(ids0)
         space, starts = p1.endswith(" "), False
-    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail), starts)
+    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail),
+                            starts)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -258,7 +258,8 @@ def diagnose_file(p: Path, exc: BaseException) -> str:
     if suffix == ".csv":
         line = _open_quote_line(p)
         if line:
-            return f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters (\"\" for a quote inside one)"
+            return (f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters "
+                    "(\"\" for a quote inside one)")
     if suffix in (".json", ".jsonl"):
         bad = _json_problem(p)
         if bad:
@@ -370,7 +371,8 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
     if data.n_pairs == 0:
         raise DataError(f"{spec} holds no sentence pairs; give a data set with rows of {a_col},{b_col},{y_col}")
     if data.n_pairs < MIN_PAIRS:
-        raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least {MIN_PAIRS}")
+        raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least "
+                        f"{MIN_PAIRS}")
     data.check()  # a Spearman correlation is defined on the whole set and on every subset
     seen: set = set()
     dups = 0

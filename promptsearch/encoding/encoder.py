@@ -3,8 +3,8 @@
 The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
 progress bar, return a numpy array in input order. Inference runs under
 ``torch.inference_mode`` and, where bf16 is the faster precision (AMX CPUs, GPUs with bf16
-tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
-denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
+tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering,
+the forward, denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
 """
 
 from __future__ import annotations
@@ -84,11 +84,13 @@ class PromptEncoder:
             o = dataclasses.replace(options or EncodeOptions(), **option_fields)
         except TypeError:
             bad = sorted(set(option_fields) - {f.name for f in dataclasses.fields(EncodeOptions)})
-            raise TypeError(f"PromptEncoder got unknown option(s) {', '.join(bad)}; "
-                            f"EncodeOptions has {', '.join(f.name for f in dataclasses.fields(EncodeOptions))}") from None
+            known = ", ".join(f.name for f in dataclasses.fields(EncodeOptions))
+            raise TypeError(f"PromptEncoder got unknown option(s) {', '.join(bad)}; EncodeOptions has "
+                            f"{known}") from None
         self.options = o
         batch_size, max_tokens, bf16, max_length = o.batch_size, o.max_tokens, o.bf16, o.max_length
-        add_period, show_progress_bar, compat, padding_side = o.add_period, o.show_progress_bar, o.compat, o.padding_side
+        add_period, show_progress_bar = o.add_period, o.show_progress_bar
+        compat, padding_side = o.compat, o.padding_side
         self.model = model
         self.batch_size = batch_size  # a cap on rows per batch (template passes); plain passes take 64 when None
         device = next(model.encoder.parameters()).device
@@ -154,8 +156,8 @@ class PromptEncoder:
             from ..model.quantize import int8_copy
 
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
-        other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir, bf16=precision == "bf16",
-                              max_tokens=self.max_tokens, max_length=self.max_length)
+        other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir,
+                              bf16=precision == "bf16", max_tokens=self.max_tokens, max_length=self.max_length)
         other.int8 = precision == "int8"
         for t, v in self.soft_prompts.items():
             other.set_soft_prompt(t, v.detach().clone())
@@ -284,7 +286,8 @@ class PromptEncoder:
             st = self.model.stack()
             tok = st.transformer.tokenizer
             h = hashlib.sha1(json.dumps([self.POOLED_VERSION, st.describe(), self.pooled_max_length, type(tok).__name__,
-                                         tok.padding_side, str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
+                                         tok.padding_side,
+                                         str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
                                         default=str).encode("utf-8"))
             for m in st.modules:
                 for v in m.state_dict().values():
@@ -371,7 +374,8 @@ class PromptEncoder:
         # every template from shared passes, every read-out layer asked for from the same passes
         at = {r: self.prompt.layer_index(r.layer) for r in masked}  # each rep's layer as a hidden_states index, once
         layers = None if all(r.layer is None for r in masked) else list(dict.fromkeys(at.values()))
-        states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked), batch_size=batch_size,
+        states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked),
+                                      batch_size=batch_size,
                                       show_progress_bar=show_progress_bar, layers=layers) if masked else []
         for template, st in zip(templates, states):
             for r in (r for r in masked if r.template == template):
@@ -389,13 +393,14 @@ class PromptEncoder:
             with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
                 bar.total = 0  # each prompt adds its batches (st_pooled)
                 for prompt, rs in by_prompt.items():
-                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size, bar)
+                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size,
+                                    bar)
                     for r in rs:
                         out[r] = got[r.readout]
         rendered = [r for r in pooled_t if r.st_prompt is None]  # other templates: promptsearch's rendering
         if rendered:
-            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)), batch_size=batch_size,
-                                      show_progress_bar=show_progress_bar)
+            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)),
+                                      batch_size=batch_size, show_progress_bar=show_progress_bar)
             for r in rendered:
                 out[r] = st[r.template][TEMPLATE_READOUTS.index(r.readout)]
         pooled = {r: self.resolve(r) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
@@ -431,8 +436,8 @@ class PromptEncoder:
                                     "readout=mean or sentence-mean")
         self.prompt.check_template(r.template, pooled=True)
 
-    def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,
-                        show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
+    def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template],
+                        batch_size: int | None = None, show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
         """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
         sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling)."""
@@ -506,14 +511,17 @@ class PromptEncoder:
         attentions = any(p.attentions for p in poolings)
         forward = any(p.forward for p in poolings)
         uniq, inverse = unique([" ".join(s.split()) for s in sentences])
-        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True, max_length=self.max_length)["input_ids"] if uniq else []
+        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True,
+                             max_length=self.max_length)["input_ids"] if uniq else []
         order = length_order(enc)
         bs = batch_size or self.batch_size or 64
         pad_id = self.tokenizer.pad_token_id or 0
         results: dict[Pooling, list] = {p: [None] * len(uniq) for p in poolings}
         special = torch.as_tensor(sorted(self._special_ids), device=self.device)
         emb = self.word_embeddings
-        with self._attn_impl("eager" if attentions else None), self._progress((len(enc) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+        n_batches = (len(enc) + bs - 1) // bs
+        with (self._attn_impl("eager" if attentions else None),
+              self._progress(n_batches, "encode", show_progress_bar) as bar):
             for start in range(0, len(enc), bs):
                 idx = order[start : start + bs]
                 ids, att = pad([enc[i] for i in idx], pad_id, self.device)

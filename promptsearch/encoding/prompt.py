@@ -121,7 +121,8 @@ class PromptModule(nn.Module):
             if len(self._tokens) + len(todo) > TOKEN_CACHE:
                 self._tokens.clear()
             words = [t for _, t in todo]
-            self._tokens.update(zip(todo, token_ids(self.tokenizer, words) if start else tokens_in_context(self.tokenizer, words)))
+            ids = token_ids(self.tokenizer, words) if start else tokens_in_context(self.tokenizer, words)
+            self._tokens.update(zip(todo, ids))
         return [self._tokens[t] for t in texts]
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> list[list[int]]:
@@ -193,7 +194,8 @@ class PromptModule(nn.Module):
         ``load_state_dict``, a new soft prompt)."""
         return tuple((id(p), p._version) for p in self.parameters())
 
-    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int], shifts: Sequence[int] | None = None) -> dict:
+    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int],
+                shifts: Sequence[int] | None = None) -> dict:
         """``input_ids``, or ``inputs_embeds`` with soft-prompt vectors in the template slots."""
         soft = self.soft_prompt(template)
         if soft is None:
@@ -203,13 +205,14 @@ class PromptModule(nn.Module):
         emb = self.encoder.get_input_embeddings()(ids)
         rows = torch.arange(len(ids), device=ids.device)[:, None]
         shifts = shifts or [0] * len(sent_lens)
-        cols = torch.as_tensor([[c + sh for c in sb + [len(r.before) + n + j for j in sa]] for n, sh in zip(sent_lens, shifts)],
+        cols = torch.as_tensor([[c + sh for c in sb + [len(r.before) + n + j for j in sa]]
+                                for n, sh in zip(sent_lens, shifts)],
                                device=ids.device)
         emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
         return {"inputs_embeds": emb}
 
-    def forward(self, sent_ids: Sequence[Sequence[int]] | Sequence[str], template: str | Template, denoise: bool = False,
-                cache: bool | None = None, layer: int | None = None, readout: str | None = None,
+    def forward(self, sent_ids: Sequence[Sequence[int]] | Sequence[str], template: str | Template,
+                denoise: bool = False, cache: bool | None = None, layer: int | None = None, readout: str | None = None,
                 max_length: int | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
@@ -235,7 +238,8 @@ class PromptModule(nn.Module):
             return self._pooled(batch, t)[TEMPLATE_READOUTS.index(readout)]
         r = self.rendered(t)
         rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
-        out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]
+        out = (self.states_for_rows(rows, t) if layer is None
+               else self.states_for_rows(rows, t, [self.layer_index(layer)])[0])
         if denoise:
             out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache, layer=layer).to(out.device)
         return out
@@ -278,7 +282,8 @@ class PromptModule(nn.Module):
         out, at = [], 0
         for shape, lens, shifts in meta:
             n = shape[0] * shape[1]
-            ids, att, read = flat[at : at + n].view(shape), flat[at + n : at + 2 * n].view(shape), flat[at + 2 * n : at + 2 * n + shape[0]]
+            ids, att = flat[at : at + n].view(shape), flat[at + n : at + 2 * n].view(shape)
+            read = flat[at + 2 * n : at + 2 * n + shape[0]]
             at += 2 * n + shape[0]
             out.append((ids, att, read, lens, shifts))
         return out
@@ -303,7 +308,8 @@ class PromptModule(nn.Module):
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
 
     def rows_states(self, rows: dict[Template, ListRows], max_tokens: int,
-                    max_rows: int | None = None, layers: Sequence[int] | None = None, bar=None) -> dict[str, np.ndarray]:
+                    max_rows: int | None = None, layers: Sequence[int] | None = None,
+                    bar=None) -> dict[str, np.ndarray]:
         """The read-out states of every template's rows, (1 or len(layers), n_rows, hidden) each, in
         one call: each template's rows sorted by length and cut into batches of ``max_tokens`` padded
         tokens (at most ``max_rows`` rows), states kept on the device until one copy at the end.
@@ -340,7 +346,8 @@ class PromptModule(nn.Module):
         """Each template's planned batches uploaded and read (``read(batch, template)``: (k, B, hidden)) into
         ``out[:, rows]`` at the template's first row ``at``, advancing ``bar`` a batch at a time."""
         for t, batches in plan.items():
-            places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
+            places = torch.from_numpy(np.concatenate(batches) + at[t] if batches
+                                      else np.zeros(0, np.int64)).to(self.device)
             done = 0
             for idx, batch in zip(batches, self._upload(rows[t], batches)):
                 out[:, places[done : done + len(idx)]] = read(batch, t)
@@ -393,7 +400,8 @@ class PromptModule(nn.Module):
         pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
         return ids, pos, mask
 
-    def _bias_forward(self, template: Template, lengths: list[int], layers: Sequence[int] | None = None) -> torch.Tensor:
+    def _bias_forward(self, template: Template, lengths: list[int],
+                      layers: Sequence[int] | None = None) -> torch.Tensor:
         """The template-alone [MASK] states, (len(lengths), hidden), or (len(layers), len(lengths), hidden)."""
         rows = self.inputs.bias_rows(template, lengths)
         ids = torch.as_tensor([r[0] for r in rows], device=self.device)

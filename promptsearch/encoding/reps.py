@@ -203,7 +203,8 @@ class Ensemble(Rep):
         return {"template": [getattr(m, "key", m.template) for m in self.members],
                 "denoise": [getattr(m, "denoise", False) for m in self.members],
                 "pooling": "ensemble", "head": None, **({"layer": [getattr(m, "layer", None) for m in self.members]}
-                                                         if any(getattr(m, "layer", None) is not None for m in self.members) else {})}
+                                                         if any(getattr(m, "layer", None) is not None
+                                                                for m in self.members) else {})}
 
     def parts(self) -> tuple[Rep, ...]:
         return self.members
@@ -428,8 +429,8 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
                                 "mask or topk-static; readout= says how a template's pass is pooled)")
     if not template and pooling == "ditto" and not head:
         raise PromptSearchError("pooling=ditto needs head=L-H (find the best with 'promptsearch ditto-search')")
-    return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None,
-               layer=layer)
+    return rep(template or None, denoise, None if pooling == "mask" else pooling,
+               head=head if pooling == "ditto" else None, layer=layer)
 
 
 # ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------

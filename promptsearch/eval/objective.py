@@ -38,18 +38,20 @@ def combine(values: Sequence[float], objective: str = "mean") -> float:
 
 def group_spearmans(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray, labels) -> list[float]:
     """Spearman ×100 of each group ``labels`` names (NaN where a group holds fewer than two pairs)."""
-    return [spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan") for g in labels]
+    return [spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
+            for g in labels]
 
 
-def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
+def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None,
+                     objective: str = "mean") -> float:
     """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
     if groups is None:
         return spearman100(sims, gold)
     return combine(group_spearmans(sims, gold, groups, np.unique(groups)), objective)
 
 
-def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
-                   objective: str = "mean") -> dict[str, np.ndarray]:
+def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int,
+                   groups: np.ndarray | None = None, objective: str = "mean") -> dict[str, np.ndarray]:
     """Each candidate's Spearman (×1, Pearson of ranks) on ``n_boot`` paired resamples of the pairs —
     the same resamples for every candidate; with ``groups``, resampled within each group and
     combined by ``objective``."""
@@ -102,7 +104,8 @@ class Objective:
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
         """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them)."""
         sims = self.similarities(vecs, pairs)
-        return dict(zip(self.names, group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
+        return dict(zip(self.names,
+                        group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """The objective over the given pairs (all of them by default; there every set's score must
@@ -123,7 +126,8 @@ class Objective:
 
     def value(self, scores: dict[str, float]) -> float:
         """The objective of full-set per-set scores (a single set's score is itself)."""
-        return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names], self.objective)
+        return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names],
+                                                                         self.objective)
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
@@ -141,4 +145,5 @@ class Objective:
     def se(self, sims: np.ndarray, n_boot: int = 1000, seed: int = 0) -> float:
         """The paired-bootstrap standard error (×100) of the objective of these pair similarities."""
         groups = self.groups if len(self.sets) > 1 else None
-        return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"], ddof=1))
+        return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"],
+                                  ddof=1))

@@ -75,7 +75,8 @@ def format_predictions(preds: list[Prediction], template: str, show: str = "both
     return "\n".join(lines).rstrip()
 
 
-def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False, k: int = 200) -> np.ndarray:
+def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False,
+                k: int = 200) -> np.ndarray:
     """Eq. 3 for sentences (from the raw or the denoised [MASK] state)."""
     return enc.encode(list(sentences), rep=TopKStatic(template, denoise, k=k))
 

@@ -15,8 +15,8 @@ def average(task_results: dict[str, dict]) -> float:
     return float(np.mean([v["spearman"] for v in task_results.values()]))
 
 
-def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str], extra: dict[str, dict[str, str]] | None = None,
-                 markdown: bool = True) -> str:
+def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str],
+                 extra: dict[str, dict[str, str]] | None = None, markdown: bool = True) -> str:
     """Paper-style table: one row per representation, one column per task, plus Avg."""
     extra = extra or {}
     extra_cols = list(dict.fromkeys(c for v in extra.values() for c in v))
@@ -38,12 +38,16 @@ def _render(header: list[str], body: list[list[str]], markdown: bool) -> str:
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    fmt = lambda row: "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
 
 
 def results_json(rows: list[tuple[Rep, dict[str, dict]]], model: str) -> str:
-    return json.dumps({"model": model, "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
+    return json.dumps({"model": model,
+                       "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
                       indent=2)
 
 
@@ -61,7 +65,8 @@ def mean_std(per_seed: Sequence[dict[str, dict]], tasks: Sequence[str]) -> dict[
     return {t: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0) for t, v in cols.items()}
 
 
-def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str], markdown: bool = True) -> str:
+def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str],
+                      markdown: bool = True) -> str:
     """One row per (label, runs): each cell "mean ± std" over the runs (a single run: its number)."""
     cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else [])
     body = []
@@ -103,8 +108,8 @@ def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions
            log=print) -> str:
     """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by
     :func:`report_table`."""
-    reps, (l, h, s) = report_reps(enc, templates, demos, data)
-    log(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})")
+    reps, (layer, h, s) = report_reps(enc, templates, demos, data)
+    log(f"best Ditto head on STS-B dev: {layer}-{h} ({s:.2f})")
     return report_table(enc, reps, tasks, model, data, json_path)
 
 
@@ -167,8 +172,10 @@ def eval_output(rep, res: dict[str, dict], tasks, anisotropy: float | None = Non
     """What ``promptsearch eval`` prints for one representation: JSON (:func:`scores_json`), or the
     table (with anisotropy) and, if asked, each task's per-subset Spearman."""
     if as_json:
-        return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}), indent=2)
+        return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}),
+                          indent=2)
     extra = {rep.label: {"anisotropy": f"{anisotropy:.3f}"}} if anisotropy is not None else {}
     lines = [format_table([(rep.label, res)], tasks, extra, markdown=markdown)]
-    lines += [f"\n{t}: " + ", ".join(f"{k} {s:.2f}" for k, s in v["subsets"].items()) for t, v in res.items()] if subsets else []
+    if subsets:
+        lines += [f"\n{t}: " + ", ".join(f"{k} {s:.2f}" for k, s in v["subsets"].items()) for t, v in res.items()]
     return "\n".join(lines)

@@ -217,7 +217,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 "or an HF id that is cached or reachable"
             ) from exc
         mlm = lm = stack = None
-        placement = {"device_map": "auto"} if str(device) == "auto" else {}  # a large model across the devices there are
+        # a large model across the devices there are
+        placement = {"device_map": "auto"} if str(device) == "auto" else {}
         try:
             if is_causal(config):
                 lm = AutoModelForCausalLM.from_pretrained(path, **placement)
@@ -246,10 +247,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
-    trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()  # a folder finetune wrote: said once there
+    # a folder finetune wrote: said once there
+    trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()
     st_folder = (Path(folder) / "modules.json").is_file()  # a sentence-transformers model: an encoder by nature
-    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained and not st_folder:
-        print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
+    if (lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained
+            and not st_folder):
+        print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)",
+              file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
     if not placement:
@@ -313,9 +317,12 @@ def _damaged(name: str, path: str, exc: BaseException) -> str:
     is_weights = type(exc).__name__ == "SafetensorError" or "safetensors" in first.lower() or "pytorch_model" in first
     where = "its weights file" if is_weights else "config.json (or weights that do not fit it)"
     if Path(path).is_dir():
-        weights = [p.name for p in Path(path).glob("*.safetensors")] + [p.name for p in Path(path).glob("pytorch_model*.bin")]
-        where = (", ".join(sorted(weights)) or "its weights file") if is_weights else f"{Path(path) / 'config.json'} (or weights that do not fit it)"
-    return f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: {first}); re-download or re-save it"
+        weights = ([p.name for p in Path(path).glob("*.safetensors")]
+                   + [p.name for p in Path(path).glob("pytorch_model*.bin")])
+        where = ((", ".join(sorted(weights)) or "its weights file") if is_weights
+                 else f"{Path(path) / 'config.json'} (or weights that do not fit it)")
+    return (f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: "
+            f"{first}); re-download or re-save it")
 
 
 def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
@@ -352,7 +359,8 @@ def tokenizer_fingerprint(tokenizer) -> str:
     else:
         vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
         body = json.dumps(sorted(vocab.items()), ensure_ascii=False)
-    settings = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items() if k not in _WHERE and not k.endswith("_file")}
+    settings = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items()
+                if k not in _WHERE and not k.endswith("_file")}
     settings.update(type=type(tokenizer).__name__, padding_side=getattr(tokenizer, "padding_side", None),
                     truncation_side=getattr(tokenizer, "truncation_side", None))
     h = hashlib.sha1(body.encode("utf-8"))

@@ -26,8 +26,10 @@ def int8_copy(encoder: nn.Module) -> nn.Module:
     device = next(encoder.parameters()).device
     if device.type != "cpu":
         raise PromptSearchError(f"int8 screening runs on CPU (the model is on {device}); on a GPU use precision='bf16'")
-    if "fbgemm" not in torch.backends.quantized.supported_engines and "x86" not in torch.backends.quantized.supported_engines:
-        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or 'bf16'")
+    engines = torch.backends.quantized.supported_engines
+    if "fbgemm" not in engines and "x86" not in engines:
+        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or "
+                                "'bf16'")
     from torch.ao.quantization import quantize_dynamic
 
     with warnings.catch_warnings():

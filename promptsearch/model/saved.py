@@ -51,10 +51,12 @@ def read_config(directory) -> dict | None:
 
 
 def write_config(directory, config: dict) -> None:
-    atomic_write(Path(directory) / CONFIG_NAME, json.dumps({"format": FORMAT, **config}, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(Path(directory) / CONFIG_NAME,
+                 json.dumps({"format": FORMAT, **config}, indent=2, ensure_ascii=False) + "\n")
 
 
-def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool, extra: dict | None = None) -> None:
+def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool,
+                     extra: dict | None = None) -> None:
     from safetensors.torch import save_file
 
     d = Path(directory)
@@ -71,7 +73,8 @@ def template_dir_config(directory) -> dict:
         raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' "
                                 "or 'finetune'")
     cfg = read_config(d)
-    if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):  # export's, or any model's folder
+    # export's, or any model's folder
+    if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):
         import shlex
 
         raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' "

@@ -128,7 +128,8 @@ class ModuleStack:
     def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
         """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
         'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
-        mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode, bool(self.pooling.include_prompt))
+        mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode,
+                                                             bool(self.pooling.include_prompt))
         prompt = self.default_prompt if prompt is None else prompt
         parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
                                                                   else " without the prompt")]
@@ -148,8 +149,8 @@ class ModuleStack:
         return words
 
 
-_MODE_WORDS = {"cls": "CLS", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len", "weightedmean": "weighted-mean",
-               "lasttoken": "last-token"}
+_MODE_WORDS = {"cls": "CLS", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len",
+               "weightedmean": "weighted-mean", "lasttoken": "last-token"}
 
 
 def _has_meta_weights(modules) -> bool:
@@ -197,7 +198,8 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
         view = _checkpoint_view(path) if saved and _promptsearch_module(path) else None
         try:
             where = view.name if view is not None else path
-            st = SentenceTransformer(where, device="cpu", model_kwargs={"device_map": "meta"} if encoder is not None else None)
+            st = SentenceTransformer(where, device="cpu",
+                                     model_kwargs={"device_map": "meta"} if encoder is not None else None)
             mods = list(st.children())
             if encoder is not None and _has_meta_weights(mods[1:]):  # a Dense: read the folder in full
                 st = SentenceTransformer(where, device="cpu")
@@ -233,7 +235,8 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
                          "plain stacks")
     tok = first.tokenizer
     if tok is not None and tok.pad_token is None:  # GPT-2, Llama: sentence-transformers cannot pad a batch without one;
-        tok.pad_token = tok.eos_token or tok.unk_token  # padded positions are masked out, any id will do (an export keeps it)
+        # padded positions are masked out, any id will do (an export keeps it)
+        tok.pad_token = tok.eos_token or tok.unk_token
     if encoder is not None:
         first.model = encoder  # the one set of weights: promptsearch's (the meta or second copy is dropped)
         dtype = next(encoder.parameters()).dtype

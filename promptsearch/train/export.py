@@ -24,7 +24,8 @@ MODULE_REF = "promptsearch.train.export.PromptModule"
 
 def write_sentence_transformers_files(directory) -> None:
     d = Path(directory)
-    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": MODULE_REF}], indent=2) + "\n",
+    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": MODULE_REF}],
+                                               indent=2) + "\n",
                                     encoding="utf-8")
     (d / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "SentenceTransformer",
                                                                      "similarity_fn_name": "cosine"}, indent=2) + "\n",
@@ -41,7 +42,8 @@ class PromptModule(InputModule):
         ``model_kwargs={"torch_dtype": ...}``), so the module adds no autocast of its own."""
         super().__init__()
         self.model_name_or_path = str(model_name_or_path)
-        self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16, show_progress_bar=False)
+        self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16,
+                                                 show_progress_bar=False)
         self.prompt = self.enc.prompt  # registered, so SentenceTransformer.to(device) moves it (soft prompts too)
         self.auto_model = self.enc.encoder
         self.tokenizer = self.enc.tokenizer
@@ -134,7 +136,8 @@ def _dense_files(module, folder: Path) -> None:
 
     folder.mkdir(exist_ok=True)  # written again at each better fine-tuning checkpoint
     act = module.activation_function
-    cfg = {"in_features": module.in_features, "out_features": module.out_features, "bias": module.linear.bias is not None,
+    cfg = {"in_features": module.in_features, "out_features": module.out_features,
+           "bias": module.linear.bias is not None,
            "activation_function": f"{type(act).__module__}.{type(act).__name__}"}
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
     state = {k: v.detach().float().cpu().contiguous() for k, v in module.linear.state_dict().items()}
@@ -190,7 +193,8 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
     modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": LEGACY + "Pooling"}]
     (folder / "1_Pooling").mkdir(exist_ok=True)
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include), indent=2)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include),
+                                                                 indent=2)
                                                       + "\n", encoding="utf-8")
     for i, m in enumerate(stack.after_pooling(), start=2):
         name = type(m).__name__

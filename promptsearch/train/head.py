@@ -35,7 +35,15 @@ from ..encoding.batching import pad
 from ..errors import PromptSearchError, worded
 from ..fileio import atomic_replace, atomic_write
 from ..model.loading import model_fingerprint, tokenizer_fingerprint
-from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
+from ..model.mask_head import (  # noqa: F401
+    HEAD_FORMAT,
+    HeadConfig,
+    MaskHead,
+    load_head,
+    read_head_meta,
+    save_head,
+    shipped_head_path,
+)
 from ..paths import cache_dir as cache_dir_path
 from .head_corpus import CORPORA, dedupe, head_corpus, training_sentences  # noqa: F401  (the job's corpus)
 from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
@@ -98,7 +106,7 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
                [tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id]
         rows.append((si, full, [p + 1 for p in pos], [body[p] for p in pos]))
     rows.sort(key=lambda r: len(r[1]))
-    out: dict[int, list] = {l: [] for l in layers}
+    out: dict[int, list] = {layer: [] for layer in layers}
     tgts, sidx = [], []
     use_bf16 = bf16 and device.type in ("cpu", "cuda")
     bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
@@ -113,20 +121,23 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
             sidx += [si] * len(pos)
         with torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext():
             o = enc(input_ids=ids, attention_mask=att, output_hidden_states=True)
-        for l in layers:
-            out[l].append(o.hidden_states[l][bi, pi].half().cpu())
+        for layer in layers:
+            out[layer].append(o.hidden_states[layer][bi, pi].half().cpu())
         bar.update(len(chunk))
     bar.close()
     t = torch.tensor(tgts, dtype=torch.long)
     s = torch.tensor(sidx, dtype=torch.long)
-    return {l: MaskedStates(torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16), t, s)
-            for l, v in out.items()}
+
+    def stacked(v: list) -> torch.Tensor:
+        return torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16)
+
+    return {layer: MaskedStates(stacked(v), t, s) for layer, v in out.items()}
 
 
 def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([model.name, model_fingerprint(model), tokenizer_fingerprint(model.tokenizer), masking.rate, masking.seed, masking.max_length,
-                         bool(masking.bf16)]).encode())
+    h.update(json.dumps([model.name, model_fingerprint(model), tokenizer_fingerprint(model.tokenizer), masking.rate,
+                         masking.seed, masking.max_length, bool(masking.bf16)]).encode())
     for s in sentences:
         h.update(s.encode("utf-8", "replace") + b"\n")
     return h.hexdigest()[:16]
@@ -144,12 +155,12 @@ def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), masking
     if path.is_file():
         with safe_open(str(path), framework="pt") as f:
             have = set(f.keys())
-        if all(f"layer{l}" in have for l in layers):
+        if all(f"layer{layer}" in have for layer in layers):
             t = load_file(str(path))
-            return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
+            return {layer: MaskedStates(t[f"layer{layer}"], t["targets"], t["sentence"]) for layer in layers}
     got = collect_states(model, sentences, layers, masking, batch_size, show_progress_bar)
     first = got[layers[0]]
-    tensors = {f"layer{l}": v.states.contiguous() for l, v in got.items()}
+    tensors = {f"layer{layer}": v.states.contiguous() for layer, v in got.items()}
     tensors.update(targets=first.targets, sentence=first.sentence)
     atomic_replace(path, lambda tmp: save_file(tensors, tmp))
     return got
@@ -260,7 +271,8 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
     if trainee.best_state is not None:
         head.load_state_dict(trainee.best_state)
     head.eval()
-    best = max(progress.history, key=lambda r: r["top5"], default=None)  # the first epoch at the best top-5: the one kept
+    # the first epoch at the best top-5: the one kept
+    best = max(progress.history, key=lambda r: r["top5"], default=None)
     return HeadHistory(progress.history, best["epoch"], best) if best else HeadHistory(progress.history)
 
 
@@ -355,7 +367,8 @@ class _HeadTrainee(Trainee):
         self.head.train()
 
 
-def split_heldout(states: MaskedStates, n_sentences: int, heldout: int, seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
+def split_heldout(states: MaskedStates, n_sentences: int, heldout: int,
+                  seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
     """Hold out the masked tokens of ``heldout`` randomly chosen sentences."""
     if heldout >= n_sentences:
         raise PromptSearchError(f"heldout={heldout} leaves no training sentences out of {n_sentences}")
@@ -418,7 +431,8 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     states = cached_states(model, sentences, cache, layers=(cfg.layer,), masking=masking,
                            show_progress_bar=show_progress_bar, key=key)[cfg.layer]
     train, test = split_heldout(states, len(sentences), heldout, seed=settings.seed)
-    log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked tokens")
+    log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked "
+        "tokens")
     uni = unigram_accuracy(train.targets, test.targets, cfg.vocab_size)
     log(f"unigram baseline on the held-out tokens: {uni}")
     torch.manual_seed(settings.seed)  # the head's initialisation, so a resumed run equals an uninterrupted one
@@ -434,7 +448,8 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     key_file.write_text(run_key)
     special = sorted(set(getattr(model.tokenizer, "all_special_ids", [])))
     hist = train_head(head, train, test, settings, exclude=special, checkpoint=ck,
-                      on_epoch=lambda e, acc, loss: log(f"epoch {e}/{settings.epochs}: loss {loss:.3f}  held-out {acc}"),
+                      on_epoch=lambda e, acc, loss: log(f"epoch {e}/{settings.epochs}: loss {loss:.3f}  "
+                                                        f"held-out {acc}"),
                       show_progress_bar=show_progress_bar)
     acc = head_accuracy(head, test.states, test.targets, exclude=special)
     info = {"model": model.name, "sentences": len(sentences), "train_tokens": len(train.targets),

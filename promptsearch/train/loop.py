@@ -52,7 +52,8 @@ def take(items, idx) -> list:
     return [items[i] for i in idx]
 
 
-def trained_rep(template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> MaskState | PromptPool:
+def trained_rep(template: str, denoise: bool, layer: int | None = None,
+                readout: str | None = None) -> MaskState | PromptPool:
     """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
     its [MASK] state at ``layer``."""
     return rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
@@ -73,7 +74,8 @@ class TrainSettings:
 class TrainConfig(TrainSettings):
     """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
     :class:`TrainSettings`, gradient-cached micro-batches, the contrastive loss's temperature, the
-    token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+    token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds
+    what it trains and sets its own defaults (``None``: that default)."""
 
     micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
@@ -137,7 +139,8 @@ class DevEval:
 LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device
 
 
-def log_progress(bar, done: int, loss: torch.Tensor, last: float | None, best: float, total: int, evaluated: bool) -> None:
+def log_progress(bar, done: int, loss: torch.Tensor, last: float | None, best: float, total: int,
+                 evaluated: bool) -> None:
     """Advance a trainer's bar by a step. The loss (a device tensor) is read for the bar only on the
     first and last steps, every ``LOG_EVERY`` steps and after a dev evaluation, so the other steps
     queue work on the device without waiting for it."""
@@ -313,10 +316,12 @@ class Progress:
     step: int = 0
     best: float = float("-inf")
     history: list = field(default_factory=list)
-    pending_loss: float | None = None  # an interrupt came before step ``step``'s dev evaluation: its loss (run it first)
+    # an interrupt came before step ``step``'s dev evaluation: its loss (run it first)
+    pending_loss: float | None = None
 
 
-PENDING = "pending_eval_loss"  # a checkpoint's trainee part: the loss of its step, whose evaluation an interrupt stopped
+# a checkpoint's trainee part: the loss of its step, whose evaluation an interrupt stopped
+PENDING = "pending_eval_loss"
 
 
 @contextmanager
@@ -365,7 +370,8 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
                     progress.best = last
                     trainee.keep(done, last)
                 if checkpoint is not None:
-                    Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
+                    Checkpoint(done, progress.best, progress.history, rng_state(),
+                               trainee.state().to_dict()).save(checkpoint)
                     saved = done
         trainee.after_eval()
         evaluating += time.time() - t_eval

@@ -57,7 +57,8 @@ class OptiPromptConfig(TrainConfig):
         """Unsupervised SimCSE over the template's [MASK] states (:mod:`.step`): the same template
         twice, dropout making the two views differ."""
         t = Template.parse(self.template).text
-        return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch, self.micro_tokens)
+        return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch,
+                    self.micro_tokens)
 
 
 def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
@@ -100,8 +101,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     enc.prompt.eval()
     vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
-    summary = {"dev_set": run.dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
-               "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
+    summary = {"dev_set": run.dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4),
+               "steps": cfg.steps, "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
                "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
@@ -111,7 +112,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
 
 @dataclass
 class OptiPromptState(TraineeState):
-    """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the optimizer."""
+    """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the
+    optimizer."""
 
     template: str
     soft: torch.Tensor

@@ -75,7 +75,8 @@ class PromptSearchApp(App):
             if self._encoder is None:
                 from ..encoding import PromptEncoder  # torch loads when predictions are first asked for
 
-                self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head, show_progress_bar=False)
+                self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head,
+                                                              show_progress_bar=False)
             return self._encoder
 
     def action_show_leaderboard(self) -> None:

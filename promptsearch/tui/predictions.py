@@ -35,7 +35,8 @@ class PredictionsScreen(Screen):
             yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or "
                                                          "PromptEOL)",
                         id="template")
-            yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)", id="sentence")
+            yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)",
+                        id="sentence")
             with Horizontal(id="columns"):
                 yield DataTable(id="raw", cursor_type="none")
                 yield DataTable(id="denoised", cursor_type="none")

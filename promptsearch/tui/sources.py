@@ -72,11 +72,12 @@ class ResultsFileSource(_Polled):
             return Board(error=str(exc))
         chosen = res.chosen.text if res.chosen in res.entries else None
         # the answer first, then the rest ranked (as the file lists them)
-        rows = [(float(e.spearman), e.key) for e in res.answer_first()]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
+        # a template, "T @layer L", "T @mean" or an ensemble "A + B"
+        rows = [(float(e.spearman), e.key) for e in res.answer_first()]
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
-        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held,
-                     chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
+        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline,
+                     held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
 
 
 class OptunaSource(_Polled):
