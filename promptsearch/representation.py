@@ -95,6 +95,7 @@ class Representation:
             if layer is not None:
                 _no_join(t.text, f"{t.text}{_LAYER}{layer}")
             return cls(t.text, layer)
+        assert readout is not None  # None is the [MASK] state, returned above
         pooling_of(readout)  # the name checked
         t = Template.parse(template)
         _no_join(t.text, f"{t.text} @{readout}")
@@ -207,6 +208,7 @@ class Representation:
         modes (then computed, and exported, as sentence-transformers computes it); None otherwise."""
         if not self.pooled or self.prompt is None:
             return None
+        assert self.readout is not None  # pooled
         return pooling_of(self.readout)
 
     def why_not_sentence_transformers(self) -> str | None:

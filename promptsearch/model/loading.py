@@ -17,6 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -24,6 +25,9 @@ from ..errors import ModelError, first_line
 from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
 from .stack import ModuleStack, _quiet_transformers, load_stack
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 DEFAULT_MODEL = "default"
 
@@ -48,13 +52,13 @@ class LoadedModel:
     """What the encoder needs: tokenizer, the bare encoder, and the MLM (or causal LM) model if any."""
 
     name: str
-    tokenizer: object
-    encoder: torch.nn.Module
-    mlm: torch.nn.Module | None = None
+    tokenizer: PreTrainedTokenizerBase
+    encoder: PreTrainedModel
+    mlm: PreTrainedModel | None = None
     path: str = ""
     mask_head: MaskHead | None = None  # a head learned by train-head
     mask_head_path: str = ""
-    lm: torch.nn.Module | None = None  # a causal LM (its output embeddings give next-token logits)
+    lm: PreTrainedModel | None = None  # a causal LM (its output embeddings give next-token logits)
     _stack: "ModuleStack | None" = field(default=None, repr=False)  # read on first use (see stack())
 
     def stack(self) -> "ModuleStack":
@@ -96,7 +100,9 @@ class LoadedModel:
 
     @property
     def word_embeddings(self) -> torch.Tensor:
-        return self.encoder.get_input_embeddings().weight
+        weight = self.encoder.get_input_embeddings().weight
+        assert isinstance(weight, torch.Tensor)
+        return weight
 
     @property
     def num_layers(self) -> int:
@@ -122,7 +128,7 @@ class LoadedModel:
         if self.lm is not None:  # the next-token distribution at the read-out position
             head = self.lm.get_output_embeddings()
             return head(hidden.to(head.weight.dtype))
-        m = self.mlm
+        m: Any = self.mlm  # the head's modules differ by architecture: read by name
         hidden = hidden.to(self.word_embeddings.dtype)
         if m is None:
             return hidden @ self.word_embeddings.T
@@ -264,6 +270,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm, lm):
         if m is not None:
             m.eval()
+    # transformers types base_model as an nn.Module: it is the PreTrainedModel inside the LM
+    encoder = cast("PreTrainedModel", encoder)
     model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=folder, lm=lm, _stack=stack)
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)

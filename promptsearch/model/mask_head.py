@@ -46,6 +46,9 @@ class HeadConfig:
 class MaskHead(nn.Module):
     """hidden (…, H) → vocabulary logits (…, V)."""
 
+    embed: torch.Tensor  # a buffer: the model's word embeddings (the tied decoder)
+    meta: dict  # what train-head recorded (load_head sets it)
+
     def __init__(self, cfg: HeadConfig, word_embeddings: torch.Tensor):
         super().__init__()
         self.cfg = cfg.validate()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -21,7 +22,10 @@ from torch import nn
 from ..errors import PromptSearchError
 
 
-def int8_copy(encoder: nn.Module) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def int8_copy(encoder: M) -> M:
     """A float32 copy of ``encoder`` whose linear layers run int8 (dynamic activation scales)."""
     device = next(encoder.parameters()).device
     if device.type != "cpu":

@@ -24,11 +24,17 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..errors import ModelError, first_line
 from ..representation import Representation, pooling_of, readout_of
+
+if TYPE_CHECKING:
+    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
+    from transformers import PreTrainedModel
+    from sentence_transformers.sentence_transformer.modules import Pooling
 
 
 @contextlib.contextmanager
@@ -63,8 +69,10 @@ def _quiet():
         st_log.setLevel(level)
 
 
-def _classes():
+def _classes() -> tuple[type[Transformer], type[Pooling], type[Dense], type[Normalize], type[Router]]:
+    # lazy: start-up time
     from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
+    # lazy: start-up time
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     return Transformer, Pooling, Dense, Normalize, Router
@@ -77,10 +85,10 @@ class ModuleStack:
     ``default_prompt_name``; ``saved``: read from the folder's ``modules.json`` (False: sentence-transformers'
     default stack for a plain checkpoint)."""
 
-    transformer: torch.nn.Module
+    transformer: Transformer
     modules: list[torch.nn.Module]
     pooling_index: int
-    prompts: dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, str | None] = field(default_factory=dict)
     default_prompt_name: str | None = None
     saved: bool = False
     _variants: dict = field(default_factory=dict, repr=False)
@@ -97,7 +105,7 @@ class ModuleStack:
     @property
     def default_prompt(self) -> str:
         """The prompt ``encode`` prepends when given none ('' when the folder names no default)."""
-        return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+        return (self.prompts.get(self.default_prompt_name) or "") if self.default_prompt_name else ""
 
     @property
     def dimension(self) -> int:
@@ -181,7 +189,7 @@ def _checkpoint_view(path: str):
     return view
 
 
-def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack:
+def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
     the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is."""
@@ -227,8 +235,10 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
         raise ModelError(f"{path}: {'no' if not pools else len(pools)} Pooling module{'s' if len(pools) > 1 else ''} "
                          f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); "
                          "promptsearch reproduces a stack with one")
-    if not isinstance(rest[pools[0]].pooling_mode, str):
-        raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(rest[pools[0]].pooling_mode)} pooling; "
+    pool = rest[pools[0]]
+    assert isinstance(pool, Pooling)
+    if not isinstance(pool.pooling_mode, str):
+        raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(pool.pooling_mode)} pooling; "
                          "promptsearch reproduces one pooling mode")
     if any((getattr(st, "module_kwargs", None) or {}).values()):
         raise ModelError(f"{path}: its modules take forward arguments (modules.json 'kwargs'); promptsearch reproduces "
