@@ -22,6 +22,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ..errors import DataError, first_line
 from ..paths import hub_offline_if_unreachable
@@ -31,8 +32,9 @@ PAIR_COLUMNS = [("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B"
                 ("text1", "text2", "label"), ("s1", "s2", "similarity"), ("sentence1", "sentence2", "label"),
                 ("sentence1", "sentence2", "similarity_score")]
 TEXT_COLUMNS = ("text", "sentence", "sent0", "sentence1")
-FILE_BUILDERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".json": ("json", {}),
-                 ".jsonl": ("json", {}), ".parquet": ("parquet", {}), ".txt": ("text", {})}
+FILE_BUILDERS: dict[str, tuple[str, dict]] = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}),
+                                              ".json": ("json", {}), ".jsonl": ("json", {}),
+                                              ".parquet": ("parquet", {}), ".txt": ("text", {})}
 MIN_PAIRS = 10
 _QUOTED_FIELD = re.compile(r'^"(?:[^"]|"")*"$')
 
@@ -78,7 +80,8 @@ class PairFormat:
         if subset_column and subset_column in (cols or ()):
             raise DataError(f"subset_column={subset_column!r} is one of the pair columns; give a column that groups "
                             "the pairs (a genre, a source)")
-        return cls(cols, subset_column or None)
+        # three names (checked above)
+        return cls(cast("tuple[str, str, str] | None", cols), subset_column or None)
 
 
 def _split_spec(spec: str) -> tuple[str, str | None, str | None]:
@@ -180,9 +183,9 @@ def _json_records(p: Path) -> list[dict] | None:
 def _root_cause(exc: BaseException) -> BaseException:
     """The error under ``datasets``' wrappers (DatasetGenerationError says only "An error occurred")."""
     seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+    while (under := exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = under
     return exc
 
 

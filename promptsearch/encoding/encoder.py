@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -31,7 +31,12 @@ from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
 from .pooled import st_pooled
 from .prompt import PromptModule
-from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
+from .reps import Batch, MaskState, Pooling, PromptPool, Rep, biased_token_ids, rep
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+R = TypeVar("R", bound=Rep)
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class PromptEncoder:
         if cfg and cfg.get("soft_prompt"):
             cfg, soft = load_template_dir(name_or_path)
             enc = cls(load_model(cfg.get("base_model", DEFAULT_MODEL), device=device, mask_head=mask_head), **kwargs)
+            assert soft is not None  # the config names a soft prompt
             enc.set_soft_prompt(cfg["template"], soft.to(enc.device))
         else:
             enc = cls(load_model(name_or_path, device=device, mask_head=mask_head), **kwargs)
@@ -169,7 +175,7 @@ class PromptEncoder:
         return self.model.tokenizer
 
     @property
-    def encoder(self) -> torch.nn.Module:
+    def encoder(self) -> PreTrainedModel:
         return self.prompt.encoder
 
     @property
@@ -270,7 +276,7 @@ class PromptEncoder:
             else:
                 rep = _rep(template, bool(denoise), pooling, layer=layer)
         single = isinstance(sentences, str)
-        sents = [sentences] if single else list(sentences)
+        sents = [sentences] if isinstance(sentences, str) else list(sentences)
         out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]
         if normalize_embeddings:
             out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
@@ -285,6 +291,7 @@ class PromptEncoder:
         if self._pooled_signature is None:
             st = self.model.stack()
             tok = st.transformer.tokenizer
+            assert tok is not None  # a Transformer module reads text through its tokenizer
             h = hashlib.sha1(json.dumps([self.POOLED_VERSION, st.describe(), self.pooled_max_length, type(tok).__name__,
                                          tok.padding_side,
                                          str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
@@ -329,6 +336,7 @@ class PromptEncoder:
             k, denoise = trained
             return _rep(k.template, denoise, k.readout, layer=k.layer)
         k = self.model.stack().own()
+        assert k.readout is not None  # the stack's own representation is pooled
         return PromptPool(k.template, k.readout)
 
     def describe_own(self, denoise: bool | None = None) -> str:
@@ -342,7 +350,7 @@ class PromptEncoder:
                     + ("" if denoise == saved else f" (saved {'denoised' if saved else 'raw'})"))
         return self.model.stack().describe()
 
-    def resolve(self, r: Rep) -> Rep:
+    def resolve(self, r: R) -> R:
         """The representation ready for this model: a Ditto head checked against its shape,
         static-debiased given its token ids (counted once on the corpus or the data folder's
         Wikipedia sample)."""
@@ -369,7 +377,7 @@ class PromptEncoder:
         raw and denoised states (and Eq. 3); all poolings share one plain pass (per set of needs)."""
         wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
         out: dict[Rep, np.ndarray] = {}
-        masked = [r for r in reps if r.prompt]
+        masked = [r for r in reps if isinstance(r, MaskState)]  # the reps read from a template's [MASK] (r.prompt)
         templates = list(dict.fromkeys(r.template for r in masked))
         # every template from shared passes, every read-out layer asked for from the same passes
         at = {r: self.prompt.layer_index(r.layer) for r in masked}  # each rep's layer as a hidden_states index, once
@@ -378,9 +386,9 @@ class PromptEncoder:
                                       batch_size=batch_size,
                                       show_progress_bar=show_progress_bar, layers=layers) if masked else []
         for template, st in zip(templates, states):
-            for r in (r for r in masked if r.template == template):
-                s = st if layers is None else st[at[r]]
-                out[r] = r.from_states(s.raw, s.denoised, self)
+            for m in (m for m in masked if m.template == template):
+                s = st if isinstance(st, PromptStates) else st[at[m]]  # one state, or one per layer asked
+                out[m] = m.from_states(s.raw, s.denoised, self)
         pooled_t = [r for r in reps if isinstance(r, PromptPool)]  # a template's pass, pooled
         for r in pooled_t:
             self.check_readout(r)
@@ -399,16 +407,16 @@ class PromptEncoder:
                         out[r] = got[r.readout]
         rendered = [r for r in pooled_t if r.st_prompt is None]  # other templates: promptsearch's rendering
         if rendered:
-            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)),
-                                      batch_size=batch_size, show_progress_bar=show_progress_bar)
+            by_template = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)),
+                                               batch_size=batch_size, show_progress_bar=show_progress_bar)
             for r in rendered:
-                out[r] = st[r.template][TEMPLATE_READOUTS.index(r.readout)]
-        pooled = {r: self.resolve(r) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
+                out[r] = by_template[r.template][TEMPLATE_READOUTS.index(r.readout)]
+        pooled = {r: self.resolve(r) for r in reps if isinstance(r, Pooling)}  # the plain-sentence passes
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)
-            for r, resolved in pooled.items():
-                out[r] = res[resolved]
+            for plain, resolved in pooled.items():
+                out[plain] = res[resolved]
         return {r: r.combine([out[p] for p in r.parts()]) for r in wanted}
 
     def check_rep(self, r: Rep) -> None:
@@ -417,7 +425,7 @@ class PromptEncoder:
         for m in r.parts():
             if isinstance(m, PromptPool):
                 self.check_readout(m)
-            elif m.prompt:
+            elif isinstance(m, MaskState):  # m.prompt
                 self.check_template(m.template)
 
     def check_readout(self, r: PromptPool) -> None:
@@ -476,14 +484,15 @@ class PromptEncoder:
         ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
         with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
             states = self.prompt.rows_states(rows, self.max_tokens, batch_size or self.batch_size, ls, bar)
-            out = {}
+            out: dict[str, PromptStates | dict[int, PromptStates]] = {}
             for t in ts:
-                per = {}
-                for j, k in enumerate([None] if ls is None else ls):
+
+                def at_layer(j: int, k: int | None) -> PromptStates:  # the j-th layer read, hidden_states[k]
                     bias = (self.prompt.template_bias(t, rows[t].bias, layer=k).numpy()[inverse] if denoise
                             else np.zeros((len(sentences), self.prompt.hidden_size), dtype=np.float32))
-                    per[k] = PromptStates(raw=states[t.text][j][inverse], bias=bias)
-                out[t.text] = per[None] if ls is None else per
+                    return PromptStates(raw=states[t.text][j][inverse], bias=bias)
+
+                out[t.text] = at_layer(0, None) if ls is None else {k: at_layer(j, k) for j, k in enumerate(ls)}
         return [out[Template.parse(t).text] for t in templates]
 
     def encode_templates(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,

@@ -89,6 +89,7 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple
                 for n, e in enumerate(_encode(backend, [prompt + ordered[j] for j in probe]))
                 if not limit or len(head["input_ids"][n]) < limit]
         fast = bool(same) and all(same)
+    rows: dict[str, list]  # each text's features (None until filled)
     if not fast:
         rows, rest = _preprocessed(stack, ordered, prompt, kw)
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import torch
@@ -230,16 +230,20 @@ class PromptModule(nn.Module):
 
             k = Representation.of(t, readout=readout)
             if k.prompt is not None:
+                assert k.readout is not None  # a prompt pooled
+                texts = cast(Sequence[str], sent_ids)  # a prompt's pass reads the sentences as text
                 with self.autocast():
-                    return st_forward(self.model.stack(), sent_ids, k.prompt, k.readout, max_length, self.device)
+                    return st_forward(self.model.stack(), texts, k.prompt, k.readout, max_length, self.device)
             r = self.rendered(t, pooled=True)
-            rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
+            ids = cast(Sequence[Sequence[int]], sent_ids)
+            rows = ListRows([(*r.ids(list(s)), len(s)) for s in ids])
             (batch,) = self._upload(rows, [np.arange(len(rows))])
             return self._pooled(batch, t)[TEMPLATE_READOUTS.index(readout)]
         r = self.rendered(t)
-        rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
-        out = (self.states_for_rows(rows, t) if layer is None
-               else self.states_for_rows(rows, t, [self.layer_index(layer)])[0])
+        ids = cast(Sequence[Sequence[int]], sent_ids)  # a template's [MASK] pass reads token ids
+        mask_rows = [(*r.ids(list(s)), len(s)) for s in ids]
+        out = (self.states_for_rows(mask_rows, t) if layer is None
+               else self.states_for_rows(mask_rows, t, [self.layer_index(layer)])[0])
         if denoise:
             out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache, layer=layer).to(out.device)
         return out
@@ -418,7 +422,7 @@ class PromptModule(nn.Module):
         """The most sentence tokens an input can hold (the bias lengths there are)."""
         return max(self.max_length - self.inputs.n_template_tokens(template), 0)
 
-    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None,
+    def template_bias(self, template: str | Template, lengths: Sequence[int] | np.ndarray, cache: bool | None = None,
                       layer: int | None = None) -> torch.Tensor:
         """The template's [MASK] state for each sentence length (at ``layer`` of ``hidden_states``;
         default the last hidden state).
@@ -432,8 +436,8 @@ class PromptModule(nn.Module):
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
         if not len(lengths):
             return torch.zeros((0, self.hidden_size))
-        uniq, inverse = np.unique(lengths, return_inverse=True)  # each distinct length looked up once
-        inverse, uniq = torch.from_numpy(inverse.reshape(-1)), uniq.tolist()
+        uniq_arr, inverse_arr = np.unique(lengths, return_inverse=True)  # each distinct length looked up once
+        inverse, uniq = torch.from_numpy(inverse_arr.reshape(-1)), uniq_arr.tolist()
         if cache is None:  # a bias computed with gradients or with dropout on is not one to keep
             cache = not torch.is_grad_enabled() and not self.encoder.training
         version = self.weights_version()

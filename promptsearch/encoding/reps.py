@@ -15,7 +15,7 @@ import functools
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 import numpy as np
 import torch
@@ -27,6 +27,8 @@ from ..template import Template
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
 FIRST_LAYER = 0
+
+R = TypeVar("R", bound="Rep")
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Rep:
     def label(self) -> str:  # pragma: no cover - every subclass names itself
         raise NotImplementedError
 
-    def resolve(self, encoder) -> "Rep":
+    def resolve(self: R, encoder) -> R:
         """This representation ready for ``encoder``'s model (itself unless it needs something)."""
         return self
 
@@ -182,7 +184,7 @@ class Ensemble(Rep):
     """Several template representations averaged: the mean of their L2-normalized vectors
     (Contrastive Prompting's prompt averaging; a search grows one with ``--ensemble K``)."""
 
-    members: tuple[Rep, ...]  # MaskState or PromptPool
+    members: tuple[MaskState | PromptPool, ...]
 
     def __post_init__(self):
         if len(self.members) < 2 or not all(isinstance(m, (MaskState, PromptPool)) for m in self.members):
@@ -417,8 +419,10 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
     pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash.
     Several templates (a list) are their :class:`Ensemble`."""
     if isinstance(template, list) and len(template) > 1:
-        return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer, readout) for t in template))
-    template = template[0] if isinstance(template, list) and template else (template or None)
+        members = (rep_from_options(t, denoise, pooling, head, layer, readout) for t in template)
+        return Ensemble(tuple(cast("MaskState | PromptPool", m) for m in members))  # Ensemble checks each
+    if isinstance(template, list):
+        template = template[0] if template else None
     if not is_mask(readout):
         if not template or pooling:
             raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no "

@@ -31,7 +31,7 @@ class ListRows(Sequence):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i: int) -> Row:
+    def __getitem__(self, i: int) -> Row:  # type: ignore[override]  # a row at a time, never a slice
         return self.rows[i]
 
     def _fill(self, ids: np.ndarray, att: np.ndarray, idx: np.ndarray) -> None:
@@ -82,7 +82,7 @@ class SplicedRows(ListRows):
     def __len__(self) -> int:
         return len(self.bias)
 
-    def __getitem__(self, i: int) -> Row:
+    def __getitem__(self, i: int) -> Row:  # type: ignore[override]  # a row at a time, never a slice
         s = self.flat[self.starts[i] : self.starts[i] + self.bias[i]]
         return np.concatenate([self.before, s, self.after]).tolist(), int(self.read[i]), int(self.bias[i])
 

@@ -21,7 +21,6 @@ from torch import nn
 
 from ..errors import PromptSearchError
 
-
 M = TypeVar("M", bound=nn.Module)
 
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_replace, atomic_write
+
+if TYPE_CHECKING:
+    import torch
 
 CONFIG_NAME = "promptsearch.json"
 FORMAT = "promptsearch.trained/1"
@@ -86,7 +90,7 @@ def template_dir_config(directory) -> dict:
     return cfg
 
 
-def load_template_dir(directory) -> tuple[dict, "object | None"]:
+def load_template_dir(directory) -> tuple[dict, torch.Tensor | None]:
     """(config, soft-prompt tensor or None) of a directory written by optiprompt or finetune."""
     d = Path(directory)
     cfg = template_dir_config(d)

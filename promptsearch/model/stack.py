@@ -33,8 +33,8 @@ from ..representation import Representation, pooling_of, readout_of
 
 if TYPE_CHECKING:
     from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
-    from transformers import PreTrainedModel
     from sentence_transformers.sentence_transformer.modules import Pooling
+    from transformers import PreTrainedModel
 
 
 @contextlib.contextmanager
@@ -72,6 +72,7 @@ def _quiet():
 def _classes() -> tuple[type[Transformer], type[Pooling], type[Dense], type[Normalize], type[Router]]:
     # lazy: start-up time
     from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
+
     # lazy: start-up time
     from sentence_transformers.sentence_transformer.modules import Pooling
 
