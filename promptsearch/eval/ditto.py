@@ -23,6 +23,7 @@ class EveryDittoHead(Pooling):
     attentions: ClassVar[bool] = True
 
     def pool(self, b: Batch, word_embeddings) -> torch.Tensor:
+        assert b.attentions is not None and b.hidden_states is not None  # asked for (the class variables)
         w = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in b.attentions], 1).float()  # (B, L, H, T)
         w = w * b.attention_mask[:, None, None, :].float()
         fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2  # (B, T, D)

@@ -9,14 +9,14 @@ same pairs, bit-identical numbers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
 
 from ..encoding import PromptEncoder, Rep
 from ..errors import PromptSearchError
-from .sts import STSEvaluator, spearman100
+from .sts import IndexedPairs, STSEvaluator, spearman100
 
 OBJECTIVES = ("mean", "min")
 DEFAULT_OBJECTIVE = "mean"
@@ -27,7 +27,7 @@ def _rule(objective: str):
     return np.mean if objective == "mean" else np.min
 
 
-def combine(values: Sequence[float], objective: str = "mean") -> float:
+def combine(values: Iterable[float], objective: str = "mean") -> float:
     """The objective of per-set scores; sets without a defined score (a racing rung too small to
     hold two of its pairs) are left out, NaN if none is defined."""
     v = np.asarray([x for x in values if np.isfinite(x)], dtype=np.float64)
@@ -57,7 +57,7 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
     combined by ``objective``."""
     rng = np.random.default_rng(seed)
     parts = [np.arange(len(gold))] if groups is None else [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    per = {t: [] for t in sims}
+    per: dict[str, list[np.ndarray]] = {t: [] for t in sims}  # each part's (n_boot,) rhos
     for pos in parts:
         m = len(pos)
         idx = pos[rng.integers(0, m, size=(n_boot, m))]
@@ -70,7 +70,7 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
     return {t: (v[0] if len(v) == 1 else _rule(objective)(v, 0)) for t, v in per.items()}
 
 
-class Objective:
+class Objective(IndexedPairs):
     """Several dev sets scored as one: ``spearman(vecs)`` is the ``objective`` of their Spearmans."""
 
     def __init__(self, evaluators: dict[str, STSEvaluator], objective: str = "mean"):
@@ -96,10 +96,6 @@ class Objective:
     @property
     def n_pairs(self) -> int:
         return len(self.gold)
-
-    # the pairs are indexed like an STSEvaluator's: its cosine of ia/ib rows serves as it is
-    similarities = STSEvaluator.similarities
-    exact = STSEvaluator.exact
 
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
         """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them)."""

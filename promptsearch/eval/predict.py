@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..encoding import PromptEncoder
+from ..encoding import PromptEncoder, PromptStates
 from ..encoding.reps import TopKStatic
 
 
@@ -25,6 +25,7 @@ class Prediction:
 def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw, denoised) vocabulary logits at [MASK]; denoised = head(h − template bias)."""
     st = enc.prompt_states(list(sentences), template, denoise=True, show_progress_bar=False)
+    assert isinstance(st, PromptStates)  # one layer's states: no layers= asked
     return enc.word_logits(st.raw), enc.word_logits(st.denoised)
 
 
