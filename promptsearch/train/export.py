@@ -48,12 +48,13 @@ class PromptModule(InputModule):
         self.auto_model = self.enc.encoder
         self.tokenizer = self.enc.tokenizer
 
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "PromptModule":
+    @classmethod  # sentence-transformers passes its other arguments by name: **kwargs takes them
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "PromptModule":  # type: ignore[override]
         return cls(str(Path(model_name_or_path) / subfolder) if subfolder else model_name_or_path)
 
     def preprocess(self, inputs, prompt=None, **kwargs) -> dict:
         enc = self.enc
+        assert enc.default_template is not None  # the folder's promptsearch.json names it
         ids = enc.sentence_ids(enc.prepare([str(x) for x in inputs]), enc.default_template)
         n = max((len(s) for s in ids), default=0)
         padded = torch.full((len(ids), max(n, 1)), -1, dtype=torch.long)
@@ -76,8 +77,10 @@ class PromptModule(InputModule):
         if out.resolve() != Path(self.model_name_or_path).resolve():
             with _quiet_transformers():
                 (self.enc.model.lm or self.enc.model.mlm or self.auto_model).save_pretrained(out)
-                self.tokenizer.save_pretrained(out)
-            write_config(out, read_config(self.model_name_or_path))
+                self.enc.tokenizer.save_pretrained(out)
+            cfg = read_config(self.model_name_or_path)
+            assert cfg is not None  # the folder this module was loaded from is promptsearch's
+            write_config(out, cfg)
         write_sentence_transformers_files(out)
 
 
@@ -110,7 +113,9 @@ def pooling_config(dimension: int, mode: str, include_prompt: bool) -> dict:
 
 def _consumer_notes(k: Representation, stack) -> list[str]:
     """What some consumers of the folder do differently, said rather than hidden."""
-    mode, include = k.st_pooling
+    pooling = k.st_pooling
+    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
+    mode, include = pooling
     notes = []
     if k.prompt:
         notes.append("the prompt is applied by sentence-transformers >= 2.4 (encode, encode_query, encode_document); "
@@ -184,10 +189,12 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
     tokenizer: modules.json, the Pooling set to ``k``, the stack's modules after it (Dense, Normalize …),
     sentence_bert_config.json (``length``: the max length), the prompt as ``query`` and ``document``, the default,
     and a model card. (description, what other readers do differently)."""
-    mode, include = k.st_pooling
+    pooling = k.st_pooling
+    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
+    mode, include = pooling
     _check_pooling_first(stack, model)
     tr = stack.transformer
-    sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
+    sbert: dict[str, bool | int] = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
     if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
         sbert = {"max_seq_length": int(length), **sbert}
     modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
@@ -257,6 +264,7 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
     try:
         tr = stack.transformer
+        assert tr.tokenizer is not None  # a Transformer module reads text through its tokenizer
         with _quiet():
             tr.auto_model.save_pretrained(tmp)
             if length and length < 1_000_000:

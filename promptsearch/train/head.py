@@ -107,12 +107,13 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
         rows.append((si, full, [p + 1 for p in pos], [body[p] for p in pos]))
     rows.sort(key=lambda r: len(r[1]))
     out: dict[int, list] = {layer: [] for layer in layers}
-    tgts, sidx = [], []
+    tgts: list[int] = []
+    sidx: list[int] = []
     use_bf16 = bf16 and device.type in ("cpu", "cuda")
     bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        ids, att = pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
+        batch_ids, att = pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
         bi, pi = [], []
         for j, (si, full, pos, tg) in enumerate(chunk):
             bi += [j] * len(pos)
@@ -120,18 +121,18 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
             tgts += tg
             sidx += [si] * len(pos)
         with torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext():
-            o = enc(input_ids=ids, attention_mask=att, output_hidden_states=True)
+            o = enc(input_ids=batch_ids, attention_mask=att, output_hidden_states=True)
         for layer in layers:
             out[layer].append(o.hidden_states[layer][bi, pi].half().cpu())
         bar.update(len(chunk))
     bar.close()
-    t = torch.tensor(tgts, dtype=torch.long)
-    s = torch.tensor(sidx, dtype=torch.long)
+    targets = torch.tensor(tgts, dtype=torch.long)
+    sentence = torch.tensor(sidx, dtype=torch.long)
 
     def stacked(v: list) -> torch.Tensor:
         return torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16)
 
-    return {layer: MaskedStates(stacked(v), t, s) for layer, v in out.items()}
+    return {layer: MaskedStates(stacked(v), targets, sentence) for layer, v in out.items()}
 
 
 def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) -> str:
@@ -260,6 +261,7 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
     saved = _read_checkpoint(ck, steps_per_epoch) if ck else None
     state = saved and saved.resume(HeadState)
     if state:
+        assert saved is not None  # the state came from it
         head.load_state_dict(state.head)
         opt.load_state_dict(state.opt)
         sched.load_state_dict(state.sched)
@@ -328,7 +330,10 @@ class _HeadTrainee(Trainee):
         self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
         dev = self.dev = head.bias.device
         self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
-        self.best_state, self.total_loss, self.acc, self.row = None, 0.0, None, None
+        self.best_state: dict | None = None
+        self.total_loss = 0.0
+        self.acc: Accuracy | None = None  # the last evaluation's
+        self.row: dict = {}  # the last evaluation's history row
 
     def step(self, ix) -> torch.Tensor:
         x = self.train.states[ix].to(self.dev).float()
@@ -350,6 +355,7 @@ class _HeadTrainee(Trainee):
         return self.acc.top5
 
     def record(self, done: int, loss, score: float) -> dict:
+        assert self.acc is not None  # evaluate() ran
         self.row = {"epoch": done // self.per_epoch, "loss": self.total_loss / self.per_epoch, "top1": self.acc.top1,
                     "top5": self.acc.top5}
         self.total_loss = 0.0
@@ -363,6 +369,7 @@ class _HeadTrainee(Trainee):
 
     def after_eval(self) -> None:
         if self.on_epoch:
+            assert self.acc is not None  # evaluate() ran
             self.on_epoch(self.row["epoch"], self.acc, self.row["loss"])
         self.head.train()
 

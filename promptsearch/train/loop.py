@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager, suppress
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -56,7 +57,9 @@ def trained_rep(template: str, denoise: bool, layer: int | None = None,
                 readout: str | None = None) -> MaskState | PromptPool:
     """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
     its [MASK] state at ``layer``."""
-    return rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
+    r = rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
+    assert isinstance(r, (MaskState, PromptPool))  # one template, not an ensemble
+    return r
 
 
 @dataclass(kw_only=True)
@@ -87,6 +90,8 @@ class TrainConfig(TrainSettings):
 
     def schedule(self, total: int) -> "Schedule":
         """``total`` steps of this config's batches, seed and evaluation interval."""
+        # a trainer's config sets both (its __post_init__ fills the defaults it leaves None)
+        assert self.batch_size is not None and self.eval_steps is not None
         return Schedule(total, self.batch_size, self.seed, self.eval_steps)
 
 
@@ -177,6 +182,9 @@ def checkpoint_path(out, name: str) -> Path:
     return Path(out) / RESUME_DIR / name
 
 
+S = TypeVar("S", bound="TraineeState")
+
+
 @dataclass
 class TraineeState:
     """A trainee's part of a resume checkpoint (weights, optimizer, what it was training): each trainer
@@ -186,7 +194,7 @@ class TraineeState:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: state dicts are not copied
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TraineeState | None":
+    def from_dict(cls: type[S], d: dict) -> S | None:
         """The record, or None when ``d`` lacks a field it needs (a checkpoint of another trainer); a field
         with a default that an earlier version did not write takes the default."""
         need = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
@@ -231,7 +239,7 @@ class Checkpoint:
         own = {k: d[k] for k in ("step", "best", "history", "rng")}
         return cls(**own, trainee={k: v for k, v in d.items() if k not in own})
 
-    def resume(self, kind: type[TraineeState], **same) -> TraineeState | None:
+    def resume(self, kind: type[S], **same) -> S | None:
         """The trainee's saved state when it is of ``kind`` and was training what this run trains (its fields
         ``same`` as given), the random generators restored; None: start afresh."""
         saved = kind.from_dict(self.trainee)
@@ -403,6 +411,7 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
             with interrupts_held():  # the steps since the last evaluation are kept: a resumed run goes on from them
                 state = trainee.state().to_dict()
                 if due(whole):  # its evaluation did not finish: the resumed run runs it first
+                    assert loss is not None  # a whole step was taken
                     state[PENDING] = float(loss)
                 Checkpoint(whole, progress.best, progress.history, after or rng_state(), state).save(checkpoint)
         raise

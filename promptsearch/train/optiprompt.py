@@ -88,6 +88,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     ck = Checkpoint.load(ckpt) if run.resume else None
     saved = ck and ck.resume(OptiPromptState, template=template)
     if saved:
+        assert ck is not None  # the state came from it
         with torch.no_grad():
             soft.copy_(saved.soft)
         opt.load_state_dict(saved.optimizer)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -140,7 +141,7 @@ def train_step(enc: PromptEncoder, step: Step, items: list, backward, no_sync=co
             for v in range(len(parts[0]))]
     out = loss(step, full)
     out.backward()
-    grads = [f.grad for f in full]
+    grads = [cast(torch.Tensor, f.grad) for f in full]  # set by out.backward(): every view requires it
     after = rng_state()
     for k, (c, st) in enumerate(zip(chunks, states)):
         set_rng_state(st)  # the same dropout masks as in the first pass

@@ -51,12 +51,13 @@ class PromptSearchApp(App):
         super().__init__()
         if bool(storage) != bool(study_name):
             raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
+        self.source: OptunaSource | ResultsFileSource
         if storage and study_name:
             self.source = OptunaSource(storage, study_name)
             self.sub_title = f"study {study_name}"
         else:
-            self.source = ResultsFileSource(results or "best.json")
-            self.sub_title = str(self.source.path)
+            self.source = file_source = ResultsFileSource(results or "best.json")
+            self.sub_title = str(file_source.path)
         self.model_name = model
         self.mask_head = mask_head
         self.dataset = dataset
@@ -87,6 +88,7 @@ class PromptSearchApp(App):
 
     def open_predictions(self, template: str | None) -> None:
         screen = self.get_screen("predictions")
+        assert isinstance(screen, PredictionsScreen)
         self.switch_screen("predictions")
         if template:
             screen.set_template(template)

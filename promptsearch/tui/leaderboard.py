@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 from rich.text import Text
 from textual import work
@@ -14,8 +16,13 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 from ..representation import template_of
 from .sources import Board
 
+if TYPE_CHECKING:
+    from .app import PromptSearchApp
+
 
 class LeaderboardScreen(Screen):
+    app: PromptSearchApp  # the app this screen belongs to (textual types it as any App)
+
     BINDINGS = [
         Binding("enter", "open_predictions", "Predict with template", show=True),
         Binding("s", "start_search", "Start greedy search"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -17,8 +18,13 @@ from ..library import default_template, named_template
 
 DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
+if TYPE_CHECKING:
+    from .app import PromptSearchApp
+
 
 class PredictionsScreen(Screen):
+    app: PromptSearchApp  # the app this screen belongs to (textual types it as any App)
+
     BINDINGS = [
         Binding("ctrl+r", "random_sentence", "Random STS-B dev sentence"),
         Binding("escape", "app.show_leaderboard", "Leaderboard"),
