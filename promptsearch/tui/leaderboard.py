@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
@@ -16,12 +16,9 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 from ..representation import template_of
 from .sources import Board
 
-if TYPE_CHECKING:
-    from .app import PromptSearchApp
-
 
 class LeaderboardScreen(Screen):
-    app: PromptSearchApp  # the app this screen belongs to (textual types it as any App)
+    app: Any  # the PromptSearchApp (app.py imports this module: it cannot be named here without a cycle)
 
     BINDINGS = [
         Binding("enter", "open_predictions", "Predict with template", show=True),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -18,12 +18,9 @@ from ..library import default_template, named_template
 
 DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
-if TYPE_CHECKING:
-    from .app import PromptSearchApp
-
 
 class PredictionsScreen(Screen):
-    app: PromptSearchApp  # the app this screen belongs to (textual types it as any App)
+    app: Any  # the PromptSearchApp (app.py imports this module: it cannot be named here without a cycle)
 
     BINDINGS = [
         Binding("ctrl+r", "random_sentence", "Random STS-B dev sentence"),
