@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import PromptSearchError
+from .representation import Representation
 from .template import Template
 
 
@@ -113,8 +114,6 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
     """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
     ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text)."""
-    from .representation import Representation
-
     key = Representation.parse(text)
     if not key.members and not key.names_readout_or_layer:
         return resolve_template(text, demos)

@@ -33,7 +33,7 @@ class Cluster:
         self.base = Path(tempfile.mkdtemp(prefix="promptsearch-pg-"))
         self.prefix: list[str] = []
         if os.geteuid() == 0:
-            import pwd
+            import pwd  # here, not at the top: POSIX only, and needed as root only
 
             user = pwd.getpwnam("postgres")
             os.chown(self.base, user.pw_uid, user.pw_gid)

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import DataError
 from ..paths import train_dir
 from .sts import _read_lines, _tokens
+from .user import load_texts
 
 
 def default_corpus_path(data_dir=None) -> Path:
@@ -27,8 +28,6 @@ def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
 def training_corpus(train_file: str | None = None, text_column: str | None = None, data_dir=None):
     """The sentences a training run learns from: ``train_file`` (a text file, a table with a text
     column, a dataset folder or a hub id; memory-mapped through ``datasets``), else the Wikipedia sample."""
-    from .user import load_texts
-
     return load_texts(train_file, text_column) if train_file else load_corpus(data_dir=data_dir)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, PromptSearchError
+from ..paths import sts_dir
+from ..template import quote
 from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
-from .user import PairFormat, is_user_dataset, load_pairs
+from .user import PairFormat, _split_spec, is_user_dataset, load_pairs
 
 
 def expand_tasks(spec: str | list[str]) -> list[str]:
@@ -46,12 +48,8 @@ def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSDat
 
 def one_dataset(spec: str) -> str:
     """The one data set a search or a dev evaluation scores on (a group such as sts-all is several)."""
-    from ..template import quote
-
     tasks = expand_tasks(spec)
     if len(tasks) != 1:
-        from ..errors import PromptSearchError
-
         raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
                                 "scores on one, e.g. stsb-dev")
     return tasks[0]
@@ -60,9 +58,6 @@ def one_dataset(spec: str) -> str:
 def scoring_sets(spec: str) -> list[str]:
     """The dev set(s) a search scores on: one, or a comma list (``stsb-dev,sick-trial``). A group such as
     sts-all is the test sets, for reporting: refused here."""
-    from ..errors import PromptSearchError
-    from ..template import quote
-
     if not str(spec).strip(" ,"):
         raise PromptSearchError("dataset= is empty; name the dev set(s) to score on, e.g. dataset=stsb-dev or "
                                 "dataset=stsb-dev,sick-trial")
@@ -81,8 +76,6 @@ def scoring_sets(spec: str) -> list[str]:
 
 def resolved_task(task: str) -> tuple:
     """What a task name reads: a user file's resolved path (with its config and split), else the name."""
-    from .user import _split_spec
-
     name, config, split = _split_spec(task)
     p = Path(name)
     return (str(p.resolve()), config, split) if p.exists() else (task,)
@@ -117,7 +110,5 @@ class DevSets:
 
 def check_data(tasks, data_dir=None) -> None:
     """Fail fast on a missing data folder — when a built-in task needs it (user data sets do not)."""
-    from ..paths import sts_dir
-
     if any(t in TASK_NAMES for t in tasks):
         sts_dir(data_dir)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import math
 import re
 import sys
@@ -103,7 +104,7 @@ def is_user_dataset(spec: str) -> bool:
 
 @contextlib.contextmanager
 def _quiet_datasets():
-    import datasets
+    import datasets  # lazy: start-up time
 
     level = datasets.logging.get_verbosity()
     bars = datasets.utils.logging.is_progress_bar_enabled()
@@ -119,7 +120,7 @@ def _quiet_datasets():
 
 def load_table(spec: str, text_file_builder: str | None = None):
     """The ``datasets.Dataset`` a spec names (one split). Memory-mapped Arrow, never a Python list."""
-    import datasets
+    import datasets  # lazy: start-up time
 
     name, config, split = _split_spec(spec)
     p = Path(name).expanduser()
@@ -167,8 +168,6 @@ def _json_records(p: Path) -> list[dict] | None:
     ``json`` builder reads such a list through pandas, whose fast parser rounds floats to about 15
     significant digits and so creates ties a ``.jsonl`` of the same records does not have); None
     for anything else (JSON Lines, an object of columns), which the builder reads."""
-    import json
-
     with open(p, "rb") as f:
         head = f.read(64).lstrip()
     if not head.startswith(b"["):
@@ -222,8 +221,6 @@ def _open_quote_line(p: Path) -> int | None:
 def _json_problem(p: Path) -> str | None:
     """Where a .json / .jsonl file stops being JSON: line by line for JSON Lines (a .jsonl, or a .json
     whose first line is a whole JSON value), else the position in the one document."""
-    import json
-
     text = p.read_text(encoding="utf-8-sig")
     lines = text.splitlines()
     first = next((x for x in lines if x.strip()), "")
@@ -271,7 +268,7 @@ def diagnose_file(p: Path, exc: BaseException) -> str:
 
 
 def _pick_split(ds, spec: str, split: str | None):
-    import datasets
+    import datasets  # lazy: start-up time
 
     if isinstance(ds, datasets.DatasetDict):
         splits = list(ds)
@@ -310,7 +307,7 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
 def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: str | None) -> None:
     """Sentences must be text and scores numbers (or text holding numbers); a column of lists,
     say, would otherwise be scored as the text of the list."""
-    import datasets
+    import datasets  # lazy: start-up time
 
     def kind(col):
         f = ds.features[col]

@@ -25,11 +25,12 @@ from tqdm.auto import tqdm
 from ..data import load_corpus
 from ..errors import PromptSearchError, TemplateError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
+from ..model.quantize import int8_copy
 from ..model.saved import load_template_dir, read_config
 from ..representation import TEMPLATE_READOUTS, Representation, uses_first_token
 from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
-from .pooled import st_pooled
+from .pooled import prompt_tokens, st_pooled
 from .prompt import PromptModule
 from .reps import Batch, MaskState, Pooling, PromptPool, Rep, biased_token_ids, rep
 
@@ -159,8 +160,6 @@ class PromptEncoder:
                                     f"({precision_choice(self.device)[1]}); use precision='fp32' or 'int8'")
         model = self.model
         if precision == "int8":
-            from ..model.quantize import int8_copy
-
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
         other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir,
                               bf16=precision == "bf16", max_tokens=self.max_tokens, max_length=self.max_length)
@@ -431,7 +430,6 @@ class PromptEncoder:
     def check_readout(self, r: PromptPool) -> None:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
         if r.st_prompt is not None:  # sentence-transformers' stack reads it (a one-line error if it cannot)
-            from .pooled import prompt_tokens
 
             n, room = prompt_tokens(self.model.stack(), r.st_prompt), self.pooled_max_length
             if room and n >= room:

@@ -23,12 +23,13 @@ from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
-from ..representation import is_mask
+from ..representation import TEMPLATE_READOUTS, Representation, is_mask
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, token_ids, tokens_in_context
 from .batching import autocast, budget_batches
 from .branching import branchable, branched_states
 from .branching import plan as branch_plan
 from .inputs import PromptInputs, ReferenceInputs
+from .pooled import st_forward
 from .rows import ListRows
 
 COMPAT_MODES = ("promptsearch", "reference")
@@ -225,9 +226,6 @@ class PromptModule(nn.Module):
         """
         t = Template.parse(template)
         if not is_mask(readout):
-            from ..representation import TEMPLATE_READOUTS, Representation
-            from .pooled import st_forward
-
             k = Representation.of(t, readout=readout)
             if k.prompt is not None:
                 assert k.readout is not None  # a prompt pooled

@@ -5,6 +5,7 @@ top-k predicted tokens (Table 9)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -12,6 +13,8 @@ import torch
 
 from ..encoding import PromptEncoder, PromptStates
 from ..encoding.reps import TopKStatic
+from ..errors import PromptSearchError
+from ..model import shipped_head_path
 
 
 @dataclass
@@ -31,8 +34,6 @@ def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> 
 
 def check_sentences(sentences: Sequence[str]) -> list[str]:
     """Sentences to predict for: at least one, none empty (one-line errors)."""
-    from ..errors import PromptSearchError
-
     if not sentences:
         raise PromptSearchError("give one or more sentences to predict [MASK] for")
     empty = [i for i, x in enumerate(sentences, 1) if not x.strip()]
@@ -85,10 +86,6 @@ def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, den
 def head_note(enc: PromptEncoder, model_name: str, quiet: bool = False) -> str | None:
     """Where the [MASK] predictions come from, when it is not the model's own MLM head (``quiet``:
     only when there is no head at all)."""
-    from pathlib import Path
-
-    from ..model import shipped_head_path
-
     if not enc.model.has_mlm_head:
         return f"note: {model_name} has no MLM head: tokens come from projecting [MASK] states on the word embeddings"
     if enc.model.mask_head is None or quiet:

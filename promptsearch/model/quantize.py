@@ -33,7 +33,7 @@ def int8_copy(encoder: M) -> M:
     if "fbgemm" not in engines and "x86" not in engines:
         raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or "
                                 "'bf16'")
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import quantize_dynamic  # lazy: start-up time
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its deprecation notice: see the module docstring for why it is used

@@ -11,8 +11,11 @@ OptiPrompt's ``model`` where fine-tuning wrote ``base_model``) still read.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from safetensors.torch import load_file, save_file
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_replace, atomic_write
@@ -61,8 +64,6 @@ def write_config(directory, config: dict) -> None:
 
 def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool,
                      extra: dict | None = None) -> None:
-    from safetensors.torch import save_file
-
     d = Path(directory)
     tensors = {"soft_prompt": vectors.detach().float().cpu().contiguous()}
     atomic_replace(d / SOFT_PROMPT_NAME, lambda tmp: save_file(tensors, tmp))
@@ -79,8 +80,6 @@ def template_dir_config(directory) -> dict:
     cfg = read_config(d)
     # export's, or any model's folder
     if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):
-        import shlex
-
         raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' "
                                 f"(no {CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported "
                                 "folder's representation from it)")
@@ -96,7 +95,5 @@ def load_template_dir(directory) -> tuple[dict, torch.Tensor | None]:
     cfg = template_dir_config(d)
     soft = None
     if cfg.get("soft_prompt"):
-        from safetensors.torch import load_file
-
         soft = load_file(str(d / cfg["soft_prompt"]))["soft_prompt"]
     return cfg, soft

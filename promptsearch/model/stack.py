@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence HF's load-time chatter (weight progress bars, 'newly initialized' warnings)."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: start-up time
 
     level = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
@@ -70,11 +71,8 @@ def _quiet():
 
 
 def _classes() -> tuple[type[Transformer], type[Pooling], type[Dense], type[Normalize], type[Router]]:
-    # lazy: start-up time
-    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
-
-    # lazy: start-up time
-    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer  # lazy: start-up time
+    from sentence_transformers.sentence_transformer.modules import Pooling  # lazy: start-up time
 
     return Transformer, Pooling, Dense, Normalize, Router
 
@@ -180,8 +178,6 @@ def _checkpoint_view(path: str):
     """A temporary folder that links every file of ``path`` but its sentence-transformers files: what
     sentence-transformers reads as the plain checkpoint, giving its default stack for it (the pooled
     read-outs of a folder whose own module is promptsearch's)."""
-    import tempfile
-
     view = tempfile.TemporaryDirectory(prefix="promptsearch-view-")
     skip = {"modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "README.md"}
     for f in Path(path).iterdir():
@@ -194,8 +190,8 @@ def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
     the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.util import load_file_path
+    from sentence_transformers import SentenceTransformer  # lazy: start-up time
+    from sentence_transformers.util import load_file_path  # lazy: start-up time
 
     Transformer, Pooling, _, _, Router = _classes()
     dev = torch.device("cpu") if encoder is None else next(encoder.parameters()).device

@@ -9,15 +9,24 @@ rendering and bias subtraction are promptsearch's own code on both paths.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
+import sentence_transformers
 import torch
+import transformers
+from safetensors.torch import save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
-from ..model.loading import _quiet_transformers
-from ..model.saved import read_config, write_config
+from ..errors import PromptSearchError
+from ..model.loading import _quiet_transformers, check_model_path
+from ..model.saved import check_finished, read_config, write_config
+from ..model.stack import _quiet, load_stack
 from ..representation import Representation
+from ..template import quote
 
 MODULE_REF = "promptsearch.train.export.PromptModule"
 
@@ -137,8 +146,6 @@ def _consumer_notes(k: Representation, stack) -> list[str]:
 def _dense_files(module, folder: Path) -> None:
     """A Dense module as every sentence-transformers since 2.0 reads it: four config keys, ``linear.*`` weights in
     pytorch_model.bin and model.safetensors."""
-    from safetensors.torch import save_file
-
     folder.mkdir(exist_ok=True)  # written again at each better fine-tuning checkpoint
     act = module.activation_function
     cfg = {"in_features": module.in_features, "out_features": module.out_features,
@@ -178,8 +185,6 @@ def mask_model_card(k: Representation, model: str, mode: str) -> str:
 def _check_pooling_first(stack, model: str) -> None:
     """A one-line error for a stack whose Pooling is not the module after its Transformer (1_Pooling)."""
     if stack.pooling_index != 0:
-        from ..errors import PromptSearchError
-
         raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every "
                                 "reader reads puts it there (1_Pooling)")
 
@@ -213,9 +218,6 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
             m.save(str(folder / path))
         modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
     prompt = k.prompt or ""
-    import sentence_transformers
-    import transformers
-
     st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
                               "transformers": transformers.__version__, "pytorch": torch.__version__},
               "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
@@ -241,20 +243,10 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     ``trust_remote_code`` nor promptsearch, in a layout sentence-transformers 2.x-6.x, Text Embeddings Inference
     and vLLM read. What sentence-transformers cannot express is refused with a one-line reason before anything
     is written; the folder appears whole or not at all. Returns what was written, in a few lines."""
-    import os
-    import shutil
-    import tempfile
-
-    from ..errors import PromptSearchError
-    from ..model.stack import _quiet, load_stack
-    from ..template import quote
-
     if (why := k.why_not_sentence_transformers()) is not None:
         extra = ("; fine-tune it (promptsearch finetune) for a folder that loads with trust_remote_code, or export a "
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
-    from ..model.loading import check_model_path
-    from ..model.saved import check_finished
 
     check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
@@ -286,8 +278,6 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
 def public(folder: Path) -> None:
     """Every file and folder under ``folder`` (and it) readable by all as files usually are: 0666/0777 less the umask
     (safetensors and mkdtemp make 0600/0700)."""
-    import os
-
     umask = os.umask(0)
     os.umask(umask)
     for f in [folder, *folder.rglob("*")]:

@@ -28,12 +28,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 from ..encoding.batching import pad
 from ..errors import PromptSearchError, worded
 from ..fileio import atomic_replace, atomic_write
+from ..model import load_model
 from ..model.loading import model_fingerprint, tokenizer_fingerprint
 from ..model.mask_head import (  # noqa: F401
     HEAD_FORMAT,
@@ -148,9 +151,6 @@ def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), masking
                   show_progress_bar=True, key: str | None = None) -> dict[int, MaskedStates]:
     """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
     (one file holds every layer collected; a layer it lacks means collecting again)."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
     key = key or corpus_key(model, sentences, masking)
     path = Path(cache_dir) / f"states-{key}.safetensors"
     if path.is_file():
@@ -471,8 +471,6 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
 def head_model(name: str, device=None, log: Callable[[str], None] = print):
     """The model a [MASK] head is trained on (its own MLM head left out); one-line error if its
     tokenizer has no mask token."""
-    from ..model import load_model
-
     model = load_model(name, device=device, mask_head="none")
     if model.tokenizer.mask_token is None:
         raise PromptSearchError(f"{name}'s tokenizer has no mask token; a [MASK] head needs one")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..data import TASK_NAMES
 from ..encoding import PromptEncoder
 from ..model.saved import save_soft_prompt
 from ..template import Template
@@ -150,8 +151,6 @@ class _OptiPromptee(Trainee):
 
 def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
     """What a finished OptiPrompt run says, under the name of the set that chose the vectors."""
-    from ..data import TASK_NAMES
-
     dev = summary["dev_set"]
     return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
             f"{summary['manual_dev']:.2f} (manual template) -> {summary['best_dev']:.2f} (best vectors) in "

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..encoding import PromptEncoder
-from ..encoding.batching import budget_batches
+from ..encoding.batching import budget_batches, prepare
 from ..encoding.pooled import input_lengths, prompt_tokens
 from ..representation import Representation
 from .loop import rng_state, set_rng_state
@@ -63,8 +63,6 @@ def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str
     if st_prompt(step, template) is not None:
         return list(texts)
     if step.readout:
-        from ..encoding.batching import prepare
-
         ids = enc.prompt.sentence_ids(prepare(texts, add_period=False), template, pooled=True)
     else:
         ids = enc.sentence_ids(enc.prepare(texts), template)

@@ -74,7 +74,7 @@ class PromptSearchApp(App):
         """The model for predictions, loaded once (in the worker thread that first asks)."""
         with self._lock:
             if self._encoder is None:
-                from ..encoding import PromptEncoder  # torch loads when predictions are first asked for
+                from ..encoding import PromptEncoder  # lazy: start-up time (torch loads with the first prediction)
 
                 self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head,
                                                               show_progress_bar=False)

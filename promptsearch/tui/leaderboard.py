@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import webbrowser
 from typing import Any
 
 from rich.markup import escape
@@ -13,6 +14,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
+from ..errors import PromptSearchError
 from ..representation import template_of
 from .sources import Board
 
@@ -108,10 +110,7 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="plot")
     def make_plot(self, path: str) -> None:
-        import webbrowser
-
-        from ..errors import PromptSearchError
-        from ..search.plots import plot_results
+        from ..search.plots import plot_results  # lazy: start-up time (matplotlib)
 
         try:
             files = plot_results(path)
@@ -134,8 +133,7 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:
-        from ..errors import PromptSearchError
-        from ..search import greedy_search  # torch loads with the first search, not at start-up
+        from ..search import greedy_search  # lazy: start-up time (torch loads with the first search)
 
         self.app.call_from_thread(self._set_status, f"running: greedy on {self.app.dataset} into {out}")
         try:

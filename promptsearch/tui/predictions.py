@@ -67,7 +67,7 @@ class PredictionsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="predict")
     def predict(self, sentence: str, template: str) -> None:
-        from ..eval.predict import predict  # torch and the model load on the first prediction, not at start-up
+        from ..eval.predict import predict  # lazy: start-up time (torch and the model load on the first prediction)
 
         try:
             enc = self.app.get_encoder()

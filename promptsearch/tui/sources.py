@@ -87,7 +87,7 @@ class OptunaSource(_Polled):
         self.storage, self.study_name = storage, study_name
 
     def _trials(self):
-        import optuna
+        import optuna  # lazy: start-up time
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=self.study_name, storage=self.storage)
@@ -101,7 +101,7 @@ class OptunaSource(_Polled):
             return None
 
     def load(self) -> Board:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: start-up time
 
         try:
             study, trials = self._trials()
