@@ -13,7 +13,7 @@ def run() -> None:
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
     try:
-        from .cli import main
+        from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
         print("promptsearch: interrupted", file=sys.stderr)
         _leave(130)

@@ -1,5 +1,7 @@
 """User-facing errors: the CLI prints ``str(err)`` on one line and exits non-zero."""
 
+import sys
+
 
 class PromptSearchError(Exception):
     """An error caused by input the user can fix; the message says how."""
@@ -30,8 +32,6 @@ wording = None
 
 def note(message: str) -> None:
     """A line for the user that is not an error (stderr), worded by :data:`wording` when set."""
-    import sys
-
     print(worded(message), file=sys.stderr)
 
 

@@ -66,7 +66,7 @@ def hold_write_lock(path: str | os.PathLike) -> None:
     The file itself is replaced at every write (:func:`atomic_replace`), so the lock lives on a
     hidden file beside it, ``.NAME.lock``. The kernel drops it when the process ends, killed or not."""
     try:
-        import fcntl
+        import fcntl  # here, not at the top: POSIX only
     except ImportError:  # not POSIX: no lock
         return
     p = Path(path).resolve()

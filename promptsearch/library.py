@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import PromptSearchError
+from .representation import Representation
 from .template import Template
 
 
@@ -16,13 +17,15 @@ def _read(name_or_path: str) -> dict:
         if p.suffix == ".json" and p.exists():
             text = p.read_text(encoding="utf-8")
         else:
-            text = resources.files("promptsearch.templates").joinpath(f"{name_or_path}.json").read_text(encoding="utf-8")
+            shipped = resources.files("promptsearch.templates").joinpath(f"{name_or_path}.json")
+            text = shipped.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PromptSearchError(f"no template file {name_or_path!r}; give a .json path or a shipped name") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PromptSearchError(f"{name_or_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise PromptSearchError(f"{name_or_path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                                f"{exc.msg}") from None
 
 
 def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:
@@ -87,8 +90,8 @@ def read_demos(path: str, param: str = "demos") -> list[tuple[str, str]]:
             raise PromptSearchError(f"{param}={path}:{i}: expected 'sentence<TAB>word', found {line[:60]!r}")
         slot = next((x for x in ("[X]", "[MASK]") if x in line), None)
         if slot:
-            raise PromptSearchError(f"{param}={path}:{i}: a demonstration holds {slot}, which a template reserves; write "
-                                    "the sentence and its word as plain text")
+            raise PromptSearchError(f"{param}={path}:{i}: a demonstration holds {slot}, which a template reserves; "
+                                    "write the sentence and its word as plain text")
         shots.append((parts[0].strip(), parts[1].strip()))
     if not shots:
         raise PromptSearchError(f"{param}={path} holds no 'sentence<TAB>word' lines")
@@ -148,8 +151,6 @@ def resolve_key(text: str, demos: str | None = None) -> Template | str:
     :param demos: a demonstrations file put before each template (None: none).
     :returns: a ``Template``, or the key text.
     :raises promptsearch.PromptSearchError: as ``resolve_template``."""
-    from .representation import Representation
-
     key = Representation.parse(text)
     if not key.members and not key.names_readout_or_layer:
         return resolve_template(text, demos)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import sys
 from pathlib import Path
 
 from .errors import DataError
@@ -10,8 +12,6 @@ from .errors import DataError
 ENV_VAR = "PROMPTSEARCH_DATA_DIR"
 CACHE_ENV = "PROMPTSEARCH_CACHE"
 STS_FOLDERS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
-
-
 
 DEV_SET = "stsb-dev"  # the set a search scores on and training chooses its checkpoint by, unless told another
 
@@ -21,13 +21,12 @@ def hub_offline_if_unreachable() -> bool:
     few seconds, switch the hub libraries to offline mode (as ``HF_HUB_OFFLINE=1`` would), so that a
     cached copy still loads and a missing one fails at once instead of after ~30 s of retries.
     Returns whether the libraries are offline (set here or by the environment)."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: start-up time
 
     if constants.HF_HUB_OFFLINE:
         return True
-    import socket
-    import urllib.parse
-    import urllib.request
+    import urllib.parse  # lazy: start-up time
+    import urllib.request  # lazy: start-up time (it loads http and ssl)
 
     if urllib.request.getproxies():  # behind a proxy a direct connection proves nothing: leave it to the libraries
         return False
@@ -37,8 +36,6 @@ def hub_offline_if_unreachable() -> bool:
         return False
     except OSError:
         constants.HF_HUB_OFFLINE = True
-        import sys
-
         if "datasets" in sys.modules:
             sys.modules["datasets"].config.HF_HUB_OFFLINE = True
         return True
@@ -87,12 +84,14 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
             raise DataError(f"data directory {p} ({src}) is a file, not a folder; point it at the STS data folder "
                             "(e.g. ../shared/data/sts)")
         if not p.is_dir():
-            raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. ../shared/data/sts)")
+            raise DataError(f"data directory {p} ({src}) does not exist; point it at the STS data (e.g. "
+                            "../shared/data/sts)")
         if (p / "sts").is_dir():
             return p / "sts", p / "train"
         if (p / "STSBenchmark").is_dir() or any((p / d).is_dir() for d in STS_FOLDERS):
             return p, p.parent / "train"
-        raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the SentEval-layout STS data")
+        raise DataError(f"data directory {p} ({src}) holds no STSBenchmark/ or sts/ folder; point it at the "
+                        "SentEval-layout STS data")
     looked = _candidates()
     for c in looked:
         if (c / "sts" / "STSBenchmark").is_dir():

@@ -33,7 +33,7 @@ class Cluster:
         self.base = Path(tempfile.mkdtemp(prefix="promptsearch-pg-"))
         self.prefix: list[str] = []
         if os.geteuid() == 0:
-            import pwd
+            import pwd  # here, not at the top: POSIX only, and needed as root only
 
             user = pwd.getpwnam("postgres")
             os.chown(self.base, user.pw_uid, user.pw_gid)
@@ -57,7 +57,8 @@ class Cluster:
         try:
             (self.base / "pw").write_text(PASSWORD + "\n")
             os.chmod(self.base / "pw", 0o644)
-            subprocess.run(self.prefix + [f"{self.bin}/initdb", "-D", str(self.data), "-U", USER, f"--pwfile={self.base / 'pw'}",
+            subprocess.run(self.prefix + [f"{self.bin}/initdb", "-D", str(self.data), "-U", USER,
+                                          f"--pwfile={self.base / 'pw'}",
                                           "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"],
                            capture_output=True, text=True, check=True, timeout=300)
             self.start()

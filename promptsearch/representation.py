@@ -4,9 +4,9 @@ A :class:`Representation` is a template (or a sentence-transformers prompt: ``qu
 one way — its [MASK] state (a causal LM's last-token state), at ``layer`` when not the last; or its
 pass pooled by ``readout`` — or an ``ensemble`` of such members. It is built where text or a folder
 enters (:meth:`Representation.parse`, :meth:`Representation.of`,
-:meth:`promptsearch.encoding.encoder.PromptEncoder.own_representation`) and passed down as an object; :attr:`~Representation.text`
-writes the key a results file and the command line use (``T``, ``T @layer L``, ``P[X] @mean``,
-``A + B``). This module alone reads and writes that text, and alone compares read-out names.
+:meth:`promptsearch.encoding.encoder.PromptEncoder.own_representation`) and passed down as an object;
+:attr:`~Representation.text` writes the key a results file and the command line use (``T``, ``T @layer L``,
+``P[X] @mean``, ``A + B``). This module alone reads and writes that text, and alone compares read-out names.
 
 Pooled read-outs are sentence-transformers' :class:`Pooling` modes (``cls``, ``max``, ``mean``,
 ``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``); ``sentence-MODE`` is the same mode with
@@ -118,6 +118,7 @@ class Representation:
             if layer is not None:
                 _no_join(t.text, f"{t.text}{_LAYER}{layer}")
             return cls(t.text, layer)
+        assert readout is not None  # None is the [MASK] state, returned above
         pooling_of(readout)  # the name checked
         t = Template.parse(template)
         _no_join(t.text, f"{t.text} @{readout}")
@@ -192,7 +193,9 @@ class Representation:
     @property
     def shown(self) -> str:
         """The key as a terminal line shows it: a prompt's newline or tab escaped (``\\n``), so one key is one line."""
-        return self.text.encode("unicode_escape").decode("ascii") if any(c in self.text for c in "\n\r\t") else self.text
+        if any(c in self.text for c in "\n\r\t"):
+            return self.text.encode("unicode_escape").decode("ascii")
+        return self.text
 
     # ---- what it is ------------------------------------------------------------------------------
     @property
@@ -235,13 +238,15 @@ class Representation:
         modes (then computed, and exported, as sentence-transformers computes it); None otherwise."""
         if not self.pooled or self.prompt is None:
             return None
+        assert self.readout is not None  # pooled
         return pooling_of(self.readout)
 
     def why_not_sentence_transformers(self) -> str | None:
         """None when sentence-transformers computes this representation (a prompt + a Pooling mode), else why
         it cannot, in a few words."""
         if self.members:
-            return "it is an ensemble: sentence-transformers runs one pass and one pooling, so it cannot average several"
+            return ("it is an ensemble: sentence-transformers runs one pass and one pooling, so it cannot average "
+                    "several")
         if not self.pooled:
             return (f"it reads the [MASK] state{' at a layer' if self.layer is not None else ''}, which "
                     "sentence-transformers' Pooling cannot")
@@ -254,8 +259,8 @@ def _no_join(template: str, key: str) -> None:
     """A template read at a layer or pooled is written ``T @layer L`` / ``T @mean``, and a key with a suffix is
     read as an ensemble's members joined by `` + ``: a template holding `` + `` would not read back as itself."""
     if _JOIN in template:
-        raise TemplateError(f"{quote(template)} holds ' + ', which joins an ensemble's members in a key: {quote(key)} would "
-                            "read as an ensemble; write the '+' without spaces around it, or as a word")
+        raise TemplateError(f"{quote(template)} holds ' + ', which joins an ensemble's members in a key: {quote(key)} "
+                            "would read as an ensemble; write the '+' without spaces around it, or as a word")
 
 
 def pooled_ways(template: str | Template, readouts) -> list[Representation]:

@@ -92,8 +92,8 @@ class Template:
             )
         if n_mask > 1:
             raise TemplateError(
-                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK] (or none for a causal LM, "
-                "which reads the last token)"
+                f"template {quote(text)} has {n_mask} [MASK] tokens; write exactly one [MASK] (or none for a causal "
+                "LM, which reads the last token)"
             )
         parts = _TOKEN_RE.split(text)
         slots = tuple("X" if s == SENT else "MASK" for s in _TOKEN_RE.findall(text))
@@ -222,7 +222,8 @@ def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     head = [list(x) for x in tokenizer(texts[:PROBE], add_special_tokens=False)["input_ids"]] if texts else []
     if len(texts) <= PROBE:
         return head
-    if (backend is None or getattr(backend, "truncation", None) is not None or getattr(backend, "padding", None) is not None
+    if (backend is None or getattr(backend, "truncation", None) is not None
+            or getattr(backend, "padding", None) is not None
             or [e.ids for e in backend.encode_batch(texts[:PROBE], add_special_tokens=False)] != head):
         return head + [list(x) for x in tokenizer(texts[PROBE:], add_special_tokens=False)["input_ids"]]
     return head + [e.ids for e in backend.encode_batch(texts[PROBE:], add_special_tokens=False)]
@@ -257,8 +258,8 @@ def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemp
         return _render_last(template, tokenizer)
     if tokenizer.mask_token_id is None:
         if causal:
-            raise TemplateError(f"template {quote(template.text)} has a [MASK], but a causal LM has no mask token: drop "
-                                f"[MASK], the last token's state is read (e.g. PromptEOL: {CAUSAL_EXAMPLE!r})")
+            raise TemplateError(f"template {quote(template.text)} has a [MASK], but a causal LM has no mask token: "
+                                f"drop [MASK], the last token's state is read (e.g. PromptEOL: {CAUSAL_EXAMPLE!r})")
         raise TemplateError("this tokenizer has no mask token, so it cannot fill a [MASK] template")
     lead, trail = special_tokens_around(tokenizer)
     p0, p1, p2 = template.pieces
@@ -277,7 +278,8 @@ def _render(template: Template, tokenizer, causal: bool = False) -> RenderedTemp
         after = ids2 + trail
         mask_in_before, mask_index = True, len(lead) + len(ids0)
         space, starts = p1.endswith(" "), False
-    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail), starts)
+    return RenderedTemplate(tuple(before), tuple(after), mask_in_before, mask_index, space, len(lead), len(trail),
+                            starts)
 
 
 @functools.lru_cache(maxsize=4096)

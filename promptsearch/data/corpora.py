@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import DataError
 from ..paths import train_dir
 from .sts import _read_lines, _tokens
+from .user import load_texts
 
 
 def default_corpus_path(data_dir=None) -> Path:
@@ -38,8 +39,6 @@ def training_corpus(train_file: str | None = None, text_column: str | None = Non
     :param data_dir: the data folder the Wikipedia sample is read from (None: the default location).
     :returns: a ``datasets.Dataset`` with the column ``text`` (a user's corpus) or a list of sentences.
     :raises promptsearch.errors.DataError: as ``load_texts`` and ``load_corpus``."""
-    from .user import load_texts
-
     return load_texts(train_file, text_column) if train_file else load_corpus(data_dir=data_dir)
 
 
@@ -49,7 +48,8 @@ WORDNET_DIR = "/usr/share/wordnet"
 WORDNET_POS = ("noun", "verb", "adj", "adv")
 
 
-def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR, pos: tuple[str, ...] = WORDNET_POS) -> list[tuple[str, str]]:
+def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR,
+                 pos: tuple[str, ...] = WORDNET_POS) -> list[tuple[str, str]]:
     """(word, definition) pairs from WordNet 3.0 ``data.<pos>`` files (Debian ``wordnet-base``).
 
     A synset line is ``offset lex_filenum ss_type w_cnt word lex_id ... | gloss``; the gloss's
@@ -99,9 +99,9 @@ def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> l
         s1, s2, lab = (_read_lines(folder / f"{n}.{split}") for n in ("s1", "s2", "labels"))
         if not (len(s1) == len(s2) == len(lab)):
             raise DataError(f"{folder}: s1/s2/labels.{split} have different line counts")
-        for a, b, l in zip(s1, s2, lab):
+        for a, b, label in zip(s1, s2, lab):
             g = groups.setdefault(_tokens(a), {})
-            g.setdefault(l.strip(), []).append(_tokens(b))
+            g.setdefault(label.strip(), []).append(_tokens(b))
     out = [(p, g["entailment"][0], g["contradiction"][0]) for p, g in groups.items()
            if g.get("entailment") and g.get("contradiction")]
     if not out:

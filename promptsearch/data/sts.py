@@ -6,14 +6,12 @@ The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
 
 from __future__ import annotations
 
-from ..paths import DEV_SET  # noqa: F401 (re-exported by promptsearch.data)
-
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError
-from ..paths import sts_dir
+from ..paths import DEV_SET, sts_dir  # noqa: F401 (DEV_SET: re-exported by promptsearch.data)
 
 STS_YEARS = {"sts12": "STS12-en-test", "sts13": "STS13-en-test", "sts14": "STS14-en-test",
              "sts15": "STS15-en-test", "sts16": "STS16-en-test"}
@@ -50,13 +48,14 @@ class STSData:
         :raises promptsearch.errors.DataError: where every gold score of the set, or of a subset, is the same."""
         ys = [v for _, _, y in self.subsets.values() for v in y]
         if len(set(ys)) < 2:
-            raise DataError(f"every gold score of {self.name} is {ys[0] if ys else 'missing'}: a Spearman correlation is "
-                            "undefined; give pairs with different scores")
+            raise DataError(f"every gold score of {self.name} is {ys[0] if ys else 'missing'}: a Spearman correlation "
+                            "is undefined; give pairs with different scores")
         if len(self.subsets) > 1:
             for name, (_, _, y) in self.subsets.items():
                 if len(set(y)) < 2:
-                    raise DataError(f"subset {name!r} of {self.name} has {len(y)} pair(s), all scored {y[0]}: its Spearman "
-                                    "correlation is undefined; group the pairs by another column (subset_column=) or by none")
+                    raise DataError(f"subset {name!r} of {self.name} has {len(y)} pair(s), all scored {y[0]}: its "
+                                    "Spearman correlation is undefined; group the pairs by another column "
+                                    "(subset_column=) or by none")
         return self
 
     def sentences(self) -> list[str]:
@@ -108,7 +107,8 @@ def read_sts_year(task: str, data_dir=None) -> STSData:
         gs = folder / f"STS.gs.{subset}.txt"
         lines, golds = _read_lines(inp), _read_lines(gs)
         if len(lines) != len(golds):
-            raise DataError(f"{inp} has {len(lines)} lines but {gs.name} has {len(golds)}; the files must align line by line")
+            raise DataError(f"{inp} has {len(lines)} lines but {gs.name} has {len(golds)}; the files must align line "
+                            "by line")
         a, b, y = [], [], []
         for i, (line, g) in enumerate(zip(lines, golds), 1):
             if not g.strip():

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, PromptSearchError
+from ..paths import sts_dir
+from ..template import quote
 from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
-from .user import PairFormat, is_user_dataset, load_pairs
+from .user import PairFormat, _split_spec, is_user_dataset, load_pairs
 
 
 def expand_tasks(spec: str | list[str]) -> list[str]:
@@ -61,12 +63,8 @@ def one_dataset(spec: str) -> str:
     :param spec: the task name or data set.
     :returns: the task name.
     :raises promptsearch.PromptSearchError: where ``spec`` names more or fewer than one data set."""
-    from ..template import quote
-
     tasks = expand_tasks(spec)
     if len(tasks) != 1:
-        from ..errors import PromptSearchError
-
         raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}); a search "
                                 "scores on one, e.g. stsb-dev")
     return tasks[0]
@@ -79,9 +77,6 @@ def scoring_sets(spec: str) -> list[str]:
     :param spec: a dev set or a comma list of them.
     :returns: the task names, in order.
     :raises promptsearch.PromptSearchError: for an empty spec, a group, an unknown name or a set named twice."""
-    from ..errors import PromptSearchError
-    from ..template import quote
-
     if not str(spec).strip(" ,"):
         raise PromptSearchError("dataset= is empty; name the dev set(s) to score on, e.g. dataset=stsb-dev or "
                                 "dataset=stsb-dev,sick-trial")
@@ -93,14 +88,13 @@ def scoring_sets(spec: str) -> list[str]:
     for t in tasks:  # one file under two spellings (p.csv, ./p.csv) is one set: the objective would count it twice
         same = seen.setdefault(resolved_task(t), t)
         if same != t:
-            raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set once")
+            raise PromptSearchError(f"dataset={quote(spec)} names one data set twice ({same} and {t}); give each set "
+                                    "once")
     return tasks
 
 
 def resolved_task(task: str) -> tuple:
     """What a task name reads: a user file's resolved path (with its config and split), else the name."""
-    from .user import _split_spec
-
     name, config, split = _split_spec(task)
     p = Path(name)
     return (str(p.resolve()), config, split) if p.exists() else (task,)
@@ -143,7 +137,5 @@ def check_data(tasks, data_dir=None) -> None:
     :param tasks: task names (as ``expand_tasks`` gives them).
     :param data_dir: the data folder (None: the default location).
     :raises promptsearch.errors.DataError: when a built-in task is named and the data folder is missing."""
-    from ..paths import sts_dir
-
     if any(t in TASK_NAMES for t in tasks):
         sts_dir(data_dir)

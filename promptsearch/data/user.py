@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import math
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ..errors import DataError, first_line
 from ..paths import hub_offline_if_unreachable
@@ -31,8 +33,9 @@ PAIR_COLUMNS = [("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B"
                 ("text1", "text2", "label"), ("s1", "s2", "similarity"), ("sentence1", "sentence2", "label"),
                 ("sentence1", "sentence2", "similarity_score")]
 TEXT_COLUMNS = ("text", "sentence", "sent0", "sentence1")
-FILE_BUILDERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".json": ("json", {}),
-                 ".jsonl": ("json", {}), ".parquet": ("parquet", {}), ".txt": ("text", {})}
+FILE_BUILDERS: dict[str, tuple[str, dict]] = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}),
+                                              ".json": ("json", {}), ".jsonl": ("json", {}),
+                                              ".parquet": ("parquet", {}), ".txt": ("text", {})}
 MIN_PAIRS = 10
 _QUOTED_FIELD = re.compile(r'^"(?:[^"]|"")*"$')
 
@@ -88,7 +91,8 @@ class PairFormat:
         if subset_column and subset_column in (cols or ()):
             raise DataError(f"subset_column={subset_column!r} is one of the pair columns; give a column that groups "
                             "the pairs (a genre, a source)")
-        return cls(cols, subset_column or None)
+        # three names (checked above)
+        return cls(cast("tuple[str, str, str] | None", cols), subset_column or None)
 
 
 def _split_spec(spec: str) -> tuple[str, str | None, str | None]:
@@ -110,7 +114,7 @@ def is_user_dataset(spec: str) -> bool:
 
 @contextlib.contextmanager
 def _quiet_datasets():
-    import datasets
+    import datasets  # lazy: start-up time
 
     level = datasets.logging.get_verbosity()
     bars = datasets.utils.logging.is_progress_bar_enabled()
@@ -126,7 +130,7 @@ def _quiet_datasets():
 
 def load_table(spec: str, text_file_builder: str | None = None):
     """The ``datasets.Dataset`` a spec names (one split). Memory-mapped Arrow, never a Python list."""
-    import datasets
+    import datasets  # lazy: start-up time
 
     name, config, split = _split_spec(spec)
     p = Path(name).expanduser()
@@ -157,8 +161,8 @@ def load_table(spec: str, text_file_builder: str | None = None):
         except (FileNotFoundError, ConnectionError, OSError) as exc:
             if p.exists():
                 raise DataError(f"cannot read {p}: {first_line(exc, 160)}") from None
-            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub is "
-                            "not reachable, download it elsewhere and pass the local folder or file") from None
+            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
+                            "is not reachable, download it elsewhere and pass the local folder or file") from None
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
             if p.is_file() and "corresponds to no data" in str(exc):
                 raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None
@@ -174,8 +178,6 @@ def _json_records(p: Path) -> list[dict] | None:
     ``json`` builder reads such a list through pandas, whose fast parser rounds floats to about 15
     significant digits and so creates ties a ``.jsonl`` of the same records does not have); None
     for anything else (JSON Lines, an object of columns), which the builder reads."""
-    import json
-
     with open(p, "rb") as f:
         head = f.read(64).lstrip()
     if not head.startswith(b"["):
@@ -190,9 +192,9 @@ def _json_records(p: Path) -> list[dict] | None:
 def _root_cause(exc: BaseException) -> BaseException:
     """The error under ``datasets``' wrappers (DatasetGenerationError says only "An error occurred")."""
     seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+    while (under := exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = under
     return exc
 
 
@@ -229,8 +231,6 @@ def _open_quote_line(p: Path) -> int | None:
 def _json_problem(p: Path) -> str | None:
     """Where a .json / .jsonl file stops being JSON: line by line for JSON Lines (a .jsonl, or a .json
     whose first line is a whole JSON value), else the position in the one document."""
-    import json
-
     text = p.read_text(encoding="utf-8-sig")
     lines = text.splitlines()
     first = next((x for x in lines if x.strip()), "")
@@ -268,7 +268,8 @@ def diagnose_file(p: Path, exc: BaseException) -> str:
     if suffix == ".csv":
         line = _open_quote_line(p)
         if line:
-            return f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters (\"\" for a quote inside one)"
+            return (f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters "
+                    "(\"\" for a quote inside one)")
     if suffix in (".json", ".jsonl"):
         bad = _json_problem(p)
         if bad:
@@ -277,7 +278,7 @@ def diagnose_file(p: Path, exc: BaseException) -> str:
 
 
 def _pick_split(ds, spec: str, split: str | None):
-    import datasets
+    import datasets  # lazy: start-up time
 
     if isinstance(ds, datasets.DatasetDict):
         splits = list(ds)
@@ -303,7 +304,8 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
     if fmt.columns:
         missing = [c for c in fmt.columns if c not in names]
         if missing:
-            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} (columns=a,b,score)")
+            raise DataError(f"{spec} has no column {missing[0]!r}; its columns are {', '.join(names)} "
+                            "(columns=a,b,score)")
         return fmt.columns
     for cols in PAIR_COLUMNS:
         if all(c in names for c in cols):
@@ -315,7 +317,7 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
 def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: str | None) -> None:
     """Sentences must be text and scores numbers (or text holding numbers); a column of lists,
     say, would otherwise be scored as the text of the list."""
-    import datasets
+    import datasets  # lazy: start-up time
 
     def kind(col):
         f = ds.features[col]
@@ -353,7 +355,8 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
         raise DataError(f"subset_column={fmt.subset_column!r} is one of the pair columns of {spec}; give a column that "
                         "groups the pairs (a genre, a source)")
     if fmt.subset_column and fmt.subset_column not in names:
-        raise DataError(f"{spec} has no column {fmt.subset_column!r} for subset_column=; its columns are {', '.join(names)}")
+        raise DataError(f"{spec} has no column {fmt.subset_column!r} for subset_column=; its columns are "
+                        f"{', '.join(names)}")
     _check_column_types(ds, spec, (a_col, b_col), y_col, fmt.subset_column)
     cols = ds.select_columns([c for c in (a_col, b_col, y_col, fmt.subset_column) if c])
     a, b, raw = cols[a_col], cols[b_col], cols[y_col]
@@ -378,16 +381,17 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
         sub[1].append(_tokens(str(sb)))
         sub[2].append(score)
     if bad:
-        raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first at "
-                        f"{_row_ref(spec, bad[0])}; fix or remove them")
+        raise DataError(f"{len(bad)} row(s) of {spec} have a missing or non-numeric {y_col!r} or sentence, the first "
+                        f"at {_row_ref(spec, bad[0])}; fix or remove them")
     if empty:
-        raise DataError(f"{len(empty)} row(s) of {spec} have an empty sentence, the first at {_row_ref(spec, empty[0])}; "
-                        "fix or remove them")
+        raise DataError(f"{len(empty)} row(s) of {spec} have an empty sentence, the first at "
+                        f"{_row_ref(spec, empty[0])}; fix or remove them")
     data = STSData(spec, subsets)
     if data.n_pairs == 0:
         raise DataError(f"{spec} holds no sentence pairs; give a data set with rows of {a_col},{b_col},{y_col}")
     if data.n_pairs < MIN_PAIRS:
-        raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least {MIN_PAIRS}")
+        raise DataError(f"{spec} holds {data.n_pairs} scored pair(s); a Spearman correlation needs at least "
+                        f"{MIN_PAIRS}")
     data.check()  # a Spearman correlation is defined on the whole set and on every subset
     seen: set = set()
     dups = 0

@@ -2,7 +2,20 @@
 
 from .encoder import EncodeOptions, PromptEncoder, PromptStates
 from .prompt import PromptModule
-from .reps import Cls, Ditto, Ensemble, FirstLast, MaskState, Mean, Pooling, Rep, Static, StaticDebiased, TopKStatic, rep
+from .reps import (
+    Cls,
+    Ditto,
+    Ensemble,
+    FirstLast,
+    MaskState,
+    Mean,
+    Pooling,
+    Rep,
+    Static,
+    StaticDebiased,
+    TopKStatic,
+    rep,
+)
 
-__all__ = ["PromptEncoder", "PromptStates", "PromptModule", "Rep", "rep", "MaskState", "Ensemble", "TopKStatic", "Pooling", "Cls",
-           "Mean", "FirstLast", "Static", "StaticDebiased", "Ditto"]
+__all__ = ["PromptEncoder", "PromptStates", "EncodeOptions", "PromptModule", "Rep", "rep", "MaskState", "Ensemble",
+           "TopKStatic", "Pooling", "Cls", "Mean", "FirstLast", "Static", "StaticDebiased", "Ditto"]

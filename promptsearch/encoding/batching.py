@@ -67,7 +67,8 @@ def default_max_tokens(device) -> int:
     return MAX_TOKENS.get(torch.device(device).type, 4096)
 
 
-def budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None = None) -> list[np.ndarray]:
+def budget_batches(lengths: Sequence[int] | np.ndarray, max_tokens: int,
+                   max_rows: int | None = None) -> list[np.ndarray]:
     """Row indices in batches, longest first (stable): each batch holds as many rows as fit
     ``max_tokens`` padded tokens (rows × its longest row; a row longer than the budget goes alone),
     and at most ``max_rows`` when given (text-embeddings-inference's token-budget batching)."""

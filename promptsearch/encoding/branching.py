@@ -64,9 +64,10 @@ def branched_states(module, group: list[Template], rows: dict, planned: tuple, l
             pos = (n_prefix + lens)[:, None] + torch.arange(after.shape[1], device=dev)
             # (a row cut shorter for this template may run past the model's positions here; it is not kept)
             pos = pos.clamp(max=module.max_length - 1) + module.position_offset
-            mask = torch.cat([torch.ones((len(idx), n_prefix), dtype=att.dtype, device=dev), att, torch.ones_like(after)], 1)
-            o = module.encoder(input_ids=after, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                               output_hidden_states=layers is not None)
+            mask = torch.cat([torch.ones((len(idx), n_prefix), dtype=att.dtype, device=dev), att,
+                              torch.ones_like(after)], 1)
+            o = module.encoder(input_ids=after, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                               use_cache=True, output_hidden_states=layers is not None)
             cache.crop(-after.shape[1])  # back to prefix + sentence (a negative count: every transformers version)
             st = (o.last_hidden_state[None] if layers is None else torch.stack([o.hidden_states[k] for k in layers]))
             st = st[:, :, r.mask_index].float()
@@ -86,7 +87,8 @@ def _prefix_cache(module, before: list[int]):
         return None
     ids = torch.as_tensor([before], device=module.device)
     pos = torch.arange(len(before), device=module.device)[None] + module.position_offset
-    return module.encoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos, use_cache=True).past_key_values
+    return module.encoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos,
+                          use_cache=True).past_key_values
 
 
 def _sentence_pass(module, prefix, n_prefix: int, sents: list[list[int]]):

@@ -3,8 +3,8 @@
 The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
 progress bar, return a numpy array in input order. Inference runs under
 ``torch.inference_mode`` and, where bf16 is the faster precision (measured on a CPU, GPUs with bf16
-tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering, the forward,
-denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
+tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering,
+the forward, denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -25,13 +25,19 @@ from tqdm.auto import tqdm
 from ..data import load_corpus
 from ..errors import PromptSearchError, TemplateError
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
+from ..model.quantize import int8_copy
 from ..model.saved import load_template_dir, read_config
-from ..template import RenderedTemplate, Template
 from ..representation import TEMPLATE_READOUTS, Representation, uses_first_token
+from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
-from .pooled import st_pooled
+from .pooled import prompt_tokens, st_pooled
 from .prompt import PromptModule
-from .reps import Batch, Pooling, PromptPool, Rep, biased_token_ids, rep
+from .reps import Batch, MaskState, Pooling, PromptPool, Rep, biased_token_ids, rep
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+R = TypeVar("R", bound=Rep)
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,13 @@ class PromptEncoder:
             o = dataclasses.replace(options or EncodeOptions(), **option_fields)
         except TypeError:
             bad = sorted(set(option_fields) - {f.name for f in dataclasses.fields(EncodeOptions)})
-            raise TypeError(f"PromptEncoder got unknown option(s) {', '.join(bad)}; "
-                            f"EncodeOptions has {', '.join(f.name for f in dataclasses.fields(EncodeOptions))}") from None
+            known = ", ".join(f.name for f in dataclasses.fields(EncodeOptions))
+            raise TypeError(f"PromptEncoder got unknown option(s) {', '.join(bad)}; EncodeOptions has "
+                            f"{known}") from None
         self.options = o
         batch_size, max_tokens, bf16, max_length = o.batch_size, o.max_tokens, o.bf16, o.max_length
-        add_period, show_progress_bar, compat, padding_side = o.add_period, o.show_progress_bar, o.compat, o.padding_side
+        add_period, show_progress_bar = o.add_period, o.show_progress_bar
+        compat, padding_side = o.compat, o.padding_side
         self.model = model
         self.batch_size = batch_size  # a cap on rows per batch (template passes); plain passes take 64 when None
         device = next(model.encoder.parameters()).device
@@ -142,6 +150,7 @@ class PromptEncoder:
         if cfg and cfg.get("soft_prompt"):
             cfg, soft = load_template_dir(name_or_path)
             enc = cls(load_model(cfg.get("base_model", DEFAULT_MODEL), device=device, mask_head=mask_head), **kwargs)
+            assert soft is not None  # the config names a soft prompt
             enc.set_soft_prompt(cfg["template"], soft.to(enc.device))
         else:
             enc = cls(load_model(name_or_path, device=device, mask_head=mask_head), **kwargs)
@@ -170,15 +179,13 @@ class PromptEncoder:
         if precision == self.precision:
             return self
         if precision == "bf16" and not bf16_supported(self.device):
-            raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} ({precision_choice(self.device)[1]}); "
-                                    "use precision='fp32' or 'int8'")
+            raise PromptSearchError(f"bf16 is not the faster precision on this {self.device.type} "
+                                    f"({precision_choice(self.device)[1]}); use precision='fp32' or 'int8'")
         model = self.model
         if precision == "int8":
-            from ..model.quantize import int8_copy
-
             model = dataclasses.replace(model, encoder=int8_copy(model.encoder))
-        other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir, bf16=precision == "bf16",
-                              max_tokens=self.max_tokens, max_length=self.max_length)
+        other = PromptEncoder(model, self.options, corpus=self._corpus, data_dir=self.data_dir,
+                              bf16=precision == "bf16", max_tokens=self.max_tokens, max_length=self.max_length)
         other.int8 = precision == "int8"
         for t, v in self.soft_prompts.items():
             other.set_soft_prompt(t, v.detach().clone())
@@ -190,7 +197,7 @@ class PromptEncoder:
         return self.model.tokenizer
 
     @property
-    def encoder(self) -> torch.nn.Module:
+    def encoder(self) -> PreTrainedModel:
         return self.prompt.encoder
 
     @property
@@ -331,7 +338,7 @@ class PromptEncoder:
             else:
                 rep = _rep(template, bool(denoise), pooling, layer=layer)
         single = isinstance(sentences, str)
-        sents = [sentences] if single else list(sentences)
+        sents = [sentences] if isinstance(sentences, str) else list(sentences)
         out = self.encode_reps(sents, [rep], batch_size=batch_size, show_progress_bar=show_progress_bar)[rep]
         if normalize_embeddings:
             out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
@@ -348,8 +355,10 @@ class PromptEncoder:
         if self._pooled_signature is None:
             st = self.model.stack()
             tok = st.transformer.tokenizer
+            assert tok is not None  # a Transformer module reads text through its tokenizer
             h = hashlib.sha1(json.dumps([self.POOLED_VERSION, st.describe(), self.pooled_max_length, type(tok).__name__,
-                                         tok.padding_side, str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
+                                         tok.padding_side,
+                                         str(getattr(getattr(tok, "backend_tokenizer", None), "normalizer", ""))],
                                         default=str).encode("utf-8"))
             for m in st.modules:
                 for v in m.state_dict().values():
@@ -395,6 +404,7 @@ class PromptEncoder:
             k, denoise = trained
             return _rep(k.template, denoise, k.readout, layer=k.layer)
         k = self.model.stack().own()
+        assert k.readout is not None  # the stack's own representation is pooled
         return PromptPool(k.template, k.readout)
 
     def describe_own(self, denoise: bool | None = None) -> str:
@@ -411,7 +421,7 @@ class PromptEncoder:
                     + ("" if denoise == saved else f" (saved {'denoised' if saved else 'raw'})"))
         return self.model.stack().describe()
 
-    def resolve(self, r: Rep) -> Rep:
+    def resolve(self, r: R) -> R:
         """The representation ready for this model: a Ditto head checked against its shape,
         static-debiased given its token ids (counted once on the corpus or the data folder's
         Wikipedia sample).
@@ -449,17 +459,18 @@ class PromptEncoder:
         :raises promptsearch.TemplateError: for a template or read-out this model cannot read (one line)."""
         wanted, reps = reps, list(dict.fromkeys(p for r in reps for p in r.parts()))  # an ensemble's members
         out: dict[Rep, np.ndarray] = {}
-        masked = [r for r in reps if r.prompt]
+        masked = [r for r in reps if isinstance(r, MaskState)]  # the reps read from a template's [MASK] (r.prompt)
         templates = list(dict.fromkeys(r.template for r in masked))
         # every template from shared passes, every read-out layer asked for from the same passes
         at = {r: self.prompt.layer_index(r.layer) for r in masked}  # each rep's layer as a hidden_states index, once
         layers = None if all(r.layer is None for r in masked) else list(dict.fromkeys(at.values()))
-        states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked), batch_size=batch_size,
+        states = self.template_states(sentences, templates, denoise=any(r.denoise for r in masked),
+                                      batch_size=batch_size,
                                       show_progress_bar=show_progress_bar, layers=layers) if masked else []
         for template, st in zip(templates, states):
-            for r in (r for r in masked if r.template == template):
-                s = st if layers is None else st[at[r]]
-                out[r] = r.from_states(s.raw, s.denoised, self)
+            for m in (m for m in masked if m.template == template):
+                s = st if isinstance(st, PromptStates) else st[at[m]]  # one state, or one per layer asked
+                out[m] = m.from_states(s.raw, s.denoised, self)
         pooled_t = [r for r in reps if isinstance(r, PromptPool)]  # a template's pass, pooled
         for r in pooled_t:
             self.check_readout(r)
@@ -472,21 +483,22 @@ class PromptEncoder:
             with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
                 bar.total = 0  # each prompt adds its batches (st_pooled)
                 for prompt, rs in by_prompt.items():
-                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size, bar)
+                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size,
+                                    bar)
                     for r in rs:
                         out[r] = got[r.readout]
         rendered = [r for r in pooled_t if r.st_prompt is None]  # other templates: promptsearch's rendering
         if rendered:
-            st = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)), batch_size=batch_size,
-                                      show_progress_bar=show_progress_bar)
+            by_template = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)),
+                                               batch_size=batch_size, show_progress_bar=show_progress_bar)
             for r in rendered:
-                out[r] = st[r.template][TEMPLATE_READOUTS.index(r.readout)]
-        pooled = {r: self.resolve(r) for r in reps if not r.prompt and not isinstance(r, PromptPool)}
+                out[r] = by_template[r.template][TEMPLATE_READOUTS.index(r.readout)]
+        pooled = {r: self.resolve(r) for r in reps if isinstance(r, Pooling)}  # the plain-sentence passes
         if pooled:
             res = self.forward_pooled(sentences, list(dict.fromkeys(pooled.values())), batch_size=batch_size,
                                       show_progress_bar=show_progress_bar)
-            for r, resolved in pooled.items():
-                out[r] = res[resolved]
+            for plain, resolved in pooled.items():
+                out[plain] = res[resolved]
         return {r: r.combine([out[p] for p in r.parts()]) for r in wanted}
 
     def check_rep(self, r: Rep) -> None:
@@ -499,26 +511,26 @@ class PromptEncoder:
         for m in r.parts():
             if isinstance(m, PromptPool):
                 self.check_readout(m)
-            elif m.prompt:
+            elif isinstance(m, MaskState):  # m.prompt
                 self.check_template(m.template)
 
     def check_readout(self, r: PromptPool) -> None:
         """A one-line error for a pooled read-out this model cannot give, or a template that leaves no room."""
         if r.st_prompt is not None:  # sentence-transformers' stack reads it (a one-line error if it cannot)
-            from .pooled import prompt_tokens
 
             n, room = prompt_tokens(self.model.stack(), r.st_prompt), self.pooled_max_length
             if room and n >= room:
-                raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no room "
-                                    f"for a sentence within {room}; shorten it")
+                raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no "
+                                    f"room for a sentence within {room}; shorten it")
             return
         if uses_first_token(r.readout) and (self.model.causal or not self.prompt._specials()[0]):
-            raise PromptSearchError(f"the cls read-out reads a [CLS] token this {'causal LM' if self.model.causal else 'tokenizer'} "
-                                    "does not put first; use readout=mean or sentence-mean")
+            raise PromptSearchError("the cls read-out reads a [CLS] token this "
+                                    f"{'causal LM' if self.model.causal else 'tokenizer'} does not put first; use "
+                                    "readout=mean or sentence-mean")
         self.prompt.check_template(r.template, pooled=True)
 
-    def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template], batch_size: int | None = None,
-                        show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
+    def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template],
+                        batch_size: int | None = None, show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
         """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
         sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling).
@@ -582,14 +594,15 @@ class PromptEncoder:
         ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
         with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
             states = self.prompt.rows_states(rows, self.max_tokens, batch_size or self.batch_size, ls, bar)
-            out = {}
+            out: dict[str, PromptStates | dict[int, PromptStates]] = {}
             for t in ts:
-                per = {}
-                for j, k in enumerate([None] if ls is None else ls):
+
+                def at_layer(j: int, k: int | None) -> PromptStates:  # the j-th layer read, hidden_states[k]
                     bias = (self.prompt.template_bias(t, rows[t].bias, layer=k).numpy()[inverse] if denoise
                             else np.zeros((len(sentences), self.prompt.hidden_size), dtype=np.float32))
-                    per[k] = PromptStates(raw=states[t.text][j][inverse], bias=bias)
-                out[t.text] = per[None] if ls is None else per
+                    return PromptStates(raw=states[t.text][j][inverse], bias=bias)
+
+                out[t.text] = at_layer(0, None) if ls is None else {k: at_layer(j, k) for j, k in enumerate(ls)}
         return [out[Template.parse(t).text] for t in templates]
 
     def encode_templates(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
@@ -631,14 +644,17 @@ class PromptEncoder:
         attentions = any(p.attentions for p in poolings)
         forward = any(p.forward for p in poolings)
         uniq, inverse = unique([" ".join(s.split()) for s in sentences])
-        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True, max_length=self.max_length)["input_ids"] if uniq else []
+        enc = self.tokenizer(uniq, add_special_tokens=True, truncation=True,
+                             max_length=self.max_length)["input_ids"] if uniq else []
         order = length_order(enc)
         bs = batch_size or self.batch_size or 64
         pad_id = self.tokenizer.pad_token_id or 0
         results: dict[Pooling, list] = {p: [None] * len(uniq) for p in poolings}
         special = torch.as_tensor(sorted(self._special_ids), device=self.device)
         emb = self.word_embeddings
-        with self._attn_impl("eager" if attentions else None), self._progress((len(enc) + bs - 1) // bs, "encode", show_progress_bar) as bar:
+        n_batches = (len(enc) + bs - 1) // bs
+        with (self._attn_impl("eager" if attentions else None),
+              self._progress(n_batches, "encode", show_progress_bar) as bar):
             for start in range(0, len(enc), bs):
                 idx = order[start : start + bs]
                 ids, att = pad([enc[i] for i in idx], pad_id, self.device)

@@ -62,12 +62,13 @@ class ReferenceInputs(PromptInputs):
             hit = self._template_only[template.text] = (ids, start, ids.index(tok.mask_token_id))
         return hit
 
-    def rows(self, sentences: Sequence[str], template: Template) -> ListRows:
+    def rows(self, sentences: Sequence[str], template: Template, pooled: bool = False) -> ListRows:
         """The reference's batcher input: the template with the sentence in place of [X], stripped,
         tokenized as one string (BPE merges across the [X] boundary included); [MASK] is found by
         id; the bias length is the input's length minus the template-only input's."""
         if self.module.soft_prompt(template) is not None:
-            raise PromptSearchError("compat='reference' reproduces plain templates; a soft prompt (OptiPrompt) needs the default compat")
+            raise PromptSearchError("compat='reference' reproduces plain templates; a soft prompt (OptiPrompt) needs "
+                                    "the default compat")
         tok, max_length = self.module.tokenizer, self.module.max_length
         t_ids, _, _ = self.template_only(template)
         text = template.text.replace("[MASK]", tok.mask_token)

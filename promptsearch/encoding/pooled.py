@@ -78,15 +78,18 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple
     limit = max_length or getattr(tok, "model_max_length", None) or 0
     order = np.argsort([-len(t) for t in texts], kind="stable")  # longest first: chunks of similar length
     ordered = [texts[i] for i in order]
-    probe = sorted(set(range(min(PROBE // 2, len(ordered)))) | set(range(max(len(ordered) - PROBE // 2, 0), len(ordered))))
+    probe = sorted(set(range(min(PROBE // 2, len(ordered))))
+                   | set(range(max(len(ordered) - PROBE // 2, 0), len(ordered))))
     head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
     backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
     fast = backend is not None and len(ordered) > len(probe) and set(head) <= PER_TOKEN
     if fast:  # compared where preprocess did not truncate (the shortest texts at least)
         same = [list(e.ids) == head["input_ids"][n].tolist() and ("token_type_ids" not in head or list(e.type_ids) ==
-                head["token_type_ids"][n].tolist()) for n, e in enumerate(_encode(backend, [prompt + ordered[j] for j in probe]))
+                head["token_type_ids"][n].tolist())
+                for n, e in enumerate(_encode(backend, [prompt + ordered[j] for j in probe]))
                 if not limit or len(head["input_ids"][n]) < limit]
         fast = bool(same) and all(same)
+    rows: dict[str, list]  # each text's features (None until filled)
     if not fast:
         rows, rest = _preprocessed(stack, ordered, prompt, kw)
     else:
@@ -134,7 +137,8 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
               bar=None) -> dict[str, np.ndarray]:
     """{read-out: (n, dim)} for the sentences under ``prompt``, each pooled read-out as sentence-transformers
     computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s
-    ``max_length`` option, when set, in place of the folder's max length: :attr:`~.encoder.PromptEncoder.pooled_max_length`)."""
+    ``max_length`` option, when set, in place of the folder's max length:
+    :attr:`~.encoder.PromptEncoder.pooled_max_length`)."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
@@ -169,7 +173,8 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
 def st_forward(stack, texts: Sequence[str], prompt: str, readout: str, max_length: int | None, device) -> torch.Tensor:
     """One batch of texts under ``prompt`` through the stack with ``readout``'s Pooling, (B, dim): differentiable,
     dropout as the encoder's mode says (what training's views of a pooled prompt are)."""
-    f = stack.transformer.preprocess(list(texts), prompt=prompt or None, **({"max_length": max_length} if max_length else {}))
+    f = stack.transformer.preprocess(list(texts), prompt=prompt or None,
+                                     **({"max_length": max_length} if max_length else {}))
     f = stack.transformer({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in f.items()})
     pool = stack.pooling_for(readout).to(device)
     for m in stack.after_pooling():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import torch
@@ -23,12 +23,13 @@ from torch import nn
 
 from ..errors import PromptSearchError, TemplateError
 from ..model import LoadedModel
-from ..representation import is_mask
+from ..representation import TEMPLATE_READOUTS, Representation, is_mask
 from ..template import RenderedTemplate, Template, quote, special_tokens_around, token_ids, tokens_in_context
 from .batching import autocast, budget_batches
 from .branching import branchable, branched_states
 from .branching import plan as branch_plan
 from .inputs import PromptInputs, ReferenceInputs
+from .pooled import st_forward
 from .rows import ListRows
 
 COMPAT_MODES = ("promptsearch", "reference")
@@ -49,7 +50,8 @@ class PromptModule(nn.Module):
         if compat not in COMPAT_MODES:
             raise PromptSearchError(f"unknown compat mode {compat!r}; choose {' or '.join(COMPAT_MODES)}")
         if compat == "reference" and model.causal:
-            raise PromptSearchError("compat='reference' reproduces PromptBERT's masked-LM evaluation; a causal LM uses the default")
+            raise PromptSearchError("compat='reference' reproduces PromptBERT's masked-LM evaluation; a causal LM uses "
+                                    "the default")
         if padding_side not in ("right", "left"):
             raise PromptSearchError(f"padding_side {padding_side!r}: choose right or left")
         self.causal = model.causal
@@ -120,7 +122,8 @@ class PromptModule(nn.Module):
             if len(self._tokens) + len(todo) > TOKEN_CACHE:
                 self._tokens.clear()
             words = [t for _, t in todo]
-            self._tokens.update(zip(todo, token_ids(self.tokenizer, words) if start else tokens_in_context(self.tokenizer, words)))
+            ids = token_ids(self.tokenizer, words) if start else tokens_in_context(self.tokenizer, words)
+            self._tokens.update(zip(todo, ids))
         return [self._tokens[t] for t in texts]
 
     def sentence_ids(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> list[list[int]]:
@@ -169,7 +172,8 @@ class PromptModule(nn.Module):
             return
         n = self.rendered(t).n_soft
         if tuple(vectors.shape) != (n, self.hidden_size):
-            raise PromptSearchError(f"soft prompt for {quote(t)} must be ({n}, {self.hidden_size}), got {tuple(vectors.shape)}")
+            raise PromptSearchError(f"soft prompt for {quote(t)} must be ({n}, {self.hidden_size}), got "
+                                    f"{tuple(vectors.shape)}")
         if not isinstance(vectors, nn.Parameter):
             vectors = nn.Parameter(vectors.detach().clone(), requires_grad=False)
         self.soft[key] = vectors
@@ -191,7 +195,8 @@ class PromptModule(nn.Module):
         ``load_state_dict``, a new soft prompt)."""
         return tuple((id(p), p._version) for p in self.parameters())
 
-    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int], shifts: Sequence[int] | None = None) -> dict:
+    def _inputs(self, ids: torch.Tensor, template: Template, sent_lens: Sequence[int],
+                shifts: Sequence[int] | None = None) -> dict:
         """``input_ids``, or ``inputs_embeds`` with soft-prompt vectors in the template slots."""
         soft = self.soft_prompt(template)
         if soft is None:
@@ -201,13 +206,14 @@ class PromptModule(nn.Module):
         emb = self.encoder.get_input_embeddings()(ids)
         rows = torch.arange(len(ids), device=ids.device)[:, None]
         shifts = shifts or [0] * len(sent_lens)
-        cols = torch.as_tensor([[c + sh for c in sb + [len(r.before) + n + j for j in sa]] for n, sh in zip(sent_lens, shifts)],
+        cols = torch.as_tensor([[c + sh for c in sb + [len(r.before) + n + j for j in sa]]
+                                for n, sh in zip(sent_lens, shifts)],
                                device=ids.device)
         emb = emb.index_put((rows.expand_as(cols), cols), soft.to(emb.dtype).unsqueeze(0).expand(len(ids), -1, -1))
         return {"inputs_embeds": emb}
 
-    def forward(self, sent_ids: Sequence[Sequence[int]] | Sequence[str], template: str | Template, denoise: bool = False,
-                cache: bool | None = None, layer: int | None = None, readout: str | None = None,
+    def forward(self, sent_ids: Sequence[Sequence[int]] | Sequence[str], template: str | Template,
+                denoise: bool = False, cache: bool | None = None, layer: int | None = None, readout: str | None = None,
                 max_length: int | None = None) -> torch.Tensor:
         """[MASK] hidden states (B, hidden) for token-id sentences; differentiable when grad is on.
 
@@ -220,20 +226,22 @@ class PromptModule(nn.Module):
         """
         t = Template.parse(template)
         if not is_mask(readout):
-            from ..representation import TEMPLATE_READOUTS, Representation
-            from .pooled import st_forward
-
             k = Representation.of(t, readout=readout)
             if k.prompt is not None:
+                assert k.readout is not None  # a prompt pooled
+                texts = cast(Sequence[str], sent_ids)  # a prompt's pass reads the sentences as text
                 with self.autocast():
-                    return st_forward(self.model.stack(), sent_ids, k.prompt, k.readout, max_length, self.device)
+                    return st_forward(self.model.stack(), texts, k.prompt, k.readout, max_length, self.device)
             r = self.rendered(t, pooled=True)
-            rows = ListRows([(*r.ids(list(s)), len(s)) for s in sent_ids])
+            ids = cast(Sequence[Sequence[int]], sent_ids)
+            rows = ListRows([(*r.ids(list(s)), len(s)) for s in ids])
             (batch,) = self._upload(rows, [np.arange(len(rows))])
             return self._pooled(batch, t)[TEMPLATE_READOUTS.index(readout)]
         r = self.rendered(t)
-        rows = [(*r.ids(list(s)), len(s)) for s in sent_ids]
-        out = self.states_for_rows(rows, t) if layer is None else self.states_for_rows(rows, t, [self.layer_index(layer)])[0]
+        ids = cast(Sequence[Sequence[int]], sent_ids)  # a template's [MASK] pass reads token ids
+        mask_rows = [(*r.ids(list(s)), len(s)) for s in ids]
+        out = (self.states_for_rows(mask_rows, t) if layer is None
+               else self.states_for_rows(mask_rows, t, [self.layer_index(layer)])[0])
         if denoise:
             out = out - self.template_bias(t, [len(s) for s in sent_ids], cache=cache, layer=layer).to(out.device)
         return out
@@ -244,8 +252,8 @@ class PromptModule(nn.Module):
         if layer is None:
             return self.n_layers
         if not -(self.n_layers + 1) <= int(layer) <= self.n_layers:
-            raise PromptSearchError(f"layer {layer} is out of range: this model has hidden states 0 (the embeddings) to "
-                                    f"{self.n_layers} (the last)")
+            raise PromptSearchError(f"layer {layer} is out of range: this model has hidden states 0 (the embeddings) "
+                                    f"to {self.n_layers} (the last)")
         return int(layer) % (self.n_layers + 1)
 
     def states_for_rows(self, rows: Sequence[tuple[list[int], int, int]], template: Template,
@@ -276,7 +284,8 @@ class PromptModule(nn.Module):
         out, at = [], 0
         for shape, lens, shifts in meta:
             n = shape[0] * shape[1]
-            ids, att, read = flat[at : at + n].view(shape), flat[at + n : at + 2 * n].view(shape), flat[at + 2 * n : at + 2 * n + shape[0]]
+            ids, att = flat[at : at + n].view(shape), flat[at + n : at + 2 * n].view(shape)
+            read = flat[at + 2 * n : at + 2 * n + shape[0]]
             at += 2 * n + shape[0]
             out.append((ids, att, read, lens, shifts))
         return out
@@ -301,7 +310,8 @@ class PromptModule(nn.Module):
         return torch.stack([o.hidden_states[k][at] for k in layers]).float()
 
     def rows_states(self, rows: dict[Template, ListRows], max_tokens: int,
-                    max_rows: int | None = None, layers: Sequence[int] | None = None, bar=None) -> dict[str, np.ndarray]:
+                    max_rows: int | None = None, layers: Sequence[int] | None = None,
+                    bar=None) -> dict[str, np.ndarray]:
         """The read-out states of every template's rows, (1 or len(layers), n_rows, hidden) each, in
         one call: each template's rows sorted by length and cut into batches of ``max_tokens`` padded
         tokens (at most ``max_rows`` rows), states kept on the device until one copy at the end.
@@ -338,7 +348,8 @@ class PromptModule(nn.Module):
         """Each template's planned batches uploaded and read (``read(batch, template)``: (k, B, hidden)) into
         ``out[:, rows]`` at the template's first row ``at``, advancing ``bar`` a batch at a time."""
         for t, batches in plan.items():
-            places = torch.from_numpy(np.concatenate(batches) + at[t] if batches else np.zeros(0, np.int64)).to(self.device)
+            places = torch.from_numpy(np.concatenate(batches) + at[t] if batches
+                                      else np.zeros(0, np.int64)).to(self.device)
             done = 0
             for idx, batch in zip(batches, self._upload(rows[t], batches)):
                 out[:, places[done : done + len(idx)]] = read(batch, t)
@@ -391,7 +402,8 @@ class PromptModule(nn.Module):
         pos = [off + i for i in range(len(r.before))] + [off + len(r.before) + length + i for i in range(len(r.after))]
         return ids, pos, mask
 
-    def _bias_forward(self, template: Template, lengths: list[int], layers: Sequence[int] | None = None) -> torch.Tensor:
+    def _bias_forward(self, template: Template, lengths: list[int],
+                      layers: Sequence[int] | None = None) -> torch.Tensor:
         """The template-alone [MASK] states, (len(lengths), hidden), or (len(layers), len(lengths), hidden)."""
         rows = self.inputs.bias_rows(template, lengths)
         ids = torch.as_tensor([r[0] for r in rows], device=self.device)
@@ -408,7 +420,7 @@ class PromptModule(nn.Module):
         """The most sentence tokens an input can hold (the bias lengths there are)."""
         return max(self.max_length - self.inputs.n_template_tokens(template), 0)
 
-    def template_bias(self, template: str | Template, lengths: Sequence[int], cache: bool | None = None,
+    def template_bias(self, template: str | Template, lengths: Sequence[int] | np.ndarray, cache: bool | None = None,
                       layer: int | None = None) -> torch.Tensor:
         """The template's [MASK] state for each sentence length (at ``layer`` of ``hidden_states``;
         default the last hidden state).
@@ -422,8 +434,8 @@ class PromptModule(nn.Module):
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
         if not len(lengths):
             return torch.zeros((0, self.hidden_size))
-        uniq, inverse = np.unique(lengths, return_inverse=True)  # each distinct length looked up once
-        inverse, uniq = torch.from_numpy(inverse.reshape(-1)), uniq.tolist()
+        uniq_arr, inverse_arr = np.unique(lengths, return_inverse=True)  # each distinct length looked up once
+        inverse, uniq = torch.from_numpy(inverse_arr.reshape(-1)), uniq_arr.tolist()
         if cache is None:  # a bias computed with gradients or with dropout on is not one to keep
             cache = not torch.is_grad_enabled() and not self.encoder.training
         version = self.weights_version()

@@ -15,18 +15,20 @@ import functools
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..template import Template
 from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key, is_mask
+from ..template import Template
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
 # as the PromptBERT / Ditto evaluation code does.
 FIRST_LAYER = 0
+
+R = TypeVar("R", bound="Rep")
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Rep:
     def label(self) -> str:  # pragma: no cover - every subclass names itself
         raise NotImplementedError
 
-    def resolve(self, encoder) -> "Rep":
+    def resolve(self: R, encoder) -> R:
         """This representation ready for ``encoder``'s model (itself unless it needs something)."""
         return self
 
@@ -196,7 +198,7 @@ class Ensemble(Rep):
     :param members: two or more ``MaskState`` or ``PromptPool`` representations.
     :raises promptsearch.PromptSearchError: for fewer than two members, or a member of another kind."""
 
-    members: tuple[Rep, ...]  # MaskState or PromptPool
+    members: tuple[MaskState | PromptPool, ...]
 
     def __post_init__(self):
         if len(self.members) < 2 or not all(isinstance(m, (MaskState, PromptPool)) for m in self.members):
@@ -217,7 +219,8 @@ class Ensemble(Rep):
         return {"template": [getattr(m, "key", m.template) for m in self.members],
                 "denoise": [getattr(m, "denoise", False) for m in self.members],
                 "pooling": "ensemble", "head": None, **({"layer": [getattr(m, "layer", None) for m in self.members]}
-                                                         if any(getattr(m, "layer", None) is not None for m in self.members) else {})}
+                                                         if any(getattr(m, "layer", None) is not None
+                                                                for m in self.members) else {})}
 
     def parts(self) -> tuple[Rep, ...]:
         return self.members
@@ -404,11 +407,11 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
         text = Template.parse(template).text
         if pooling in POOLED_READOUTS:
             if denoise:
-                raise PromptSearchError(f"denoise=True subtracts a template's [MASK] state; the {pooling} read-out has no "
-                                        "template bias to subtract: drop denoise=")
+                raise PromptSearchError(f"denoise=True subtracts a template's [MASK] state; the {pooling} read-out has "
+                                        "no template bias to subtract: drop denoise=")
             if layer is not None:
-                raise PromptSearchError(f"layer= reads a template's [MASK] state at another layer; the {pooling} read-out "
-                                        "reads the last layer: drop layer=")
+                raise PromptSearchError(f"layer= reads a template's [MASK] state at another layer; the {pooling} "
+                                        "read-out reads the last layer: drop layer=")
             return PromptPool(text, pooling)
         if pooling == "topk-static":
             return TopKStatic(text, bool(denoise), layer, k=top_k)
@@ -448,19 +451,22 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
     pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash.
     Several templates (a list) are their :class:`Ensemble`."""
     if isinstance(template, list) and len(template) > 1:
-        return Ensemble(tuple(rep_from_options(t, denoise, pooling, head, layer, readout) for t in template))
-    template = template[0] if isinstance(template, list) and template else (template or None)
+        members = (rep_from_options(t, denoise, pooling, head, layer, readout) for t in template)
+        return Ensemble(tuple(cast("MaskState | PromptPool", m) for m in members))  # Ensemble checks each
+    if isinstance(template, list):
+        template = template[0] if template else None
     if not is_mask(readout):
         if not template or pooling:
-            raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no pooling=)")
+            raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no "
+                                    "pooling=)")
         return rep(template, denoise, readout, layer=layer)
     if template and pooling not in (None, "mask", "topk-static"):
         raise PromptSearchError("give either template= or pooling=, not both (with a template, pooling= takes only "
                                 "mask or topk-static; readout= says how a template's pass is pooled)")
     if not template and pooling == "ditto" and not head:
         raise PromptSearchError("pooling=ditto needs head=L-H (find the best with 'promptsearch ditto-search')")
-    return rep(template or None, denoise, None if pooling == "mask" else pooling, head=head if pooling == "ditto" else None,
-               layer=layer)
+    return rep(template or None, denoise, None if pooling == "mask" else pooling,
+               head=head if pooling == "ditto" else None, layer=layer)
 
 
 # ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------

@@ -31,13 +31,14 @@ class ListRows(Sequence):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i: int) -> Row:
+    def __getitem__(self, i: int) -> Row:  # type: ignore[override]  # a row at a time, never a slice
         return self.rows[i]
 
     def _fill(self, ids: np.ndarray, att: np.ndarray, idx: np.ndarray) -> None:
         ids[att] = np.concatenate([np.asarray(self.rows[i][0], dtype=np.int64) for i in idx]) if len(idx) else []
 
-    def padded(self, idx: np.ndarray, pad_id: int, side: str = "right") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def padded(self, idx: np.ndarray, pad_id: int,
+               side: str = "right") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, attention mask, read-out index, left-padding shift) of rows ``idx`` padded to the
         longest of them, on the right or on the ``"left"`` (where positions move by the shift)."""
         idx = np.asarray(idx, dtype=np.int64)
@@ -60,7 +61,8 @@ class ListRows(Sequence):
             at = 0
             for idx in batches[i:j]:
                 k, w = len(idx), int(self.lengths[idx].max()) if len(idx) else 0
-                cut = slice(ids.shape[1] - w, None) if side == "left" else slice(0, w)  # left: rows end at the right edge
+                # left: rows end at the right edge
+                cut = slice(ids.shape[1] - w, None) if side == "left" else slice(0, w)
                 less = ids.shape[1] - w if side == "left" else 0
                 yield ids[at : at + k, cut], att[at : at + k, cut], read[at : at + k] - less, shift[at : at + k] - less
                 at += k
@@ -80,7 +82,7 @@ class SplicedRows(ListRows):
     def __len__(self) -> int:
         return len(self.bias)
 
-    def __getitem__(self, i: int) -> Row:
+    def __getitem__(self, i: int) -> Row:  # type: ignore[override]  # a row at a time, never a slice
         s = self.flat[self.starts[i] : self.starts[i] + self.bias[i]]
         return np.concatenate([self.before, s, self.after]).tolist(), int(self.read[i]), int(self.bias[i])
 

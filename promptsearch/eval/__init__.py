@@ -4,5 +4,5 @@ from .anisotropy import anisotropy
 from .sts import STSEvaluator, cosine, evaluate_reps, evaluators, score_task, spearman100
 from .tables import average, format_table, results_json
 
-__all__ = ["STSEvaluator", "evaluators", "cosine", "spearman100", "score_task", "evaluate_reps", "anisotropy", "average",
-           "format_table", "results_json"]
+__all__ = ["STSEvaluator", "evaluators", "cosine", "spearman100", "score_task", "evaluate_reps", "anisotropy",
+           "average", "format_table", "results_json"]

@@ -23,6 +23,7 @@ class EveryDittoHead(Pooling):
     attentions: ClassVar[bool] = True
 
     def pool(self, b: Batch, word_embeddings) -> torch.Tensor:
+        assert b.attentions is not None and b.hidden_states is not None  # asked for (the class variables)
         w = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in b.attentions], 1).float()  # (B, L, H, T)
         w = w * b.attention_mask[:, None, None, :].float()
         fl = (b.hidden_states[FIRST_LAYER] + b.hidden_states[-1]).float() / 2  # (B, T, D)
@@ -30,7 +31,8 @@ class EveryDittoHead(Pooling):
         return pooled.reshape(len(w), -1)
 
 
-def search_heads(encoder: PromptEncoder, task: str = DEV_SET, data: DataOptions = DataOptions()) -> list[tuple[int, int, float]]:
+def search_heads(encoder: PromptEncoder, task: str = DEV_SET,
+                 data: DataOptions = DataOptions()) -> list[tuple[int, int, float]]:
     """[(layer, head, spearman)] for every head, best first — one forward pass for all heads."""
     ev = STSEvaluator(load_task(task, data.data_dir, data.fmt))
     sentences = ev.sentences
@@ -44,17 +46,17 @@ def search_heads(encoder: PromptEncoder, task: str = DEV_SET, data: DataOptions 
 
 
 def format_heads(scores: list[tuple[int, int, float]], top: int = 10) -> str:
-    lines = ["head   STS-B dev"] + [f"{l}-{h:<4} {s:8.2f}" for l, h, s in scores[:top]]
+    lines = ["head   STS-B dev"] + [f"{layer}-{h:<4} {s:8.2f}" for layer, h, s in scores[:top]]
     grid = {}
-    for l, h, s in scores:
-        grid[(l, h)] = s
-    L = max(l for l, _, _ in scores) + 1
+    for layer, h, s in scores:
+        grid[(layer, h)] = s
+    L = max(layer for layer, _, _ in scores) + 1
     H = max(h for _, h, _ in scores) + 1
     lines += ["", "layer\\head " + " ".join(f"{h:>6}" for h in range(H))]
-    lines += [f"{l:>10} " + " ".join(f"{grid[(l, h)]:6.1f}" for h in range(H)) for l in range(L)]
+    lines += [f"{layer:>10} " + " ".join(f"{grid[(layer, h)]:6.1f}" for h in range(H)) for layer in range(L)]
     return "\n".join(lines)
 
 
 def best_head_line(scores: list[tuple[int, int, float]]) -> str:
-    l, h, s = scores[0]
-    return f"\nbest head: {l}-{h} (STS-B dev {s:.2f}); use it with pooling=ditto head={l}-{h}"
+    layer, h, s = scores[0]
+    return f"\nbest head: {layer}-{h} (STS-B dev {s:.2f}); use it with pooling=ditto head={layer}-{h}"

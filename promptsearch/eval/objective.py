@@ -9,14 +9,14 @@ same pairs, bit-identical numbers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
 
 from ..encoding import PromptEncoder, Rep
 from ..errors import PromptSearchError
-from .sts import STSEvaluator, spearman100
+from .sts import IndexedPairs, STSEvaluator, spearman100
 
 OBJECTIVES = ("mean", "min")
 DEFAULT_OBJECTIVE = "mean"
@@ -27,7 +27,7 @@ def _rule(objective: str):
     return np.mean if objective == "mean" else np.min
 
 
-def combine(values: Sequence[float], objective: str = "mean") -> float:
+def combine(values: Iterable[float], objective: str = "mean") -> float:
     """The objective of per-set scores; sets without a defined score (a racing rung too small to
     hold two of its pairs) are left out, NaN if none is defined."""
     v = np.asarray([x for x in values if np.isfinite(x)], dtype=np.float64)
@@ -38,24 +38,26 @@ def combine(values: Sequence[float], objective: str = "mean") -> float:
 
 def group_spearmans(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray, labels) -> list[float]:
     """Spearman ×100 of each group ``labels`` names (NaN where a group holds fewer than two pairs)."""
-    return [spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan") for g in labels]
+    return [spearman100(sims[groups == g], gold[groups == g]) if (groups == g).sum() > 1 else float("nan")
+            for g in labels]
 
 
-def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None, objective: str = "mean") -> float:
+def grouped_spearman(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray | None = None,
+                     objective: str = "mean") -> float:
     """Spearman ×100 of ``sims`` against ``gold``; with ``groups``, the objective of each group's."""
     if groups is None:
         return spearman100(sims, gold)
     return combine(group_spearmans(sims, gold, groups, np.unique(groups)), objective)
 
 
-def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int, groups: np.ndarray | None = None,
-                   objective: str = "mean") -> dict[str, np.ndarray]:
+def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, seed: int,
+                   groups: np.ndarray | None = None, objective: str = "mean") -> dict[str, np.ndarray]:
     """Each candidate's Spearman (×1, Pearson of ranks) on ``n_boot`` paired resamples of the pairs —
     the same resamples for every candidate; with ``groups``, resampled within each group and
     combined by ``objective``."""
     rng = np.random.default_rng(seed)
     parts = [np.arange(len(gold))] if groups is None else [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    per = {t: [] for t in sims}
+    per: dict[str, list[np.ndarray]] = {t: [] for t in sims}  # each part's (n_boot,) rhos
     for pos in parts:
         m = len(pos)
         idx = pos[rng.integers(0, m, size=(n_boot, m))]
@@ -68,7 +70,7 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
     return {t: (v[0] if len(v) == 1 else _rule(objective)(v, 0)) for t, v in per.items()}
 
 
-class Objective:
+class Objective(IndexedPairs):
     """Several dev sets scored as one: ``spearman(vecs)`` is the ``objective`` of their Spearmans.
 
     :param evaluators: set name → its evaluator (one or more).
@@ -99,10 +101,6 @@ class Objective:
     def n_pairs(self) -> int:
         return len(self.gold)
 
-    # the pairs are indexed like an STSEvaluator's: its cosine of ia/ib rows serves as it is
-    similarities = STSEvaluator.similarities
-    exact = STSEvaluator.exact
-
     def per_set(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> dict[str, float]:
         """Each set's Spearman over the given pairs (NaN where a set has fewer than two of them).
 
@@ -110,7 +108,8 @@ class Objective:
         :param pairs: the pairs to score (indices or a slice; default all).
         :returns: set name → Spearman ×100."""
         sims = self.similarities(vecs, pairs)
-        return dict(zip(self.names, group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
+        return dict(zip(self.names,
+                        group_spearmans(sims, self.gold[pairs], self.groups[pairs], range(len(self.names)))))
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """The objective over the given pairs (all of them by default; there every set's score must
@@ -143,7 +142,8 @@ class Objective:
 
         :param scores: set name → Spearman ×100, as ``scores`` gives them.
         :returns: the objective, ×100."""
-        return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names], self.objective)
+        return scores[self.names[0]] if len(self.sets) == 1 else combine([scores[n] for n in self.names],
+                                                                         self.objective)
 
     def encode(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, np.ndarray]:
         """Vectors of every set's distinct ``sentences`` for every rep, from shared passes.
@@ -178,4 +178,5 @@ class Objective:
         :param seed: the resamples' random seed.
         :returns: the standard error, ×100."""
         groups = self.groups if len(self.sets) > 1 else None
-        return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"], ddof=1))
+        return float(100 * np.std(bootstrap_rhos({"t": sims}, self.gold, n_boot, seed, groups, self.objective)["t"],
+                                  ddof=1))

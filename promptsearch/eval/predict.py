@@ -5,13 +5,16 @@ top-k predicted tokens (Table 9)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from ..encoding import PromptEncoder
+from ..encoding import PromptEncoder, PromptStates
 from ..encoding.reps import TopKStatic
+from ..errors import PromptSearchError
+from ..model import shipped_head_path
 
 
 @dataclass
@@ -25,13 +28,12 @@ class Prediction:
 def mask_logits(enc: PromptEncoder, sentences: Sequence[str], template: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw, denoised) vocabulary logits at [MASK]; denoised = head(h − template bias)."""
     st = enc.prompt_states(list(sentences), template, denoise=True, show_progress_bar=False)
+    assert isinstance(st, PromptStates)  # one layer's states: no layers= asked
     return enc.word_logits(st.raw), enc.word_logits(st.denoised)
 
 
 def check_sentences(sentences: Sequence[str]) -> list[str]:
     """Sentences to predict for: at least one, none empty (one-line errors)."""
-    from ..errors import PromptSearchError
-
     if not sentences:
         raise PromptSearchError("give one or more sentences to predict [MASK] for")
     empty = [i for i, x in enumerate(sentences, 1) if not x.strip()]
@@ -75,7 +77,8 @@ def format_predictions(preds: list[Prediction], template: str, show: str = "both
     return "\n".join(lines).rstrip()
 
 
-def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False, k: int = 200) -> np.ndarray:
+def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, denoise: bool = False,
+                k: int = 200) -> np.ndarray:
     """Eq. 3 for sentences (from the raw or the denoised [MASK] state)."""
     return enc.encode(list(sentences), rep=TopKStatic(template, denoise, k=k))
 
@@ -83,10 +86,6 @@ def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, den
 def head_note(enc: PromptEncoder, model_name: str, quiet: bool = False) -> str | None:
     """Where the [MASK] predictions come from, when it is not the model's own MLM head (``quiet``:
     only when there is no head at all)."""
-    from pathlib import Path
-
-    from ..model import shipped_head_path
-
     if not enc.model.has_mlm_head:
         return f"note: {model_name} has no MLM head: tokens come from projecting [MASK] states on the word embeddings"
     if enc.model.mask_head is None or quiet:

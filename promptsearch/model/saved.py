@@ -11,10 +11,17 @@ OptiPrompt's ``model`` where fine-tuning wrote ``base_model``) still read.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from safetensors.torch import load_file, save_file
 
 from ..errors import PromptSearchError
 from ..fileio import atomic_replace, atomic_write
+
+if TYPE_CHECKING:
+    import torch
 
 CONFIG_NAME = "promptsearch.json"
 FORMAT = "promptsearch.trained/1"
@@ -28,7 +35,8 @@ def check_finished(directory) -> None:
     d = Path(directory)
     if (d / UNFINISHED).is_file():
         raise PromptSearchError(f"{d} holds a finetune run that has not finished (its model is a checkpoint, perhaps "
-                                "the untrained start): re-run that finetune command to finish it, or pass a finished folder")
+                                "the untrained start): re-run that finetune command to finish it, or pass a finished "
+                                "folder")
 
 
 def read_config(directory) -> dict | None:
@@ -50,12 +58,12 @@ def read_config(directory) -> dict | None:
 
 
 def write_config(directory, config: dict) -> None:
-    atomic_write(Path(directory) / CONFIG_NAME, json.dumps({"format": FORMAT, **config}, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(Path(directory) / CONFIG_NAME,
+                 json.dumps({"format": FORMAT, **config}, indent=2, ensure_ascii=False) + "\n")
 
 
-def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool, extra: dict | None = None) -> None:
-    from safetensors.torch import save_file
-
+def save_soft_prompt(directory, template: str, vectors, base_model: str, denoise: bool,
+                     extra: dict | None = None) -> None:
     d = Path(directory)
     tensors = {"soft_prompt": vectors.detach().float().cpu().contiguous()}
     atomic_replace(d / SOFT_PROMPT_NAME, lambda tmp: save_file(tensors, tmp))
@@ -67,26 +75,25 @@ def template_dir_config(directory) -> dict:
     """The config of a directory written by optiprompt or finetune; one-line error otherwise."""
     d = Path(directory)
     if not d.is_dir():
-        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' "
+                                "or 'finetune'")
     cfg = read_config(d)
-    if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):  # export's, or any model's folder
-        import shlex
-
-        raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' (no "
-                                f"{CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported folder's "
-                                "representation from it)")
+    # export's, or any model's folder
+    if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):
+        raise PromptSearchError(f"{d} is a model folder, not one written by 'promptsearch optiprompt' or 'finetune' "
+                                f"(no {CONFIG_NAME}); pass it as model={shlex.quote(str(d))} (eval reads an exported "
+                                "folder's representation from it)")
     if cfg is None:
-        raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or 'finetune'")
+        raise PromptSearchError(f"{d} has no {CONFIG_NAME}; pass a folder written by 'promptsearch optiprompt' or "
+                                "'finetune'")
     return cfg
 
 
-def load_template_dir(directory) -> tuple[dict, "object | None"]:
+def load_template_dir(directory) -> tuple[dict, torch.Tensor | None]:
     """(config, soft-prompt tensor or None) of a directory written by optiprompt or finetune."""
     d = Path(directory)
     cfg = template_dir_config(d)
     soft = None
     if cfg.get("soft_prompt"):
-        from safetensors.torch import load_file
-
         soft = load_file(str(d / cfg["soft_prompt"]))["soft_prompt"]
     return cfg, soft

@@ -21,20 +21,27 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..errors import ModelError, first_line
 from ..representation import Representation, pooling_of, readout_of
 
+if TYPE_CHECKING:
+    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+    from transformers import PreTrainedModel
+
 
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence HF's load-time chatter (weight progress bars, 'newly initialized' warnings)."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: start-up time
 
     level = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
@@ -63,9 +70,9 @@ def _quiet():
         st_log.setLevel(level)
 
 
-def _classes():
-    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+def _classes() -> tuple[type[Transformer], type[Pooling], type[Dense], type[Normalize], type[Router]]:
+    from sentence_transformers.base.modules import Dense, Normalize, Router, Transformer  # lazy: start-up time
+    from sentence_transformers.sentence_transformer.modules import Pooling  # lazy: start-up time
 
     return Transformer, Pooling, Dense, Normalize, Router
 
@@ -77,10 +84,10 @@ class ModuleStack:
     ``default_prompt_name``; ``saved``: read from the folder's ``modules.json`` (False: sentence-transformers'
     default stack for a plain checkpoint)."""
 
-    transformer: torch.nn.Module
+    transformer: Transformer
     modules: list[torch.nn.Module]
     pooling_index: int
-    prompts: dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, str | None] = field(default_factory=dict)
     default_prompt_name: str | None = None
     saved: bool = False
     _variants: dict = field(default_factory=dict, repr=False)
@@ -97,7 +104,7 @@ class ModuleStack:
     @property
     def default_prompt(self) -> str:
         """The prompt ``encode`` prepends when given none ('' when the folder names no default)."""
-        return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+        return (self.prompts.get(self.default_prompt_name) or "") if self.default_prompt_name else ""
 
     @property
     def dimension(self) -> int:
@@ -128,7 +135,8 @@ class ModuleStack:
     def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
         """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
         'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
-        mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode, bool(self.pooling.include_prompt))
+        mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode,
+                                                             bool(self.pooling.include_prompt))
         prompt = self.default_prompt if prompt is None else prompt
         parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
                                                                   else " without the prompt")]
@@ -148,8 +156,8 @@ class ModuleStack:
         return words
 
 
-_MODE_WORDS = {"cls": "CLS", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len", "weightedmean": "weighted-mean",
-               "lasttoken": "last-token"}
+_MODE_WORDS = {"cls": "CLS", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len",
+               "weightedmean": "weighted-mean", "lasttoken": "last-token"}
 
 
 def _has_meta_weights(modules) -> bool:
@@ -170,8 +178,6 @@ def _checkpoint_view(path: str):
     """A temporary folder that links every file of ``path`` but its sentence-transformers files: what
     sentence-transformers reads as the plain checkpoint, giving its default stack for it (the pooled
     read-outs of a folder whose own module is promptsearch's)."""
-    import tempfile
-
     view = tempfile.TemporaryDirectory(prefix="promptsearch-view-")
     skip = {"modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "README.md"}
     for f in Path(path).iterdir():
@@ -180,12 +186,12 @@ def _checkpoint_view(path: str):
     return view
 
 
-def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack:
+def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
     the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.util import load_file_path
+    from sentence_transformers import SentenceTransformer  # lazy: start-up time
+    from sentence_transformers.util import load_file_path  # lazy: start-up time
 
     Transformer, Pooling, _, _, Router = _classes()
     dev = torch.device("cpu") if encoder is None else next(encoder.parameters()).device
@@ -197,23 +203,24 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
         view = _checkpoint_view(path) if saved and _promptsearch_module(path) else None
         try:
             where = view.name if view is not None else path
-            st = SentenceTransformer(where, device="cpu", model_kwargs={"device_map": "meta"} if encoder is not None else None)
+            st = SentenceTransformer(where, device="cpu",
+                                     model_kwargs={"device_map": "meta"} if encoder is not None else None)
             mods = list(st.children())
             if encoder is not None and _has_meta_weights(mods[1:]):  # a Dense: read the folder in full
                 st = SentenceTransformer(where, device="cpu")
                 mods = list(st.children())
         except Exception as exc:  # noqa: BLE001 - whatever sentence-transformers raises, one line
-            raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: {first_line(exc, 200)}); "
-                             "its pooled read-outs and its own representation need a folder sentence-transformers "
-                             "loads") from None
+            raise ModelError(f"sentence-transformers cannot read {path} ({type(exc).__name__}: "
+                             f"{first_line(exc, 200)}); its pooled read-outs and its own representation need a folder "
+                             "sentence-transformers loads") from None
         finally:
             if view is not None:
                 view.cleanup()
         saved = saved and view is None
     first, rest = mods[0], mods[1:]
     if not isinstance(first, Transformer):
-        raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a Transformer; "
-                         "promptsearch reads a transformer's states")
+        raise ModelError(f"{path}: its first sentence-transformers module is {type(first).__name__}, not a "
+                         "Transformer; promptsearch reads a transformer's states")
     if getattr(first, "transformer_task", "feature-extraction") != "feature-extraction":
         raise ModelError(f"{path}: its Transformer module is a {first.transformer_task} model, not a sentence encoder")
     for m in rest:
@@ -223,17 +230,20 @@ def load_stack(path: str, encoder: torch.nn.Module | None = None) -> ModuleStack
     pools = [i for i, m in enumerate(rest) if isinstance(m, Pooling)]
     if len(pools) != 1:
         raise ModelError(f"{path}: {'no' if not pools else len(pools)} Pooling module{'s' if len(pools) > 1 else ''} "
-                         f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); promptsearch "
-                         "reproduces a stack with one")
-    if not isinstance(rest[pools[0]].pooling_mode, str):
-        raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(rest[pools[0]].pooling_mode)} pooling; "
+                         f"in its sentence-transformers stack ({', '.join(type(m).__name__ for m in mods)}); "
+                         "promptsearch reproduces a stack with one")
+    pool = rest[pools[0]]
+    assert isinstance(pool, Pooling)
+    if not isinstance(pool.pooling_mode, str):
+        raise ModelError(f"{path}: its Pooling module concatenates {' + '.join(pool.pooling_mode)} pooling; "
                          "promptsearch reproduces one pooling mode")
     if any((getattr(st, "module_kwargs", None) or {}).values()):
         raise ModelError(f"{path}: its modules take forward arguments (modules.json 'kwargs'); promptsearch reproduces "
                          "plain stacks")
     tok = first.tokenizer
     if tok is not None and tok.pad_token is None:  # GPT-2, Llama: sentence-transformers cannot pad a batch without one;
-        tok.pad_token = tok.eos_token or tok.unk_token  # padded positions are masked out, any id will do (an export keeps it)
+        # padded positions are masked out, any id will do (an export keeps it)
+        tok.pad_token = tok.eos_token or tok.unk_token
     if encoder is not None:
         first.model = encoder  # the one set of weights: promptsearch's (the meta or second copy is dropped)
         dtype = next(encoder.parameters()).dtype

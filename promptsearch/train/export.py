@@ -9,15 +9,24 @@ rendering and bias subtraction are promptsearch's own code on both paths.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
+import sentence_transformers
 import torch
+import transformers
+from safetensors.torch import save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
-from ..model.loading import _quiet_transformers
-from ..model.saved import read_config, write_config
+from ..errors import PromptSearchError
+from ..model.loading import _quiet_transformers, check_model_path
+from ..model.saved import check_finished, read_config, write_config
+from ..model.stack import _quiet, load_stack
 from ..representation import Representation
+from ..template import quote
 
 MODULE_REF = "promptsearch.train.export.PromptModule"
 
@@ -28,7 +37,8 @@ def write_sentence_transformers_files(directory) -> None:
 
     :param directory: the trained folder."""
     d = Path(directory)
-    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": MODULE_REF}], indent=2) + "\n",
+    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": MODULE_REF}],
+                                               indent=2) + "\n",
                                     encoding="utf-8")
     (d / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "SentenceTransformer",
                                                                      "similarity_fn_name": "cosine"}, indent=2) + "\n",
@@ -51,17 +61,19 @@ class PromptModule(InputModule):
             (``model.half()``, ``model_kwargs={"torch_dtype": ...}``), so the module adds no autocast of its own."""
         super().__init__()
         self.model_name_or_path = str(model_name_or_path)
-        self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16, show_progress_bar=False)
+        self.enc = PromptEncoder.from_pretrained(self.model_name_or_path, device="cpu", bf16=bf16,
+                                                 show_progress_bar=False)
         self.prompt = self.enc.prompt  # registered, so SentenceTransformer.to(device) moves it (soft prompts too)
         self.auto_model = self.enc.encoder
         self.tokenizer = self.enc.tokenizer
 
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "PromptModule":
+    @classmethod  # sentence-transformers passes its other arguments by name: **kwargs takes them
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "PromptModule":  # type: ignore[override]
         return cls(str(Path(model_name_or_path) / subfolder) if subfolder else model_name_or_path)
 
     def preprocess(self, inputs, prompt=None, **kwargs) -> dict:
         enc = self.enc
+        assert enc.default_template is not None  # the folder's promptsearch.json names it
         ids = enc.sentence_ids(enc.prepare([str(x) for x in inputs]), enc.default_template)
         n = max((len(s) for s in ids), default=0)
         padded = torch.full((len(ids), max(n, 1)), -1, dtype=torch.long)
@@ -84,8 +96,10 @@ class PromptModule(InputModule):
         if out.resolve() != Path(self.model_name_or_path).resolve():
             with _quiet_transformers():
                 (self.enc.model.lm or self.enc.model.mlm or self.auto_model).save_pretrained(out)
-                self.tokenizer.save_pretrained(out)
-            write_config(out, read_config(self.model_name_or_path))
+                self.enc.tokenizer.save_pretrained(out)
+            cfg = read_config(self.model_name_or_path)
+            assert cfg is not None  # the folder this module was loaded from is promptsearch's
+            write_config(out, cfg)
         write_sentence_transformers_files(out)
 
 
@@ -123,16 +137,19 @@ def pooling_config(dimension: int, mode: str, include_prompt: bool) -> dict:
 
 def _consumer_notes(k: Representation, stack) -> list[str]:
     """What some consumers of the folder do differently, said rather than hidden."""
-    mode, include = k.st_pooling
+    pooling = k.st_pooling
+    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
+    mode, include = pooling
     notes = []
     if k.prompt:
         notes.append("the prompt is applied by sentence-transformers >= 2.4 (encode, encode_query, encode_document); "
                      "Text Embeddings Inference applies it to a request that names the prompt 'query' (or when started "
                      "with that default prompt name), vLLM not at all")
     if not include and mode != "lasttoken":
-        notes.append("include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt too)"
-                     + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and vLLM "
-                        "read [CLS]" if mode == "cls" else ""))
+        notes.append("include_prompt=False is read by sentence-transformers >= 2.4 only (TEI and vLLM pool the prompt "
+                     "too)"
+                     + ("; and sentence-transformers 6 reads the first token after the prompt where 2.4-5.x, TEI and "
+                        "vLLM read [CLS]" if mode == "cls" else ""))
     if mode in ("max", "weightedmean", "mean_sqrt_len_tokens"):
         notes.append(f"{mode} pooling is sentence-transformers' alone (TEI refuses it; vLLM reads it as another mode)")
     if any(type(m).__name__ == "Dense" for m in stack.after_pooling()):
@@ -144,11 +161,10 @@ def _consumer_notes(k: Representation, stack) -> list[str]:
 def _dense_files(module, folder: Path) -> None:
     """A Dense module as every sentence-transformers since 2.0 reads it: four config keys, ``linear.*`` weights in
     pytorch_model.bin and model.safetensors."""
-    from safetensors.torch import save_file
-
     folder.mkdir(exist_ok=True)  # written again at each better fine-tuning checkpoint
     act = module.activation_function
-    cfg = {"in_features": module.in_features, "out_features": module.out_features, "bias": module.linear.bias is not None,
+    cfg = {"in_features": module.in_features, "out_features": module.out_features,
+           "bias": module.linear.bias is not None,
            "activation_function": f"{type(act).__module__}.{type(act).__name__}"}
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
     state = {k: v.detach().float().cpu().contiguous() for k, v in module.linear.state_dict().items()}
@@ -162,7 +178,8 @@ def _model_card(k: Representation, model: str, description: str, notes: list[str
              f"`{k.text}` of `{model}`.", "", f"- base model: `{model}`", f"- modules: {description}", "",
              "```python", "from sentence_transformers import SentenceTransformer", "",
              "model = SentenceTransformer(\"path/to/this/folder\")",
-             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the default",
+             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the "
+             "default",
              "```", ""]
     if notes:
         lines += ["Other readers of this folder:", ""] + [f"- {n}" for n in notes] + [""]
@@ -183,10 +200,8 @@ def mask_model_card(k: Representation, model: str, mode: str) -> str:
 def _check_pooling_first(stack, model: str) -> None:
     """A one-line error for a stack whose Pooling is not the module after its Transformer (1_Pooling)."""
     if stack.pooling_index != 0:
-        from ..errors import PromptSearchError
-
-        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every reader "
-                                "reads puts it there (1_Pooling)")
+        raise PromptSearchError(f"{model}: its Pooling is not the module after the Transformer; the layout every "
+                                "reader reads puts it there (1_Pooling)")
 
 
 def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:
@@ -202,16 +217,19 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
     :param model: the model's name, for the model card and errors.
     :returns: ``(description, notes)``: the stack in words, and what other readers do differently.
     :raises promptsearch.PromptSearchError: for a stack whose Pooling is not the module after the Transformer."""
-    mode, include = k.st_pooling
+    pooling = k.st_pooling
+    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
+    mode, include = pooling
     _check_pooling_first(stack, model)
     tr = stack.transformer
-    sbert = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
+    sbert: dict[str, bool | int] = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
     if length and length < 1_000_000:  # a tokenizer without a limit: none written, none applied (as the source)
         sbert = {"max_seq_length": int(length), **sbert}
     modules = [{"idx": 0, "name": "0", "path": "", "type": LEGACY + "Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": LEGACY + "Pooling"}]
     (folder / "1_Pooling").mkdir(exist_ok=True)
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include), indent=2)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config(stack.dimension, mode, include),
+                                                                 indent=2)
                                                       + "\n", encoding="utf-8")
     for i, m in enumerate(stack.after_pooling(), start=2):
         name = type(m).__name__
@@ -223,9 +241,6 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
             m.save(str(folder / path))
         modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
     prompt = k.prompt or ""
-    import sentence_transformers
-    import transformers
-
     st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
                               "transformers": transformers.__version__, "pytorch": torch.__version__},
               "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
@@ -262,20 +277,10 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
         [MASK] state, a layer, text after [X], an ensemble), an unfinished fine-tuning folder, or a module
         stack whose Pooling is not the module after the Transformer; ``promptsearch.errors.ModelError`` for a
         model that cannot be read."""
-    import os
-    import shutil
-    import tempfile
-
-    from ..errors import PromptSearchError
-    from ..model.stack import _quiet, load_stack
-    from ..template import quote
-
     if (why := k.why_not_sentence_transformers()) is not None:
         extra = ("; fine-tune it (promptsearch finetune) for a folder that loads with trust_remote_code, or export a "
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
-    from ..model.loading import check_model_path
-    from ..model.saved import check_finished
 
     check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
@@ -285,6 +290,7 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
     try:
         tr = stack.transformer
+        assert tr.tokenizer is not None  # a Transformer module reads text through its tokenizer
         with _quiet():
             tr.auto_model.save_pretrained(tmp)
             if length and length < 1_000_000:
@@ -306,8 +312,6 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
 def public(folder: Path) -> None:
     """Every file and folder under ``folder`` (and it) readable by all as files usually are: 0666/0777 less the umask
     (safetensors and mkdtemp make 0600/0700)."""
-    import os
-
     umask = os.umask(0)
     os.umask(umask)
     for f in [folder, *folder.rglob("*")]:

@@ -28,21 +28,28 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import PromptSearchError, worded
-
 from ..encoding.batching import pad
+from ..errors import PromptSearchError, worded
 from ..fileio import atomic_replace, atomic_write
+from ..model import load_model
 from ..model.loading import model_fingerprint, tokenizer_fingerprint
+from ..model.mask_head import (  # noqa: F401
+    HEAD_FORMAT,
+    HeadConfig,
+    MaskHead,
+    load_head,
+    read_head_meta,
+    save_head,
+    shipped_head_path,
+)
 from ..paths import cache_dir as cache_dir_path
-from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
-from ..model.mask_head import HEAD_FORMAT, HeadConfig, MaskHead, load_head, read_head_meta, save_head, shipped_head_path  # noqa: F401
-
-
 from .head_corpus import CORPORA, dedupe, head_corpus, training_sentences  # noqa: F401  (the job's corpus)
-
+from .loop import Checkpoint, Progress, Schedule, Trainee, TraineeState, TrainSettings, rng_state, train_loop
 
 # ---- masked states ---------------------------------------------------------------------------
 
@@ -102,13 +109,14 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
                [tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id]
         rows.append((si, full, [p + 1 for p in pos], [body[p] for p in pos]))
     rows.sort(key=lambda r: len(r[1]))
-    out: dict[int, list] = {l: [] for l in layers}
-    tgts, sidx = [], []
+    out: dict[int, list] = {layer: [] for layer in layers}
+    tgts: list[int] = []
+    sidx: list[int] = []
     use_bf16 = bf16 and device.type in ("cpu", "cuda")
     bar = tqdm(total=len(rows), desc="masked states", unit="sent", disable=not show_progress_bar)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        ids, att = pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
+        batch_ids, att = pad([r[1] for r in chunk], tok.pad_token_id or 0, device)
         bi, pi = [], []
         for j, (si, full, pos, tg) in enumerate(chunk):
             bi += [j] * len(pos)
@@ -116,21 +124,24 @@ def collect_states(model, sentences: Sequence[str], layers: Sequence[int] = (-1,
             tgts += tg
             sidx += [si] * len(pos)
         with torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext():
-            o = enc(input_ids=ids, attention_mask=att, output_hidden_states=True)
-        for l in layers:
-            out[l].append(o.hidden_states[l][bi, pi].half().cpu())
+            o = enc(input_ids=batch_ids, attention_mask=att, output_hidden_states=True)
+        for layer in layers:
+            out[layer].append(o.hidden_states[layer][bi, pi].half().cpu())
         bar.update(len(chunk))
     bar.close()
-    t = torch.tensor(tgts, dtype=torch.long)
-    s = torch.tensor(sidx, dtype=torch.long)
-    return {l: MaskedStates(torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16), t, s)
-            for l, v in out.items()}
+    targets = torch.tensor(tgts, dtype=torch.long)
+    sentence = torch.tensor(sidx, dtype=torch.long)
+
+    def stacked(v: list) -> torch.Tensor:
+        return torch.cat(v) if v else torch.zeros(0, enc.config.hidden_size, dtype=torch.float16)
+
+    return {layer: MaskedStates(stacked(v), targets, sentence) for layer, v in out.items()}
 
 
 def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([model.name, model_fingerprint(model), tokenizer_fingerprint(model.tokenizer), masking.rate, masking.seed, masking.max_length,
-                         bool(masking.bf16)]).encode())
+    h.update(json.dumps([model.name, model_fingerprint(model), tokenizer_fingerprint(model.tokenizer), masking.rate,
+                         masking.seed, masking.max_length, bool(masking.bf16)]).encode())
     for s in sentences:
         h.update(s.encode("utf-8", "replace") + b"\n")
     return h.hexdigest()[:16]
@@ -140,20 +151,17 @@ def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), masking
                   show_progress_bar=True, key: str | None = None) -> dict[int, MaskedStates]:
     """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
     (one file holds every layer collected; a layer it lacks means collecting again)."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
     key = key or corpus_key(model, sentences, masking)
     path = Path(cache_dir) / f"states-{key}.safetensors"
     if path.is_file():
         with safe_open(str(path), framework="pt") as f:
             have = set(f.keys())
-        if all(f"layer{l}" in have for l in layers):
+        if all(f"layer{layer}" in have for layer in layers):
             t = load_file(str(path))
-            return {l: MaskedStates(t[f"layer{l}"], t["targets"], t["sentence"]) for l in layers}
+            return {layer: MaskedStates(t[f"layer{layer}"], t["targets"], t["sentence"]) for layer in layers}
     got = collect_states(model, sentences, layers, masking, batch_size, show_progress_bar)
     first = got[layers[0]]
-    tensors = {f"layer{l}": v.states.contiguous() for l, v in got.items()}
+    tensors = {f"layer{layer}": v.states.contiguous() for layer, v in got.items()}
     tensors.update(targets=first.targets, sentence=first.sentence)
     atomic_replace(path, lambda tmp: save_file(tensors, tmp))
     return got
@@ -253,6 +261,7 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
     saved = _read_checkpoint(ck, steps_per_epoch) if ck else None
     state = saved and saved.resume(HeadState)
     if state:
+        assert saved is not None  # the state came from it
         head.load_state_dict(state.head)
         opt.load_state_dict(state.opt)
         sched.load_state_dict(state.sched)
@@ -264,7 +273,8 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
     if trainee.best_state is not None:
         head.load_state_dict(trainee.best_state)
     head.eval()
-    best = max(progress.history, key=lambda r: r["top5"], default=None)  # the first epoch at the best top-5: the one kept
+    # the first epoch at the best top-5: the one kept
+    best = max(progress.history, key=lambda r: r["top5"], default=None)
     return HeadHistory(progress.history, best["epoch"], best) if best else HeadHistory(progress.history)
 
 
@@ -320,7 +330,10 @@ class _HeadTrainee(Trainee):
         self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
         dev = self.dev = head.bias.device
         self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
-        self.best_state, self.total_loss, self.acc, self.row = None, 0.0, None, None
+        self.best_state: dict | None = None
+        self.total_loss = 0.0
+        self.acc: Accuracy | None = None  # the last evaluation's
+        self.row: dict = {}  # the last evaluation's history row
 
     def step(self, ix) -> torch.Tensor:
         x = self.train.states[ix].to(self.dev).float()
@@ -342,6 +355,7 @@ class _HeadTrainee(Trainee):
         return self.acc.top5
 
     def record(self, done: int, loss, score: float) -> dict:
+        assert self.acc is not None  # evaluate() ran
         self.row = {"epoch": done // self.per_epoch, "loss": self.total_loss / self.per_epoch, "top1": self.acc.top1,
                     "top5": self.acc.top5}
         self.total_loss = 0.0
@@ -355,11 +369,13 @@ class _HeadTrainee(Trainee):
 
     def after_eval(self) -> None:
         if self.on_epoch:
+            assert self.acc is not None  # evaluate() ran
             self.on_epoch(self.row["epoch"], self.acc, self.row["loss"])
         self.head.train()
 
 
-def split_heldout(states: MaskedStates, n_sentences: int, heldout: int, seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
+def split_heldout(states: MaskedStates, n_sentences: int, heldout: int,
+                  seed: int = 0) -> tuple[MaskedStates, MaskedStates]:
     """Hold out the masked tokens of ``heldout`` randomly chosen sentences."""
     if heldout >= n_sentences:
         raise PromptSearchError(f"heldout={heldout} leaves no training sentences out of {n_sentences}")
@@ -422,7 +438,8 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     states = cached_states(model, sentences, cache, layers=(cfg.layer,), masking=masking,
                            show_progress_bar=show_progress_bar, key=key)[cfg.layer]
     train, test = split_heldout(states, len(sentences), heldout, seed=settings.seed)
-    log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked tokens")
+    log(f"{len(sentences):,} sentences → {len(train.targets):,} training / {len(test.targets):,} held-out masked "
+        "tokens")
     uni = unigram_accuracy(train.targets, test.targets, cfg.vocab_size)
     log(f"unigram baseline on the held-out tokens: {uni}")
     torch.manual_seed(settings.seed)  # the head's initialisation, so a resumed run equals an uninterrupted one
@@ -438,7 +455,8 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     key_file.write_text(run_key)
     special = sorted(set(getattr(model.tokenizer, "all_special_ids", [])))
     hist = train_head(head, train, test, settings, exclude=special, checkpoint=ck,
-                      on_epoch=lambda e, acc, loss: log(f"epoch {e}/{settings.epochs}: loss {loss:.3f}  held-out {acc}"),
+                      on_epoch=lambda e, acc, loss: log(f"epoch {e}/{settings.epochs}: loss {loss:.3f}  "
+                                                        f"held-out {acc}"),
                       show_progress_bar=show_progress_bar)
     acc = head_accuracy(head, test.states, test.targets, exclude=special)
     info = {"model": model.name, "sentences": len(sentences), "train_tokens": len(train.targets),
@@ -453,8 +471,6 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
 def head_model(name: str, device=None, log: Callable[[str], None] = print):
     """The model a [MASK] head is trained on (its own MLM head left out); one-line error if its
     tokenizer has no mask token."""
-    from ..model import load_model
-
     model = load_model(name, device=device, mask_head="none")
     if model.tokenizer.mask_token is None:
         raise PromptSearchError(f"{name}'s tokenizer has no mask token; a [MASK] head needs one")

@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager, suppress
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -18,9 +19,9 @@ from tqdm.auto import tqdm
 from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, rep_from_key
-from ..representation import Representation
 from ..eval.sts import STSEvaluator
 from ..fileio import atomic_replace
+from ..representation import Representation
 
 
 def set_seed(seed: int) -> None:
@@ -52,10 +53,13 @@ def take(items, idx) -> list:
     return [items[i] for i in idx]
 
 
-def trained_rep(template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> MaskState | PromptPool:
+def trained_rep(template: str, denoise: bool, layer: int | None = None,
+                readout: str | None = None) -> MaskState | PromptPool:
     """What a trainer trains and scores: the template's pass pooled by ``readout`` (never denoised), or
     its [MASK] state at ``layer``."""
-    return rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
+    r = rep_from_key(Representation.of(template, None if readout else layer, readout), denoise)
+    assert isinstance(r, (MaskState, PromptPool))  # one template, not an ensemble
+    return r
 
 
 @dataclass(kw_only=True)
@@ -73,7 +77,8 @@ class TrainSettings:
 class TrainConfig(TrainSettings):
     """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
     :class:`TrainSettings`, gradient-cached micro-batches, the contrastive loss's temperature, the
-    token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds what it trains and sets its own defaults (``None``: that default)."""
+    token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds
+    what it trains and sets its own defaults (``None``: that default)."""
 
     micro_batch: int = 64  # rows per micro-batch of gradient caching (0: the whole batch at once)
     micro_tokens: int | None = None  # micro-batches by a token budget, in length order (rows at most micro_batch)
@@ -85,6 +90,8 @@ class TrainConfig(TrainSettings):
 
     def schedule(self, total: int) -> "Schedule":
         """``total`` steps of this config's batches, seed and evaluation interval."""
+        # a trainer's config sets both (its __post_init__ fills the defaults it leaves None)
+        assert self.batch_size is not None and self.eval_steps is not None
         return Schedule(total, self.batch_size, self.seed, self.eval_steps)
 
 
@@ -137,7 +144,8 @@ class DevEval:
 LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device
 
 
-def log_progress(bar, done: int, loss: torch.Tensor, last: float | None, best: float, total: int, evaluated: bool) -> None:
+def log_progress(bar, done: int, loss: torch.Tensor, last: float | None, best: float, total: int,
+                 evaluated: bool) -> None:
     """Advance a trainer's bar by a step. The loss (a device tensor) is read for the bar only on the
     first and last steps, every ``LOG_EVERY`` steps and after a dev evaluation, so the other steps
     queue work on the device without waiting for it."""
@@ -174,6 +182,9 @@ def checkpoint_path(out, name: str) -> Path:
     return Path(out) / RESUME_DIR / name
 
 
+S = TypeVar("S", bound="TraineeState")
+
+
 @dataclass
 class TraineeState:
     """A trainee's part of a resume checkpoint (weights, optimizer, what it was training): each trainer
@@ -183,7 +194,7 @@ class TraineeState:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # shallow: state dicts are not copied
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TraineeState | None":
+    def from_dict(cls: type[S], d: dict) -> S | None:
         """The record, or None when ``d`` lacks a field it needs (a checkpoint of another trainer); a field
         with a default that an earlier version did not write takes the default."""
         need = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
@@ -228,7 +239,7 @@ class Checkpoint:
         own = {k: d[k] for k in ("step", "best", "history", "rng")}
         return cls(**own, trainee={k: v for k, v in d.items() if k not in own})
 
-    def resume(self, kind: type[TraineeState], **same) -> TraineeState | None:
+    def resume(self, kind: type[S], **same) -> S | None:
         """The trainee's saved state when it is of ``kind`` and was training what this run trains (its fields
         ``same`` as given), the random generators restored; None: start afresh."""
         saved = kind.from_dict(self.trainee)
@@ -313,10 +324,12 @@ class Progress:
     step: int = 0
     best: float = float("-inf")
     history: list = field(default_factory=list)
-    pending_loss: float | None = None  # an interrupt came before step ``step``'s dev evaluation: its loss (run it first)
+    # an interrupt came before step ``step``'s dev evaluation: its loss (run it first)
+    pending_loss: float | None = None
 
 
-PENDING = "pending_eval_loss"  # a checkpoint's trainee part: the loss of its step, whose evaluation an interrupt stopped
+# a checkpoint's trainee part: the loss of its step, whose evaluation an interrupt stopped
+PENDING = "pending_eval_loss"
 
 
 @contextmanager
@@ -365,7 +378,8 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
                     progress.best = last
                     trainee.keep(done, last)
                 if checkpoint is not None:
-                    Checkpoint(done, progress.best, progress.history, rng_state(), trainee.state().to_dict()).save(checkpoint)
+                    Checkpoint(done, progress.best, progress.history, rng_state(),
+                               trainee.state().to_dict()).save(checkpoint)
                     saved = done
         trainee.after_eval()
         evaluating += time.time() - t_eval
@@ -397,6 +411,7 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
             with interrupts_held():  # the steps since the last evaluation are kept: a resumed run goes on from them
                 state = trainee.state().to_dict()
                 if due(whole):  # its evaluation did not finish: the resumed run runs it first
+                    assert loss is not None  # a whole step was taken
                     state[PENDING] = float(loss)
                 Checkpoint(whole, progress.best, progress.history, after or rng_state(), state).save(checkpoint)
         raise

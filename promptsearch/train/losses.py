@@ -16,7 +16,8 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> t
     return F.cross_entropy(logits, torch.arange(len(z1), device=z1.device))
 
 
-def supervised_nce(anchor: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+def supervised_nce(anchor: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor,
+                   temperature: float = 0.05) -> torch.Tensor:
     """Supervised (NLI): the entailment is the positive; every other entailment and every
     contradiction (hard negatives) in the batch are negatives."""
     logits = torch.cat([cos_sim(anchor, pos), cos_sim(anchor, neg)], dim=1) / temperature

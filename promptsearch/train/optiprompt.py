@@ -14,12 +14,25 @@ from pathlib import Path
 
 import torch
 
+from ..data import TASK_NAMES
 from ..encoding import PromptEncoder
-from ..template import Template
-from .loop import (Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
-                   end_checkpoint, sentences_per_second, set_seed, train_loop)
-from .step import Step, train_step
 from ..model.saved import save_soft_prompt
+from ..template import Template
+from .loop import (
+    Checkpoint,
+    DevEval,
+    Progress,
+    TrainConfig,
+    Trainee,
+    TraineeState,
+    TrainRun,
+    checkpoint_path,
+    end_checkpoint,
+    sentences_per_second,
+    set_seed,
+    train_loop,
+)
+from .step import Step, train_step
 
 CHECKPOINT = "optiprompt-checkpoint.pt"
 
@@ -45,7 +58,8 @@ class OptiPromptConfig(TrainConfig):
         """Unsupervised SimCSE over the template's [MASK] states (:mod:`.step`): the same template
         twice, dropout making the two views differ."""
         t = Template.parse(self.template).text
-        return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch, self.micro_tokens)
+        return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch,
+                    self.micro_tokens)
 
 
 def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
@@ -75,6 +89,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     ck = Checkpoint.load(ckpt) if run.resume else None
     saved = ck and ck.resume(OptiPromptState, template=template)
     if saved:
+        assert ck is not None  # the state came from it
         with torch.no_grad():
             soft.copy_(saved.soft)
         opt.load_state_dict(saved.optimizer)
@@ -88,8 +103,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
     enc.prompt.eval()
     vec = trainee.best_vec  # the initial vectors unless a dev evaluation beat the manual template
     enc.set_soft_prompt(template, vec)
-    summary = {"dev_set": run.dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4), "steps": cfg.steps,
-               "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
+    summary = {"dev_set": run.dev_dataset, "manual_dev": round(manual, 4), "best_dev": round(best, 4),
+               "steps": cfg.steps, "batch_size": cfg.batch_size, "lr": cfg.lr, "seconds": round(secs, 1),
                "train_sentences_per_second": sentences_per_second(cfg.steps - start, cfg.batch_size, secs, evaluating),
                "history": cfg.history}
     save_soft_prompt(out, template, vec, model_name, cfg.denoise, {"optiprompt": summary})
@@ -99,7 +114,8 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
 
 @dataclass
 class OptiPromptState(TraineeState):
-    """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the optimizer."""
+    """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the
+    optimizer."""
 
     template: str
     soft: torch.Tensor
@@ -135,12 +151,11 @@ class _OptiPromptee(Trainee):
 
 def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
     """What a finished OptiPrompt run says, under the name of the set that chose the vectors."""
-    from ..data import TASK_NAMES
-
     dev = summary["dev_set"]
-    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} {summary['manual_dev']:.2f} "
-            f"(manual template) -> {summary['best_dev']:.2f} (best vectors) in {summary['steps']} steps x "
-            f"{cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved to {out}")
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
+            f"{summary['manual_dev']:.2f} (manual template) -> {summary['best_dev']:.2f} (best vectors) in "
+            f"{summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved "
+            f"to {out}")
 
 
 def _rate(summary: dict) -> str:

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
 
 from ..encoding import PromptEncoder
-from ..encoding.batching import budget_batches
+from ..encoding.batching import budget_batches, prepare
 from ..encoding.pooled import input_lengths, prompt_tokens
 from ..representation import Representation
-from .losses import info_nce, supervised_nce
 from .loop import rng_state, set_rng_state
+from .losses import info_nce, supervised_nce
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,6 @@ def sentence_ids(enc: PromptEncoder, step: Step, texts: list[str], template: str
     if st_prompt(step, template) is not None:
         return list(texts)
     if step.readout:
-        from ..encoding.batching import prepare
-
         ids = enc.prompt.sentence_ids(prepare(texts, add_period=False), template, pooled=True)
     else:
         ids = enc.sentence_ids(enc.prepare(texts), template)
@@ -140,7 +139,7 @@ def train_step(enc: PromptEncoder, step: Step, items: list, backward, no_sync=co
             for v in range(len(parts[0]))]
     out = loss(step, full)
     out.backward()
-    grads = [f.grad for f in full]
+    grads = [cast(torch.Tensor, f.grad) for f in full]  # set by out.backward(): every view requires it
     after = rng_state()
     for k, (c, st) in enumerate(zip(chunks, states)):
         set_rng_state(st)  # the same dropout masks as in the first pass

@@ -9,11 +9,11 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..data import DEV_SET
 from ..errors import PromptSearchError
 from .leaderboard import LeaderboardScreen
 from .predictions import PredictionsScreen
 from .sources import OptunaSource, ResultsFileSource
-from ..data import DEV_SET
 
 HELP = """[b]promptsearch tui[/b]
 
@@ -51,12 +51,13 @@ class PromptSearchApp(App):
         super().__init__()
         if bool(storage) != bool(study_name):
             raise PromptSearchError("--storage and --study-name go together (or give --results FILE)")
+        self.source: OptunaSource | ResultsFileSource
         if storage and study_name:
             self.source = OptunaSource(storage, study_name)
             self.sub_title = f"study {study_name}"
         else:
-            self.source = ResultsFileSource(results or "best.json")
-            self.sub_title = str(self.source.path)
+            self.source = file_source = ResultsFileSource(results or "best.json")
+            self.sub_title = str(file_source.path)
         self.model_name = model
         self.mask_head = mask_head
         self.dataset = dataset
@@ -73,9 +74,10 @@ class PromptSearchApp(App):
         """The model for predictions, loaded once (in the worker thread that first asks)."""
         with self._lock:
             if self._encoder is None:
-                from ..encoding import PromptEncoder  # torch loads when predictions are first asked for
+                from ..encoding import PromptEncoder  # lazy: start-up time (torch loads with the first prediction)
 
-                self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head, show_progress_bar=False)
+                self._encoder = PromptEncoder.from_pretrained(self.model_name, mask_head=self.mask_head,
+                                                              show_progress_bar=False)
             return self._encoder
 
     def action_show_leaderboard(self) -> None:
@@ -86,6 +88,7 @@ class PromptSearchApp(App):
 
     def open_predictions(self, template: str | None) -> None:
         screen = self.get_screen("predictions")
+        assert isinstance(screen, PredictionsScreen)
         self.switch_screen("predictions")
         if template:
             screen.set_template(template)

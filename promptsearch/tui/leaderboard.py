@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import webbrowser
+from typing import Any
+
 from rich.markup import escape
 from rich.text import Text
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,11 +14,14 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
+from ..errors import PromptSearchError
 from ..representation import template_of
 from .sources import Board
 
 
 class LeaderboardScreen(Screen):
+    app: Any  # the PromptSearchApp (app.py imports this module: it cannot be named here without a cycle)
+
     BINDINGS = [
         Binding("enter", "open_predictions", "Predict with template", show=True),
         Binding("s", "start_search", "Start greedy search"),
@@ -65,8 +70,8 @@ class LeaderboardScreen(Screen):
             best = f"{b.best:.2f}" if b.best is not None else "-"
             kind = "denoised" if b.denoise else "raw"
             count = f"{b.trials} trials · " if b.unit == "trials" else ""
-            text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} ({kind}) · "
-                                    f"{count}{len(b.rows)} scored · ")
+            text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} "
+                                    f"({kind}) · {count}{len(b.rows)} scored · ")
             if b.chosen:  # a template's brackets are text, not markup
                 score = next(s for s, k in b.rows if k == b.chosen)
                 text.append("chosen ")
@@ -105,10 +110,7 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="plot")
     def make_plot(self, path: str) -> None:
-        import webbrowser
-
-        from ..errors import PromptSearchError
-        from ..search.plots import plot_results
+        from ..search.plots import plot_results  # lazy: start-up time (matplotlib)
 
         try:
             files = plot_results(path)
@@ -131,8 +133,7 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:
-        from ..errors import PromptSearchError
-        from ..search import greedy_search  # torch loads with the first search, not at start-up
+        from ..search import greedy_search  # lazy: start-up time (torch loads with the first search)
 
         self.app.call_from_thread(self._set_status, f"running: greedy on {self.app.dataset} into {out}")
         try:

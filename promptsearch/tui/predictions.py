@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -19,6 +20,8 @@ DEFAULT_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
 
 
 class PredictionsScreen(Screen):
+    app: Any  # the PromptSearchApp (app.py imports this module: it cannot be named here without a cycle)
+
     BINDINGS = [
         Binding("ctrl+r", "random_sentence", "Random STS-B dev sentence"),
         Binding("escape", "app.show_leaderboard", "Leaderboard"),
@@ -32,9 +35,11 @@ class PredictionsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Vertical(id="predictions"):
-            yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or PromptEOL)",
+            yield Input(value=self.template, placeholder="template with [X] and [MASK] (causal LMs: no [MASK], or "
+                                                         "PromptEOL)",
                         id="template")
-            yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)", id="sentence")
+            yield Input(placeholder="type a sentence and press Enter (ctrl+r: a random STS-B dev sentence)",
+                        id="sentence")
             with Horizontal(id="columns"):
                 yield DataTable(id="raw", cursor_type="none")
                 yield DataTable(id="denoised", cursor_type="none")
@@ -62,7 +67,7 @@ class PredictionsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="predict")
     def predict(self, sentence: str, template: str) -> None:
-        from ..eval.predict import predict  # torch and the model load on the first prediction, not at start-up
+        from ..eval.predict import predict  # lazy: start-up time (torch and the model load on the first prediction)
 
         try:
             enc = self.app.get_encoder()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..data import DEV_SET
 from ..errors import PromptSearchError
 from ..search.results import Results
-from ..data import DEV_SET
 
 
 @dataclass
@@ -72,11 +72,12 @@ class ResultsFileSource(_Polled):
             return Board(error=str(exc))
         chosen = res.chosen.text if res.chosen in res.entries else None
         # the answer first, then the rest ranked (as the file lists them)
-        rows = [(float(e.spearman), e.key) for e in res.answer_first()]  # a template, "T @layer L", "T @mean" or an ensemble "A + B"
+        # a template, "T @layer L", "T @mean" or an ensemble "A + B"
+        rows = [(float(e.spearman), e.key) for e in res.answer_first()]
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
-        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline, held_out=held,
-                     chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
+        return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline,
+                     held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
 
 
 class OptunaSource(_Polled):
@@ -86,7 +87,7 @@ class OptunaSource(_Polled):
         self.storage, self.study_name = storage, study_name
 
     def _trials(self):
-        import optuna
+        import optuna  # lazy: start-up time
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=self.study_name, storage=self.storage)
@@ -100,7 +101,7 @@ class OptunaSource(_Polled):
             return None
 
     def load(self) -> Board:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # lazy: start-up time
 
         try:
             study, trials = self._trials()
