@@ -55,12 +55,12 @@ def test_a_resumed_results_file_keeps_its_precision(tmp_path):
     """kept_precision: the flag wins; else a file's recorded fp32 or bf16 is kept (and named); else the default."""
     import json
 
-    from promptsearch.search.results import kept_precision
+    from promptsearch.search.results import Results, kept_precision
 
     out = tmp_path / "best.json"
     assert kept_precision(str(out), None) == (None, None)  # no file yet
-    out.write_text(json.dumps({"schema": "promptsearch.results/2", "model": "m", "dataset": "stsb-dev", "strategy": "score",
-                               "denoise": True, "templates": [], "numbers": {"precision": "bf16"}}))
+    Results.open(out, "m", "stsb-dev", "score", True, numbers={"precision": "bf16"}).save()
+    assert json.loads(out.read_text())["numbers"]["precision"] == "bf16"
     assert kept_precision(str(out), None) == (True, str(out))
     assert kept_precision(str(out), False) == (False, None)
     out.write_text("{not json")
