@@ -97,11 +97,12 @@ def cmd_greedy(args) -> int:
 
 
 def cmd_score(args) -> int:
-    bf16, pinned = kept_precision(args.out, args.bf16)  # before the folder's encoder is made: a resumed file keeps its own
+    # before the folder's encoder is made: a resumed file keeps its own precision
+    bf16, pinned = kept_precision(args.out, args.bf16)
     enc = (o.encoder(args, args.template_dir, settings={"bf16": bf16}, pinned=pinned)
            if args.template_dir and not (args.templates or args.file) else None)
     folder, denoise = (enc and enc.folder_key(args.readout, args.demos, args.denoise)) or (None, None)
-    if folder is not None:  # the folder's own representation, as eval reads it: its template, layer, read-out, denoising
+    if folder is not None:  # the folder's own representation, as eval reads it
         keys = [folder]
     else:
         templates = read_templates(args.templates, args.file, args.demos)
@@ -142,8 +143,9 @@ def cmd_worker(args) -> int:
     def make_scorer(spec):  # the search's model and settings, unless the flags say otherwise
         model = args.model or spec["model"]
         settings = scored_settings(spec["numbers"], args.bf16, args.add_period, args.max_length)
-        scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"], denoise=spec["denoise"],
-                        data=o.data(args), cache=False, screening=spec["screening"], objective=spec["objective"])
+        scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"],
+                        denoise=spec["denoise"], data=o.data(args), cache=False, screening=spec["screening"],
+                        objective=spec["objective"])
         return scorer, model
 
     log = None if args.quiet else o.say

@@ -33,7 +33,7 @@ def _start(args) -> list[int]:
 def _dev(args) -> TrainRun:
     """How every training run is run: dev set, data, resume, the checkpoint kept or not."""
     return TrainRun(dev_dataset=one_dataset(args.dataset), data=o.data(args), resume=not args.no_resume,
-                    keep_checkpoint=args.keep_checkpoint, scores=known_scores)  # a score measured before: from the cache
+                    keep_checkpoint=args.keep_checkpoint, scores=known_scores)  # measured before: from the cache
 
 
 def _config(args, seed: int) -> dict:

@@ -323,7 +323,8 @@ class PromptEncoder:
         return ([saved.template], denoise or saved_denoise, saved.layer if layer is None else layer,
                 saved.readout if saved.readout and readout is None else readout)
 
-    def folder_key(self, readout: str | None = None, demos=None, denoise: bool = True) -> tuple[Representation, bool] | None:
+    def folder_key(self, readout: str | None = None, demos=None,
+                   denoise: bool = True) -> tuple[Representation, bool] | None:
         """A trained folder's own representation as ``score`` ranks it: its template (with ``demos``) at its layer,
         read out by ``readout`` (None: the folder's own read-out; a pooled one reads the last layer), and whether it
         is denoised (``denoise`` and saved so: ``denoise=False`` still reads the raw state). None for a model that

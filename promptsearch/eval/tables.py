@@ -107,7 +107,8 @@ def report_templates(enc, templates=None, readout: str | None = None):
 
     if is_mask(readout):
         return templates
-    return [readout_key(t, readout) for t in (templates or paper_templates(enc.model.config.model_type, compat=enc.compat))]
+    templates = templates or paper_templates(enc.model.config.model_type, compat=enc.compat)
+    return [readout_key(t, readout) for t in templates]
 
 
 def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions = DataOptions(), json_path=None,

@@ -391,7 +391,8 @@ class TrainingChoice:
 
 
 def choose_training(mode: str, templates=(), results: SearchResults | None = None, template_dir: str | None = None,
-                    readout: str | None = None, model: str | None = None, say: Callable[[str], None] = note) -> TrainingChoice:
+                    readout: str | None = None, model: str | None = None,
+                    say: Callable[[str], None] = note) -> TrainingChoice:
     """What to fine-tune, from the given ``templates``, a search's ``results`` (``Results.load(path)``) and
     an OptiPrompt run's ``template_dir``. ``readout``: the read-out to train (None: the search's answer's when it
     is a pooled one and nothing else is given, else the [MASK] state; ``'mask'``: the [MASK] state). What the
@@ -405,9 +406,9 @@ def choose_training(mode: str, templates=(), results: SearchResults | None = Non
     own = bool(templates or template_dir)
     if best is not None and best.members and any(m.readout for m in best.members) and readout is None and not own:
         # a mixed or pooled ensemble: no one read-out trains it, and its best [MASK] template is not what was chosen
-        raise PromptSearchError(f"{results.path}'s answer {quote(best.key)} is an ensemble with a pooled member; finetune "
-                                "trains one representation, not an ensemble: pass readout=mask to train the file's best "
-                                "[MASK] template(s), or template=T (with readout=) for one of its members")
+        raise PromptSearchError(f"{results.path}'s answer {quote(best.key)} is an ensemble with a pooled member; "
+                                "finetune trains one representation, not an ensemble: pass readout=mask to train the "
+                                "file's best [MASK] template(s), or template=T (with readout=) for one of its members")
     if best is not None and best.readout and not best.members and readout is None and not own:
         # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
         say(f"fine-tuning {best.key}, {results.path}'s answer ({best.spearman:.2f} on its dev set)")

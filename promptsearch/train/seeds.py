@@ -40,7 +40,8 @@ def seed_outputs(out, seeds: Sequence[int]) -> list[Path]:
 
 
 def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], PromptEncoder], r: MaskState | PromptPool,
-                 tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str], run: TrainRun = TrainRun()) -> str:
+                 tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str],
+                 run: TrainRun = TrainRun()) -> str:
     """The before/after table of a training run of representation ``r`` (``before()`` the start
     encoder, ``after(dir)`` a trained one, each built when needed; each score found by ``run.scores``, on
     ``run.data``: through the score cache, scores already measured cost no pass); with several seeds, one row
