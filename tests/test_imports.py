@@ -86,6 +86,27 @@ def test_imports_point_down_the_layers():
     assert not bad, "upward imports: " + ", ".join(f"{m} -> {n}" for m, n in sorted(bad))
 
 
+# Modules of one layer that never import each other: what both need lives a layer below (issue 47).
+APART = [("train", "search")]
+
+
+def test_train_does_not_import_search():
+    """Not at module level, not inside a function (the graph above reads every import in the tree)."""
+    g = _graph()
+    bad = [(m, n) for low, high in APART for m, deps in g.items() for n in deps
+           if m.split(".")[1:2] == [low] and n.split(".")[1:2] == [high]]
+    assert not bad, "train imports search: " + ", ".join(f"{m} -> {n}" for m, n in sorted(bad))
+
+
+def test_a_function_local_import_is_an_edge(tmp_path):
+    """The check above sees an import written inside a function, relative or absolute."""
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from ..search.scorer import Scorer\n    import promptsearch.search.results\n",
+                 encoding="utf-8")
+    modules = _modules()
+    assert _imports("promptsearch.train.m", f, modules) == {"promptsearch.search.scorer", "promptsearch.search.results"}
+
+
 def test_the_graph_is_read():  # the checks above see real edges
     g = _graph()
     assert "promptsearch.encoding.prompt" in g["promptsearch.encoding.encoder"]

@@ -218,13 +218,14 @@ def test_the_training_guide_names_the_views_its_command_trains():
     the results file whose views it reports, and those are the views that file gives."""
     import re
     from conftest import REPO
+    from promptsearch.search.results import Results
     from promptsearch.train.finetune import choose_templates
 
     text = (REPO / "docs" / "guides" / "training.md").read_text(encoding="utf-8")
     measured = text[text.rindex("Measured on the default model"):]
     files = set(re.findall(r"finetune --mode \w+ --templates (\S+)", measured))
     assert files == {"docs/results/greedy-default.json"}
-    views, _, _ = choose_templates("unsup", results=str(REPO / "docs/results/greedy-default.json"))
+    views, _, _ = choose_templates("unsup", results=Results.load(REPO / "docs/results/greedy-default.json"))
     assert all(f"`{v}`" in measured for v in views) and len(set(views)) == 2
     assert "dropout" in text  # the pooled answer's two views
     timing = measured[measured.index("651 s"):][:400]

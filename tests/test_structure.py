@@ -161,3 +161,33 @@ def test_a_child_dies_with_the_test_process_that_started_it(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the child outlived the process that started it")
+
+
+def _args_assignments(tree: ast.AST) -> list[int]:
+    """Lines where ``args.<attr>`` is assigned, augmented, annotated, deleted or set with setattr."""
+    found = []
+    for n in ast.walk(tree):
+        targets = n.targets if isinstance(n, (ast.Assign, ast.Delete)) else \
+            [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        for t in targets:
+            for x in ast.walk(t):  # tuple targets: a, args.x = ...
+                if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "args":
+                    found.append(x.lineno)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") \
+                and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "args":
+            found.append(n.lineno)
+    return found
+
+
+def test_the_command_line_never_changes_its_parsed_arguments():
+    """The CLI turns arguments into objects and calls the library: a rule that would change an argument
+    (a resumed file's precision, a folder's read-out, a worker's settings) is the library's (issue 47)."""
+    found = [f"cli/{p.name}:{line}" for p in sorted((PKG / "cli").glob("*.py"))
+             for line in _args_assignments(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not found, found
+
+
+def test_an_assignment_to_args_is_seen():
+    src = ("args.bf16 = True\nargs.a, b = 1, 2\nargs.n += 1\nsetattr(args, 'x', 1)\ndel args.y\n"
+           "args.d.update({})\nx = args.z\nother.args = 1\n")
+    assert sorted(_args_assignments(ast.parse(src))) == [1, 2, 3, 4, 5]

@@ -6,42 +6,36 @@ import json
 import sys
 import time
 
-import torch
-
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
 from ..library import resolve_key
-from ..representation import ensemble_key, is_key, is_mask
+from ..representation import ensemble_key, is_key
 from ..errors import PromptSearchError, worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
-from ..eval.predict import check_sentences, format_predictions, head_note, predict
-from ..eval.tables import check_report_file, eval_output, report, table9
+from ..eval.predict import check_sentences, format_predictions, head_note, predict, top_k_note
+from ..eval.tables import check_report_file, eval_output, report, report_templates, table9
 from . import options as o
 
 
 def cmd_eval(args) -> int:
     tasks = expand_tasks(args.tasks)
     check_data(tasks, args.data_dir)  # fail fast on a missing data dir, before loading the model
-    enc, template, denoise, layer = None, args.template, args.denoise, args.layer
+    enc, template, denoise, layer, readout = None, args.template, args.denoise, args.layer, args.readout
     if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template (and layer)
         enc = o.encoder(args, args.template_dir)
-        saved, saved_denoise = enc.folder_representation() or (None, False)  # what score reads too
-        template, denoise = saved and [saved.template], args.denoise or saved_denoise
-        layer = saved.layer if layer is None and saved else layer
-        if saved and saved.readout and args.readout is None:
-            args.readout = saved.readout
-    if args.readout is not None and not template:
+        template, denoise, layer, readout = enc.folder_options(args.denoise, args.layer, args.readout)
+    if readout is not None and not template:
         raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
     if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser
-        if args.readout is not None or args.layer is not None or args.pooling:
+        if readout is not None or args.layer is not None or args.pooling:
             raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, --layer and "
                                     "--pooling, or give the template alone")
         rep = rep_from_key(ensemble_key(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
                                       for t in template), denoise)
     elif template or args.pooling or denoise or layer is not None:
         rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
-                               layer, args.readout)
+                               layer, readout)
     else:
         rep = None  # no template, no pooling: the model's own representation, as sentence-transformers computes it
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
@@ -85,15 +79,8 @@ def cmd_report(args) -> int:
     if args.json:
         check_report_file(args.json)
     enc, t0 = o.encoder(args), time.time()
-    templates = args.template
-    if not is_mask(args.readout):
-        from ..library import paper_templates
-        from ..representation import readout_key
-
-        templates = [readout_key(t, args.readout) for t in
-                     (templates or paper_templates(enc.model.config.model_type, compat=enc.compat))]
-    table = report(enc, tasks, args.model, templates, args.demos, o.data(args), args.json,
-                   log=o.say)
+    table = report(enc, tasks, args.model, report_templates(enc, args.template, args.readout), args.demos, o.data(args),
+                   args.json, log=o.say)
     print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
           f"Wikipedia pairs)\n{table}")
     return 0
@@ -104,9 +91,8 @@ def cmd_predict(args) -> int:
     enc = o.encoder(args)
     if note := head_note(enc, args.model, args.quiet):
         print(note, file=sys.stderr)
-    words = enc.word_logits(torch.zeros((1, enc.prompt.hidden_size))).isfinite().sum().item()
-    if args.top_k > words and not args.quiet:
-        print(f"note: --top-k {args.top_k} is more than this model's {words} word tokens: listing all {words}", file=sys.stderr)
+    if not args.quiet and (note := top_k_note(enc, args.top_k)):
+        o.say(note)
     preds = predict(enc, enc.prepare(sentences), template, top_k=args.top_k)
     rows = [{"sentence": p.sentence, "raw": p.raw, "denoised": p.denoised} for p in preds]
     print(json.dumps(rows, indent=2) if args.json else format_predictions(preds, template, args.denoise))

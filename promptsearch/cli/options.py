@@ -16,16 +16,18 @@ def show(args):
     return False if args.quiet else None
 
 
-def precision_line(args, device) -> str | None:
-    """The precision a command runs in and why, one line for stderr (None with ``-q``)."""
+def precision_line(args, device, bf16: bool | None = None, pinned: str | None = None) -> str | None:
+    """The precision a command runs in and why, one line for stderr (None with ``-q``): ``bf16`` as the
+    library decided it (None: ``--bf16``/``--no-bf16`` as given), ``pinned`` the results file whose precision a
+    resumed run keeps (:func:`~promptsearch.search.results.kept_precision`)."""
     if args.quiet:
         return None
+    bf16 = args.bf16 if bf16 is None else bf16
     why = precision_choice(device)[1]
-    if getattr(args, "precision_pinned", None):
-        why = (f"{'bf16' if args.bf16 else 'fp32'} (the precision {args.precision_pinned} was scored in: a resumed run "
-               "keeps it)")
-    elif args.bf16 is not None:
-        why = f"{'bf16' if args.bf16 else 'fp32'} ({'--bf16' if args.bf16 else '--no-bf16'})"
+    if pinned:
+        why = f"{'bf16' if bf16 else 'fp32'} (the precision {pinned} was scored in: a resumed run keeps it)"
+    elif bf16 is not None:
+        why = f"{'bf16' if bf16 else 'fp32'} ({'--bf16' if bf16 else '--no-bf16'})"
     return worded(f"precision: {why}")  # a hint in it names the flag ('bf16=True forces it': '--bf16 forces it')
 
 
@@ -48,21 +50,26 @@ def template(args, text: str):
     return resolve_template(text, getattr(args, "demos", None))
 
 
-def encoder(args, path=None, training: bool = False) -> PromptEncoder:
-    """The encoder the flags describe: ``--model``, or a directory ``path`` written by optiprompt or
-    finetune (checked first; its own model, template and vectors)."""
+def encoder(args, path=None, training: bool = False, settings: dict | None = None, pinned: str | None = None,
+            model: str | None = None) -> PromptEncoder:
+    """The encoder the flags describe: ``--model`` (or ``model``), or a directory ``path`` written by optiprompt or
+    finetune (checked first; its own model, template and vectors). ``settings``: what the library decided over the
+    flags (``bf16``, ``add_period``, ``max_length``, ``compat``: a resumed file's precision, a worker's search);
+    ``pinned``: the results file whose precision a resumed run keeps."""
     if training and args.compat == "reference":
         raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
                                 "default inputs, so drop --compat")
     kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, max_tokens=args.max_tokens,
               bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args),
               data_dir=args.data_dir)  # where static-debiased and anisotropy find the Wikipedia sample
+    kw.update(settings or {})
+    compat = kw.pop("compat", args.compat)
     if path is not None:
         template_dir_config(path)  # one-line error if it is not one
         enc = PromptEncoder.from_pretrained(str(path), **kw)
     else:
-        enc = PromptEncoder.from_pretrained(args.model, compat=args.compat, **kw)
-    line = precision_line(args, enc.device)
+        enc = PromptEncoder.from_pretrained(model or args.model, compat=compat, **kw)
+    line = precision_line(args, enc.device, kw["bf16"], pinned)
     if line:  # said when the work starts, so that a refused input stays one line
         enc.on_first_pass = lambda: print(line, file=sys.stderr)
     return enc

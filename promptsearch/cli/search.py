@@ -15,30 +15,33 @@ from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.racing import Racing
+from ..search.results import kept_precision, scored_settings
 from ..search.validate import held_out_tasks
-from ..representation import Representation, is_mask, readout_key
+from ..representation import readout_key
 from . import options as o
 
 
-def _run(args, strategy, *checks, enc=None) -> Results:
-    """Check what fails fast (--out, ``checks``, the data, the held-out sets, --cache) before a model
-    loads, then run ``strategy`` into --out with held-out validation."""
+def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Results:
+    """Check what fails fast (--out, ``checks``, each given the dev sets, the data, the held-out sets, --cache)
+    before a model loads, then run ``strategy`` into --out with held-out validation (``denoise``: as decided for
+    the representation scored; None: --denoise as given)."""
     if args.out:
         check_writable(args.out)
-    args.dataset = DevSets.parse(args.dataset)  # the dev set(s), read once: the checks and the scorer get the object
+    sets = DevSets.parse(args.dataset)  # the dev set(s), read once: the checks and the scorer get the object
     for check in checks:
-        check()
-    check_data(args.dataset, args.data_dir)
+        check(sets)
+    check_data(sets, args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, o.data(args))
     check_apart(None if args.no_cache else args.cache, args.out)
-    pin_precision(args)
+    bf16, pinned = kept_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
         from ..search.study import check_storage
 
         check_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads (a new
         # SQLite file is made with the work study, after the strategy's checks)
-    scorer = Scorer(enc or o.encoder(args), dataset=args.dataset, denoise=args.denoise, data=o.data(args),
+    scorer = Scorer(enc or o.encoder(args, settings={"bf16": bf16}, pinned=pinned), dataset=sets,
+                    denoise=args.denoise if denoise is None else denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else o.say
     if work:
@@ -58,24 +61,6 @@ def _run(args, strategy, *checks, enc=None) -> Results:
     finally:
         if queue is not None:
             queue.close()
-
-
-def pin_precision(args) -> None:
-    """A results file resumed keeps the precision its scores were computed in (a CPU's default may differ from
-    the one that began it), unless --bf16 or --no-bf16 says otherwise (then the file refuses a mismatch)."""
-    from pathlib import Path
-
-    from ..errors import PromptSearchError
-    from ..search.results import load
-
-    if args.bf16 is not None or not args.out or not Path(args.out).is_file():
-        return
-    try:
-        precision = (load(args.out).get("numbers") or {}).get("precision")
-    except PromptSearchError:
-        return  # opening it says what is wrong, in one line
-    if precision in ("bf16", "fp32"):
-        args.bf16, args.precision_pinned = precision == "bf16", args.out
 
 
 def next_steps(res: Results, args) -> str:
@@ -108,25 +93,24 @@ def cmd_greedy(args) -> int:
                    layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool, readouts=args.readouts,
                    readout_steps=args.readout_steps,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
-    res = _run(args, strat, lambda: load_vocabulary(args.vocabulary))
+    res = _run(args, strat, lambda sets: load_vocabulary(args.vocabulary))
     print(f"{format_path(strat.path, res)}\n\nchosen: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}"
           f"{next_steps(res, args)}")
     return 0
 
 
 def cmd_score(args) -> int:
-    pin_precision(args)  # before the folder's encoder is made in a precision: a resumed file keeps its own
-    enc = o.encoder(args, args.template_dir) if args.template_dir and not (args.templates or args.file) else None
-    saved, saved_denoise = (enc and enc.folder_representation()) or (None, False)
-    if saved is not None:  # the folder's own representation, as eval reads it: its template, layer, read-out, denoising
-        readout = saved.readout if args.readout is None else args.readout
-        t = read_templates([saved.template], None, args.demos)[0]
-        keys = [Representation.of(t, saved.layer if is_mask(readout) else None, readout)]
-        args.denoise = args.denoise and saved_denoise  # --no-denoise still reads the raw state
+    # before the folder's encoder is made: a resumed file keeps its own precision
+    bf16, pinned = kept_precision(args.out, args.bf16)
+    enc = (o.encoder(args, args.template_dir, settings={"bf16": bf16}, pinned=pinned)
+           if args.template_dir and not (args.templates or args.file) else None)
+    folder, denoise = (enc and enc.folder_key(args.readout, args.demos, args.denoise)) or (None, None)
+    if folder is not None:  # the folder's own representation, as eval reads it
+        keys = [folder]
     else:
         templates = read_templates(args.templates, args.file, args.demos)
         keys = [readout_key(t.text, args.readout or "mask") for t in templates]
-    res = _run(args, GivenTemplates(keys), enc=enc)
+    res = _run(args, GivenTemplates(keys), enc=enc, denoise=denoise)
     print(res.summary(top=len(res.entries), stats=bool(args.out)))
     return 0
 
@@ -138,7 +122,7 @@ def cmd_optuna(args) -> int:
                          seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
                          layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
                          announce=lambda line: print(line, file=sys.stderr))
-    res = _run(args, strat, lambda: strat.check_datasets(args.dataset), lambda: args.compare and Results.load(args.compare))
+    res = _run(args, strat, strat.check_datasets, lambda sets: args.compare and Results.load(args.compare))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0
 
@@ -147,7 +131,7 @@ def cmd_t5(args) -> int:
     strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
                            num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
                            show_progress_bar=o.show(args), name="t5")
-    res = _run(args, strat, lambda: read_wordnet(args.wordnet_dir))  # fail fast on a missing WordNet
+    res = _run(args, strat, lambda sets: read_wordnet(args.wordnet_dir))  # fail fast on a missing WordNet
     g = res.generated
     print((f"generated {g.distinct} distinct templates from {g.pairs_used} WordNet (word, definition) pairs with the "
            f"{args.generator} generator; scored the top {g.kept}\n" if g else "")
@@ -157,20 +141,14 @@ def cmd_t5(args) -> int:
 
 def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
-    from ..search.distributed import encoder_settings, serve
+    from ..search.distributed import serve
 
-    def make_scorer(spec):
-        settings = encoder_settings(spec["numbers"])  # the search's options; a flag given here wins (and is checked)
+    def make_scorer(spec):  # the search's model and settings, unless the flags say otherwise
         model = args.model or spec["model"]
-        args.model = model
-        if args.bf16 is None:
-            args.bf16 = settings["bf16"]
-        if args.add_period is None:
-            args.add_period = settings["add_period"]
-        args.max_length = args.max_length or settings["max_length"]
-        args.compat = settings["compat"]
-        scorer = Scorer(o.encoder(args), dataset=spec["dataset"], denoise=spec["denoise"], data=o.data(args),
-                        cache=False, screening=spec["screening"], objective=spec["objective"])
+        settings = scored_settings(spec["numbers"], args.bf16, args.add_period, args.max_length)
+        scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"],
+                        denoise=spec["denoise"], data=o.data(args), cache=False, screening=spec["screening"],
+                        objective=spec["objective"])
         return scorer, model
 
     log = None if args.quiet else o.say

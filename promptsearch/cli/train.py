@@ -9,12 +9,10 @@ from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_tr
 from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
 from ..search.results import Results
+from ..search.validate import known_scores
 from ..library import default_template
-from ..template import quote
-from ..errors import PromptSearchError
-from ..train.finetune import FinetuneConfig, choose_templates, finetune, prepare_encoder
+from ..train.finetune import FinetuneConfig, choose_training, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
-from ..representation import is_mask
 from ..train.loop import TrainRun, trained_rep
 from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
@@ -35,7 +33,7 @@ def _start(args) -> list[int]:
 def _dev(args) -> TrainRun:
     """How every training run is run: dev set, data, resume, the checkpoint kept or not."""
     return TrainRun(dev_dataset=one_dataset(args.dataset), data=o.data(args), resume=not args.no_resume,
-                    keep_checkpoint=args.keep_checkpoint)
+                    keep_checkpoint=args.keep_checkpoint, scores=known_scores)  # measured before: from the cache
 
 
 def _config(args, seed: int) -> dict:
@@ -48,7 +46,7 @@ def _table(args, seeds, template: str, labels, readout: str | None = None, layer
     """The before/after table of what was trained (several seeds: mean ± std, also in OUT/seeds.json)."""
     r = trained_rep(template, args.denoise, layer, readout)
     print(seeds_report(lambda: o.encoder(args), lambda path: o.encoder(args, path), r, expand_tasks(args.final_tasks),
-                       args.out, seeds, labels, o.data(args)))
+                       args.out, seeds, labels, _dev(args)))
     return 0
 
 
@@ -66,44 +64,26 @@ def cmd_optiprompt(args) -> int:
 
 def cmd_finetune(args) -> int:
     seeds = _start(args)
-    readout = None if is_mask(args.readout) else args.readout
-    searched = Results.load(args.templates) if args.templates else None
-    best = searched.best if searched else None
-    for note in searched.trust_notes(args.model) if searched else []:
-        print(f"note: {note}", file=sys.stderr)
-    own = bool(args.template or args.template_dir)
-    if best is not None and best.members and any(m.readout for m in best.members) and args.readout is None and not own:
-        # a mixed or pooled ensemble: no one read-out trains it, and its best [MASK] template is not what was chosen
-        raise PromptSearchError(f"{args.templates}'s answer {quote(best.key)} is an ensemble with a pooled member; finetune "
-                                "trains one representation, not an ensemble: pass --readout mask to train the file's best "
-                                "[MASK] template(s), or --template T (with --readout) for one of its members")
-    if best is not None and best.readout and not best.members and args.readout is None and not own:
-        # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
-        readout, layer, soft = best.readout, None, None
-        templates = [best.template] * (2 if args.mode == "unsup" else 1)
-        print(f"fine-tuning {best.key}, {args.templates}'s answer ({best.spearman:.2f} on its dev set)", file=sys.stderr)
-    else:
-        templates, soft, layer = choose_templates(args.mode, [o.template(args, t) for t in args.template or []],
-                                                  args.templates, args.template_dir)
-        if best is not None and best.readout and not readout:
-            print(f"note: {args.templates}'s answer is {best.key} ({best.spearman:.2f}); with --readout mask (or given "
-                  f"templates) finetune trains [MASK] read-outs of its best [MASK] template(s), and the result may stay "
-                  f"below that answer: compare its dev score with {best.spearman:.2f}", file=sys.stderr)
+    chosen = choose_training(args.mode, [o.template(args, t) for t in args.template or []],
+                             Results.load(args.templates) if args.templates else None, args.template_dir, args.readout,
+                             args.model, o.say)
+    templates = chosen.templates
     if args.mode == "unsup":
         data = training_corpus(args.train_file, args.text_column, args.data_dir)
     else:
         data = load_triplets(args.train_file) if args.train_file else snli_triplets(args.data_dir)
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
-        enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], soft)
-        cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps, layer=layer,
-                             readout=readout, **_config(args, seed))
+        enc = prepare_encoder(o.encoder(args, training=True), args.model, templates[0], chosen.soft)
+        cfg = FinetuneConfig(mode=args.mode, templates=templates, epochs=args.epochs, max_steps=args.max_steps,
+                             layer=chosen.layer, readout=chosen.readout, **_config(args, seed))
 
         def announce(views: str, first: bool = i == 0) -> None:  # said once the run is past its checks
             if first:
                 print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates) + f"\n{views}", file=sys.stderr)
 
         print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args), announce), cfg, out, len(seeds) > 1))
-    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], readout, layer)
+    return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], chosen.readout,
+                  chosen.layer)
 
 
 def cmd_train_head(args) -> int:
@@ -124,37 +104,11 @@ def cmd_train_head(args) -> int:
 
 def cmd_export(args) -> int:
     """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch)."""
-    from ..errors import PromptSearchError
     from ..model.loading import DEFAULT_MODEL, default_model_path
-    from ..representation import Representation
-    from ..search.results import Results
-    from ..train.export import export_representation
+    from ..train.export import check_export, export_representation, export_target
 
-    if bool(args.results) == bool(args.template):
-        raise PromptSearchError("give a results file (its chosen representation) or --template KEY, one of the two")
-    out = Path(args.out)
-    if out.is_symlink() and not out.exists():
-        raise PromptSearchError(f"--out {out} is a link to nothing; pass a new folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PromptSearchError(f"--out {out} exists and is not an empty folder; pass a new folder")
-    check_writable(out / "modules.json", "out", "my-model")
-    model, k, length = args.model, None, args.max_length
-    if args.results:
-        res = Results.load(args.results)
-        if res.best is None:
-            raise PromptSearchError(f"{args.results} holds no scored representation yet")
-        if model and model != res.model:
-            raise PromptSearchError(f"{args.results} was searched on model {res.model!r}, not {model!r}; drop --model")
-        for note in res.trust_notes():  # an entry edited by hand: exported, but not without a word
-            print(f"note: {note}", file=sys.stderr)
-        model, k = res.model, res.best.entry_key
-        scored = (res.numbers or {}).get("pooled_max_length")
-        if length is not None and scored is not None and length != scored:
-            raise PromptSearchError(f"{args.results} was scored with --max-length {scored}; drop --max-length (the export "
-                                    "keeps the length it was scored with)")
-        length = length or scored
-    else:
-        k = Representation.parse(args.template)
-    model = model or DEFAULT_MODEL
+    out = check_export(args.out, bool(args.results), args.template)
+    model, k, length = export_target(Results.load(args.results) if args.results else None, args.template, args.model,
+                                     args.max_length, o.say)
     print(export_representation(model, k, out, str(default_model_path()) if model == DEFAULT_MODEL else None, length))
     return 0

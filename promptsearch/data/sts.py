@@ -6,6 +6,8 @@ The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +65,16 @@ class STSData:
         for a, b, _ in self.subsets.values():
             out += a + b
         return out
+
+
+def data_fingerprint(data: STSData) -> str:
+    """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
+    measured on one copy of a data set is never returned for another (the score cache's and a
+    fine-tuning checkpoint's record of the dev set)."""
+    h = hashlib.sha1()
+    for name, (a, b, y) in data.subsets.items():
+        h.update(json.dumps([name, a, b, [float(v) for v in y]], ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()[:12]
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -387,6 +387,34 @@ class PromptEncoder:
         key = Representation.of(self.default_template, self.default_layer, self.default_readout)
         return key, bool(self.default_denoise) and key.readout is None
 
+    def folder_options(self, denoise: bool = False, layer: int | None = None,
+                       readout: str | None = None) -> tuple[list[str] | None, bool, int | None, str | None]:
+        """A trained folder's representation as options to read it by (what ``eval`` scores when given the folder
+        alone): ``([template], denoise, layer, readout)``, each given one winning over the folder's — denoised when
+        ``denoise`` or the folder was saved denoised; its layer unless ``layer``; its pooled read-out unless
+        ``readout``. ``([no template], denoise, layer, readout)`` as given for a model that is no such folder."""
+        saved, saved_denoise = self.folder_representation() or (None, False)
+        if saved is None:
+            return None, denoise, layer, readout
+        return ([saved.template], denoise or saved_denoise, saved.layer if layer is None else layer,
+                saved.readout if saved.readout and readout is None else readout)
+
+    def folder_key(self, readout: str | None = None, demos=None,
+                   denoise: bool = True) -> tuple[Representation, bool] | None:
+        """A trained folder's own representation as ``score`` ranks it: its template (with ``demos``) at its layer,
+        read out by ``readout`` (None: the folder's own read-out; a pooled one reads the last layer), and whether it
+        is denoised (``denoise`` and saved so: ``denoise=False`` still reads the raw state). None for a model that
+        is no such folder."""
+        from ..library import read_templates
+        from ..representation import is_mask
+
+        saved, saved_denoise = self.folder_representation() or (None, False)
+        if saved is None:
+            return None
+        readout = saved.readout if readout is None else readout
+        t = read_templates([saved.template], None, demos)[0]
+        return Representation.of(t, saved.layer if is_mask(readout) else None, readout), denoise and saved_denoise
+
     def own_representation(self) -> Representation:
         """The model's own representation: what ``SentenceTransformer(model).encode(sentences)`` computes (its
         folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint); for a folder

@@ -83,6 +83,14 @@ def topk_static(enc: PromptEncoder, sentences: Sequence[str], template: str, den
     return enc.encode(list(sentences), rep=TopKStatic(template, denoise, k=k))
 
 
+def top_k_note(enc: PromptEncoder, top_k: int) -> str | None:
+    """A note when ``top_k`` asks for more tokens than the model has word tokens (all of them are listed)."""
+    words = enc.word_logits(torch.zeros((1, enc.prompt.hidden_size))).isfinite().sum().item()
+    if top_k > words:
+        return f"note: top_k={top_k} is more than this model's {words} word tokens: listing all {words}"
+    return None
+
+
 def head_note(enc: PromptEncoder, model_name: str, quiet: bool = False) -> str | None:
     """Where the [MASK] predictions come from, when it is not the model's own MLM head (``quiet``:
     only when there is no head at all)."""

@@ -123,6 +123,18 @@ def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions
     return [rep(pooling=p) for p in REPORT_POOLINGS] + [Ditto(best[0], best[1])] + keyed, best
 
 
+def report_templates(enc, templates=None, readout: str | None = None):
+    """The templates a report scores read out by ``readout``: as given (None: the paper's) for the [MASK] state
+    (``readout`` None or mask); for a pooled read-out, each of them (or of the paper's) as its results-entry key."""
+    from ..library import paper_templates
+    from ..representation import is_mask, readout_key
+
+    if is_mask(readout):
+        return templates
+    templates = templates or paper_templates(enc.model.config.model_type, compat=enc.compat)
+    return [readout_key(t, readout) for t in templates]
+
+
 def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions = DataOptions(), json_path=None,
            log=print) -> str:
     """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by

@@ -90,21 +90,6 @@ def spec_of(scorer: Scorer, model: str) -> dict:
             "screening": scorer.screening_precision, "numbers": scorer.numbers()}
 
 
-def encoder_settings(numbers: dict) -> dict:
-    """The encoder options that compute a study's ``numbers`` (:meth:`Scorer.numbers`) again: its precision,
-    period and compat as recorded, and the ``max_length`` option the search was given, which the numbers
-    record only through its effects: the [MASK] inputs' limit (``max_length``: the option within the model's
-    positions, else the positions) and the pooled read-outs' (``pooled_max_length``: the option within the
-    positions, else the model's own max length). The two differ only where no option was given and the
-    model's own max length is not its positions (the default MiniLM: 256 of 512); the [MASK] limit given as
-    the option would then cut pooled inputs at 512, not 256: other numbers. Where they agree, the [MASK]
-    limit as the option gives both (no option given: the model's own max length is its positions)."""
-    limit = numbers["max_length"]
-    pooled = numbers.get("pooled_max_length", limit)  # a study made before pooled read-outs had their own limit
-    return {"bf16": numbers["precision"] == "bf16", "add_period": numbers["add_period"], "compat": numbers["compat"],
-            "max_length": limit if pooled == limit else None}
-
-
 def study_name(spec: dict) -> str:
     return f"{PREFIX}-{hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]}"
 

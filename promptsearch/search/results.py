@@ -257,6 +257,15 @@ class Results:
         self.chosen = key
         self.save()
 
+    def top_templates(self, k: int = 2) -> list[Entry]:
+        """The best ``k`` [MASK]-read entries (what the fine-tuner trains): the chosen one first when it is
+        one (a pooled read-out, such as the model's own mean pooling, is not trained here)."""
+        best = self.best
+        ranked = [e for e in sorted(self.entries.values(), key=lambda e: -e.spearman) if _reads_mask(e)]
+        if best is not None and _reads_mask(best):
+            ranked = [best] + [e for e in ranked if e is not best]
+        return ranked[:k]
+
     @property
     def best(self) -> Entry | None:
         """The strategy's chosen template if it named one, else the highest-scoring."""
@@ -458,11 +467,39 @@ def _reads_mask(e: Entry) -> bool:
 
 
 def top_templates(path, k: int = 2) -> list[Entry]:
-    """The best ``k`` [MASK]-read entries of a results file (what the fine-tuner trains): the chosen one
-    first when it is one (a pooled read-out, such as the model's own mean pooling, is not trained here)."""
-    res = Results.load(path)
-    best = res.best
-    ranked = [e for e in sorted(res.entries.values(), key=lambda e: -e.spearman) if _reads_mask(e)]
-    if best is not None and _reads_mask(best):
-        ranked = [best] + [e for e in ranked if e is not best]
-    return ranked[:k]
+    """:meth:`Results.top_templates` of the results file at ``path``."""
+    return Results.load(path).top_templates(k)
+
+
+def kept_precision(out, bf16: bool | None) -> tuple[bool | None, str | None]:
+    """The precision a run into the results file ``out`` computes in, as ``(bf16, pinned)``: ``bf16`` when it is
+    given (the file then refuses a mismatch); else, when ``out`` holds scores computed in fp32 or bf16, that
+    precision, with ``pinned`` the file (a resumed file keeps its precision: a CPU's default may differ from the one
+    that began it); else ``(None, None)``: the device's default."""
+    if bf16 is not None or not out or not Path(out).is_file():
+        return bf16, None
+    try:
+        precision = (load(out).get("numbers") or {}).get("precision")
+    except PromptSearchError:
+        return bf16, None  # opening it says what is wrong, in one line
+    if precision in ("bf16", "fp32"):
+        return precision == "bf16", out
+    return bf16, None
+
+
+def scored_settings(numbers: dict, bf16: bool | None = None, add_period: bool | None = None,
+                    max_length: int | None = None) -> dict:
+    """The encoder settings that compute scores as ``numbers`` (:meth:`Scorer.numbers`, what a results file or a
+    work study records) says they were computed: its precision and period unless given, its compat setting (what a
+    worker of a distributed search scores with), and the ``max_length`` option unless given. The numbers record that
+    option only through its effects: the [MASK] inputs' limit (``max_length``: the option within the model's
+    positions, else the positions) and the pooled read-outs' (``pooled_max_length``: the option within the
+    positions, else the model's own max length). The two differ only where no option was given and the model's own
+    max length is not its positions (the default MiniLM: 256 of 512); the [MASK] limit given as the option would
+    then cut pooled inputs at 512, not 256: other numbers. Where they agree, the [MASK] limit as the option gives
+    both (no option given: the model's own max length is its positions)."""
+    limit = numbers["max_length"]
+    pooled = numbers.get("pooled_max_length", limit)  # a study made before pooled read-outs had their own limit
+    return {"bf16": numbers["precision"] == "bf16" if bf16 is None else bf16,
+            "add_period": numbers["add_period"] if add_period is None else add_period,
+            "max_length": max_length or (limit if pooled == limit else None), "compat": numbers["compat"]}

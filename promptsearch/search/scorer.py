@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import DEV_SET, DataOptions, DevSets, STSData, load_task
+from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task  # noqa: F401 (data_fingerprint: importable from here as before)
 from ..encoding import PromptEncoder
 from ..encoding.reps import normalized, rep_from_key
 from ..errors import DataError, PromptSearchError
@@ -33,15 +33,6 @@ from ..paths import default_cache_path
 from ..template import Template
 from ..representation import Representation
 from .score_cache import append_scores, load_scores
-
-def data_fingerprint(data: STSData) -> str:
-    """A short hash of the pairs actually scored (subsets, sentences, gold scores): a score
-    measured on one copy of a data set is never returned for another."""
-    h = hashlib.sha1()
-    for name, (a, b, y) in data.subsets.items():
-        h.update(json.dumps([name, a, b, [float(v) for v in y]], ensure_ascii=False).encode("utf-8"))
-    return h.hexdigest()[:12]
-
 
 @dataclass
 class Scored:

@@ -77,3 +77,22 @@ def held_out_tasks(spec: str, top: int | None, data: DataOptions = DataOptions()
         raise PromptSearchError(f"held-out validation: {exc}; pass validate_on=TASKS, or validate_top=0 to skip "
                                 "it") from None
     return tasks
+
+
+def known_scores(enc, r, tasks, data: DataOptions = DataOptions()) -> dict[str, dict]:
+    """``{task: {"spearman"}}`` of representation ``r`` (a ``MaskState`` or ``PromptPool``) on each task, each a
+    :class:`Scorer` score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
+    settings — the search's held-out validation, an earlier seed's or run's start row — comes from the score cache
+    instead of another pass. A trainer's ``TrainRun(scores=known_scores)``
+    (:data:`promptsearch.train.loop.TaskScores`)."""
+    from ..encoding.reps import PromptPool
+    from ..representation import readout_key
+
+    pooled = isinstance(r, PromptPool)
+    key = readout_key(r.template, r.readout) if pooled else r.template
+    out, first = {}, None
+    for task in tqdm(tasks, desc="scoring", leave=False, disable=data.show_progress_bar is False, unit="task"):
+        sc = first.on(task) if first else Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data=data)
+        first = first or sc  # the score cache read once
+        out[task] = {"spearman": (sc if pooled else sc.at_layer(r.layer)).score(key).spearman}
+    return out

@@ -256,6 +256,50 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
     return description, notes
 
 
+def check_export(out, results: bool, template: str | None) -> Path:
+    """Refuse, before anything loads, an export given neither or both of a search's ``results`` (whether one is
+    given) and a ``template`` key, and an ``out`` that is a link to nothing, an existing file or non-empty
+    folder, or not writable; ``out`` as a path."""
+    from ..errors import PromptSearchError
+    from ..fileio import check_writable
+
+    if bool(results) == bool(template):
+        raise PromptSearchError("give a results file (its chosen representation) or template=KEY, one of the two")
+    out = Path(out)
+    if out.is_symlink() and not out.exists():
+        raise PromptSearchError(f"out={out} is a link to nothing; pass a new folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PromptSearchError(f"out={out} exists and is not an empty folder; pass a new folder")
+    check_writable(out / "modules.json", "out", "my-model")
+    return out
+
+
+def export_target(results=None, template: str | None = None, model: str | None = None, max_length: int | None = None,
+                  say=None) -> tuple[str, Representation, int | None]:
+    """What an export writes, ``(model, representation, max length)``: a search's ``results`` (a
+    :class:`~promptsearch.search.results.Results`, loaded by the caller) give their chosen representation, their
+    model (``model``, when given, must be it) and the max length it was scored with (``max_length``, when given,
+    must be it); else the ``template`` key, on ``model`` (None: the default model) at ``max_length``. What a reader
+    should know of the results' answer (an entry edited by hand) is told to ``say`` (default: stderr)."""
+    from ..errors import PromptSearchError, note
+    from ..model.loading import DEFAULT_MODEL
+
+    say = say or note
+    if results is None:
+        return model or DEFAULT_MODEL, Representation.parse(template), max_length
+    if results.best is None:
+        raise PromptSearchError(f"{results.path} holds no scored representation yet")
+    if model and model != results.model:
+        raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
+    for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
+        say(f"note: {line}")
+    scored = (results.numbers or {}).get("pooled_max_length")
+    if max_length is not None and scored is not None and max_length != scored:
+        raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
+                                "keeps the length it was scored with)")
+    return results.model or DEFAULT_MODEL, results.best.entry_key, max_length or scored
+
+
 def export_representation(model: str, k: Representation, out, model_path: str | None = None,
                           max_length: int | None = None) -> str:
     """Write a sentence-transformers folder for the representation ``k`` of ``model`` (a prompt pooled one of

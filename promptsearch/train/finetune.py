@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -111,7 +111,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     steps_per_epoch = max(len(data) // cfg.batch_size, 1)
     total = cfg.max_steps or max(int(steps_per_epoch * cfg.epochs), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))
-    dev = DevEval(enc, run.dev_dataset, run.data)
+    dev = DevEval(enc, run.dev_dataset, run.data, run.scores)
     settings = run_settings(enc, cfg, dev, data)
     tdev = cfg.templates[0]
     start, best, start_score = 0, None, None
@@ -253,9 +253,9 @@ def corpus_fingerprint(data) -> str:
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
     """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
     from ..model import model_fingerprint
+    from ..data import data_fingerprint
     from ..data.tasks import resolved_task
     from ..model.loading import tokenizer_fingerprint
-    from ..search.scorer import data_fingerprint
 
     return {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer), "mode": cfg.mode,
             "templates": list(cfg.templates), "layer": cfg.layer, "readout": cfg.readout, "denoise": cfg.denoise,
@@ -354,18 +354,31 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
     public(Path(out))  # safetensors writes its file 0600: the folder is read like any other
 
 
-def choose_templates(mode: str, templates=(), results: str | None = None, template_dir: str | None = None):
+class SearchResults(Protocol):
+    """What fine-tuning reads of a search's results (a :class:`promptsearch.search.results.Results`, loaded by
+    the caller: train/ does not import search/)."""
+
+    path: Any
+
+    @property
+    def best(self) -> Any: ...
+
+    def top_templates(self, k: int = 2) -> list: ...
+
+    def trust_notes(self, model: str | None = None) -> list[str]: ...
+
+
+def choose_templates(mode: str, templates=(), results: SearchResults | None = None, template_dir: str | None = None):
     """The templates a fine-tuning run trains with: ``template_dir``'s (an OptiPrompt run, whose
     vectors come along: returned as the second value), then the given ones, then the best of a
-    search's ``results`` (unsup takes two views, sup one; one template alone gives unsup both). A
-    search's chosen ensemble gives its members; its read-out layer is the third value (None: the last)."""
-    from ..search.results import top_templates
-
+    search's ``results`` (``Results.load(path)``; unsup takes two views, sup one; one template alone gives
+    unsup both). A search's chosen ensemble gives its members; its read-out layer is the third value
+    (None: the last)."""
     chosen, layer = [Template.parse(t).text for t in templates], None
-    if results:
-        best = top_templates(results, 2 if mode == "unsup" else 1)
+    if results is not None:
+        best = results.top_templates(2 if mode == "unsup" else 1)
         if not best:
-            raise PromptSearchError(f"templates={results} holds no scored templates yet; run a search into it "
+            raise PromptSearchError(f"templates={results.path} holds no scored templates yet; run a search into it "
                                     "first, or give template=T")
         if best[0].members:  # an ensemble: its members are the views (their layer: the first member's)
             chosen += [m.without_layer.text for m in best[0].members]
@@ -388,6 +401,49 @@ def choose_templates(mode: str, templates=(), results: str | None = None, templa
         raise PromptSearchError(f"{mode} fine-tuning takes {'two templates (the two views)' if mode == 'unsup' else 'one template'}; "
                                 f"{given} were given: drop the extra template=")
     return (chosen[:2] if mode == "unsup" else chosen[:1]), soft, layer
+
+
+@dataclass(frozen=True)
+class TrainingChoice:
+    """What a fine-tuning run trains (:func:`choose_training`): its templates (unsup: the two views), an
+    OptiPrompt run's vectors on the first (or None), the read-out layer (None: the last) and the pooled
+    read-out (None: the [MASK] state)."""
+
+    templates: list[str]
+    soft: Any = None
+    layer: int | None = None
+    readout: str | None = None
+
+
+def choose_training(mode: str, templates=(), results: SearchResults | None = None, template_dir: str | None = None,
+                    readout: str | None = None, model: str | None = None,
+                    say: Callable[[str], None] = note) -> TrainingChoice:
+    """What to fine-tune, from the given ``templates``, a search's ``results`` (``Results.load(path)``) and
+    an OptiPrompt run's ``template_dir``. ``readout``: the read-out to train (None: the search's answer's when it
+    is a pooled one and nothing else is given, else the [MASK] state; ``'mask'``: the [MASK] state). What the
+    reader should know of ``results`` (its trust notes against ``model``, the answer it trains) is told
+    to ``say`` first. A search's answer that is an ensemble with a pooled member is refused unless
+    ``readout`` or a template is given (no one read-out trains it)."""
+    trained = None if is_mask(readout) else readout
+    best = results.best if results is not None else None
+    for line in results.trust_notes(model) if results is not None else []:
+        say(f"note: {line}")
+    own = bool(templates or template_dir)
+    if best is not None and best.members and any(m.readout for m in best.members) and readout is None and not own:
+        # a mixed or pooled ensemble: no one read-out trains it, and its best [MASK] template is not what was chosen
+        raise PromptSearchError(f"{results.path}'s answer {quote(best.key)} is an ensemble with a pooled member; "
+                                "finetune trains one representation, not an ensemble: pass readout=mask to train the "
+                                "file's best [MASK] template(s), or template=T (with readout=) for one of its members")
+    if best is not None and best.readout and not best.members and readout is None and not own:
+        # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
+        say(f"fine-tuning {best.key}, {results.path}'s answer ({best.spearman:.2f} on its dev set)")
+        return TrainingChoice([best.template] * (2 if mode == "unsup" else 1), None, None, best.readout)
+    chosen, soft, layer = choose_templates(mode, templates, results, template_dir)
+    if best is not None and best.readout and not trained:
+        say(f"note: {results.path}'s answer is {best.key} ({best.spearman:.2f}); with readout=mask (or given "
+            f"templates) finetune trains [MASK] read-outs of its best [MASK] template(s), and the result may stay "
+            f"below that answer: compare its dev score with {best.spearman:.2f}")
+    return TrainingChoice(chosen, soft, layer, trained)
 
 
 def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=None) -> PromptEncoder:

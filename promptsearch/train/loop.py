@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager, suppress
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, rep_from_key
-from ..eval.sts import STSEvaluator
+from ..eval.sts import STSEvaluator, evaluators
 from ..fileio import atomic_replace
 from ..representation import Representation
 
@@ -95,24 +95,44 @@ class TrainConfig(TrainSettings):
         return Schedule(total, self.batch_size, self.seed, self.eval_steps)
 
 
+# How a representation's scores on tasks are found: ``scores(encoder, r, tasks, data) -> {task: {"spearman"}}``.
+# :func:`fresh_scores` measures them; ``promptsearch.search.validate.known_scores`` (what the command line passes)
+# takes a score an earlier run measured with the same weights, data and settings from the score cache.
+TaskScores = Callable[[PromptEncoder, "MaskState | PromptPool", Sequence[str], DataOptions], dict]
+
+
+def fresh_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[str],
+                 data: DataOptions = DataOptions()) -> dict[str, dict]:
+    """``{task: {"spearman"}}`` of ``r`` on each task, measured (what ``eval`` prints for it)."""
+    evs = evaluators(tasks, data)
+    out = {}
+    for task in tqdm(tasks, desc="scoring", leave=False, disable=data.show_progress_bar is False, unit="task"):
+        out[task] = {"spearman": evs[task].evaluate(enc, [r], show_progress_bar=data.show_progress_bar)[r]["spearman"]}
+    return out
+
+
 @dataclass(frozen=True)
 class TrainRun:
     """How a training run is run, whatever it trains: the dev set that chooses the checkpoint, where
     its data is and whether progress shows (``data``), whether a checkpoint in the output folder is
-    resumed, and whether that checkpoint is kept when training ends."""
+    resumed, whether that checkpoint is kept when training ends, and how the untrained start's scores
+    are found (``scores``: :data:`TaskScores`; the default measures them)."""
 
     dev_dataset: str = DEV_SET
     data: DataOptions = DataOptions()
     resume: bool = True
     keep_checkpoint: bool = False
+    scores: TaskScores = fresh_scores
 
 
 class DevEval:
     """The dev set's Spearman of a template on the encoder's current weights (the one STSEvaluator;
     the template-bias cache follows the weights by itself)."""
 
-    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, data: DataOptions = DataOptions()):
-        self.encoder = encoder
+    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, data: DataOptions = DataOptions(),
+                 scores: TaskScores = fresh_scores):
+        """``scores``: how the untrained start's score is found (:meth:`start`)."""
+        self.encoder, self.scores = encoder, scores
         self.dataset, self.data = dataset, replace(data, show_progress_bar=False)
         self.evaluator = STSEvaluator(load_task(dataset, data.data_dir, data.fmt))
 
@@ -122,13 +142,11 @@ class DevEval:
             return self.evaluator.evaluate(self.encoder, [r], show_progress_bar=False, subsets=False)[r]["spearman"]
 
     def start(self, template: str, denoise: bool, layer: int | None = None, readout: str | None = None) -> float:
-        """The same number for the untrained start, through the score cache: a start a search or an
-        earlier run already scored on this set (same weights, data and settings) costs no pass."""
-        from .seeds import known_scores
-
+        """The same number for the untrained start, found by ``scores`` (through the score cache, a start a
+        search or an earlier run already scored on this set, same weights, data and settings, costs no pass)."""
         r = trained_rep(template, denoise, layer, readout)
         with self._eval_mode():
-            return known_scores(self.encoder, r, [self.dataset], self.data)[self.dataset]["spearman"]
+            return self.scores(self.encoder, r, [self.dataset], self.data)[self.dataset]["spearman"]
 
     @contextmanager
     def _eval_mode(self):

@@ -81,7 +81,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
         p.requires_grad_(False)
     soft = torch.nn.Parameter(initial_vectors(enc, template))
     opt = torch.optim.Adam([soft], lr=cfg.lr)
-    dev = DevEval(enc, run.dev_dataset, run.data)
+    dev = DevEval(enc, run.dev_dataset, run.data, run.scores)
     enc.set_soft_prompt(template, None)
     manual = dev(template, cfg.denoise)
     best, best_vec, start = manual, soft.detach().clone(), 0

@@ -7,15 +7,13 @@ import json
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tqdm.auto import tqdm
-
-from ..data import DataOptions
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool
 from ..errors import PromptSearchError
 from ..eval.tables import format_seed_table, format_table, mean_std
 from ..fileio import atomic_write
 from ..template import quote
+from .loop import TrainRun
 
 SEEDS_FILE = "seeds.json"
 
@@ -41,36 +39,17 @@ def seed_outputs(out, seeds: Sequence[int]) -> list[Path]:
     return [Path(out)] if len(seeds) == 1 else [Path(out) / f"seed-{s}" for s in seeds]
 
 
-def known_scores(enc: PromptEncoder, r: MaskState | PromptPool, tasks: Sequence[str],
-                 data: DataOptions = DataOptions()) -> dict[str, dict]:
-    """``{task: {"spearman"}}`` of ``r`` on each task, each a :class:`~promptsearch.search.scorer.Scorer`
-    score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
-    settings — the search's held-out validation, an earlier seed's or run's start row — comes from
-    the score cache instead of another pass."""
-    from ..search.scorer import Scorer
-    from ..representation import readout_key
-
-    pooled = isinstance(r, PromptPool)
-    key = readout_key(r.template, r.readout) if pooled else r.template
-    out, first = {}, None
-    for task in tqdm(tasks, desc="scoring", leave=False, disable=data.show_progress_bar is False, unit="task"):
-        sc = first.on(task) if first else Scorer(enc, dataset=task, denoise=False if pooled else r.denoise, data=data)
-        first = first or sc  # the score cache read once
-        out[task] = {"spearman": (sc if pooled else sc.at_layer(r.layer)).score(key).spearman}
-    return out
-
-
 def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], PromptEncoder], r: MaskState | PromptPool,
                  tasks: Sequence[str], out, seeds: Sequence[int], labels: Sequence[str],
-                 data: DataOptions = DataOptions()) -> str:
+                 run: TrainRun = TrainRun()) -> str:
     """The before/after table of a training run of representation ``r`` (``before()`` the start
-    encoder, ``after(dir)`` a trained one, each built when needed; scores already measured come from
-    the score cache: :func:`known_scores`); with several seeds, one row per seed and the mean ± std,
-    also written to ``out/seeds.json``."""
+    encoder, ``after(dir)`` a trained one, each built when needed; each score found by ``run.scores``, on
+    ``run.data``: through the score cache, scores already measured cost no pass); with several seeds, one row
+    per seed and the mean ± std, also written to ``out/seeds.json``."""
     denoise = getattr(r, "denoise", False)
 
     def scores(enc):
-        return known_scores(enc, r, tasks, data)
+        return run.scores(enc, r, tasks, run.data)
 
     outs = seed_outputs(out, seeds)
     if len(seeds) == 1:

@@ -82,9 +82,9 @@ def test_finetune_takes_a_searched_ensembles_members_and_layer(tmp_path):
     res.add(Score(OTHER, 69.0, True, 1.0, layer=2))
     res.add(Score(f"{PAPER_T} + {OTHER}", 72.0, True, 0.0, members=(Representation(PAPER_T), Representation(OTHER, 2))))
     res.choose(Representation.ensemble([Representation(PAPER_T), Representation(OTHER, 2)]))
-    assert choose_templates("unsup", results=str(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
+    assert choose_templates("unsup", results=Results.load(tmp_path / "best.json")) == ([PAPER_T, OTHER], None, None)
     res.choose(Representation(OTHER, 2))
-    assert choose_templates("sup", results=str(tmp_path / "best.json")) == ([OTHER], None, 2)
+    assert choose_templates("sup", results=Results.load(tmp_path / "best.json")) == ([OTHER], None, 2)
 
 
 def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_path):

@@ -98,3 +98,19 @@ def test_cli_prints_the_measured_choice_once(cpu_measured, tiny_bert_dir, capsys
     assert "precision: bf16 (--bf16)" in capsys.readouterr().err
     assert main(argv + ["-q"]) == 0
     assert "precision:" not in capsys.readouterr().err
+
+
+def test_a_resumed_results_file_keeps_its_precision(tmp_path):
+    """kept_precision: the flag wins; else a file's recorded fp32 or bf16 is kept (and named); else the default."""
+    import json
+
+    from promptsearch.search.results import Results, kept_precision
+
+    out = tmp_path / "best.json"
+    assert kept_precision(str(out), None) == (None, None)  # no file yet
+    Results.open(out, "m", "stsb-dev", "score", True, numbers={"precision": "bf16"}).save()
+    assert json.loads(out.read_text())["numbers"]["precision"] == "bf16"
+    assert kept_precision(str(out), None) == (True, str(out))
+    assert kept_precision(str(out), False) == (False, None)
+    out.write_text("{not json")
+    assert kept_precision(str(out), None) == (None, None)  # opening it says what is wrong

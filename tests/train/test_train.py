@@ -520,3 +520,58 @@ def test_ctrl_c_keeps_every_step_and_marks_the_folder_unfinished(tiny_bert_dir, 
     a = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     b = PromptEncoder.from_pretrained(str(tmp_path / "ref"), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_a_start_measured_afresh_equals_the_score_caches(bert_enc, tmp_path):
+    """train/ scores a start through eval/ (fresh_scores); the command line passes search's cached known_scores:
+    the same number either way (one evaluator, one encoder), and the cached one is served on the second ask."""
+    from promptsearch.encoding.reps import PromptPool
+    from promptsearch.search.validate import known_scores
+    from promptsearch.train.loop import DevEval, fresh_scores, trained_rep
+
+    for r in (trained_rep(PAPER_T, True), trained_rep(PAPER_T, False, layer=1), PromptPool(PAPER_T, "mean")):
+        fresh, cached = fresh_scores(bert_enc, r, ["sts16"]), known_scores(bert_enc, r, ["sts16"])
+        assert abs(fresh["sts16"]["spearman"] - cached["sts16"]["spearman"]) < 1e-9, r  # the same float, computed twice
+    asked = []
+
+    def counted(enc, r, tasks, data):
+        asked.append(tasks)
+        return known_scores(enc, r, tasks, data)
+
+    assert DevEval(bert_enc, "sts16", scores=counted).start(PAPER_T, True) == cached_start(bert_enc)
+    assert asked == [["sts16"]]  # the start is found by the scores it was given
+
+
+def cached_start(enc):
+    from promptsearch.search.validate import known_scores
+    from promptsearch.train.loop import trained_rep
+
+    return known_scores(enc, trained_rep(PAPER_T, True), ["sts16"])["sts16"]["spearman"]
+
+
+def test_what_finetune_trains_of_a_search_is_decided_by_the_library(tmp_path):
+    """choose_training: a pooled answer is trained as such (said), readout='mask' trains the best [MASK] template
+    (with a note), an ensemble with a pooled member is refused unless a read-out or template is given."""
+    from promptsearch.errors import PromptSearchError
+    from promptsearch.representation import Representation
+    from promptsearch.search import Results
+    from promptsearch.search.scorer import Score
+    from promptsearch.train.finetune import choose_training
+
+    res = Results.open(tmp_path / "best.json", "tiny", "stsb-dev", "greedy", True)
+    res.add(Score(PAPER_T, 70.0, True, 1.0))
+    res.add(Score(T2, 75.0, False, 1.0, readout="mean"))
+    said = []
+    got = choose_training("unsup", results=Results.load(tmp_path / "best.json"), say=said.append)
+    assert (got.templates, got.readout, got.layer, got.soft) == ([T2, T2], "mean", None, None)
+    assert said == [f"fine-tuning {T2} @mean, {tmp_path / 'best.json'}'s answer (75.00 on its dev set)"]
+    said.clear()
+    got = choose_training("sup", results=Results.load(tmp_path / "best.json"), readout="mask", say=said.append)
+    assert (got.templates, got.readout) == ([PAPER_T], None)
+    assert len(said) == 1 and said[0].startswith("note: ") and "readout=mask" in said[0]
+    members = (Representation(PAPER_T), Representation(T2, readout="mean"))
+    res.add(Score(Representation.ensemble(members).text, 80.0, True, 0.0, members=members))
+    with pytest.raises(PromptSearchError, match="ensemble with a pooled member"):
+        choose_training("unsup", results=Results.load(tmp_path / "best.json"), say=said.append)
+    assert choose_training("unsup", [PAPER_T], Results.load(tmp_path / "best.json"), say=said.append).templates == \
+        [PAPER_T, PAPER_T]
