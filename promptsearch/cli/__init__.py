@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .. import errors
 from ..errors import PromptSearchError
-from .flags import as_flags, flag_table
 from ..interrupts import ignore_interrupts, restored_handlers, terminable
+from .flags import as_flags, flag_table
 from .parser import build_parser
 
 

@@ -8,13 +8,13 @@ import time
 
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
 from ..encoding.reps import rep_from_key, rep_from_options
-from ..library import resolve_key
-from ..representation import ensemble_key, is_key
 from ..errors import PromptSearchError, worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict, top_k_note
 from ..eval.tables import check_report_file, eval_output, report, report_templates, table9
+from ..library import resolve_key
+from ..representation import ensemble_key, is_key
 from . import options as o
 
 

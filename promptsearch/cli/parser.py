@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..template import quote
-from ..representation import READOUTS
 from ..paths import DEV_SET
+from ..representation import READOUTS
+from ..template import quote
 
 PAPER_T = 'This sentence : "[X]" means [MASK] .'
 

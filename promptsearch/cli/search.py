@@ -9,15 +9,15 @@ import optuna
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
+from ..representation import readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
-from ..search.plots import plot_results
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
+from ..search.plots import plot_results
 from ..search.racing import Racing
 from ..search.results import kept_precision, scored_settings
 from ..search.validate import held_out_tasks
-from ..representation import readout_key
 from . import options as o
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
 from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
+from ..library import default_template
 from ..search.results import Results
 from ..search.validate import known_scores
-from ..library import default_template
 from ..train.finetune import FinetuneConfig, choose_training, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
-from ..train.loop import TrainRun, trained_rep
 from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
 from ..train.head_corpus import corpus_parts, training_sentences
+from ..train.loop import TrainRun, trained_rep
 from ..train.optiprompt import OptiPromptConfig, train_optiprompt
 from ..train.optiprompt import summary_line as optiprompt_line
 from ..train.seeds import parse_seeds, seed_outputs, seeds_report

@@ -2,8 +2,7 @@
 
 from .corpora import load_corpus, read_snli_sentences, read_wordnet, read_wordnet_texts, snli_triplets, training_corpus
 from .options import DataOptions
-from .sts import (DEV_SET, TASK_GROUPS, TASK_NAMES, TASKS, STSData, data_fingerprint, read_sick, read_sts_year,
-                  read_stsb)
+from .sts import DEV_SET, TASK_GROUPS, TASK_NAMES, TASKS, STSData, data_fingerprint, read_sick, read_sts_year, read_stsb
 from .tasks import DevSets, check_data, expand_tasks, load_task, one_dataset, scoring_sets
 from .user import PairFormat, load_pairs, load_texts, load_triplets
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .results import Results
-from .runner import Runner
-from .scorer import Scorer, Score
-from .strategy import Strategy
-from .validate import DEFAULT_VALIDATE_ON, validate
 from ..data import DEV_SET
 from ..representation import Representation
 from ..template import Template
+from .results import Results
+from .runner import Runner
+from .scorer import Score, Scorer
+from .strategy import Strategy
+from .validate import DEFAULT_VALIDATE_ON, validate
 
 
 def run_settings(strategy: Strategy, scorer: Scorer) -> dict:

@@ -38,8 +38,8 @@ import optuna
 from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
-from .racing import rung_similarities
 from ..representation import Representation
+from .racing import rung_similarities
 from .scorer import Score, Scorer
 from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage
 

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .strategy import Strategy
 from ..data import read_wordnet
 from ..errors import ModelError, TemplateError, first_line, note
 from ..model.loading import _quiet_transformers
 from ..template import Template, special_tokens_around
 from .runner import Runner
-from .state import Generated
 from .scorer import Scorer
+from .state import Generated
+from .strategy import Strategy
 
 SPAN_PATTERNS = [(0, 1, 1), (1, 1, 1), (2, 1, 1), (3, 1, 1), (2, 2, 1), (3, 2, 1), (1, 2, 1), (4, 1, 1)]
 

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .strategy import Strategy
+from ..data import DEV_SET
 from ..errors import PromptSearchError
 from ..library import demo_template, load_json, read_demos
-from .racing import Racing
 from ..representation import Representation, pooled_ways, uses_first_token
+from .racing import Racing
 from .results import Results
 from .runner import Runner
-from .state import PathStep
 from .scorer import Scorer
-from ..data import DEV_SET
-
+from .state import PathStep
+from .strategy import Strategy
 
 # Prompts the read-out step pools (besides the template greedy chose): instruction-style prefixes as
 # sentence-transformers models take them, quoting, and PromptBERT's templates read as a whole.

@@ -25,18 +25,17 @@ from typing import Callable
 
 import optuna
 from optuna.trial import TrialState
-
 from tqdm.auto import tqdm
 
 from ..data import DevSets
-from .strategy import Strategy
-from .grammar import Grammar
 from ..representation import TEMPLATE_READOUTS, Representation, is_mask, readout_key, uses_first_token
+from .grammar import Grammar
 from .progressive import Progressive
 from .results import Entry
 from .runner import Runner
-from .state import ParetoFront, StudyRef
 from .scorer import Score, Scorer
+from .state import ParetoFront, StudyRef
+from .strategy import Strategy
 from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_trials, open_storage
 
 

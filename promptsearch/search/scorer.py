@@ -30,9 +30,10 @@ from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..model.loading import tokenizer_fingerprint
 from ..paths import default_cache_path
-from ..template import Template
 from ..representation import Representation
+from ..template import Template
 from .score_cache import append_scores, load_scores
+
 
 @dataclass
 class Scored:

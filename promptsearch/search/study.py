@@ -147,8 +147,8 @@ STORAGE_EXAMPLES = "e.g. sqlite:///study.db (a file here) or postgresql://user:p
 
 def _parsed(url: str):
     """``url`` as SQLAlchemy reads it, its dialect known: one line if it is not a database URL."""
-    from sqlalchemy.exc import ArgumentError
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
     from ..errors import PromptSearchError
 

@@ -32,7 +32,7 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
                  f"({len(chosen) * len(tasks)} scores, {cost(results, scorer, helds, len(chosen))}; not search work, "
                  "validate_top=0 skips it)")
     results.validation = {"tasks": tasks, "top": top}
-    show = not (show_progress_bar is False)
+    show = show_progress_bar is not False
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
         for task, held in helds.items():
             for t, sc in zip(chosen, held.score(chosen)):  # each layer's templates together, then ensembles

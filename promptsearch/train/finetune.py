@@ -21,13 +21,26 @@ import torch
 
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, note, worded
-from ..template import Template, quote
-from .loop import (PENDING, Checkpoint, DevEval, Progress, Trainee, TraineeState, TrainConfig, TrainRun, checkpoint_path,
-                   end_checkpoint, sentences_per_second, set_seed, train_loop)
 from ..model.loading import _quiet_transformers
 from ..model.saved import UNFINISHED, write_config
 from ..representation import Representation, is_mask
+from ..template import Template, quote
 from .export import mask_model_card, public, write_modules, write_sentence_transformers_files
+from .loop import (
+    PENDING,
+    Checkpoint,
+    DevEval,
+    Progress,
+    TrainConfig,
+    Trainee,
+    TraineeState,
+    TrainRun,
+    checkpoint_path,
+    end_checkpoint,
+    sentences_per_second,
+    set_seed,
+    train_loop,
+)
 from .step import Step, train_step
 
 CHECKPOINT = "finetune-checkpoint.pt"
@@ -252,9 +265,9 @@ def corpus_fingerprint(data) -> str:
 
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
     """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
-    from ..model import model_fingerprint
     from ..data import data_fingerprint
     from ..data.tasks import resolved_task
+    from ..model import model_fingerprint
     from ..model.loading import tokenizer_fingerprint
 
     return {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer), "mode": cfg.mode,
