@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up
             ignore_interrupts()
             what = "terminated" if terminated else "interrupted"
-            print(f"promptsearch {args.command}: {what}{_saved_hint(args)}" if args else f"promptsearch: {what}", file=sys.stderr)
+            print(f"promptsearch {args.command}: {what}{_saved_hint(args)}" if args else f"promptsearch: {what}",
+                  file=sys.stderr)
             return 143 if terminated else 130
         finally:
             errors.wording = was

@@ -26,11 +26,12 @@ def cmd_eval(args) -> int:
         enc = o.encoder(args, args.template_dir)
         template, denoise, layer, readout = enc.folder_options(args.denoise, args.layer, args.readout)
     if readout is not None and not template:
-        raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no --pooling)")
+        raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no "
+                                "--pooling)")
     if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser
         if readout is not None or args.layer is not None or args.pooling:
-            raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, --layer and "
-                                    "--pooling, or give the template alone")
+            raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, "
+                                    "--layer and --pooling, or give the template alone")
         rep = rep_from_key(ensemble_key(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
                                       for t in template), denoise)
     elif template or args.pooling or denoise or layer is not None:
@@ -68,7 +69,8 @@ def cmd_ditto_search(args) -> int:
     check_data([task], args.data_dir)
     scores = search_heads(o.encoder(args), task, o.data(args))
     heads = [{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores]
-    print(json.dumps(heads, indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
+    print(json.dumps(heads,
+                     indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
     return 0
 
 
@@ -81,8 +83,8 @@ def cmd_report(args) -> int:
     enc, t0 = o.encoder(args), time.time()
     table = report(enc, tasks, args.model, report_templates(enc, args.template, args.readout), args.demos, o.data(args),
                    args.json, log=o.say)
-    print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of random "
-          f"Wikipedia pairs)\n{table}")
+    print(f"model: {args.model}   ({time.time() - t0:.0f}s; Spearman x100 of cosine; anisotropy = mean cosine of "
+          f"random Wikipedia pairs)\n{table}")
     return 0
 
 

@@ -89,7 +89,8 @@ def next_steps(res: Results, args) -> str:
 
 
 def cmd_greedy(args) -> int:
-    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args), min_gain=args.min_gain,
+    strat = Greedy(vocabulary=args.vocabulary, max_steps=args.max_steps, show_progress_bar=o.show(args),
+                   min_gain=args.min_gain,
                    layers=args.layers, ensemble=args.ensemble, demos_pool=args.demos_pool, readouts=args.readouts,
                    readout_steps=args.readout_steps,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
@@ -118,7 +119,8 @@ def cmd_score(args) -> int:
 def cmd_optuna(args) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
-                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise, args.pareto),
+                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise,
+                                                                          args.pareto),
                          seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
                          layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
                          announce=lambda line: print(line, file=sys.stderr))
@@ -129,7 +131,8 @@ def cmd_optuna(args) -> int:
 
 def cmd_t5(args) -> int:
     strat = GenerateSearch(generator=args.generator, model_t5=args.model_t5, num_templates=args.num_templates,
-                           num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed, num_beams=args.num_beams,
+                           num_pairs=args.num_pairs, wordnet_dir=args.wordnet_dir, seed=args.seed,
+                           num_beams=args.num_beams,
                            show_progress_bar=o.show(args), name="t5")
     res = _run(args, strat, lambda sets: read_wordnet(args.wordnet_dir))  # fail fast on a missing WordNet
     g = res.generated

@@ -38,7 +38,8 @@ def _dev(args) -> TrainRun:
 
 def _config(args, seed: int) -> dict:
     """The config fields both trainers take from the flags (None: the trainer's default)."""
-    return dict(lr=args.lr, batch_size=args.train_batch_size, max_seq_length=args.max_seq_length, eval_steps=args.eval_steps,
+    return dict(lr=args.lr, batch_size=args.train_batch_size, max_seq_length=args.max_seq_length,
+                eval_steps=args.eval_steps,
                 micro_batch=args.micro_batch, micro_tokens=args.micro_tokens, denoise=args.denoise, seed=seed)
 
 
@@ -53,7 +54,8 @@ def _table(args, seeds, template: str, labels, readout: str | None = None, layer
 def cmd_optiprompt(args) -> int:
     seeds, corpus = _start(args), training_corpus(args.train_file, args.text_column, args.data_dir)
     enc = o.encoder(args, training=True)
-    template = o.template(args, args.template).text if args.template else default_template(enc.model.config.model_type, enc.model.causal)
+    template = o.template(args, args.template).text if args.template else default_template(enc.model.config.model_type,
+                                                                                           enc.model.causal)
     for i, (seed, out) in enumerate(zip(seeds, seed_outputs(args.out, seeds))):
         cfg = OptiPromptConfig(template=template, steps=args.steps, **_config(args, seed))
         summary = train_optiprompt(enc if i == 0 else o.encoder(args, training=True), corpus, cfg, str(out), args.model,
@@ -79,9 +81,11 @@ def cmd_finetune(args) -> int:
 
         def announce(views: str, first: bool = i == 0) -> None:  # said once the run is past its checks
             if first:
-                print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates) + f"\n{views}", file=sys.stderr)
+                print(f"fine-tuning ({args.mode}) with template(s): " + " | ".join(templates) + f"\n{views}",
+                      file=sys.stderr)
 
-        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args), announce), cfg, out, len(seeds) > 1))
+        print(finetune_line(finetune(enc, data, cfg, str(out), args.model, _dev(args), announce), cfg, out,
+                            len(seeds) > 1))
     return _table(args, seeds, templates[0], [f"{args.model} (start)", f"fine-tuned ({args.mode})"], chosen.readout,
                   chosen.layer)
 
@@ -91,7 +95,8 @@ def cmd_train_head(args) -> int:
     sentences, counts = training_sentences(args.corpus, args.data_dir, args.wordnet_dir, args.max_sentences, args.seed)
     print("corpus: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     model = head_model(args.model, args.device, log=o.say)
-    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank, depth=args.depth)
+    cfg = HeadConfig(model.config.hidden_size, model.word_embeddings.shape[0], decoder=args.decoder, rank=args.rank,
+                     depth=args.depth)
     if line := o.precision_line(args, model.word_embeddings.device):
         print(line, file=sys.stderr)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,

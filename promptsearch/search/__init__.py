@@ -45,7 +45,8 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     if not isinstance(strategy, Strategy):
         raise TypeError(f"{type(strategy).__name__} is not a promptsearch.search.Strategy: subclass it")
     strategy.check(scorer)  # refuse bad input before the results file is opened
-    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
+    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise,
+                           run_settings(strategy, scorer),
                            numbers=scorer.numbers())
     return Runner(strategy, scorer, results).run(validate_on, validate_top, show_progress_bar, announce)
 
@@ -85,7 +86,8 @@ def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_
     from .greedy import Greedy
 
     strategy = Greedy(show_progress_bar=show_progress_bar, **greedy)
-    return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name, show_progress_bar=show_progress_bar)
+    return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name,
+                        show_progress_bar=show_progress_bar)
 
 
 __all__ = ["greedy_search", "GivenTemplates", "Strategy", "Runner", "Scorer", "Score", "Results", "run_strategy",

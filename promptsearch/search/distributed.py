@@ -144,8 +144,8 @@ def retrying(fn, patience: float, what: str = "the storage"):
                 raise
             if time.monotonic() - start > patience:
                 reason = str(getattr(cause, "orig", cause)).strip().splitlines()[0]
-                raise PromptSearchError(f"lost {what} for {patience:.0f}s ({reason}); re-run the same command when it is "
-                                        "back: the search resumes from its results file") from None
+                raise PromptSearchError(f"lost {what} for {patience:.0f}s ({reason}); re-run the same command when it "
+                                        "is back: the search resumes from its results file") from None
             time.sleep(1)
 
 
@@ -171,7 +171,8 @@ def claim(study: optuna.Study, only: set[str] | None = None) -> tuple[optuna.Tri
     return trial, Job.from_json(text)
 
 
-def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | None = None, patience: float = 90) -> bool:
+def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | None = None,
+                 patience: float = 90) -> bool:
     """Claim the oldest waiting job (:func:`claim`), do it and report it (its result a user attribute,
     the trial told complete); False if none was waiting. While it runs the job beats the storage's
     heartbeat (:class:`~promptsearch.search.study.Heartbeats`, the storage ``study`` was opened with):
@@ -228,8 +229,8 @@ class WorkQueue:
         self.study = optuna.create_study(study_name=self.name, storage=self.storage, load_if_exists=True)
         old = self.study.user_attrs.get("spec")
         if old is not None and old != self.spec:
-            raise PromptSearchError(f"the work study {self.name!r} in the storage belongs to another search (other model, "
-                                    "data or settings); give another study name")
+            raise PromptSearchError(f"the work study {self.name!r} in the storage belongs to another search (other "
+                                    "model, data or settings); give another study name")
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
         self.worker = Worker(scorer) if local else None
@@ -242,7 +243,8 @@ class WorkQueue:
         queued = retrying(self._known, self.grace)
         for j in jobs:
             if j.id not in queued:
-                retrying(lambda j=j: self.study.enqueue_trial({}, user_attrs={"job_id": j.id, "job": j.to_json()}), self.grace)
+                retrying(lambda j=j: self.study.enqueue_trial({}, user_attrs={"job_id": j.id, "job": j.to_json()}),
+                         self.grace)
         last_stale = 0.0
         while len(results) < len(want):
             if retrying(lambda: self._step(want, results), self.grace):
@@ -291,7 +293,8 @@ class WorkQueue:
                                             r["seconds"])
         return out
 
-    def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int]:
+    def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int],
+             seed: int) -> tuple[dict[str, np.ndarray], int]:
         """Each key's similarities on rung ``k``'s pairs, and the sentences encoded for them."""
         jobs = {key: Job("rung", key, scorer.layer, k, tuple(rungs), seed) for key in keys}
         got = self.run(list(jobs.values()))
@@ -334,8 +337,8 @@ def check_spec(spec: dict, scorer: Scorer, model: str) -> None:
     mine = spec_of(scorer, model)
     for field in ("dataset", "denoise", "objective", "screening"):
         if mine[field] != spec[field]:
-            raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start it with "
-                                    "the search's settings")
+            raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start it "
+                                    "with the search's settings")
     for field, theirs in spec["numbers"].items():
         ours = mine["numbers"].get(field)
         if ours != theirs:
@@ -358,11 +361,11 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     while study is None:
         if time.monotonic() - start > wait:
             if name is None:
-                raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with storage="
-                                        "first, or give its study name")
+                raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with "
+                                        "storage=first, or give its study name")
             there = _open_studies(storage) if storage else " (its file does not exist yet)"
-            raise PromptSearchError(f"no work study {name!r} in the storage after {wait:.0f}s{there}: give the study_name= the "
-                                    "search printed, or none for the newest open one")
+            raise PromptSearchError(f"no work study {name!r} in the storage after {wait:.0f}s{there}: give the "
+                                    "study_name= the search printed, or none for the newest open one")
         time.sleep(1)
         storage = storage or existing_storage(url, grace=grace)
         study = storage and find_study(storage, name)

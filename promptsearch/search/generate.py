@@ -91,7 +91,8 @@ class T5Generator:
         for start in tqdm(range(0, len(pairs), batch_size), desc="t5 generate", leave=False, disable=show is False):
             chunk = pairs[start : start + batch_size]
             inputs = [f"<extra_id_0> {d} <extra_id_1> {w} <extra_id_2>" for w, d in chunk]
-            enc = self.tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=128).to(self.device)
+            enc = self.tokenizer(inputs, return_tensors="pt", padding=True, truncation=True,
+                                 max_length=128).to(self.device)
             out = self.model.generate(**enc, num_beams=self.num_beams, num_return_sequences=self.num_beams,
                                       max_new_tokens=self.max_new_tokens, early_stopping=True)
             for text in self.tokenizer.batch_decode(out, skip_special_tokens=False):
@@ -169,7 +170,8 @@ class MLMGenerator:
                 s2 = s1 + b + len(w_ids)
                 holes = list(range(s0, s0 + a)) + list(range(s1, s1 + b)) + list(range(s2, s2 + c))
                 for filled in self._fill(ids, holes):
-                    spans = [tok.decode(filled[s0 : s0 + a]), tok.decode(filled[s1 : s1 + b]), tok.decode(filled[s2 : s2 + c])]
+                    spans = [tok.decode(filled[s0 : s0 + a]), tok.decode(filled[s1 : s1 + b]),
+                             tok.decode(filled[s2 : s2 + c])]
                     t = _template_from_spans(*(_clean(x) for x in spans))
                     if t:
                         counts[t] += 1

@@ -50,7 +50,8 @@ def parse_readouts(spec) -> list[str]:
         return []
     bad = [x for x in items if x not in POOLED_READOUTS]
     if bad:
-        raise PromptSearchError(f"readouts=: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or none")
+        raise PromptSearchError(f"readouts=: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or "
+                                "none")
     return list(dict.fromkeys(items))
 
 
@@ -64,7 +65,8 @@ class GreedyState:
 
     @property
     def template(self) -> str:
-        parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]" if self.mask else "", self.suffix]
+        parts = [*self.prefix, f"{self.quote}[X]{self.quote}", self.relation, "[MASK]" if self.mask else "",
+                 self.suffix]
         return " ".join(p for p in parts if p)
 
 
@@ -108,9 +110,11 @@ class Greedy(Strategy):
     min_gain: float | str | None = "auto"  # points a step must gain; "auto"/None: its paired-bootstrap standard error
     show_progress_bar: bool | None = None
     racing: Racing | None = field(default_factory=Racing)
-    layers: str | list[int] | None = None  # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
+    # a last step over read-out layers: "all" (1 … the last), or hidden_states indices
+    layers: str | list[int] | None = None
     ensemble: int = 1  # at most this many templates averaged (grown from the best scored ones while it pays)
-    demos_pool: str | None = None  # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
+    # a 'sentence<TAB>word' file: the best demonstration (or pair) put before the template
+    demos_pool: str | None = None
     ensemble_pool: int = 8  # the best scored entries an ensemble draws from
     readouts: str | list | None = "mean,sentence-mean"  # a read-out step: prompts pooled these ways ("none": no step)
     readout_steps: int = 0  # then prefix steps on the best pooled prompt (the vocabulary's prefix tokens, quotes)
@@ -126,31 +130,36 @@ class Greedy(Strategy):
         except (TypeError, ValueError):
             self.min_gain = float("nan")
         if not 0 <= self.min_gain < float("inf"):
-            raise PromptSearchError("min_gain= must be auto or a number of points ≥ 0 (0: take any gain, the paper's rule)")
+            raise PromptSearchError("min_gain= must be auto or a number of points ≥ 0 (0: take any gain, the paper's "
+                                    "rule)")
 
     def settings(self) -> dict:
         return {"vocabulary": self.vocabulary, "max_steps": self.max_steps, "min_gain": self.min_gain,
-                "racing": self.racing.settings() if self.racing else None, **({"layers": self.layers} if self.layers else {}),
+                "racing": self.racing.settings() if self.racing else None,
+                **({"layers": self.layers} if self.layers else {}),
                 **({"ensemble": self.ensemble} if self.ensemble > 1 else {}),
                 **({"demos_pool": self.demos_pool} if self.demos_pool else {}),
-                "readouts": parse_readouts(self.readouts), **({"readout_steps": self.readout_steps} if self.readout_steps else {})}
+                "readouts": parse_readouts(self.readouts),
+                **({"readout_steps": self.readout_steps} if self.readout_steps else {})}
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens: the vocabulary, the layers."""
         load_vocabulary(self.vocabulary)
         self.layer_list(scorer)
         if self.demos_pool and (n := len(read_demos(self.demos_pool, "demos_pool"))) > MAX_DEMOS:
-            raise PromptSearchError(f"demos_pool={self.demos_pool} holds {n:,} demonstrations; greedy tries each one as a "
-                                    f"candidate (a full encoding each, its states held while it races), so give at most "
-                                    f"{MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
+            raise PromptSearchError(f"demos_pool={self.demos_pool} holds {n:,} demonstrations; greedy tries each one "
+                                    "as a candidate (a full encoding each, its states held while it races), so give at "
+                                    f"most {MAX_DEMOS} (e.g. shuf -n {MAX_DEMOS} {self.demos_pool})")
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
-            raise PromptSearchError(f"ensemble={self.ensemble!r}: give the most templates to average, 1 or more (1: none)")
+            raise PromptSearchError(f"ensemble={self.ensemble!r}: give the most templates to average, 1 or more (1: "
+                                    "none)")
         if self.readout_steps and not parse_readouts(self.readouts):
-            raise PromptSearchError(f"readout_steps={self.readout_steps} takes prefix steps on the best pooled prompt, and "
-                                    f"readouts={self.readouts or 'none'} pools none: give readouts=mean,sentence-mean (or "
-                                    "drop readout_steps=)")
+            raise PromptSearchError(f"readout_steps={self.readout_steps} takes prefix steps on the best pooled prompt, "
+                                    f"and readouts={self.readouts or 'none'} pools none: give "
+                                    "readouts=mean,sentence-mean (or drop readout_steps=)")
         if any(map(uses_first_token, parse_readouts(self.readouts))) and scorer.encoder.model.causal:
-            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
+            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or "
+                                    "sentence-mean")
 
     def layer_list(self, scorer: Scorer) -> list[int]:
         """``layers`` as ``hidden_states`` indices of the scorer's model ("all": 1 … the last)."""
@@ -190,12 +199,14 @@ class Greedy(Strategy):
         runner.note(PathStep("relation:best", 0, best.template, round(best_score, 4), len(rel_states),
                              score_se=round(scorer.se(best.template), 4), dropped=self._dropped(dropped)))
         for step in range(1, self.max_steps + 1):
-            cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix, best.mask) for tok in v["prefix_tokens"]]
+            cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix,
+                                 best.mask) for tok in v["prefix_tokens"]]
             if not best.quote:
                 cands += [GreedyState(best.prefix, q, best.relation, best.suffix, best.mask) for q in v["wrappers"]]
             scored, dropped = self._score_all(runner, cands, f"prefix step {step}")
             cand_score, cand = max(scored, key=lambda x: x[0])
-            row = PathStep("prefix", step, cand.template, round(cand_score, 4), len(cands), dropped=self._dropped(dropped))
+            row = PathStep("prefix", step, cand.template, round(cand_score, 4), len(cands),
+                           dropped=self._dropped(dropped))
             if not runner.step(row, best.template, cand.template, seed=step, stop="stop"):
                 break
             best_score, best = cand_score, cand
@@ -221,13 +232,15 @@ class Greedy(Strategy):
         """Prompts (the vocabulary's and greedy's template) pooled each of ``readouts`` ways; the best is
         taken over ``chosen`` only above its noise. Every one scored on the full set (no race)."""
         scorer, results = runner.scorer, runner.results
-        keys = list(dict.fromkeys(k for p in list(prompts) + [template] for k in pooled_ways(p, parse_readouts(self.readouts))))
+        keys = list(dict.fromkeys(k for p in list(prompts) + [template] for k in pooled_ways(p,
+                                                                                             parse_readouts(self.readouts))))
         keys = [k for k in keys if k in results.entries or _fits(scorer, k)]
         # the model's own representation keeps its source
         told = runner.score(keys, "greedy:readout", desc="read-outs", record="new")
         scored = [(sc.spearman, k) for k, sc in zip(keys, told.scores)]
         for sc, k in scored:
-            runner.note(PathStep(stage="readout", step=len(self.path), template=k.text, spearman=round(sc, 4), candidates=1))
+            runner.note(PathStep(stage="readout", step=len(self.path), template=k.text, spearman=round(sc, 4),
+                                 candidates=1))
         if not scored:
             return chosen
         cand_score, cand = max(scored, key=lambda x: x[0])
@@ -247,7 +260,8 @@ class Greedy(Strategy):
         scored, dropped = self._score_all(runner, [Given(t) for t in singles], "demos")
         ranked = sorted(((sc, st.template) for sc, st in scored), key=lambda x: -x[0])
         top = [singles[t] for _, t in ranked[:4] if t in singles]
-        pairs = [t for i, a in enumerate(top) for b in top[i + 1:] if _fits(scorer, t := demo_template(template, [a, b]))]
+        pairs = [t for i, a in enumerate(top) for b in top[i + 1:] if _fits(scorer,
+                                                                            t := demo_template(template, [a, b]))]
         if pairs:
             more, dropped2 = self._score_all(runner, [Given(t) for t in pairs], "demo pairs")
             ranked = sorted(ranked + [(sc, st.template) for sc, st in more], key=lambda x: -x[0])
@@ -279,7 +293,8 @@ class Greedy(Strategy):
             runner.record(tries[c], "greedy:ensemble")
         return Representation.ensemble(members) if len(members) > 1 else chosen
 
-    def _pooled_prefix_steps(self, runner: Runner, k: Representation, score: float, v: dict) -> tuple[float, Representation]:
+    def _pooled_prefix_steps(self, runner: Runner, k: Representation, score: float,
+                             v: dict) -> tuple[float, Representation]:
         """Greedy prefix steps on a pooled prompt (``readout_steps`` at most): each prefix token before it, or
         [X] quoted, kept while it beats the prompt by more than its noise. (score, key) after them."""
         scorer = runner.scorer
@@ -305,7 +320,8 @@ class Greedy(Strategy):
         """The chosen template read at each layer (one pass); a layer is taken only above its noise."""
         layers = self.layer_list(runner.scorer)
         key = Representation.of(template)
-        told = runner.score([Representation(key.template, k) for k in layers], "greedy:layer", record="none", together=True)
+        told = runner.score([Representation(key.template, k) for k in layers], "greedy:layer", record="none",
+                            together=True)
         scores = dict(zip(layers, told.scores))
         for k, sc in scores.items():
             if sc.layer is not None:  # the last layer is the template itself: in the results already, once
@@ -332,7 +348,8 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
     dataset = results.dataset if results is not None else DEV_SET
     sets = results.set_names if results is not None and len(results.set_names) > 1 else []  # each set's column
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
-    held = {e.key: {**(e.sets or {}), **(e.validation or {})} for e in results.entries.values()} if results is not None else {}
+    held = {e.key: {**(e.sets or {}),
+                    **(e.validation or {})} for e in results.entries.values()} if results is not None else {}
 
     def row(template, score, label=None):
         v = held.get(template, {})
@@ -372,7 +389,8 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
         rows += [row(r.template, r.spearman, f"{r.template}{_gain(r)}") for r in path if r.stage == "readout-prefix"]
         rs = [r for r in path if r.stage == "readout-stop"]
         if rs:
-            rows.append(row(rs[-1].template, rs[-1].spearman, f"(read-out prefix stopped: {rs[-1].template}{_gain(rs[-1])})"))
+            rows.append(row(rs[-1].template, rs[-1].spearman, "(read-out prefix stopped: "
+                                                              f"{rs[-1].template}{_gain(rs[-1])})"))
         rb = [r for r in path if r.stage == "readout:best"]
         if rb and rb[-1].template == rb[-1].lead:
             rows.append((f"(the best read-out is the best so far, {rb[-1].template}: it stays)", "", *blank))

@@ -50,9 +50,11 @@ class OptunaSearch(Strategy):
     pareto: bool = False  # one objective per dev set: a multi-objective study, its Pareto front in the results
     layers: str | list[int] | None = None  # the read-out layer as a trial parameter: "all" or hidden_states indices
     batch: int = 8  # trials asked at once and encoded together (1: one at a time, as study.optimize runs them)
-    readouts: str | list | None = None  # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
+    # the read-out as a trial parameter: "mask" or these pooled ones (full-set scored)
+    readouts: str | list | None = None
     show_progress_bar: bool | None = None
-    announce: Callable[[str], None] | None = field(default=None, repr=False)  # told the study's description once it is checked
+    # told the study's description once it is checked
+    announce: Callable[[str], None] | None = field(default=None, repr=False)
     name: str = "optuna"
     study: optuna.Study | None = None
     opened: optuna.storages.BaseStorage | None = field(default=None, repr=False)  # the study's storage (its heartbeats)
@@ -62,7 +64,8 @@ class OptunaSearch(Strategy):
 
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
-                "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch, **({"pareto": True} if self.pareto else {}),
+                "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch,
+                **({"pareto": True} if self.pareto else {}),
                 **({"layers": self.layers} if self.layers else {}),
                 **({"readouts": self._readouts()} if self._readouts() else {})}
 
@@ -86,13 +89,14 @@ class OptunaSearch(Strategy):
         from ..errors import PromptSearchError
 
         if other := [r for r in self._readouts() if r not in TEMPLATE_READOUTS]:
-            raise PromptSearchError(f"readouts={other[0]} pools a prompt before [X] only, and a grammar's templates may have "
-                                    f"text after it: use {', '.join(TEMPLATE_READOUTS)}")
+            raise PromptSearchError(f"readouts={other[0]} pools a prompt before [X] only, and a grammar's templates "
+                                    f"may have text after it: use {', '.join(TEMPLATE_READOUTS)}")
         if any(map(uses_first_token, self._readouts())) and scorer.encoder.model.causal:
-            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or sentence-mean")
+            raise PromptSearchError("readouts=cls reads a [CLS] token a causal LM does not have; use mean or "
+                                    "sentence-mean")
         if self._pooled_only(scorer) and not self._readouts():
-            raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them pooled, "
-                                    "e.g. readouts=mean,sentence-mean")
+            raise PromptSearchError(f"grammar {self.load_grammar().source} makes templates without [MASK]: read them "
+                                    "pooled, e.g. readouts=mean,sentence-mean")
         self.check_study(scorer)
         if self.announce:  # after every check: a refused run says one line, not a study it will not run
             self.announce(self.describe())
@@ -131,17 +135,20 @@ class OptunaSearch(Strategy):
         fresh = "give another study_name= (or delete the study) to start a new one"
         n_objectives = len(scorer.datasets) if self.pareto else 1
         if (had := len(storage.get_study_directions(sid))) != n_objectives:
-            how = (f"a pareto=True study of {had} objectives (one per dev set); resume it with pareto=True and its {had} sets"
+            how = (f"a pareto=True study of {had} objectives (one per dev set); resume it with pareto=True and its "
+                   f"{had} sets"
                    if had > 1 else "a single-objective study; resume it without pareto=True")
             raise PromptSearchError(f"{where} is {how}, or {fresh}")
         was, mine = storage.get_study_user_attrs(sid).get("numbers"), self.study_numbers(scorer)
         if was is not None and was.get("denoise", mine["denoise"]) != mine["denoise"]:
-            raise PromptSearchError(f"{where} holds denoised scores, this run raw ones (denoise=False); resume it without that, "
-                                    f"or {fresh}" if was["denoise"] else f"{where} holds raw scores (denoise=False), this run "
+            raise PromptSearchError(f"{where} holds denoised scores, this run raw ones (denoise=False); resume it "
+                                    "without "
+                                    f"that, or {fresh}" if was["denoise"] else f"{where} holds raw scores "
+                                                                               "(denoise=False), this run "
                                     f"denoised ones; resume it with denoise=False, or {fresh}")
         if was is not None and (why := _numbers_differ({**was, "denoise": None}, {**mine, "denoise": None})):
-            raise PromptSearchError(f"{where} holds scores computed with {why}; its numbers would not compare with this "
-                                    f"run's: {fresh}")
+            raise PromptSearchError(f"{where} holds scores computed with {why}; its numbers would not compare with "
+                                    f"this run's: {fresh}")
         layers, pooled_only = scorer.layer_list(self.layers), self._pooled_only(scorer)
         now = self.distributions(layers, pooled_only)
         for t in storage.get_all_trials(sid, deepcopy=False):
@@ -151,7 +158,8 @@ class OptunaSearch(Strategy):
                         optuna.distributions.check_distribution_compatibility(old, now[name])
                     except ValueError:
                         def shown(d) -> str:  # a parameter's options as its flag gives them
-                            return ",".join(str(c) for c in getattr(d, "choices", ()) if not (name == "readout" and c == "mask"))
+                            return ",".join(str(c) for c in getattr(d, "choices",
+                                                                    ()) if not (name == "readout" and c == "mask"))
 
                         what = {"readout": "readouts", "layer": "layers"}.get(name)
                         said = (f"readouts={shown(old)}, not {shown(now[name])} as now" if what == "readouts" else
@@ -178,8 +186,8 @@ class OptunaSearch(Strategy):
         g = self.load_grammar()
         from .study import _shown
 
-        return (f"study {self.study_name!r} in {_shown(self.storage)}: grammar {g.source} has {g.size} templates; target "
-                f"{self.trials} finished trials")
+        return (f"study {self.study_name!r} in {_shown(self.storage)}: grammar {g.source} has {g.size} templates; "
+                f"target {self.trials} finished trials")
 
     def open_study(self, n_pairs: int = 1500, n_objectives: int = 1) -> optuna.Study:
         """Rungs sit at 1/8, 1/4 and 1/2 of the pairs: the resource (step) is the number of pairs. A
@@ -235,7 +243,8 @@ class OptunaSearch(Strategy):
                 fail_stale_trials(study)
                 # Optuna's storage writes (ask, suggest, tell) hold an interrupt back: one landing inside a
                 # SQLite write left its transaction open. It lands at once only while templates are encoded.
-                trials = ask_batch(study, self.batch, self.trials, lambda trial: self._suggest(trial, layers, pooled_only))
+                trials = ask_batch(study, self.batch, self.trials,
+                                   lambda trial: self._suggest(trial, layers, pooled_only))
                 if not trials:
                     break
                 told: set[int] = set()
@@ -301,7 +310,8 @@ class OptunaSearch(Strategy):
             for t, tmpl in list(live.items()):
                 hit = sc.cached(tmpl)
                 if hit is not None:
-                    runner.record(Score(tmpl, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), f"optuna:trial {t.number}")
+                    runner.record(Score(tmpl, hit, scorer.denoise, 0.0, cached=True, layer=sc.layer), "optuna:trial "
+                                                                                                      f"{t.number}")
                     tell(t, hit)
                     del live[t]
             race = Progressive(sc, seed=0)
@@ -374,7 +384,8 @@ def _entry(t, scorer: Scorer) -> Entry:
     denoise = scorer.denoise and readout is None
     if len(t.values) > 1:
         sets = dict(zip(scorer.datasets, t.values))
-        return Entry(template, round(scorer.evaluator.value(sets), 4), denoise, 0.0, f"optuna:trial {t.number}", t.number + 1,
+        return Entry(template, round(scorer.evaluator.value(sets), 4), denoise, 0.0, f"optuna:trial {t.number}",
+                     t.number + 1,
                      sets={k: round(v, 4) for k, v in sets.items()}, layer=layer, readout=readout)
     return Entry(template, round(float(t.value), 4), denoise, 0.0, f"optuna:trial {t.number}",
                  t.number + 1, layer=layer, readout=readout)
@@ -382,7 +393,8 @@ def _entry(t, scorer: Scorer) -> Entry:
 
 def optuna_summary(study: optuna.Study) -> dict:
     states = [t.state for t in study.get_trials(deepcopy=False)]
-    return {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
+    return {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
+                                                      TrialState.RUNNING)}
 
 
 def default_study_name(model: str, dataset: str, denoise: bool, pareto: bool = False) -> str:
@@ -400,12 +412,12 @@ def format_study_summary(study: optuna.Study, done_before: int, seconds: float) 
     """The study's trial counts and this run's throughput, with a note on trials left running."""
     s = optuna_summary(study)
     ran = s["complete"] + s["pruned"] - done_before
-    out = (f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed, {s['running']} running trials; "
-           f"this run finished {ran} trials in {seconds:.0f}s ({60 * ran / max(seconds, 1e-9):.1f} trials/min)")
+    out = (f"\nstudy: {s['complete']} complete, {s['pruned']} pruned, {s['fail']} failed, {s['running']} running "
+           f"trials; this run finished {ran} trials in {seconds:.0f}s ({60 * ran / max(seconds, 1e-9):.1f} trials/min)")
     if s["running"]:
         out += (f"\nnote: {s['running']} trial(s) still marked running: another worker's, or left by a worker that was "
-                "killed; those are failed and retried once their heartbeat is 90 s old, when a worker of this study next "
-                "starts a trial")
+                "killed; those are failed and retried once their heartbeat is 90 s old, when a worker of this study "
+                "next starts a trial")
     return out
 
 

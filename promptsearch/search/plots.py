@@ -44,7 +44,8 @@ def check_out(out) -> Path:
     return p
 
 
-def _path_steps(path: list[PathStep], chosen: Representation | None = None) -> list[tuple[str, PathStep, Representation]]:
+def _path_steps(path: list[PathStep],
+                chosen: Representation | None = None) -> list[tuple[str, PathStep, Representation]]:
     """(x label, step, entry key) for each step the search took (``chosen``: the answer, labelled so)."""
     steps = []
     for r in path:
@@ -101,7 +102,8 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
                 label=f"{name} ({'held out' if name in held else 'dev'})")
     own = _own(res)
     if own is not None:  # the model's own representation: what every step is measured against
-        ax.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2, label=f"the model's own ({own.key}) {own.spearman:.2f}")
+        ax.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2, label=f"the model's own ({own.key}) "
+                                                                         f"{own.spearman:.2f}")
     ax.set_xticks(list(xs), [s for s, _, _ in steps], rotation=20, ha="right")
     ax.set_ylabel("Spearman × 100")
     ax.set_title(f"greedy path: {res.model}")
@@ -113,7 +115,8 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     bx.boxplot([by_source[n] for n in names], showfliers=False)
     for i, n in enumerate(names, 1):
         bx.scatter([i] * len(by_source[n]), by_source[n], s=10, alpha=0.6)
-    bx.set_xticks(range(1, len(names) + 1), [f"{n} (rejected)" if n in stopped else n for n in names], rotation=20, ha="right")
+    bx.set_xticks(range(1, len(names) + 1), [f"{n} (rejected)" if n in stopped else n for n in names], rotation=20,
+                  ha="right")
     bx.set_ylabel("Spearman × 100 (full set)")
     if own is not None:
         bx.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2)

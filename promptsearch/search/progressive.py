@@ -73,7 +73,8 @@ class Progressive:
         return out
 
 
-def score_progressive(scorer: Scorer, template: str | Template, rungs: list[int], seed: int = 0) -> Iterator[tuple[int, float]]:
+def score_progressive(scorer: Scorer, template: str | Template, rungs: list[int],
+                      seed: int = 0) -> Iterator[tuple[int, float]]:
     """One template's Spearman on growing random subsets of the pairs: yields (n_pairs, score), the
     last the full set's (cached like :meth:`Scorer.score`)."""
     run = Progressive(scorer, seed)

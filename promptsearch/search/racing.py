@@ -115,7 +115,8 @@ def rung_similarities(scorer: Scorer, enc, templates: list[str], perm: np.ndarra
     earlier rung) — the same batches as an uninterrupted race."""
     encoded = 0
     for rr in rungs:
-        encoded += scorer.encode_pairs(enc, templates, perm[:rr], vecs, have, progress=progress if rr == rungs[-1] else None)
+        encoded += scorer.encode_pairs(enc, templates, perm[:rr], vecs, have,
+                                       progress=progress if rr == rungs[-1] else None)
     pairs = perm[: rungs[-1]]
     return {t: scorer.evaluator.similarities(vecs[t][scorer.denoise], pairs) for t in templates}, encoded
 
@@ -159,14 +160,16 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState 
                 if t not in vecs:
                     vecs[t] = {scorer.denoise: None}  # filled as sentences are encoded
                     have[t] = np.zeros(n_sent, bool)
-            remote = scorer.remote_rung(contenders, k, rungs, racing.seed)  # workers encode, as below, and send similarities
+            # workers encode, as below, and send similarities
+            remote = scorer.remote_rung(contenders, k, rungs, racing.seed)
             if remote is not None:
                 sims, n = remote
                 encoded += n
             else:
                 label = f"rung {k + 1}/{len(rungs)}: {r} pairs"
                 sims, n = rung_similarities(scorer, enc, contenders, perm, rungs[: k + 1], vecs, have,
-                                            (lambda n, label=label: progress(label, n, len(contenders))) if progress else None)
+                                            (lambda n,
+                                             label=label: progress(label, n, len(contenders))) if progress else None)
                 encoded += n
             ev = scorer.evaluator
             groups = ev.groups[pairs] if len(ev.names) > 1 else None

@@ -72,7 +72,8 @@ class Entry(Scored):
 
     def to_json(self) -> dict:
         return {k: [m.text for m in v] if k == "members" and v else v for k in self.FIELDS
-                if (v := getattr(self, k)) is not None or k not in ("validation", "sets", "layer", "members", "readout")}
+                if (v := getattr(self, k)) is not None or k not in ("validation", "sets", "layer", "members",
+                                                                    "readout")}
 
     @classmethod
     def from_json(cls, e: dict) -> "Entry":
@@ -109,7 +110,8 @@ class Results:
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
     validation: dict | None = None
     numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
-    suspect: set[Representation] = field(default_factory=set)  # loaded with a score this tool did not write (until re-scored)
+    # loaded with a score this tool did not write (until re-scored)
+    suspect: set[Representation] = field(default_factory=set)
 
     # ---- load / save -------------------------------------------------------------------------
     @property
@@ -143,7 +145,8 @@ class Results:
             mismatch.append(("objective", old.objective, res.objective))
         if mismatch:
             k, was, now = mismatch[0]
-            raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the file) to start a new run")
+            raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the "
+                                    "file) to start a new run")
         if res.numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, res.numbers)):
             raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
                                     "run's: pass another out= (or delete the file) to start a new run")
@@ -175,7 +178,8 @@ class Results:
         :meth:`open` is the way to write to one."""
         d = load(path)
         st = d.get("stats", {})
-        res = cls(Path(path), d["model"], d["dataset"], d["strategy"], bool(d["denoise"]), dict(d.get("settings") or {}),
+        res = cls(Path(path), d["model"], d["dataset"], d["strategy"], bool(d["denoise"]),
+                  dict(d.get("settings") or {}),
                   created=d.get("created", _now()), scored=int(st.get("scored", 0)), cached=int(st.get("cached", 0)),
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
@@ -229,7 +233,8 @@ class Results:
         if not score.cached:
             self.seconds += score.seconds
         e = Entry(score.template, round(score.spearman, 4), score.denoise,
-                  round(score.seconds if not old else max(old.seconds, score.seconds), 3), source or (old.source if old else ""),
+                  round(score.seconds if not old else max(old.seconds, score.seconds), 3),
+                  source or (old.source if old else ""),
                   old.order if old else len(self.entries) + 1, old.validation if old else None,
                   sets={k: round(v, 4) for k, v in score.sets.items()} if score.sets else (old.sets if old else None),
                   layer=score.layer, members=score.members, readout=score.readout)
@@ -323,14 +328,15 @@ class Results:
         """What a reader should know before using this file's answer: scores not written by a search, another model."""
         notes = []
         ranked = self.ranked()
-        for key in dict.fromkeys(x.entry_key for x in (self.best, ranked[0] if ranked else None) if x is not None):  # chosen, 1st
+        # chosen, 1st
+        for key in dict.fromkeys(x.entry_key for x in (self.best, ranked[0] if ranked else None) if x is not None):
             e = self.entries[key]
             if key in self.suspect:
-                notes.append(f"{self.path}: the score of {e.key} ({e.spearman:.2f}) is not the one a promptsearch search "
-                             "wrote (edited by hand?); re-score it with 'promptsearch score' before trusting it")
+                notes.append(f"{self.path}: the score of {e.key} ({e.spearman:.2f}) is not the one a promptsearch "
+                             "search wrote (edited by hand?); re-score it with 'promptsearch score' before trusting it")
         if model is not None and model != self.model:
-            notes.append(f"{self.path} was searched on model {self.model!r}, not {model!r}: its ranking says nothing about "
-                         f"{model!r}")
+            notes.append(f"{self.path} was searched on model {self.model!r}, not {model!r}: its ranking says nothing "
+                         f"about {model!r}")
         return notes
 
     def save(self) -> None:
@@ -368,8 +374,8 @@ class Results:
         work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
         held = (f"; held-out validation {self.validation['seconds']:.0f}s more"
                 if self.validation and "seconds" in self.validation else "")
-        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}{held}; {d['cached']} came from the "
-                f"cache; results: {self.path}")
+        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}{held}; {d['cached']} came from "
+                f"the cache; results: {self.path}")
 
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
@@ -420,9 +426,11 @@ def _seal(e: Entry) -> str:
 
 def _numbers_differ(was: dict, now: dict) -> str:
     """What differs between two :meth:`Scorer.numbers` records, in words ('' when nothing does)."""
-    for k in sorted(set(was) | set(now), key=lambda k: (k != "precision", k)):  # the precision first: it explains "batches"
+    # the precision first: it explains "batches"
+    for k in sorted(set(was) | set(now), key=lambda k: (k != "precision", k)):
         a, b = was.get(k), now.get(k)
-        if a == b or (k == "tokenizer" and k not in was):  # a file from before the tokenizer was recorded: its weights say
+        # a file from before the tokenizer was recorded: its weights say
+        if a == b or (k == "tokenizer" and k not in was):
             continue
         if k == "data":
             changed = [d for d in sorted(set(a or {}) | set(b or {})) if (a or {}).get(d) != (b or {}).get(d)]
@@ -446,15 +454,17 @@ def load(path) -> dict:
     except FileNotFoundError:
         raise PromptSearchError(f"no results file {p}") from None
     except UnicodeDecodeError as exc:
-        raise PromptSearchError(f"{p} is not UTF-8 text (byte {exc.start}); pass a results file written by a promptsearch "
-                                "search") from None
+        raise PromptSearchError(f"{p} is not UTF-8 text (byte {exc.start}); pass a results file written by a "
+                                "promptsearch search") from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch search") from None
+        raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch "
+                                "search") from None
     if not isinstance(d, dict) or d.get("schema") not in READABLE:
         raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(d))
     if err is not None:
-        where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err.absolute_path).lstrip(".") or "top level"
+        where = "".join(f"[{k}]" if isinstance(k,
+                                               int) else f".{k}" for k in err.absolute_path).lstrip(".") or "top level"
         msg = err.message if len(err.message) <= 120 else err.message[:119] + "…"
         raise PromptSearchError(f"{p} does not match the results schema at {where}: {msg}; fix that field, or pass "
                                 "another out= (or delete the file) to start a new run")

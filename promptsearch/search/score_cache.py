@@ -52,7 +52,8 @@ def load_scores(path: Path) -> dict[str, float] | None:
 def append_scores(path: Path, records: dict[str, float], seconds: float) -> bool:
     """Append one line per score; False (said once) when the file cannot be written, e.g. a
     read-only home: scoring goes on, the scores are just not kept across runs."""
-    lines = [json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)}, ensure_ascii=False) for k, s in records.items()]
+    lines = [json.dumps({"key": k, "spearman": s, "seconds": round(seconds, 3)},
+                        ensure_ascii=False) for k, s in records.items()]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:

@@ -21,7 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task  # noqa: F401 (data_fingerprint: importable from here as before)
+# noqa: F401 (data_fingerprint: importable from here as before)
+from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task
 from ..encoding import PromptEncoder
 from ..encoding.reps import normalized, rep_from_key
 from ..errors import DataError, PromptSearchError
@@ -46,7 +47,8 @@ class Scored:
     spearman: float
     denoise: bool
     seconds: float
-    sets: dict[str, float] | None = field(default=None, kw_only=True)  # each dev set's score, when the objective spans several
+    # each dev set's score, when the objective spans several
+    sets: dict[str, float] | None = field(default=None, kw_only=True)
     layer: int | None = field(default=None, kw_only=True)  # the read-out layer (None: the last hidden state)
     members: tuple[Representation, ...] | None = field(default=None, kw_only=True)  # an ensemble's members
     readout: str | None = field(default=None, kw_only=True)  # a pooled read-out (None: the [MASK]/last-token state)
@@ -118,7 +120,8 @@ class Scorer:
         self.last_seconds = 0.0
         self.work: dict[str, float] = {}  # precision -> full-set-equivalent encodings done in this process
         self._last_sets: dict[str, float] | None = None
-        self._sims: dict[Representation, np.ndarray] = {}  # a candidate's pair similarities (the run's variant), this process
+        # a candidate's pair similarities (the run's variant), this process
+        self._sims: dict[Representation, np.ndarray] = {}
         self.layer: int | None = None  # the read-out layer scored (None: the last hidden state); see at_layer
         self._views: dict[int | None, Scorer] = {None: self}  # this scorer at each layer asked for (shared by all)
         self._keep_vectors = False  # keep every scored template's normalized vectors (for ensembles)
@@ -160,8 +163,8 @@ class Scorer:
             raise PromptSearchError(f"layers={layers!r}: give 'all', or a list of layer numbers such as [3, 4, 5, 6]")
         out = list(dict.fromkeys(self.encoder.prompt.layer_index(k) for k in layers))
         if 0 in out:
-            raise PromptSearchError(f"layers=: layer 0 (the embeddings) reads the same vector for every sentence; choose "
-                                    f"from 1 to {n}, or all")
+            raise PromptSearchError("layers=: layer 0 (the embeddings) reads the same vector for every sentence; "
+                                    f"choose from 1 to {n}, or all")
         return out
 
     def _score_layers(self, t: Representation, layers: list[int | None]) -> dict[int | None, Score]:
@@ -227,9 +230,11 @@ class Scorer:
         """Everything that changes a score, as a results file records it: a resumed run with another
         value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways."""
         e = self.encoder
-        return {"model": self.fingerprint, "tokenizer": self.tokenizer_fingerprint, "data": dict(self.data_fingerprints),
+        return {"model": self.fingerprint, "tokenizer": self.tokenizer_fingerprint,
+                "data": dict(self.data_fingerprints),
                 "precision": e.precision,
-                "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat, "pooled": e.pooled_signature(),
+                "max_length": e.max_length, "add_period": e.add_period, "compat": e.compat,
+                "pooled": e.pooled_signature(),
                 "pooled_max_length": e.pooled_max_length,
                 "objective": self.objective if len(self.datasets) > 1 else None,
                 **({"batches": self._batching()} if e.precision != "fp32" else {})}
@@ -239,15 +244,18 @@ class Scorer:
         """The cache key of one set's score (the first set's by default)."""
         dataset = dataset or self.datasets[0]
         e = self.encoder
-        if (st := Representation.split(template)).readout and Representation(st.template, None, st.readout).prompt is not None:
+        if (st := Representation.split(template)).readout and Representation(st.template, None,
+                                                                             st.readout).prompt is not None:
             # a prompt pooled through the sentence-transformers stack: its numbers hang on the stack, not the
             # [MASK] settings (period, max length, compat)
-            return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, f"{dataset}:{self.data_fingerprints[dataset]}",
+            return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template,
+                               f"{dataset}:{self.data_fingerprints[dataset]}",
                                e.precision, f"st={e.pooled_signature()}"]
                               + ([f"batches={self._batching()}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
         soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
-        return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise), f"{dataset}:{self.data_fingerprints[dataset]}",
+        return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise),
+                           f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
                           + ([f"batches={self._batching()}"] if e.precision != "fp32" else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else [])
@@ -308,7 +316,8 @@ class Scorer:
         return Score(k.template, value, False if k.readout else self.denoise, seconds, cached=cached,
                      precision=self.reference_precision, sets=sets, layer=self.layer, readout=k.readout)
 
-    def _cached_sets(self, template: str | Template | Representation, denoise: bool | None = None) -> dict[str, float] | None:
+    def _cached_sets(self, template: str | Template | Representation,
+                     denoise: bool | None = None) -> dict[str, float] | None:
         """Every set's cached score of a single representation, or None unless all of them are cached."""
         view, k = self._view(self.representation(template))
         dn = self.denoise if denoise is None else denoise
@@ -436,7 +445,8 @@ class Scorer:
         """An ensemble of entry keys (a template, at a layer, or pooled): the mean of the members'
         normalized vectors, scored like a template (from kept vectors; not cached)."""
         scores = self.evaluator.scores(self._ensemble(members))
-        return Score(Representation.ensemble(m.without_layer for m in members).text, self.evaluator.value(scores), self.denoise,
+        return Score(Representation.ensemble(m.without_layer for m in members).text, self.evaluator.value(scores),
+                     self.denoise,
                      0.0, precision=self.reference_precision, sets=self._sets(scores), members=tuple(members))
 
     def gain(self, before: str | Template | Representation, after: str | Template | Representation, n_boot: int = 1000,
@@ -497,7 +507,8 @@ class Scorer:
         value = self._record(k, scores, seconds)
         return self._score(k, value, seconds, self._last_sets)
 
-    def remote_rung(self, templates: list[str], k: int, rungs: list[int], seed: int) -> tuple[dict[str, np.ndarray], int] | None:
+    def remote_rung(self, templates: list[str], k: int, rungs: list[int],
+                    seed: int) -> tuple[dict[str, np.ndarray], int] | None:
         """Racing's rung ``k`` done by the work queue's workers: each template's similarities on its pairs and the
         sentences encoded (counted as screening work here); None without a queue (racing encodes here)."""
         if self._remote is None:
@@ -523,7 +534,8 @@ class Scorer:
                 groups.setdefault(need.tobytes(), []).append(t)
         count, finished = 0, 0
         step = self.PROGRESS_CHUNK if progress is not None else None
-        work = [(key, ts[i : i + (step or len(ts))]) for key, ts in groups.items() for i in range(0, len(ts), step or len(ts))]
+        work = [(key, ts[i : i + (step or len(ts))]) for key, ts in groups.items() for i in range(0, len(ts),
+                                                                                                  step or len(ts))]
         for key, ts in work:  # with ``progress``, a few templates a call (a batch holds one template's rows either way)
             need = np.frombuffer(key, dtype=want.dtype)
             at = {} if self.layer is None else {"layers": [self.layer]}

@@ -109,7 +109,8 @@ class Verdict(_Record):
     se: float | None = None
     min_gain: float | None = None
     kept: bool | None = None
-    reads: str | None = None  # what was read as the model's own, in words (its stack: pooling, Dense, max length, prompt)
+    # what was read as the model's own, in words (its stack: pooling, Dense, max length, prompt)
+    reads: str | None = None
 
     @property
     def settled(self) -> bool:

@@ -165,7 +165,8 @@ def _parsed(url: str):
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite storage URL (None: not SQLite, or an in-memory or URI database)."""
     parsed = _parsed(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or parsed.database.startswith("file:"):
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "",
+                                                                    ":memory:") or parsed.database.startswith("file:"):
         return None
     return Path(parsed.database)
 
@@ -188,9 +189,11 @@ def check_storage(url: str, grace: int = 90) -> None:
         return
     folder = path.parent
     if not folder.is_dir():
-        raise PromptSearchError(f"storage={url}: the folder {folder} does not exist; create it or give another path, {STORAGE_EXAMPLES}")
+        raise PromptSearchError(f"storage={url}: the folder {folder} does not exist; create it or give another path, "
+                                f"{STORAGE_EXAMPLES}")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PromptSearchError(f"storage={url}: the folder {folder} is not writable; give a path in a folder you can write")
+        raise PromptSearchError(f"storage={url}: the folder {folder} is not writable; give a path in a folder you can "
+                                "write")
 
 
 def existing_storage(url: str, grace: int = 90) -> optuna.storages.BaseStorage | None:
@@ -231,7 +234,8 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
     given, url = url, storage_url(url)
     sqlite = url.startswith("sqlite")
     kwargs = ({"connect_args": {"timeout": 60}} if sqlite
-              else {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_pre_ping": True} if url.startswith("postgresql")
+              else {"connect_args": {"connect_timeout": CONNECT_TIMEOUT},
+                    "pool_pre_ping": True} if url.startswith("postgresql")
               else {"pool_pre_ping": True})
     for attempt in range(attempts):
         try:
@@ -249,19 +253,20 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
         except OperationalError as exc:
             reason = first_line(getattr(exc, "orig", None) or exc)
             if not sqlite:  # the server is unreachable or refused the login: say so at once
-                raise PromptSearchError(f"cannot open the storage {_shown(given)}: {reason}; check its host, port, user, "
-                                        "password and database, and that the server is running") from None
+                raise PromptSearchError(f"cannot open the storage {_shown(given)}: {reason}; check its host, port, "
+                                        "user, password and database, and that the server is running") from None
             # a file that cannot be opened (no folder, a folder, no permission): no retry helps; others (a lock, a table
             # another worker just created) are retried
             if "unable to open" in reason:
-                raise PromptSearchError(f"cannot open the storage {given}: {reason}; give a SQLite file in a folder you can "
-                                        f"write, {STORAGE_EXAMPLES}") from None
+                raise PromptSearchError(f"cannot open the storage {given}: {reason}; give a SQLite file in a folder "
+                                        f"you can write, {STORAGE_EXAMPLES}") from None
             if attempt == attempts - 1:  # still locked by another process after every retry: not the file's fault
                 raise PromptSearchError(f"cannot open the storage {given}: {reason} after {attempts} tries; another "
                                         "process holds it (wait for it and re-run, or use PostgreSQL for many workers)") from None
         except DatabaseError as exc:  # a file that is not a SQLite database
-            raise PromptSearchError(f"cannot open the storage {_shown(given)}: {first_line(getattr(exc, 'orig', None) or exc)}; "
-                                    f"give a new file or a study database, {STORAGE_EXAMPLES}") from None
+            raise PromptSearchError(f"cannot open the storage {_shown(given)}: "
+                                    f"{first_line(getattr(exc, 'orig', None) or exc)}; give a new file or a study "
+                                    f"database, {STORAGE_EXAMPLES}") from None
         time.sleep(0.5 + random.random())
     raise AssertionError("unreachable")
 

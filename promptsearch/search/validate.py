@@ -16,7 +16,8 @@ from .scorer import Scorer
 DEFAULT_VALIDATE_ON = ("stsb", "sickr")  # the STS-B and SICK-R test sets
 
 
-def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None, announce=None) -> None:
+def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None,
+             announce=None) -> None:
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
     path) on every task; store them in their entries' ``validation`` (and its time in the results'
     ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts."""
@@ -28,9 +29,9 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     chosen += [k for k in extra if k in results.entries and k not in chosen]
     helds = {task: scorer.on(task) for task in tasks} if chosen else {}
     if announce is not None and chosen and tasks:
-        announce(f"held-out validation: {len(chosen)} representation{'s' if len(chosen) > 1 else ''} on {', '.join(tasks)} "
-                 f"({len(chosen) * len(tasks)} scores, {cost(results, scorer, helds, len(chosen))}; not search work, "
-                 "validate_top=0 skips it)")
+        announce(f"held-out validation: {len(chosen)} representation{'s' if len(chosen) > 1 else ''} on "
+                 f"{', '.join(tasks)} ({len(chosen) * len(tasks)} scores, {cost(results, scorer, helds, len(chosen))}; "
+                 "not search work, validate_top=0 skips it)")
     results.validation = {"tasks": tasks, "top": top}
     show = show_progress_bar is not False
     with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:

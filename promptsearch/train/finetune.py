@@ -115,7 +115,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
 
     acc = Accelerator()
     out = Path(out_dir)
-    views = views_note(enc, cfg)  # identical views with no dropout would train nothing: refused before anything is written
+    # identical views with no dropout would train nothing: refused before anything is written
+    views = views_note(enc, cfg)
     set_seed(cfg.seed)
     prompt = enc.prompt.to(acc.device)
     for p in prompt.encoder.parameters():
@@ -156,9 +157,11 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     if acc.is_main_process:
         note(plan_line(cfg, total, start, len(data), run.dev_dataset))
     wrapped.train()
-    trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev, lambda info: save_model(enc, out, cfg, model_name, info),
+    trainee = _Finetunee(enc, cfg, acc, (wrapped, opt, sched), dev,
+                         lambda info: save_model(enc, out, cfg, model_name, info),
                          start_score, settings)
-    trainee.estimate = (total - start, total // cfg.eval_steps - start // cfg.eval_steps + (total % cfg.eval_steps > 0), t_start)
+    trainee.estimate = (total - start, total // cfg.eval_steps - start // cfg.eval_steps + (total % cfg.eval_steps > 0),
+                        t_start)
     progress = Progress(start, best, cfg.history, ck.trainee.get(PENDING) if saved else None)
     secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, run.data.show_progress_bar)
     best = progress.best
@@ -207,7 +210,8 @@ class _Finetunee(Trainee):
     def step(self, items) -> torch.Tensor:
         acc, bs = self.acc, self.local_bs
         items = items[acc.process_index * bs : (acc.process_index + 1) * bs]
-        return train_step(self.enc, self.cfg.step, items, acc.backward, lambda: acc.no_sync(self.wrapped), prompt=self.wrapped)
+        return train_step(self.enc, self.cfg.step, items, acc.backward, lambda: acc.no_sync(self.wrapped),
+                          prompt=self.wrapped)
 
     def update(self) -> None:
         self.opt.step()
@@ -247,7 +251,8 @@ class _Finetunee(Trainee):
 SETTINGS = {"model": "model (weights)", "tokenizer": "tokenizer (its files or settings)", "mode": "mode",
             "templates": "templates", "layer": "read-out layer", "readout": "read-out", "denoise": "denoise setting",
             "dev_set": "dev set", "dev_data": "dev set's pairs", "train_data": "training data", "lr": "learning rate",
-            "batch_size": "batch size", "seed": "seed", "temperature": "temperature", "max_seq_length": "max sequence length"}
+            "batch_size": "batch size", "seed": "seed", "temperature": "temperature", "max_seq_length": "max sequence "
+                                                                                                        "length"}
 
 
 def corpus_fingerprint(data) -> str:
@@ -260,7 +265,8 @@ def corpus_fingerprint(data) -> str:
 
     n = len(data)
     idx = sorted({int(i * n / 1000) for i in range(min(n, 1000))})
-    return hashlib.sha1(json.dumps([n, take(data, idx)], ensure_ascii=False, default=str).encode("utf-8")).hexdigest()[:12]
+    return hashlib.sha1(json.dumps([n, take(data, idx)], ensure_ascii=False,
+                                   default=str).encode("utf-8")).hexdigest()[:12]
 
 
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
@@ -289,10 +295,11 @@ def check_resumable(ck: Checkpoint, settings: dict, out: Path) -> None:
     old = saved.settings or {"mode": saved.mode, "templates": list(saved.templates), "layer": saved.layer}
     for k, label in SETTINGS.items():
         if k in old and old[k] != settings[k]:
-            what = "" if k in ("dev_data", "train_data", "model", "tokenizer") else f" ({old[k]!r} there, {settings[k]!r} now)"
-            raise PromptSearchError(f"{out} holds a finetune checkpoint (step {ck.step}) trained with another {label}{what}, "
-                                    "whose start, best and history are not this run's: pass another out=, or "
-                                    "no_resume=True to start over in it")
+            what = "" if k in ("dev_data", "train_data", "model",
+                               "tokenizer") else f" ({old[k]!r} there, {settings[k]!r} now)"
+            raise PromptSearchError(f"{out} holds a finetune checkpoint (step {ck.step}) trained with another "
+                                    f"{label}{what}, whose start, best and history are not this run's: pass another "
+                                    "out=, or no_resume=True to start over in it")
 
 
 def mark_unfinished(out: Path) -> None:
@@ -315,9 +322,9 @@ def views_note(enc: PromptEncoder, cfg: FinetuneConfig) -> str:
         return (f"views: two templates of each sentence (PromptBERT's objective), dropout {p:g}"
                 + ("" if cfg.readout else ", each less its template bias" if cfg.denoise else ""))
     if p <= 0:
-        raise PromptSearchError(f"unsup fine-tuning of {k} compares the same input twice, and this model has no dropout "
-                                "to make the two views differ: the loss would teach nothing; give two templates "
-                                "(template= twice), or use mode='sup'")
+        raise PromptSearchError(f"unsup fine-tuning of {k} compares the same input twice, and this model has no "
+                                "dropout to make the two views differ: the loss would teach nothing; give two "
+                                "templates (template= twice), or use mode='sup'")
     return f"views: {k} twice, made to differ by the model's dropout ({p:g}; SimCSE's unsupervised objective)"
 
 
@@ -332,8 +339,9 @@ def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str)
 
     epochs = total * cfg.batch_size / max(n, 1)
     e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
-    return (f"{total} step{'' if total == 1 else 's'} of {cfg.batch_size} sentences ({e} epoch{'' if e == '1' else 's'} of {n:,}), "
-            f"{TASK_NAMES.get(dev_set, dev_set)} scored every {cfg.eval_steps} steps"
+    return (f"{total} step{'' if total == 1 else 's'} of {cfg.batch_size} sentences ({e} "
+            f"epoch{'' if e == '1' else 's'} of {n:,}), {TASK_NAMES.get(dev_set, dev_set)} scored every "
+            f"{cfg.eval_steps} steps"
             + (f"; resuming at step {start}" if start else ""))
 
 
@@ -355,11 +363,14 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
     write_config(out, {"template": cfg.templates[0], "denoise": cfg.denoise, "pooling": cfg.readout or "mask",
                        "base_model": model_name, **({"layer": cfg.layer} if cfg.layer is not None else {}),
                        **({"readout": cfg.readout} if cfg.readout else {}),
-                       "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr, "batch_size": cfg.batch_size,
-                                    "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length, "seed": cfg.seed,
+                       "finetune": {"mode": cfg.mode, "templates": cfg.templates, "lr": cfg.lr,
+                                    "batch_size": cfg.batch_size,
+                                    "temperature": cfg.temperature, "max_seq_length": cfg.max_seq_length,
+                                    "seed": cfg.seed,
                                     **info}})
     k = Representation.of(cfg.templates[0], readout=cfg.readout)
-    if not cfg.readout:  # a [MASK] read-out: a sentence-transformers folder with promptsearch's module (trust_remote_code)
+    # a [MASK] read-out: a sentence-transformers folder with promptsearch's module (trust_remote_code)
+    if not cfg.readout:
         write_sentence_transformers_files(out)
         (Path(out) / "README.md").write_text(mask_model_card(k, model_name, cfg.mode), encoding="utf-8")
     elif k.prompt is not None:  # a pooled prompt: a plain sentence-transformers folder of the model's stack, trained
@@ -406,13 +417,15 @@ def choose_templates(mode: str, templates=(), results: SearchResults | None = No
         cfg, soft = load_template_dir(template_dir)
         chosen.insert(0, cfg["template"])
     if not chosen:
-        raise PromptSearchError("give templates=best.json (a search's results), template=T (repeatable) or template_dir=")
+        raise PromptSearchError("give templates=best.json (a search's results), template=T (repeatable) or "
+                                "template_dir=")
     if mode == "unsup" and len(chosen) == 1:
         chosen = chosen * 2
     given = len(templates) + (1 if template_dir else 0)
     if given > (2 if mode == "unsup" else 1):
-        raise PromptSearchError(f"{mode} fine-tuning takes {'two templates (the two views)' if mode == 'unsup' else 'one template'}; "
-                                f"{given} were given: drop the extra template=")
+        raise PromptSearchError(f"{mode} fine-tuning takes "
+                                f"{'two templates (the two views)' if mode == 'unsup' else 'one template'}; {given} "
+                                "were given: drop the extra template=")
     return (chosen[:2] if mode == "unsup" else chosen[:1]), soft, layer
 
 
@@ -483,7 +496,7 @@ def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = 
 
     dev = summary["dev_set"]
     return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
-            f"{summary['start_dev']:.2f} "
-            f"(start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} step{'' if summary['steps'] == 1 else 's'} of {cfg.batch_size}, "
-            f"{summary['seconds']:.0f}s ({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} "
-            f"sentences/s training on {summary['device']}); saved to {out}")
+            f"{summary['start_dev']:.2f} (start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} "
+            f"step{'' if summary['steps'] == 1 else 's'} of {cfg.batch_size}, {summary['seconds']:.0f}s "
+            f"({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} sentences/s training on "
+            f"{summary['device']}); saved to {out}")
