@@ -68,9 +68,9 @@ def cmd_ditto_search(args) -> int:
     task = one_dataset(args.dataset)
     check_data([task], args.data_dir)
     scores = search_heads(o.encoder(args), task, o.data(args))
-    heads = [{"head": f"{l}-{h}", "spearman": round(s, 4)} for l, h, s in scores]
-    print(json.dumps(heads,
-                     indent=2) if args.json else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
+    heads = [{"head": f"{layer}-{h}", "spearman": round(s, 4)} for layer, h, s in scores]
+    print(json.dumps(heads, indent=2) if args.json
+          else f"{format_heads(scores, top=args.top)}\n{worded(best_head_line(scores))}")
     return 0
 
 

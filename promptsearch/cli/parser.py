@@ -56,7 +56,9 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
 
 
 def at_least(minimum: int, kind=int):
-    """An argparse type: a number (``kind``) of at least ``minimum`` (``kind=float``, ``minimum=0``: finite, above 0)."""
+    """An argparse type: a number (``kind``) of at least ``minimum``.
+
+    With ``kind=float`` and ``minimum=0``: finite, above 0."""
     def parse(text: str):
         try:
             v = kind(text)
@@ -118,9 +120,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                                                 "they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated "
                                                                         "inside [X])")
-    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch", help="reference: "
-                                                                                                   "kongds/Prompt-BERT's "
-                                                                                                   "inputs exactly")
+    g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
+                   help="reference: kongds/Prompt-BERT's inputs exactly")
     g.add_argument("--demos", default=None, metavar="FILE", help="in-context demonstrations before the template "
                                                                  "(PromptEOL style, causal LMs): 'sentence<TAB>word' "
                                                                  "lines")
@@ -327,7 +328,8 @@ def _train_flags(p, out: str) -> None:
     g.add_argument("--train-batch-size", type=at_least(2), default=None,
                    help="sentences per step (at least 2: the other sentences of a batch are the negatives)")
     g.add_argument("--lr", type=positive, default=None,
-                   help="learning rate (default: finetune 1e-5 unsup, 5e-5 sup, decayed linearly to 0; optiprompt 3e-3)")
+                   help="learning rate (default: finetune 1e-5 unsup, 5e-5 sup, decayed linearly to 0; "
+                        "optiprompt 3e-3)")
     g.add_argument("--max-seq-length", type=at_least(1), default=32, help="sentence tokens kept per example")
     g.add_argument("--eval-steps", type=at_least(1), default=None, help="evaluate on STS-B dev every N steps")
     g.add_argument("--micro-batch", type=at_least(0), default=64, help="micro-batch for gradient caching (0: whole "
@@ -337,7 +339,8 @@ def _train_flags(p, out: str) -> None:
                                                                                        "order (rows at most "
                                                                                        "--micro-batch)")
     g.add_argument("--seed", type=at_least(0), default=42,
-                   help="seed of the batch order and dropout; the same seed and settings give the same run (default 42)")
+                   help="seed of the batch order and dropout; the same seed and settings give the same run "
+                        "(default 42)")
     g.add_argument("--seeds", default=None, metavar="S1,S2,...",
                    help="train once per seed (OUT/seed-N each) and report mean ± std on every task (overrides --seed)")
     g.add_argument("--out", default=out, help=f"output directory (default {out}); a checkpoint there is resumed (by a "

@@ -72,7 +72,8 @@ def next_steps(res: Results, args) -> str:
         return ""
     model = "" if args.model == "default" else f" --model {shlex.quote(args.model)}"
     if best.members:
-        how = " ".join(f"--template {shlex.quote(m.text)}" for m in best.members) + (" --denoise" if best.denoise else "")
+        how = (" ".join(f"--template {shlex.quote(m.text)}" for m in best.members)
+               + (" --denoise" if best.denoise else ""))
     elif best.readout:
         how = f"--template {shlex.quote(best.template)} --readout {best.readout}"
     else:

@@ -1,8 +1,10 @@
 """The model's own representation as every search's first candidate, and the rule that keeps it.
 
-Before a strategy runs, the model's own representation (:meth:`~promptsearch.encoding.encoder.PromptEncoder.own_representation`:
+Before a strategy runs, the model's own representation
+(:meth:`~promptsearch.encoding.encoder.PromptEncoder.own_representation`:
 what ``SentenceTransformer(model).encode`` computes, read from the model's sentence-transformers
-stack; a folder promptsearch trained: what it was trained with) is scored and put in the results. After it, the strategy's answer replaces it only when it is ahead by more than its
+stack; a folder promptsearch trained: what it was trained with) is scored and put in the results.
+After it, the strategy's answer replaces it only when it is ahead by more than its
 noise (``min_gain``; ``"auto"``: the paired-bootstrap standard error of the difference): a search
 never hands back something worse than using no prompt at all, and says plainly when nothing beat it.
 The spread of everything scored (min / median / max, and where the model's own representation

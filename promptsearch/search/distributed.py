@@ -329,7 +329,9 @@ def _open_studies(storage) -> str:
     """' (it holds NAME, ...)': the open work studies a worker could join, to name in a message."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
              if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
-    return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else " (no search is open there)"
+    if not names:
+        return " (no search is open there)"
+    return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
 
 
 def check_spec(spec: dict, scorer: Scorer, model: str) -> None:

@@ -115,7 +115,8 @@ class MLMGenerator:
                  "word embeddings, so expect weak templates")
         special = set(getattr(m.tokenizer, "all_special_ids", []))
         vocab = m.tokenizer.get_vocab()
-        bad = [i for t, i in vocab.items() if i in special or t.startswith("[unused") or t.startswith("<") or "[X]" in t]
+        bad = [i for t, i in vocab.items()
+               if i in special or t.startswith("[unused") or t.startswith("<") or "[X]" in t]
         self._banned = torch.tensor(sorted(set(bad)), dtype=torch.long)
 
     @torch.inference_mode()

@@ -278,7 +278,8 @@ class Greedy(Strategy):
         that gain is above its noise, up to ``ensemble`` members (from kept vectors: no new encodes)."""
         results = runner.results
         first = results.entries[chosen]
-        pool = list(dict.fromkeys([first.entry_key] + [e.entry_key for e in results.ranked() if not e.members]))[: self.ensemble_pool]
+        keys = [first.entry_key] + [e.entry_key for e in results.ranked() if not e.members]
+        pool = list(dict.fromkeys(keys))[: self.ensemble_pool]
         members = [first.entry_key]
         while len(members) < self.ensemble and len(members) < len(pool):
             others = [c for c in pool if c not in members]

@@ -165,7 +165,8 @@ class OptunaSearch(Strategy):
                         said = (f"readouts={shown(old)}, not {shown(now[name])} as now" if what == "readouts" else
                                 f"layers={shown(old)}, not {shown(now[name])} as now" if what == "layers" else
                                 f"another grammar (slot {name!r}'s options differ)")
-                        raise PromptSearchError(f"{where} was run with {said}; resume it with the same, or {fresh}") from None
+                        raise PromptSearchError(
+                            f"{where} was run with {said}; resume it with the same, or {fresh}") from None
 
     def study_numbers(self, scorer: Scorer) -> dict:
         """What the study's values were computed with (a results file's numbers, and denoising)."""
@@ -355,7 +356,8 @@ class OptunaSearch(Strategy):
             front = {_trial_key(t, scorer) for t in study.best_trials if "template" in t.user_attrs}
             own = results.own_key
             if own in results.entries and results.entries[own].sets:  # the model's own representation is on the front
-                o, sets = results.entries[own].sets, {k: results.entries[k].sets or {} for k in front if k in results.entries}
+                o = results.entries[own].sets
+                sets = {k: results.entries[k].sets or {} for k in front if k in results.entries}
 
                 def dominates(a, b):
                     return all(a.get(k, float("-inf")) >= v for k, v in b.items()) and a != b

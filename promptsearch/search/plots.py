@@ -40,7 +40,8 @@ def check_out(out) -> Path:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made, as results files' are
     except OSError as exc:
-        raise PromptSearchError(f"out={p}: cannot make its folder ({exc.strerror or exc}); choose a writable path") from None
+        raise PromptSearchError(
+            f"out={p}: cannot make its folder ({exc.strerror or exc}); choose a writable path") from None
     return p
 
 

@@ -55,7 +55,8 @@ class Racing:
     def check(self) -> "Racing":
         from ..errors import PromptSearchError
 
-        if not self.fractions or any(not 0 < f < 1 for f in self.fractions) or list(self.fractions) != sorted(set(self.fractions)):
+        if (not self.fractions or any(not 0 < f < 1 for f in self.fractions)
+                or list(self.fractions) != sorted(set(self.fractions))):
             raise PromptSearchError("racing rungs must be increasing fractions between 0 and 1, e.g. 0.125,0.25,0.5")
         if not 0 < self.keep <= 1:
             raise PromptSearchError("racing keep must be in (0, 1]")
@@ -146,7 +147,8 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState 
         # to be cached (a cached full-set score only spares a finalist's last encoding). ``known`` is
         # read only from races an earlier version recorded, so that they resume as they began.
         known = set(state.known)
-        contenders: list[str] = state.contenders if state.contenders is not None else [t for t in templates if t not in known]
+        contenders: list[str] = (state.contenders if state.contenders is not None
+                                 else [t for t in templates if t not in known])
         dropped = state.dropped
         vecs: dict[str, dict[bool, np.ndarray]] = {}  # template -> {denoise: vectors of the sentences encoded}
         have: dict[str, np.ndarray] = {}

@@ -50,7 +50,8 @@ READABLE = ("promptsearch.results/1", SCHEMA_ID)
 
 
 def schema() -> dict:
-    return json.loads(resources.files("promptsearch.search").joinpath("results.schema.json").read_text(encoding="utf-8"))
+    file = resources.files("promptsearch.search").joinpath("results.schema.json")
+    return json.loads(file.read_text(encoding="utf-8"))
 
 
 def _now() -> str:
@@ -192,7 +193,8 @@ class Results:
                     setattr(res, name, record.from_json(d[record.field]))
                 except TemplateError as exc:  # a key edited by hand into one that does not read
                     raise PromptSearchError(f"{path}: {record.field} names a key that does not read ({exc}); fix that "
-                                            "field, or pass another out= (or delete the file) to start a new run") from None
+                                            "field, or pass another out= (or delete the file) to start a new "
+                                            "run") from None
         for e in d.get("templates", []):
             entry = Entry.from_json(e)
             res.entries[entry.entry_key] = entry
@@ -380,7 +382,8 @@ class Results:
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
         compares with the results file ``compare``'s."""
-        parts = ([self.format_ranking(top)] if top else []) + verdict_lines(self) + ([self.format_stats()] if stats else [])
+        parts = (([self.format_ranking(top)] if top else []) + verdict_lines(self)
+                 + ([self.format_stats()] if stats else []))
         parts += [f"note: {n}" for n in self.trust_notes()]
         line = self.compare(Results.load(compare)) if compare else ""
         return "\n".join(parts + ([line] if line else []))
@@ -392,7 +395,8 @@ class Results:
             return ""
         diff = b.spearman - ob.spearman
         verdict = "is at least as good as" if diff >= 0 else f"falls short by {-diff:.2f} points of"
-        return f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best {ob.spearman:.2f} ({ob.key})"
+        return (f"\n{self.strategy} best {b.spearman:.2f} {verdict} the {other.strategy} best "
+                f"{ob.spearman:.2f} ({ob.key})")
 
 
 def verdict_lines(results: Results) -> list[str]:

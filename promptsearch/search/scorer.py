@@ -21,8 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-# noqa: F401 (data_fingerprint: importable from here as before)
-from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task
+# STSData: importable from here as before
+from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task  # noqa: F401
 from ..encoding import PromptEncoder
 from ..encoding.reps import normalized, rep_from_key
 from ..errors import DataError, PromptSearchError
@@ -253,7 +253,8 @@ class Scorer:
                                e.precision, f"st={e.pooled_signature()}"]
                               + ([f"batches={self._batching()}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
-        soft_id = hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12] if soft is not None else None
+        soft_id = (hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12]
+                   if soft is not None else None)
         return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise),
                            f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])

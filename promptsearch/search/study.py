@@ -156,7 +156,8 @@ def _parsed(url: str):
         parsed = make_url(storage_url(url))
         parsed.get_dialect()
     except ArgumentError as exc:  # not a URL, or a database SQLAlchemy knows no dialect for
-        raise PromptSearchError(f"storage={url} is not a database URL ({first_line(exc)}): give one, {STORAGE_EXAMPLES}") from None
+        raise PromptSearchError(
+            f"storage={url} is not a database URL ({first_line(exc)}): give one, {STORAGE_EXAMPLES}") from None
     except ImportError:  # the dialect's driver: open_storage names it
         pass
     return parsed
@@ -246,7 +247,8 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
         except ImportError as exc:
             driver = getattr(exc, "name", None) or "its database driver"
             hint = "pip install 'psycopg[binary]'" if url.startswith("postgresql") else f"install {driver}"
-            raise PromptSearchError(f"the storage {_shown(given)} needs {driver}, which is not installed: {hint}") from None
+            raise PromptSearchError(
+                f"the storage {_shown(given)} needs {driver}, which is not installed: {hint}") from None
         except (IntegrityError, ProgrammingError) as exc:  # another process created the tables or types first
             if attempt == attempts - 1 or not (isinstance(exc, IntegrityError) or _created_meanwhile(exc)):
                 raise
@@ -262,7 +264,8 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
                                         f"you can write, {STORAGE_EXAMPLES}") from None
             if attempt == attempts - 1:  # still locked by another process after every retry: not the file's fault
                 raise PromptSearchError(f"cannot open the storage {given}: {reason} after {attempts} tries; another "
-                                        "process holds it (wait for it and re-run, or use PostgreSQL for many workers)") from None
+                                        "process holds it (wait for it and re-run, or use PostgreSQL for many "
+                                        "workers)") from None
         except DatabaseError as exc:  # a file that is not a SQLite database
             raise PromptSearchError(f"cannot open the storage {_shown(given)}: "
                                     f"{first_line(getattr(exc, 'orig', None) or exc)}; give a new file or a study "

@@ -351,7 +351,8 @@ def estimate_line(step_seconds: float, steps: int, evals: int, eval_seconds: flo
     many = "s" if evals != 1 else ""
     evals_part = f" and {evals} dev evaluation{many} of {eval_seconds:.0f} s" if eval_seconds else \
         f" plus {evals} dev evaluation{many}" if evals else ""
-    return f"first step {step_seconds:.2g} s: about {_duration(rest)} for {steps} step{'' if steps == 1 else 's'}{evals_part}"
+    plural = '' if steps == 1 else 's'
+    return f"first step {step_seconds:.2g} s: about {_duration(rest)} for {steps} step{plural}{evals_part}"
 
 
 def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: str, info: dict) -> None:
