@@ -44,7 +44,8 @@ from .scorer import Score, Scored
 from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
 
 SCHEMA_ID = "promptsearch.results/2"
-_RECORDS = {"baseline": Verdict, "spread": Spread, "study": StudyRef, "pareto": ParetoFront, "generated": Generated}
+_RECORDS: dict[str, type[Verdict] | type[Spread] | type[StudyRef] | type[ParetoFront] | type[Generated]] = {
+    "baseline": Verdict, "spread": Spread, "study": StudyRef, "pareto": ParetoFront, "generated": Generated}
 _OWN_FIELDS = {"x_chosen", "x_races", "x_record", *(r.field for r in _RECORDS.values())}
 READABLE = ("promptsearch.results/1", SCHEMA_ID)
 
@@ -255,7 +256,7 @@ class Results:
     def answer_first(self) -> list[Entry]:
         """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
         r = self.ranked()
-        chosen = self.entries.get(self.chosen)
+        chosen = self.entries.get(self.chosen) if self.chosen is not None else None
         return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
 
     def choose(self, key: Representation) -> None:
@@ -276,7 +277,7 @@ class Results:
     @property
     def best(self) -> Entry | None:
         """The strategy's chosen template if it named one, else the highest-scoring."""
-        chosen = self.entries.get(self.chosen)
+        chosen = self.entries.get(self.chosen) if self.chosen is not None else None
         r = self.ranked()
         return chosen or (r[0] if r else None)
 
@@ -364,6 +365,7 @@ class Results:
             lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:{hw}.2f}"
                          + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
         if held:
+            assert self.validation is not None  # held-out tasks come from it
             which = (f"the best {self.validation['top']} by {self.dataset}" if self.validation.get("top")
                      else "the chosen representation and the best [MASK] template")
             lines.append(f"(held-out: {which}, scored on {', '.join(held)})")
@@ -409,10 +411,12 @@ def verdict_lines(results: Results) -> list[str]:
     if v.best == v.key:
         lines += [f"the model's own representation, {v.key.shown} ({v.spearman:.2f}), scored best: it is the answer"]
     elif v.kept:
+        assert v.best is not None  # a settled verdict names the search's best
         lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): the best, "
                  f"{v.best.shown}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:
+        assert v.best is not None  # a settled verdict names the search's best
         lines += [f"{v.best.shown} beats the model's own representation ({v.key.shown}, {v.spearman:.2f}) by "
                  f"{v.gain:+.2f} ± {v.se:.2f} on {obj}"]
     if s:
