@@ -17,13 +17,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
 # STSData: importable from here as before
 from ..data import DEV_SET, DataOptions, DevSets, STSData, data_fingerprint, load_task  # noqa: F401
-from ..encoding import PromptEncoder
+from ..encoding import PromptEncoder, PromptStates
 from ..encoding.reps import normalized, rep_from_key
 from ..errors import DataError, PromptSearchError
 from ..eval.objective import Objective
@@ -112,7 +112,9 @@ class Scorer:
         self.fingerprint = model_fingerprint(encoder.model)
         self.tokenizer_fingerprint = tokenizer_fingerprint(encoder.tokenizer)
         use_cache = cache is not False
-        self.cache_path = Path(cache) if cache not in (None, False, True) else default_cache_path()
+        # a path when it is none of None, False, True
+        self.cache_path = (Path(cast("str | os.PathLike", cache)) if cache not in (None, False, True)
+                           else default_cache_path())
         loaded = load_scores(self.cache_path) if use_cache else {}
         self.use_cache, self._cache = use_cache and loaded is not None, loaded or {}
         self.n_scored = 0  # templates actually encoded in this process
@@ -323,7 +325,7 @@ class Scorer:
         view, k = self._view(self.representation(template))
         dn = self.denoise if denoise is None else denoise
         out = {d: view._cache.get(view._cache_key(k.text, dn, d)) for d in self.datasets}
-        return None if any(v is None for v in out.values()) else out
+        return None if any(v is None for v in out.values()) else {d: v for d, v in out.items() if v is not None}
 
     def cached(self, template: str | Template | Representation, denoise: bool | None = None) -> float | None:
         """The cached objective of a single representation (every set's score cached), or None."""
@@ -539,14 +541,16 @@ class Scorer:
                                                                                                   step or len(ts))]
         for key, ts in work:  # with ``progress``, a few templates a call (a batch holds one template's rows either way)
             need = np.frombuffer(key, dtype=want.dtype)
-            at = {} if self.layer is None else {"layers": [self.layer]}
+            # ``layers`` passed only when a layer is asked for (a screening encoder may not take it)
+            at: dict[str, Any] = {} if self.layer is None else {"layers": [self.layer]}
             sts = enc.template_states([self.sentences[i] for i in need], ts, denoise=True in vecs[ts[0]],
                                       show_progress_bar=False, **at)
             finished += len(ts)
             if progress is not None:
                 progress(finished)
-            for t, st in zip(ts, sts):
-                st = st if self.layer is None else st[self.layer]
+            for t, got in zip(ts, sts):
+                st = got if self.layer is None or isinstance(got, PromptStates) else got[self.layer]
+                assert isinstance(st, PromptStates)  # one layer's states: ``layers`` asked for one at most
                 for dn in vecs[t]:
                     new = st.denoised if dn else st.raw
                     if vecs[t][dn] is None:
