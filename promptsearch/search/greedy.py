@@ -255,6 +255,7 @@ class Greedy(Strategy):
         """PromptEOL's choice of demonstration, automated: each one of the pool before the template, then
         pairs of the best four; the best is taken only above its noise. (score, template) after it."""
         scorer = runner.scorer
+        assert self.demos_pool is not None  # this step runs only with a pool
         pool = read_demos(self.demos_pool, "demos_pool")
         singles = {t: d for d in pool if _fits(scorer, t := demo_template(template, [d]))}
         scored, dropped = self._score_all(runner, [Given(t) for t in singles], "demos")
@@ -357,7 +358,7 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
         return (label or template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
     blank = ("",) * len(val)
-    head = results.objective if sets else TASK_NAMES.get(dataset, dataset)
+    head = results.objective if sets and results is not None else TASK_NAMES.get(dataset, dataset)
     rows = [("Template", head, *val)]
     rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r.stage == "relation"]

@@ -10,7 +10,7 @@ the full set is :meth:`Scorer.score`'s.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Iterator, cast
 
 import numpy as np
 
@@ -48,7 +48,12 @@ class Progressive:
         ts = list(dict.fromkeys(Template.parse(t).text for t in templates))
         sub = self.order[:pairs]
         self._encode(ts, sub)
-        return {t: self.scorer.evaluator.spearman(self.vecs[t][self.scorer.denoise], sub) for t in ts}
+        out = {}
+        for t in ts:
+            v = self.vecs[t][self.scorer.denoise]
+            assert v is not None  # encoded above
+            out[t] = self.scorer.evaluator.spearman(v, sub)
+        return out
 
     def drop(self, template: str | Template) -> None:
         """A template out of the race (pruned): its vectors freed, its time counted as scoring time."""
@@ -69,7 +74,8 @@ class Progressive:
         out = {}
         for t in ts:
             self.done.pop(t)
-            out[t] = sc.record(t, self.vecs.pop(t), self.seconds.pop(t))
+            # every variant filled: encoded over the whole order just above
+            out[t] = sc.record(t, cast("dict[bool, np.ndarray]", self.vecs.pop(t)), self.seconds.pop(t))
         return out
 
 

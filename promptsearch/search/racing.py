@@ -150,7 +150,7 @@ def race(scorer: Scorer, templates: list[str], racing: Racing, state: RaceState 
         contenders: list[str] = (state.contenders if state.contenders is not None
                                  else [t for t in templates if t not in known])
         dropped = state.dropped
-        vecs: dict[str, dict[bool, np.ndarray]] = {}  # template -> {denoise: vectors of the sentences encoded}
+        vecs: dict[str, dict[bool, np.ndarray | None]] = {}  # template -> {denoise: vectors of the sentences encoded}
         have: dict[str, np.ndarray] = {}
         for k, r in enumerate(rungs):
             if k < (state.rungs_done or 0) or len(contenders) <= racing.finalists:

@@ -168,6 +168,7 @@ class Runner:
         self.strategy.propose(self)
         settle(self)  # kept unless beaten beyond noise
         if validate_top != 0 and validate_on:
+            assert results.best is not None  # the model's own representation, at least, was scored
             if validate_top is None:  # what the answer is and what the best template would have been: no more
                 mask = results.best_mask()
                 extra = [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])

@@ -523,7 +523,8 @@ class Scorer:
     PROGRESS_CHUNK = 4  # templates a call when encode_pairs reports progress (a racing rung's bar moves within it)
 
     def encode_pairs(self, enc: PromptEncoder, templates: list[str], pairs: np.ndarray,
-                     vecs: dict[str, dict[bool, np.ndarray]], done: dict[str, np.ndarray], progress=None) -> int:
+                     vecs: dict[str, dict[bool, np.ndarray | None]], done: dict[str, np.ndarray],
+                     progress=None) -> int:
         """Encode with ``enc`` the sentences of ``pairs`` each template has not ``done`` yet into
         ``vecs[template]`` (raw at False, denoised at True: the variants it holds; a ``None`` value
         becomes an array over every sentence at the first call) — the templates that need the same
@@ -553,9 +554,10 @@ class Scorer:
                 assert isinstance(st, PromptStates)  # one layer's states: ``layers`` asked for one at most
                 for dn in vecs[t]:
                     new = st.denoised if dn else st.raw
-                    if vecs[t][dn] is None:
-                        vecs[t][dn] = np.zeros((len(self.sentences), new.shape[1]), np.float32)
-                    vecs[t][dn][need] = new
+                    into = vecs[t][dn]
+                    if into is None:
+                        into = vecs[t][dn] = np.zeros((len(self.sentences), new.shape[1]), np.float32)
+                    into[need] = new
                 done[t][need] = True
             count += len(need) * len(ts)
             self._count_work(enc.precision, len(need) * len(ts) / len(self.sentences))

@@ -23,8 +23,8 @@ class Strategy:
     come, so a run can be interrupted and resumed."""
 
     name: str = "strategy"
-    # points a candidate must gain over the model's own representation to replace it ("auto": its noise)
-    min_gain: float | str = "auto"
+    # points a candidate must gain over the model's own representation to replace it ("auto" or None: its noise)
+    min_gain: float | str | None = "auto"
 
     def settings(self) -> dict:
         """What the results file records of this run (a resumed run must match it)."""
