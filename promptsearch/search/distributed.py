@@ -112,12 +112,12 @@ class Worker:
         perm = np.random.default_rng(job.seed).permutation(sc.evaluator.n_pairs)
         mk = (job.key, job.layer, job.seed, job.rungs)
         vecs, have = self.memo.pop(mk, ({job.key: {sc.denoise: None}}, np.zeros(len(sc.sentences), bool)))
-        sims, encoded = rung_similarities(sc, sc.screening_encoder, [job.key], perm, list(job.rungs)[: job.k + 1], vecs,
-                                          {job.key: have})
+        rung_sims, encoded = rung_similarities(sc, sc.screening_encoder, [job.key], perm,
+                                               list(job.rungs)[: job.k + 1], vecs, {job.key: have})
         self.memo[mk] = (vecs, have)
         while len(self.memo) > self.keep:
             self.memo.pop(next(iter(self.memo)))
-        return {"sims": _pack(sims[job.key]), "encoded": encoded, "seconds": time.perf_counter() - t0}
+        return {"sims": _pack(rung_sims[job.key]), "encoded": encoded, "seconds": time.perf_counter() - t0}
 
 
 def retrying(fn, patience: float, what: str = "the storage"):
@@ -126,7 +126,7 @@ def retrying(fn, patience: float, what: str = "the storage"):
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    def lost(exc: BaseException) -> BaseException | None:
+    def lost(exc: BaseException | None) -> BaseException | None:
         """The connection failure behind ``exc`` (Optuna wraps SQLAlchemy's errors), or None."""
         while exc is not None:
             if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
@@ -275,8 +275,9 @@ class WorkQueue:
         return self.worker is not None and claim_and_do(self.study, self.storage, self.worker, set(want) - set(results),
                                                         self.grace)
 
-    def _known(self) -> set[str]:
-        """Job ids already in the study, waiting, running or done (a resumed search reuses them)."""
+    def _known(self) -> set[str | None]:
+        """Job ids already in the study, waiting, running or done (a resumed search reuses them; None: a trial
+        with no job id)."""
         return {t.user_attrs.get("job_id") for t in self.study.get_trials(deepcopy=False)
                 if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)}
 
@@ -359,7 +360,7 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     storage = existing_storage(url, grace=grace)  # not a database URL, a server not reached: refused at once
     if storage is None:  # a SQLite file the search has not made yet: its folder checked, the file left to the search
         check_storage(url, grace=grace)
-    study = storage and find_study(storage, name)
+    study = find_study(storage, name) if storage else None
     while study is None:
         if time.monotonic() - start > wait:
             if name is None:
@@ -370,7 +371,7 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
                                     "study_name= the search printed, or none for the newest open one")
         time.sleep(1)
         storage = storage or existing_storage(url, grace=grace)
-        study = storage and find_study(storage, name)
+        study = find_study(storage, name) if storage else None
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
