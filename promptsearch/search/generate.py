@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -57,13 +58,16 @@ class T5Generator:
         try:
             with _quiet_transformers():
                 self.tokenizer = AutoTokenizer.from_pretrained(model_name)
-                self.model = T5ForConditionalGeneration.from_pretrained(model_name)
+                # Any: transformers' own annotations do not check here (``to`` typed as a wrapped function,
+                # ``generate`` with a self type T5 does not match, its return a union of output classes)
+                self.model: Any = T5ForConditionalGeneration.from_pretrained(model_name)
         except (OSError, ValueError) as exc:
             first = first_line(exc)
             raise ModelError(f"cannot load T5 model {model_name!r} ({first}); pass model_t5= with a local path or "
                              "a reachable HF id, or use generator=mlm offline") from None
         self.device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self.model.to(self.device).eval()
+        # transformers types ``to`` as a wrapped function whose first argument is the model itself
+        self.model.to(self.device).eval()  # type: ignore[arg-type]
         self.num_beams = num_beams
         self.max_new_tokens = max_new_tokens
 
@@ -204,6 +208,7 @@ class GenerateSearch(Strategy):
         rng = random.Random(self.seed)
         rng.shuffle(pairs)
         show = self.show_progress_bar
+        gen: T5Generator | MLMGenerator
         if self.generator == "t5":
             gen = T5Generator(self.model_t5, device=scorer.encoder.device, num_beams=self.num_beams)
         else:

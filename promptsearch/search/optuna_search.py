@@ -213,6 +213,7 @@ class OptunaSearch(Strategy):
 
     def summary(self) -> str:
         """The study's trial counts and this run's throughput (and a multi-objective study's Pareto front)."""
+        assert self.study is not None  # summed up after a run opened it
         out = format_study_summary(self.study, self.done_before, time.time() - self.started)
         if self.pareto:
             front = sorted(self.study.best_trials, key=lambda t: -sum(t.values))
@@ -231,6 +232,8 @@ class OptunaSearch(Strategy):
         layers = scorer.layer_list(self.layers)
         n = len(scorer.gold)
         study = self.study = self.open_study(n, len(scorer.datasets))
+        opened = self.opened
+        assert opened is not None  # open_study opened it
         self.done_before, self.started = finished_trials(study), time.time()
         study.set_user_attr("numbers", self.study_numbers(scorer))  # checked when the study is resumed (check_study)
         study.set_user_attr("model", results.model)
@@ -257,7 +260,7 @@ class OptunaSearch(Strategy):
                     told.add(trial.number)
                     bar.update(1)
 
-                with interrupts.objective(), Heartbeats(self.opened, study, trials):
+                with interrupts.objective(), Heartbeats(opened, study, trials):
                     try:
                         self._score_batch(trials, runner, interrupts, tell)
                     except BaseException:
@@ -347,10 +350,10 @@ class OptunaSearch(Strategy):
         new: dict[Representation, Entry] = {}
         for t in trials:
             tmpl = t.user_attrs.get("template")
-            key = tmpl and _trial_key(t, scorer)
-            if t.state == TrialState.COMPLETE and tmpl and key not in results.entries and key not in new:
+            key = _trial_key(t, scorer) if tmpl else None
+            if t.state == TrialState.COMPLETE and key is not None and key not in results.entries and key not in new:
                 new[key] = _entry(t, scorer)
-        runner.keep(new.values())
+        runner.keep(list(new.values()))
         pareto = None
         if self.pareto:  # the non-dominated trials' templates, best objective first
             front = {_trial_key(t, scorer) for t in study.best_trials if "template" in t.user_attrs}
@@ -368,7 +371,10 @@ class OptunaSearch(Strategy):
             pareto = ParetoFront([e.entry_key for e in results.ranked() if e.entry_key in front])
         study_ref = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
                              pruned=sum(t.state == TrialState.PRUNED for t in trials))
-        runner.keep(study=study_ref, **({"pareto": pareto} if self.pareto else {}))
+        if self.pareto:
+            runner.keep(study=study_ref, pareto=pareto)
+        else:
+            runner.keep(study=study_ref)
 
 
 def _trial_key(t, scorer: Scorer) -> Representation:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..errors import PromptSearchError
 from ..representation import Representation
@@ -62,6 +63,7 @@ def _path_steps(path: list[PathStep],
                        else " (the best so far: stays)" if r.template == r.lead else " (not taken)")
             steps.append((f"read-out {r.template[:28]}{verdict}", r, r.entry_key))
         elif st == "ensemble" and r.taken:
+            assert r.members is not None  # an ensemble step names its members
             steps.append((f"+{len(r.members) - 1} template", r, r.entry_key))
     return steps
 
@@ -92,7 +94,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else res.dataset
     ax.errorbar(xs, [r.spearman for _, r, _ in steps], yerr=[r.score_se or 0.0 for _, r, _ in steps],
                 marker="o", capsize=4, lw=2, label=f"{objective} ± bootstrap s.e.")
-    lines = {}
+    lines: dict[str, dict[int, float]] = {}  # a set's name -> {step: score}
     for i, (_, _, key) in enumerate(steps):
         e = res.entries.get(key)
         for name, v in {**((e.sets or {}) if e else {}), **((e.validation or {}) if e else {})}.items():
@@ -135,6 +137,7 @@ def plot_optuna(res: Results, out: Path) -> list[Path]:
 
     from .optuna_search import open_storage
 
+    assert res.study is not None  # an Optuna run's results name their study
     try:
         study = optuna.load_study(study_name=res.study.study_name, storage=open_storage(res.study.storage))
     except optuna.exceptions.OptunaError as exc:
@@ -155,7 +158,7 @@ def plot_optuna(res: Results, out: Path) -> list[Path]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optuna's matplotlib plots are marked experimental
         for i, (what, draw) in enumerate(pictures):
-            ax = draw()
+            ax: Any = draw()  # an Axes, or an array of them (one per parameter or set)
             fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
             fig.set_size_inches(7, 4.5)
             fig.tight_layout()
@@ -190,7 +193,7 @@ def plot_scores(res: Results, out: Path) -> list[Path]:
 
 def _own(res: Results):
     """The entry of the model's own representation, when the search scored it."""
-    return res.entries.get(res.own_key)
+    return res.entries.get(res.own_key) if res.own_key is not None else None
 
 
 def plot_results(path, out=None) -> list[Path]:

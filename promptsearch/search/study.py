@@ -306,7 +306,8 @@ class Heartbeats:
         if self.ids is None:
             self.ids = trial_ids(self.storage, self.study, self.trials)
         for trial_id in self.ids:
-            self.storage.record_heartbeat(trial_id)
+            # a storage with a heartbeat interval records heartbeats (Optuna's BaseHeartbeat, not a public name)
+            self.storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]
 
     def _beat(self) -> None:
         while True:
