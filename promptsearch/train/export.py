@@ -286,6 +286,7 @@ def export_target(results=None, template: str | None = None, model: str | None =
 
     say = say or note
     if results is None:
+        assert template is not None  # the caller gives results or a template
         return model or DEFAULT_MODEL, Representation.parse(template), max_length
     if results.best is None:
         raise PromptSearchError(f"{results.path} holds no scored representation yet")

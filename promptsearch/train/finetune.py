@@ -117,6 +117,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     out = Path(out_dir)
     # identical views with no dropout would train nothing: refused before anything is written
     views = views_note(enc, cfg)
+    assert cfg.lr is not None and cfg.batch_size is not None and cfg.eval_steps is not None  # set by __post_init__
     set_seed(cfg.seed)
     prompt = enc.prompt.to(acc.device)
     for p in prompt.encoder.parameters():
@@ -138,6 +139,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     wrapped, opt = acc.prepare(prompt, opt)
     saved = ck and ck.resume(FinetuneState, templates=cfg.templates, mode=cfg.mode, layer=cfg.layer)
     if saved:
+        assert ck is not None  # what was saved came from it
         acc.unwrap_model(wrapped).encoder.load_state_dict(saved.model)
         opt.load_state_dict(saved.optimizer)
         sched.load_state_dict(saved.scheduler)
@@ -149,6 +151,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         t_start = time.time() - t0
         t_start = t_start if t_start > 0.5 else None  # below that it came from the score cache: no measure of a pass
         cfg.history.append({"step": 0, "dev": round(start_score, 4)})
+    assert start_score is not None and best is not None  # computed just above, or the checkpoint's
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         mark_unfinished(out)
@@ -162,7 +165,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
                          start_score, settings)
     trainee.estimate = (total - start, total // cfg.eval_steps - start // cfg.eval_steps + (total % cfg.eval_steps > 0),
                         t_start)
-    progress = Progress(start, best, cfg.history, ck.trainee.get(PENDING) if saved else None)
+    progress = Progress(start, best, cfg.history, ck.trainee.get(PENDING) if saved and ck is not None else None)
     secs, evaluating = train_loop(trainee, data, cfg.schedule(total), ckpt, progress, run.data.show_progress_bar)
     best = progress.best
     wrapped.eval()
@@ -202,7 +205,9 @@ class _Finetunee(Trainee):
         """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder;
         ``settings``: what changes the numbers (:func:`run_settings`), kept in the checkpoint."""
         self.enc, self.cfg, self.acc, self.dev, self.save, self.start_score = enc, cfg, acc, dev, save, start_score
-        self.settings, self.estimate = settings, None
+        self.settings = settings
+        # (steps, evaluations, seconds of the start's dev evaluation or None), set once the run is planned
+        self.estimate: tuple[int, int, float | None] | None = None
         self.wrapped, self.opt, self.sched = parts
         self.local_bs = max(cfg.batch_size // acc.num_processes, 1)
         self.desc, self.is_main = f"finetune ({cfg.mode})", acc.is_main_process
@@ -337,6 +342,7 @@ def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str)
     """How long the run is, said before it starts."""
     from ..data import TASK_NAMES
 
+    assert cfg.batch_size is not None  # set by __post_init__
     epochs = total * cfg.batch_size / max(n, 1)
     e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
     return (f"{total} step{'' if total == 1 else 's'} of {cfg.batch_size} sentences ({e} "
@@ -458,15 +464,18 @@ def choose_training(mode: str, templates=(), results: SearchResults | None = Non
     own = bool(templates or template_dir)
     if best is not None and best.members and any(m.readout for m in best.members) and readout is None and not own:
         # a mixed or pooled ensemble: no one read-out trains it, and its best [MASK] template is not what was chosen
+        assert results is not None  # best is its answer
         raise PromptSearchError(f"{results.path}'s answer {quote(best.key)} is an ensemble with a pooled member; "
                                 "finetune trains one representation, not an ensemble: pass readout=mask to train the "
                                 "file's best [MASK] template(s), or template=T (with readout=) for one of its members")
     if best is not None and best.readout and not best.members and readout is None and not own:
         # the search's answer is a pooled read-out (the model's own, say): train that, its prompt as both views' context
+        assert results is not None  # best is its answer
         say(f"fine-tuning {best.key}, {results.path}'s answer ({best.spearman:.2f} on its dev set)")
         return TrainingChoice([best.template] * (2 if mode == "unsup" else 1), None, None, best.readout)
     chosen, soft, layer = choose_templates(mode, templates, results, template_dir)
     if best is not None and best.readout and not trained:
+        assert results is not None  # best is its answer
         say(f"note: {results.path}'s answer is {best.key} ({best.spearman:.2f}); with readout=mask (or given "
             f"templates) finetune trains [MASK] read-outs of its best [MASK] template(s), and the result may stay "
             f"below that answer: compare its dev score with {best.spearman:.2f}")

@@ -56,7 +56,8 @@ def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], Pr
         return format_table([(labels[0], scores(before())), (labels[1], scores(after(outs[0])))], tasks, markdown=True)
     start = scores(before())
     runs = [scores(after(o)) for o in outs]
-    rows = [(labels[0], [start])] + [(f"{labels[1]}, seed {s}", [res]) for s, res in zip(seeds, runs)]
+    rows: list[tuple[str, Sequence[dict[str, dict]]]] = [(labels[0], [start])]
+    rows += [(f"{labels[1]}, seed {s}", [res]) for s, res in zip(seeds, runs)]
     rows.append((f"{labels[1]}, mean ± std over {len(seeds)} seeds", runs))
     ms = mean_std(runs, tasks)
     atomic_write(Path(out) / SEEDS_FILE, json.dumps({
