@@ -1,6 +1,7 @@
 """User-facing errors: the CLI prints ``str(err)`` on one line and exits non-zero."""
 
 import sys
+from typing import Callable
 
 
 class PromptSearchError(Exception):
@@ -27,7 +28,7 @@ def first_line(exc: BaseException, limit: int | None = None) -> str:
 
 
 # How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.
-wording = None
+wording: Callable[[str], str] | None = None
 
 
 def note(message: str) -> None:

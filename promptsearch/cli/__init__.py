@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             module, name = args.func.split(":")
             return int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)
         except PromptSearchError as exc:
+            assert args is not None  # the library's errors come from a command, after its arguments are read
             print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up

@@ -41,7 +41,7 @@ def cmd_eval(args) -> int:
         rep = None  # no template, no pooling: the model's own representation, as sentence-transformers computes it
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     own = rep is None
-    rep = enc.resolve(enc.own_rep() if own else rep)  # a Ditto head checked against the model before any pass
+    rep = enc.resolve(enc.own_rep() if rep is None else rep)  # a Ditto head checked against the model before any pass
     t0 = time.time()
     res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
     aniso = anisotropy(enc, [rep])[rep] if args.anisotropy else None

@@ -9,7 +9,7 @@ import optuna
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
-from ..representation import readout_key
+from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
@@ -96,6 +96,7 @@ def cmd_greedy(args) -> int:
                    readout_steps=args.readout_steps,
                    racing=None if args.no_racing else Racing.parse(args.race_rungs, args.finalists))
     res = _run(args, strat, lambda sets: load_vocabulary(args.vocabulary))
+    assert res.best is not None  # the model's own representation, at least, was scored
     print(f"{format_path(strat.path, res)}\n\nchosen: {res.best.key}   {res.best.spearman:.2f}\n{res.summary()}"
           f"{next_steps(res, args)}")
     return 0
@@ -107,6 +108,7 @@ def cmd_score(args) -> int:
     enc = (o.encoder(args, args.template_dir, settings={"bf16": bf16}, pinned=pinned)
            if args.template_dir and not (args.templates or args.file) else None)
     folder, denoise = (enc and enc.folder_key(args.readout, args.demos, args.denoise)) or (None, None)
+    keys: list[Representation | str]
     if folder is not None:  # the folder's own representation, as eval reads it
         keys = [folder]
     else:

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -129,7 +129,8 @@ class PromptEncoder:
         self._biased_ids: frozenset[int] | None = None
         self._pooled_signature: str | None = None
         self._progress_what: str | None = None  # the task its progress bars name (progress_named)
-        self.on_first_pass = None  # called once, before the first forward pass (the CLI's precision line)
+        # called once, before the first forward pass (the CLI's precision line)
+        self.on_first_pass: Callable[[], None] | None = None
         lead, trail = self.prompt._specials()
         self._special_ids = set(lead) | set(trail) | set(getattr(self.tokenizer, "all_special_ids", []))
 

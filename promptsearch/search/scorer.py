@@ -84,7 +84,7 @@ class Scorer:
     (racing, pruning rungs) :meth:`at_layer`, :meth:`encode_pairs`, :meth:`record` and :meth:`count_time`;
     for distributed work :meth:`distribute`, :meth:`measure`, :meth:`record_measured` and :meth:`remote_rung`."""
 
-    def __init__(self, encoder: PromptEncoder, dataset: str = DEV_SET, denoise: bool = True,
+    def __init__(self, encoder: PromptEncoder, dataset: str | DevSets = DEV_SET, denoise: bool = True,
                  data: DataOptions = DataOptions(), cache: str | os.PathLike | bool | None = None,
                  screening: str = "auto", objective: str = "mean"):
         """``data``: where the sets are read from and in which columns; ``cache``: the score cache file
