@@ -9,7 +9,6 @@ import tempfile
 
 import pytest
 import torch
-
 from conftest import DATA, REPO, run_child
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

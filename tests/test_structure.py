@@ -95,9 +95,9 @@ def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_d
     from promptsearch import rep
     from promptsearch.cli import main
     from promptsearch.data import load_task
+    from promptsearch.errors import PromptSearchError
     from promptsearch.eval.objective import Objective
     from promptsearch.eval.sts import STSEvaluator
-    from promptsearch.errors import PromptSearchError
 
     with pytest.raises(PromptSearchError, match=r"^objective='max'.*mean or min"):
         Objective({"sts16": STSEvaluator(load_task("sts16"))}, "max")

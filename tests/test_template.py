@@ -1,7 +1,7 @@
 import pytest
+from conftest import PAPER_T, ROBERTA_T
 
 from promptsearch import Template, TemplateError
-from conftest import PAPER_T, ROBERTA_T
 
 
 @pytest.mark.parametrize("bad, why", [

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import DATA, PAPER_T, cli, make_encoder, run_cli, spawn
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T, cli, make_encoder, run_cli, spawn
 
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."
 

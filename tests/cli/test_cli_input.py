@@ -9,9 +9,9 @@ import signal
 import time
 
 import pytest
+from conftest import REPO, write_vocab
 
 from promptsearch.cli import main
-from conftest import REPO, write_vocab
 
 T2 = "[X] means [MASK] ."
 

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import PAPER_T, run_cli
 
 from promptsearch.cli import main
-from conftest import PAPER_T, run_cli
 
 
 def run(argv, capsys):

@@ -3,8 +3,8 @@
 import pytest
 
 from promptsearch.data import TASKS, expand_tasks, load_corpus, load_task, read_sts_year
-from promptsearch.paths import data_dirs
 from promptsearch.errors import DataError
+from promptsearch.paths import data_dirs
 
 EXPECTED = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927, "stsb-dev": 1500}
 

@@ -5,12 +5,12 @@ import json
 
 import datasets
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.data import DataOptions, load_task
 from promptsearch.encoding import rep
 from promptsearch.eval import evaluate_reps
-from conftest import PAPER_T, make_encoder
 
 
 def _stsb_dev_rows():

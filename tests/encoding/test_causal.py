@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import CAUSAL_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.library import with_demos
-from conftest import CAUSAL_T, make_encoder
 
 KINDS = ["tiny_gpt2_dir", "tiny_opt_dir", "tiny_llama_dir"]
 SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]

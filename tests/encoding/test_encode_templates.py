@@ -4,11 +4,11 @@ batches, one copy back — and every template's vectors the ones ``encode`` give
 import numpy as np
 import pytest
 import torch
+from conftest import CAUSAL_T, PRECISIONS, make_encoder
 
 from promptsearch import rep
 from promptsearch.encoding.batching import budget_batches
 from promptsearch.search import Scorer
-from conftest import CAUSAL_T, PRECISIONS, make_encoder
 
 SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion",
          "a man is playing a guitar .", "the children are playing football on a large green field near the school ."]

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
 from promptsearch import PromptSearchError, rep
 from promptsearch.model.loading import load_model
-from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .", "a man is playing a guitar ."]
 
@@ -149,6 +149,7 @@ def test_loading_paths(tiny_bert_dir, tiny_bert_encoder_only_dir, tiny_distilber
 
 def test_default_model_weights_are_the_bundled_minilm(default_enc):
     from transformers import AutoModel
+
     from promptsearch.model.loading import default_model_path
     ref = AutoModel.from_pretrained(default_model_path())
     for (n, p), (_, q) in zip(ref.named_parameters(), default_enc.encoder.named_parameters()):

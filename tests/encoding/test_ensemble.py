@@ -5,11 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch import PromptSearchError
 from promptsearch.encoding import Ensemble, MaskState
 from promptsearch.representation import Representation
-from conftest import PAPER_T, make_encoder
 
 SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
 OTHER = "[X] is about [MASK] ."
@@ -41,10 +41,11 @@ def test_eval_with_several_templates_scores_their_ensemble(tiny_bert_dir, capsys
 
 
 def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
-    from promptsearch.cli import main
-    from promptsearch.eval import evaluate_reps
-    from promptsearch.encoding.reps import rep_from_key
     from conftest import write_vocab as _vocab
+
+    from promptsearch.cli import main
+    from promptsearch.encoding.reps import rep_from_key
+    from promptsearch.eval import evaluate_reps
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),

@@ -17,12 +17,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import _sentences, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.encoding.reps import PromptPool
 from promptsearch.representation import Representation, pooling_of
 from promptsearch.search import Scorer
-from conftest import _sentences, make_encoder
 
 FAMILIES = {"bert": "tiny_bert_dir", "roberta": "tiny_roberta_dir", "gpt2": "tiny_gpt2_dir", "xlmr": "tiny_xlmr_dir",
             "t5": "tiny_t5_encoder_dir", "deberta": "tiny_deberta_dir"}

@@ -4,11 +4,11 @@ at [MASK] (or a causal LM's last template token), raw and denoised, every layer 
 import numpy as np
 import pytest
 import torch
+from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
 
-from promptsearch.train.loop import TrainRun
 from promptsearch import PromptSearchError, rep
 from promptsearch.encoding import MaskState
-from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
+from promptsearch.train.loop import TrainRun
 
 SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
 
@@ -85,10 +85,11 @@ def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
 def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_path):
     import json
 
+    from conftest import write_vocab as _vocab
+
     from promptsearch.cli import main
     from promptsearch.encoding import rep
     from promptsearch.eval import evaluate_reps
-    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path), "--max-steps", "1",

@@ -10,13 +10,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, make_encoder, run_child
 
 from promptsearch.cli import main
 from promptsearch.data import load_task
-from promptsearch.eval import STSEvaluator
 from promptsearch.encoding.reps import Mean, PromptPool
+from promptsearch.eval import STSEvaluator
 from promptsearch.representation import OWN
-from conftest import PAPER_T, make_encoder, run_child
 
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
 
@@ -141,6 +141,7 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
         warnings.simplefilter("ignore")
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
         from promptsearch.data import load_task
 
         a, b, y = load_task("stsb-dev").subsets["dev"]
@@ -283,9 +284,10 @@ def test_finetune_reuses_the_scores_it_has(tiny_bert_dir, tmp_path, capsys, monk
 
 
 def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
+    from conftest import write_vocab as _vocab
+
     from promptsearch.encoding.reps import rep_from_key
     from promptsearch.eval import evaluate_reps
-    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),

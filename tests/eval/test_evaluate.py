@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
+from conftest import DATA, PAPER_T, PRECISIONS, make_encoder, vec_tol
 from scipy.stats import spearmanr
 
 from promptsearch.data import STSData, load_task
 from promptsearch.encoding import rep as Rep
 from promptsearch.eval import STSEvaluator, anisotropy, evaluate_reps, format_table, score_task
-from conftest import DATA, PAPER_T, PRECISIONS, make_encoder, vec_tol
 
 
 def test_all_is_spearman_over_concatenated_subsets_not_the_mean():

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from promptsearch.data import expand_tasks, load_task
-from promptsearch.eval.objective import Objective, combine
+from promptsearch.eval.objective import Objective, combine, grouped_spearman
 from promptsearch.eval.sts import STSEvaluator
 from promptsearch.search import Scorer
-from promptsearch.eval.objective import grouped_spearman
 from promptsearch.search.racing import Racing
 
 T = 'This sentence : "[X]" means [MASK] .'
@@ -128,10 +127,11 @@ def test_gain_is_the_objectives_difference_with_a_paired_bootstrap_error():
 
 
 def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
+    from conftest import write_vocab as _vocab
+
     from promptsearch.search import run_strategy
     from promptsearch.search.greedy import Greedy
     from tests.conftest import make_encoder
-    from conftest import write_vocab as _vocab
 
     enc = make_encoder(tiny_bert_dir, bf16=False)
     paths = {}

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, ROBERTA_T, make_encoder
 
 from promptsearch import rep
 from promptsearch.cli import main
 from promptsearch.eval.predict import mask_logits, predict, topk_static
-from conftest import PAPER_T, ROBERTA_T, make_encoder
 
 
 @pytest.mark.parametrize("fixture, template", [("tiny_bert_dir", PAPER_T), ("tiny_roberta_dir", ROBERTA_T),

@@ -5,10 +5,10 @@ tiny random BERT and RoBERTa, in float32."""
 import numpy as np
 import pytest
 import torch
+from conftest import make_encoder
 
 from promptsearch import Template
 from promptsearch.library import paper_templates
-from conftest import make_encoder
 
 # The reference's own template syntax (run.sh) and the same template in promptsearch's.
 REF_BERT = ['*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*', '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*']

@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from conftest import CAUSAL_T
 
 from promptsearch.cli import main
 from promptsearch.library import demo_template, read_demos
-from conftest import CAUSAL_T
 
 POOL = "a man plays a guitar .\tmusic\nthe cat sleeps on the mat .\tcat\n# a comment\na woman is slicing an onion .\tcooking\n"
 
@@ -23,10 +23,11 @@ def test_a_demonstration_is_the_filled_template_with_its_word(tmp_path):
 
 @pytest.mark.parametrize("kind, vocabulary", [("tiny_bert_dir", None), ("tiny_gpt2_dir", "greedy-causal")])
 def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabulary, request, tmp_path):
-    from promptsearch.encoding import rep
-    from promptsearch.eval import evaluate_reps
     from conftest import make_encoder
     from conftest import write_vocab as _vocab
+
+    from promptsearch.encoding import rep
+    from promptsearch.eval import evaluate_reps
 
     d = str(request.getfixturevalue(kind))
     pool = tmp_path / "pool.tsv"

@@ -7,8 +7,8 @@ import sys
 
 import optuna
 import pytest
-
 from conftest import ONE_THREAD, run_child, spawn
+
 from promptsearch.search import Scorer, run_strategy
 from promptsearch.search.optuna_search import OptunaSearch
 
@@ -154,9 +154,9 @@ def _counting(encoder, calls):
 def test_progressive_rungs_score_several_templates_in_one_call_as_if_alone(tiny_bert_dir, tmp_path):
     """A rung of several templates is one encoding call, and each template's rung scores and full score
     are exactly those it gets scored alone (a batch holds one template's rows)."""
-    from promptsearch.search.progressive import Progressive, score_progressive
-
     from conftest import make_encoder
+
+    from promptsearch.search.progressive import Progressive, score_progressive
 
     templates = ['This sentence : "[X]" means [MASK] .', "[X] is [MASK] .", "This [X] says [MASK] ."]
     calls: list = []

@@ -7,9 +7,9 @@ import json
 
 import optuna
 import pytest
+from conftest import stsb_dev_csv as _pairs_csv
 from optuna.trial import TrialState
 
-from conftest import stsb_dev_csv as _pairs_csv
 from promptsearch.cli import main
 
 GRAMMAR = {"format": "{prefix} [X] {relation} [MASK] .", "slots": {"prefix": ["", "This :", "So"], "relation": ["means", "is"]}}

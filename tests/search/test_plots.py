@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import PAPER_T
 
 from promptsearch.cli import main
-from conftest import PAPER_T
 
 
 @pytest.fixture(scope="module")

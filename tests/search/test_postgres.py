@@ -10,8 +10,8 @@ import time
 
 import optuna
 import pytest
-
 from conftest import ONE_THREAD, cli, run_cli, spawn
+
 from promptsearch.cli import main
 from promptsearch.search.study import storage_url
 
@@ -178,14 +178,14 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
     scores and similarities are the search's own. (It took the [MASK] inputs' limit, 64, for a --max-length
     and refused every such study: "this worker's pooled differ".) A worker given --max-length 64 would cut
     pooled inputs at 64, not 32 (other numbers: STS-B has longer sentences): it is still refused."""
+    from conftest import make_encoder, stsb_dev_csv
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from conftest import make_encoder, stsb_dev_csv
     from promptsearch.representation import pooled_ways
     from promptsearch.search import Scorer
-    from promptsearch.search.distributed import Job, WorkQueue, Worker
+    from promptsearch.search.distributed import Job, Worker, WorkQueue
 
     folder = tmp_path / "st"
     tr = Transformer(str(tiny_bert_encoder_only_dir), max_seq_length=32)

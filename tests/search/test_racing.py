@@ -5,15 +5,15 @@ import json
 import jsonschema
 import numpy as np
 import pytest
+from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder, write_vocab
 
 from promptsearch.cli import main
 from promptsearch.encoding.encoder import PromptStates
-from promptsearch.search import Results, Scorer, Score, run_strategy
+from promptsearch.search import Results, Score, Scorer, run_strategy
 from promptsearch.search.greedy import Greedy
 from promptsearch.search.progressive import score_progressive
 from promptsearch.search.racing import Racing, race
 from promptsearch.search.results import SCHEMA_ID, load, schema
-from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs
 

@@ -3,14 +3,15 @@ symlinked or read-only ``--out``, and tracebacks — each gives the right number
 exit 2, and leaves every file as it was."""
 
 import json
-import re
 import os
+import re
 import stat
 
 import pytest
+from conftest import DATA, PAPER_T
+from conftest import stsb_dev_csv as _pairs_csv
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T, stsb_dev_csv as _pairs_csv
 
 T2 = "[X] means [MASK] ."
 

@@ -8,9 +8,9 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch import PromptSearchError
-from conftest import PAPER_T, make_encoder
 
 
 def _pairs_csv(path, n=40, same=False, title=False):
@@ -64,8 +64,9 @@ def test_the_last_layer_is_the_template_itself(bert_enc):
 
 
 def test_greedy_over_all_layers_holds_each_representation_once(tiny_bert_dir, tmp_path):
-    from promptsearch.cli import main
     from conftest import write_vocab
+
+    from promptsearch.cli import main
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", write_vocab(tmp_path),

@@ -4,16 +4,16 @@ import json
 
 import jsonschema
 import pytest
+from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 from promptsearch.errors import PromptSearchError
+from promptsearch.representation import Representation
 from promptsearch.search import Results, Scorer, run_strategy
 from promptsearch.search.grammar import Grammar
-from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
+from promptsearch.search.progressive import score_progressive
 from promptsearch.search.results import load, schema
 from promptsearch.search.scorer import Score
-from promptsearch.representation import Representation
-from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
 

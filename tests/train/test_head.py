@@ -4,15 +4,29 @@ import json
 
 import pytest
 import torch
+from conftest import PAPER_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.errors import ModelError
-from promptsearch.train.head import (HeadConfig, HeadData, HeadTrainSettings, Masking, MaskHead, MaskedStates, collect_states, head_accuracy,
-                               load_head, run_train_head, save_head, shipped_head_path, split_heldout, train_head,
-                               unigram_accuracy)
-from promptsearch.model.loading import load_model
 from promptsearch.eval.predict import mask_logits, predict
-from conftest import PAPER_T, make_encoder
+from promptsearch.model.loading import load_model
+from promptsearch.train.head import (
+    HeadConfig,
+    HeadData,
+    HeadTrainSettings,
+    MaskedStates,
+    MaskHead,
+    Masking,
+    collect_states,
+    head_accuracy,
+    load_head,
+    run_train_head,
+    save_head,
+    shipped_head_path,
+    split_heldout,
+    train_head,
+    unigram_accuracy,
+)
 
 
 def _synthetic(vocab=50, hidden=16, n=3000, seed=0):

@@ -5,13 +5,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
-from promptsearch.train.loop import TrainRun
 from promptsearch import PromptEncoder
 from promptsearch.train.finetune import FinetuneConfig, finetune
-from promptsearch.train.step import loss as step_loss, micro_batches, train_step, views
+from promptsearch.train.loop import TrainRun
 from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
-from conftest import CLI_DEVICE, PAPER_T, make_encoder
+from promptsearch.train.step import loss as step_loss
+from promptsearch.train.step import micro_batches, train_step, views
 
 T2 = 'This sentence of "[X]" means [MASK] .'
 
@@ -339,8 +340,8 @@ def _sentences_for_ft():
 
 def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
     """It went on with the old run's start, best and history (a start of another set reported as this one's)."""
-    from promptsearch.errors import PromptSearchError
     import promptsearch.train.finetune as ft
+    from promptsearch.errors import PromptSearchError
 
     out = tmp_path / "ft"
     _ft(tiny_bert_dir, out, 2, keep_checkpoint=True)
@@ -372,8 +373,9 @@ def test_finetune_resumes_its_dev_file_by_any_spelling_and_a_refused_start_leave
                                                                                              monkeypatch, capsys):
     """A dev set is a file, however it is spelled (./dev.csv, dev.csv, its absolute path): the same run resumes. A
     start the scorer refuses (60 pairs of a sentence and itself: no spread to rank) leaves no --out behind."""
-    from promptsearch.cli import main
     from conftest import stsb_dev_csv
+
+    from promptsearch.cli import main
 
     monkeypatch.chdir(tmp_path)
     stsb_dev_csv(tmp_path / "dev.csv", 0, 60)
