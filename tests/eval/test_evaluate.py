@@ -16,7 +16,10 @@ def test_all_is_spearman_over_concatenated_subsets_not_the_mean():
         ids = [f"s{i}" for i in (range(0, 20) if k == "a" else range(20, 40))]
         subsets[k] = (ids[:10], ids[10:], list(rng.uniform(0, 5, 10)))
     res = score_task(STSData("t", subsets), vec)
-    cos = lambda x, y: vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+
+    def cos(x, y):
+        return vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+
     sims = [cos(x, y) for k in "ab" for x, y in zip(subsets[k][0], subsets[k][1])]
     gold = subsets["a"][2] + subsets["b"][2]
     assert res["spearman"] == pytest.approx(spearmanr(sims, gold).statistic * 100)

@@ -40,7 +40,8 @@ def ref_batcher(model, tokenizer, template, batch, delta=None, template_len=None
                        .replace('_', ' ').replace('*sep+*', '')\
                        .replace('*cls*', '')
     for i, s in enumerate(sentences):
-        if len(s) > 0 and s[-1] not in '.?"\'': s += '.'
+        if len(s) > 0 and s[-1] not in '.?"\'':
+            s += '.'
         sentences[i] = template.replace('*sent 0*', s).strip()
     batch = tokenizer(sentences, return_tensors='pt', padding=True)  # batch_encode_plus is gone in transformers 5
     with torch.no_grad():

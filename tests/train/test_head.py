@@ -169,13 +169,13 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
                                      ("warmup", 0.05), ("seed", 0), ("bf16", False)]
     lines = []
     rep = run(lines.append)
-    epochs = [l for l in lines if l.startswith("epoch")]
-    assert [l.split(":")[0] for l in epochs] == ["epoch 3/3"]  # epochs 1 and 2 were kept
+    epochs = [line for line in lines if line.startswith("epoch")]
+    assert [e.split(":")[0] for e in epochs] == ["epoch 3/3"]  # epochs 1 and 2 were kept
     assert len(rep.history.epochs) == 3
     full = []
     run_train_head(m, sentences[:200], tmp_path / "fresh", cfg, settings, HeadData(40, cache_dir=tmp_path / "c"),
                    log=full.append, show_progress_bar=False)
-    assert [l for l in full if l.startswith("epoch 3/3")] == epochs  # same numbers as an uninterrupted run
+    assert [line for line in full if line.startswith("epoch 3/3")] == epochs  # same numbers as an uninterrupted run
 
 
 def test_the_default_model_loads_the_shipped_head(default_enc):

@@ -106,7 +106,7 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
             assert len(chunks) > 2 and sorted(i for c in chunks for i in c) == list(range(24))
             assert len({len(c) for c in chunks}) > 1  # rows per micro-batch follow the lengths
         fresh.encoder.zero_grad()
-        out = train_step(fresh, cfg.step, items, lambda l: l.backward())
+        out = train_step(fresh, cfg.step, items, lambda loss: loss.backward())
         assert out.ndim == 0 and not out.requires_grad  # the loss, detached on the device: read only to log
         losses[m, tokens] = float(out)
         grads[m, tokens] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
@@ -133,7 +133,7 @@ def test_optiprompt_micro_batches_give_the_whole_batch_gradient(fresh, sentences
         n = len(micro_batches(fresh, cfg.step, sentences[:24]))
         assert n == chunks if chunks else n > 2  # 64 sentence tokens: several micro-batches
         soft.grad = None
-        losses[m, tokens] = float(train_step(fresh, cfg.step, sentences[:24], lambda l: l.backward()))
+        losses[m, tokens] = float(train_step(fresh, cfg.step, sentences[:24], lambda loss: loss.backward()))
         grads[m, tokens] = soft.grad.clone()
     for k in ((5, None), (0, 64)):
         assert losses[0, None] == pytest.approx(losses[k], rel=1e-6)
@@ -153,7 +153,7 @@ def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):
     opt = torch.optim.AdamW(fresh.encoder.parameters(), lr=1e-3)
     fresh.encoder.train()
     for _ in range(30):
-        train_step(fresh, cfg.step, corpus, lambda l: l.backward())
+        train_step(fresh, cfg.step, corpus, lambda loss: loss.backward())
         opt.step()
         opt.zero_grad()
     assert eval_loss() < start - 0.2  # measured: 8.44 -> 8.15 after 15 steps

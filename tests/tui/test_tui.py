@@ -69,7 +69,10 @@ def test_predictions_screen_updates_for_typed_sentences(tmp_path, bert_enc):
             await pilot.click("#sentence")
             await pilot.press(*"a man is playing a guitar .", "enter")
             await _wait_for(pilot, lambda: den.row_count == 5)
-            rows = lambda t: [tuple(t.get_row_at(i)) for i in range(t.row_count)]  # (token, probability)
+
+            def rows(t):  # (token, probability)
+                return [tuple(t.get_row_at(i)) for i in range(t.row_count)]
+
             first = (rows(raw), rows(den))
             app.screen.query_one("#sentence", Input).value = ""
             await pilot.press(*"the stock market fell sharply today .", "enter")
