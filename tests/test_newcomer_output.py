@@ -73,7 +73,8 @@ def test_a_best_read_out_that_is_not_taken_says_so():
     assert _path_steps([step], Representation("[X] is [MASK] ."))[0][0].endswith("(not taken)")
     assert _path_steps([step], step.entry_key)[0][0].endswith("(chosen)")
     step.lead = step.template  # the best read-out is the best so far (an ensemble then grows from it)
-    assert _path_steps([step], Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
+    assert _path_steps([step],
+                       Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
         "(the best so far: stays)")
 
 

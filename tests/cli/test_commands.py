@@ -24,7 +24,8 @@ def test_eval_json_on_tiny_model(tiny_bert_dir, capsys):
 
 
 def test_eval_table_and_ditto_search(tiny_bert_dir, capsys):
-    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "first-last", "--tasks", "sts13", "-q"], capsys)
+    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "first-last", "--tasks", "sts13", "-q"],
+                       capsys)
     assert code == 0 and "STS13" in out and "first-last" in out
     code, out, _ = run(["ditto-search", "--model", str(tiny_bert_dir), "-q", "--json"], capsys)
     heads = json.loads(out)

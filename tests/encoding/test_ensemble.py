@@ -11,7 +11,8 @@ from promptsearch import PromptSearchError
 from promptsearch.encoding import Ensemble, MaskState
 from promptsearch.representation import Representation
 
-SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .",
+         "a woman slices an onion"]
 OTHER = "[X] is about [MASK] ."
 
 
@@ -94,7 +95,8 @@ def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_pat
 
     out = tmp_path / "report.json"
     keys = [f"{PAPER_T} + {OTHER}", f"{OTHER} @layer 1"]
-    assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks", "sts16",
+    assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks",
+                 "sts16",
                  "--json", str(out), "-q", "--no-bf16"]) == 0
     rows = {r["label"]: r for r in json.loads(out.read_text())["results"]}
     want = {Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True))), MaskState(OTHER, True, 1)}

@@ -53,7 +53,8 @@ def test_plain_scores_plot_and_bad_input(tiny_bert_dir, tmp_path, capsys):
 def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_path):
     g = tmp_path / "grammar.json"
     g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
-                             "slots": {"prefix": ["", "This sentence :", "A"], "relation": ["means", "is", "is like"]}}))
+                             "slots": {"prefix": ["", "This sentence :", "A"],
+                                       "relation": ["means", "is", "is like"]}}))
     out = tmp_path / "optuna.json"
     assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sick-trial,sts16", "--pareto", "--trials", "5",
                  "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",

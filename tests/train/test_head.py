@@ -87,7 +87,8 @@ def test_collect_states_masks_only_words_and_keeps_their_ids(tiny_bert_encoder_o
         h = m.encoder(input_ids=torch.tensor([ids])).last_hidden_state[0, 1:-1]
     assert full.targets.tolist() == body
     torch.testing.assert_close(full.states.float(), h, atol=2e-3, rtol=2e-3)
-    again = collect_states(m, sentences[:40], layers=(-1,), masking=Masking(0.15, bf16=False), show_progress_bar=False)[-1]
+    again = collect_states(m, sentences[:40], layers=(-1,), masking=Masking(0.15, bf16=False),
+                           show_progress_bar=False)[-1]
     assert torch.equal(again.targets, last.targets)  # seeded
 
 
@@ -220,7 +221,8 @@ def test_head_training_resumes_from_its_checkpoint_in_either_layout(layout, tmp_
     def run(checkpoint=None, on_epoch=None):
         torch.manual_seed(0)
         head = MaskHead(HeadConfig(16, 50, rank=4), emb)
-        hist = train_head(head, train, test, settings, checkpoint=checkpoint, on_epoch=on_epoch, show_progress_bar=False)
+        hist = train_head(head, train, test, settings, checkpoint=checkpoint, on_epoch=on_epoch,
+                          show_progress_bar=False)
         return head, hist
 
     def stop_at_2(epoch, acc, loss):

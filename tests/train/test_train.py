@@ -213,15 +213,18 @@ def test_finetune_checkpoint_lives_apart_resumes_and_goes_when_training_ends(tin
 def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
     train = tmp_path / "train.txt"
-    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
-    code = main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "2", "--eval-steps", "1",
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog",
+                                                                                              "man"] * 20)))
+    code = main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "2",
+                 "--eval-steps", "1",
                  "--train-batch-size", "8", "--out", str(tmp_path / "op"), "--final-tasks", "sts16", "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "OptiPrompt: STS-B dev" in out and "OptiPrompt vectors" in out
     code = main(["eval", "--template-dir", str(tmp_path / "op"), "--tasks", "sts16", "--json", "-q", "--no-bf16"])
     assert code == 0 and "sts16" in json.loads(capsys.readouterr().out)
     code = main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", PAPER_T, "--max-steps", "1",
-                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks", "sts16",
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks",
+                 "sts16",
                  "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "finetune sup: STS-B dev" in out and "fine-tuned (sup)" in out
@@ -235,11 +238,14 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
     from promptsearch.encoding import PromptEncoder, rep
     from promptsearch.eval import evaluate_reps
     train = tmp_path / "train.txt"
-    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog",
+                                                                                              "man"] * 20)))
     out = tmp_path / command
     argv = [command, "--model", str(tiny_bert_dir), "--train-file", str(train), "--train-batch-size", "8",
-            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps", "1", "--keep-checkpoint"]
-    argv += ["--steps", "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
+            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps",
+            "1", "--keep-checkpoint"]
+    argv += ["--steps",
+             "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "seeds.json").read_text())
@@ -250,7 +256,8 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
         # the saved model is the best checkpoint on the dev set, which may be the untrained start for
         # every seed (no step beat it: that depends on rounding, so on the machine); what each seed
         # guarantees is its own trajectory: other batches, other dropout, other weights after the last step
-        ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu", weights_only=False)
+        ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu",
+                        weights_only=False)
         assert ck["step"] == 2
         state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
         last.append(state)
@@ -286,20 +293,24 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
     old = {k: v for k, v in state.to_dict().items() if k != "layer"}  # written before read-out layers
     assert FinetuneState.from_dict(old).layer is None
     # the template trainers' configs share TrainConfig, and all three trainers' TrainSettings, each with its defaults
-    assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T), TrainConfig)
+    assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T),
+                                                                                          TrainConfig)
     from promptsearch.train.head import HeadTrainSettings
     from promptsearch.train.loop import TrainSettings
 
     head = HeadTrainSettings()
     assert isinstance(head, TrainSettings) and isinstance(OptiPromptConfig(PAPER_T), TrainSettings)
-    assert (head.lr, head.batch_size, head.seed) == (2e-3, 1024, 0) and FinetuneConfig("unsup", [PAPER_T, T2]).seed == 42
-    assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
+    assert (head.lr, head.batch_size, head.seed) == (2e-3, 1024, 0) and FinetuneConfig("unsup",
+                                                                                       [PAPER_T, T2]).seed == 42
+    assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps,
+            OptiPromptConfig(PAPER_T).lr) \
         == (5e-5, 25, 3e-3)
     assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise
 
 
 # ---- issue 46: finetune's answer, resume, views, interrupts, its length ------------------------------------
-ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"  # its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+# its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"
 
 
 def _train_file(tmp_path):
@@ -327,7 +338,8 @@ def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tin
 
 
 def _ft(tiny_dir, out, steps, *, eval_steps=2, readout=None, templates=(PAPER_T, T2), **kw):
-    cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8, max_steps=steps,
+    cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8,
+                         max_steps=steps,
                          eval_steps=eval_steps, readout=readout)
     return finetune(make_encoder(tiny_dir), _sentences_for_ft(), cfg, out, "tiny", TrainRun(**kw))
 
@@ -358,13 +370,15 @@ def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_d
     from promptsearch.cli import main
 
     capsys.readouterr()
-    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "sick-trial",
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset",
+                 "sick-trial",
                  "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3", "--train-batch-size", "16",
                  "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
     err = capsys.readouterr().err.strip()  # one line, before anything is said or written
     assert len(err.splitlines()) == 1 and "dev set" in err and "--no-resume" in err and "--out" in err
     assert ck.read_bytes() == before  # nothing lost
-    s = _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial", resume=False, keep_checkpoint=True)  # --no-resume starts over
+    # --no-resume starts over
+    s = _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial", resume=False, keep_checkpoint=True)
     assert [h["step"] for h in s["history"]] == [0, 2, 3] and s["dev_set"] == "sick-trial"
     assert _ft(tiny_bert_dir, out, 4, dev_dataset="sick-trial")["history"][:3] == s["history"]  # the same run goes on
 
@@ -388,7 +402,8 @@ def test_finetune_resumes_its_dev_file_by_any_spelling_and_a_refused_start_leave
                                             if r.count(",") == 2]
     (tmp_path / "same.csv").write_text("\n".join(same) + "\n", encoding="utf-8")
     capsys.readouterr()
-    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "same.csv",
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset",
+                 "same.csv",
                  "--out", str(tmp_path / "ft2"), "--max-steps", "2", "--train-batch-size", "16", "--micro-batch", "8",
                  "--train-file", _train_file(tmp_path), "--final-tasks", "sts16", "--no-bf16", "-q"])
     err = capsys.readouterr().err.strip()
@@ -404,7 +419,8 @@ def test_identical_views_are_said_to_differ_by_dropout_and_refused_without_it(ti
     from promptsearch.cli import main
     from promptsearch.errors import PromptSearchError
 
-    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps", "2",
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps",
+                 "2",
                  "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
                  str(tmp_path / "ft"), "--final-tasks", "sts16", "--no-bf16", "-q"])
     err = capsys.readouterr().err
@@ -518,7 +534,8 @@ def test_ctrl_c_keeps_every_step_and_marks_the_folder_unfinished(tiny_bert_dir, 
     assert not (out / "UNFINISHED").exists() and not ck.exists()
     assert [h["step"] for h in s["history"]] == [0, 2, 4]
     for got, want in zip(s["history"], ref["history"]):  # the same run as the uninterrupted one
-        assert got["dev"] == pytest.approx(want["dev"], abs=1e-3) and got.get("loss") == pytest.approx(want.get("loss"), abs=1e-3)
+        assert got["dev"] == pytest.approx(want["dev"], abs=1e-3) and got.get("loss") == pytest.approx(want.get("loss"),
+                                                                                                       abs=1e-3)
     a = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     b = PromptEncoder.from_pretrained(str(tmp_path / "ref"), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     np.testing.assert_allclose(a, b, atol=1e-4)

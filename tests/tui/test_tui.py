@@ -11,7 +11,8 @@ from promptsearch.tui import PromptSearchApp
 def _results(path, rows, validation=None):
     validation = validation or {}
     path.write_text(json.dumps({
-        "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy", "denoise": True,
+        "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy",
+        "denoise": True,
         "settings": {}, "created": "", "updated": "", "stats": {"scored": len(rows), "cached": 0, "seconds": 1.0,
                                                                 "templates_per_minute": 1.0},
         "templates": [{"template": t, "spearman": s, "denoise": True, "seconds": 1.0, "order": i + 1,
