@@ -169,7 +169,8 @@ def postgres_cluster():
     from promptsearch.pgcluster import Cluster, server_bin
 
     if server_bin() is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); bash scripts/setup.sh --dev installs them where apt exists")
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); "
+                    "bash scripts/setup.sh --dev installs them where apt exists")
     pytest.importorskip("psycopg", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
     cluster = Cluster()
     with cluster:

@@ -98,7 +98,8 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
                                  encoding="utf-16")
     (d / "latin1.csv").write_bytes(("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
                                     + "caf\xe9 5,b 5,5\n").encode("latin-1"))
-    (d / "bad.json").write_text('[{"sentence1": "a", "sentence2": "b", "score": 1},\n {"sentence1": "a" "sentence2": "b"}]')
+    (d / "bad.json").write_text('[{"sentence1": "a", "sentence2": "b", "score": 1},\n'
+                                ' {"sentence1": "a" "sentence2": "b"}]')
     (d / "bad.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"sentence1": "a", "score": 2\n')
     (d / "quote.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
                                  + '"a 5,b 5,5\n' + "".join(f"a {i},b {i},{i}\n" for i in range(6, 12)))
@@ -487,7 +488,8 @@ def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and str(out.resolve()) in lines[0] and f"pid {holder.pid}" in lines[0] and "--out" in lines[0], err
+        assert (len(lines) == 1 and str(out.resolve()) in lines[0] and f"pid {holder.pid}" in lines[0]
+                and "--out" in lines[0]), err
         assert out.read_text() == "{}"
     finally:
         holder.kill()

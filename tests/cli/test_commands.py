@@ -50,7 +50,8 @@ def test_unreadable_row_via_console_script(tmp_path):
     p = run_cli(["eval", "--pooling", "static", "--data-dir", tmp_path])
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
-        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3 field(s)"]
+        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: "
+        "expected 7 tab-separated fields, found 3 field(s)"]
 
 
 def test_usage_error_is_one_line(capsys):

@@ -149,8 +149,9 @@ def st_folder(base, out, *, mode="mean", include_prompt=True, dense=False, norma
     (out / "1_Pooling" / "config.json").write_text(json.dumps(pool))
     if d is not None:
         (out / "2_Dense").mkdir()
-        (out / "2_Dense" / "config.json").write_text(json.dumps({"in_features": dim, "out_features": 16, "bias": True,
-                                                                 "activation_function": "torch.nn.modules.activation.Tanh"}))
+        (out / "2_Dense" / "config.json").write_text(json.dumps({
+            "in_features": dim, "out_features": 16, "bias": True,
+            "activation_function": "torch.nn.modules.activation.Tanh"}))
         torch.save(d.state_dict(), out / "2_Dense" / "pytorch_model.bin")
         modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": legacy + "Dense"})
     if normalize:
@@ -421,8 +422,9 @@ def test_export_keeps_the_max_length_it_was_scored_with(tiny_roberta_dir, tmp_pa
 
 
 def test_export_of_a_plain_checkpoint_and_of_no_prompt(tiny_gpt2_dir, tmp_path):
-    """A checkpoint with no sentence-transformers files gets sentence-transformers' default stack (a GPT2LMHeadModel:
-    mean pooling) with the pooling asked for; a tokenizer without a pad token gets one, so the folder encodes a batch."""
+    """A checkpoint with no sentence-transformers files gets sentence-transformers' default stack
+    (a GPT2LMHeadModel: mean pooling) with the pooling asked for; a tokenizer without a pad token gets one, so
+    the folder encodes a batch."""
     out = tmp_path / "out"
     assert main(["export", "--model", str(tiny_gpt2_dir), "--template", "[X] @lasttoken", "--out", str(out)]) == 0
     cfg = json.loads((out / "config_sentence_transformers.json").read_text())

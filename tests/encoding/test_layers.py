@@ -116,7 +116,8 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     best = [r for r in d["path"] if r["stage"] == "layer:best"][0]
     last = [r for r in d["path"] if r["stage"] in ("relation:best", "prefix")][-1]
     assert best["taken"] == (best["spearman"] > last["spearman"] + best["min_gain"])
-    assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
+    assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"]
+                                       else last["template"])
 
 
 @pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"),

@@ -8,7 +8,8 @@ from conftest import CAUSAL_T
 from promptsearch.cli import main
 from promptsearch.library import demo_template, read_demos
 
-POOL = "a man plays a guitar .\tmusic\nthe cat sleeps on the mat .\tcat\n# a comment\na woman is slicing an onion .\tcooking\n"
+POOL = ("a man plays a guitar .\tmusic\nthe cat sleeps on the mat .\tcat\n# a comment\n"
+        "a woman is slicing an onion .\tcooking\n")
 
 
 def test_a_demonstration_is_the_filled_template_with_its_word(tmp_path):

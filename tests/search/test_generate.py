@@ -15,8 +15,10 @@ from promptsearch.search.generate import MLMGenerator, T5Generator
 from promptsearch.template import Template
 
 SYNSETS = [
-    "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived or known or inferred to have its own distinct existence",
-    "00002137 03 n 02 abstraction 0 abstract_entity 0 010 | a general concept formed by extracting common features; \"an abstraction\"",
+    "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived or known or inferred to have its own "
+    "distinct existence",
+    "00002137 03 n 02 abstraction 0 abstract_entity 0 010 | a general concept formed by extracting common features; "
+    "\"an abstraction\"",
     "01123148 41 v 01 guitar_player 0 001 @ 01122387 v 0000 01 + 08 00 | a person who plays the guitar",
 ]
 
@@ -49,7 +51,8 @@ def test_real_wordnet_if_installed():
         pytest.skip("wordnet-base is not installed (scripts/setup.sh installs it)")
     pairs = read_wordnet()
     assert len(pairs) > 100_000 and ("dog",
-                                     "a member of the genus Canis (probably descended from the common wolf) that has been domesticated by man since prehistoric times") in pairs
+                                     "a member of the genus Canis (probably descended from the common wolf) "
+                                     "that has been domesticated by man since prehistoric times") in pairs
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ def _trials(storage, name="s"):
 
 
 def _optuna(tiny_bert_dir, grammar, tmp_path, *extra, out="o.json"):
-    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar, "--storage", f"sqlite:///{tmp_path / 's.db'}",
+    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar,
+            "--storage", f"sqlite:///{tmp_path / 's.db'}",
             "--study-name", "s", "--out", str(tmp_path / out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
             "--seed", "0", *extra]
 

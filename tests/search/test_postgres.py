@@ -61,7 +61,8 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     files = [{e["template"] for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"]} for i in range(3)]
     assert any(completed <= f for f in files)  # the worker that finished last holds every complete trial
     # the same study read back: the values equal what the results files recorded
-    by_template = {t.user_attrs["template"]: t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    by_template = {t.user_attrs["template"]: t.value for t in study.trials
+                   if t.state == optuna.trial.TrialState.COMPLETE}
     recorded = {e["template"]: e["spearman"] for i in range(3)
                 for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"] if e.get("source",
                                                                                                  "").startswith("optuna")}
@@ -101,8 +102,9 @@ def test_a_missing_driver_is_one_line_naming_the_package(tmp_path, monkeypatch, 
 
 # ---- greedy's candidates on workers -------------------------------------------------------------------
 def _greedy(tiny_bert_dir, vocab, out, *extra):
-    return [str(a) for a in ["greedy", "--model", tiny_bert_dir, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2",
-            "--min-gain", "0", "--out", out, "--no-cache", "-q", "--no-bf16", "--validate-top", "0", *extra]]
+    return [str(a) for a in ["greedy", "--model", tiny_bert_dir, "--dataset", "sts16", "--vocabulary", vocab,
+            "--max-steps", "2", "--min-gain", "0", "--out", out, "--no-cache", "-q", "--no-bf16",
+            "--validate-top", "0", *extra]]
 
 
 def _comparable(path):
@@ -213,7 +215,8 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
         base = ["worker", "--storage", url, "--study-name", "own", "--model", folder, "--no-bf16", "-q", "--grace", "3"]
         r = run_cli(base + ["--max-length", "64"], timeout=300)
         error = r.stderr.strip().splitlines()[-1]  # (after the CSV's note on its repeated pairs)
-        assert r.returncode == 2 and error.startswith("promptsearch worker: error:") and "pooled differ" in error, r.stderr
+        assert (r.returncode == 2 and error.startswith("promptsearch worker: error:")
+                and "pooled differ" in error), r.stderr
         worker = cli(base)  # the test's own thread count: its numbers are compared with this process's below
         job, got = Job("full", pooled_ways("This sentence : [X]", ["mean"])[0].text), {}
         driver = threading.Thread(target=lambda: got.update(queue.run([job])[job.id]), daemon=True)

@@ -106,7 +106,8 @@ def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, 
     keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
     assert keys and all("fp32" in k and "int8" not in k for k in keys)  # the cache holds reference scores only
     d = load(tmp_path / "best.json")
-    assert d["stats"]["encodings_by_precision"]["int8"] > 0 and d["stats"]["encodings_by_precision"]["fp32"] >= len(res.entries)
+    by_precision = d["stats"]["encodings_by_precision"]
+    assert by_precision["int8"] > 0 and by_precision["fp32"] >= len(res.entries)
 
 
 def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):

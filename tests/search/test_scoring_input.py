@@ -14,7 +14,8 @@ from promptsearch import PromptSearchError
 
 
 def _pairs_csv(path, n=40, same=False, title=False):
-    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself; ``title``: Every Word Capitalized)."""
+    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself; ``title``: Every Word
+    Capitalized)."""
     import datasets
 
     from promptsearch.data import load_task

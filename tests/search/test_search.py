@@ -153,7 +153,8 @@ def test_the_scorer_keys_candidates_as_objects(scorer):
     assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))
     # a layer and an ensemble are scored by score too: as their layer view and their members' mean vectors do
     at2 = scorer.score(Representation(PAPER_T, 1))  # the tiny model's first of two layers
-    assert at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1" and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman
+    assert (at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1"
+            and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman)
     both = Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])
     ens = scorer.score(both)
     assert ens.entry_key == both and ens.members == both.members and not ens.cached

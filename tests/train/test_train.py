@@ -259,7 +259,8 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
         ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu",
                         weights_only=False)
         assert ck["step"] == 2
-        state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
+        state = (ck["soft"] if command == "optiprompt"
+                 else torch.cat([v.flatten().float() for v in ck["model"].values()]))
         last.append(state)
         enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), device=CLI_DEVICE, bf16=False)
         per_seed.append(evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"])
