@@ -59,8 +59,7 @@ def test_search_speed(device, tiny_bert_dir, tmp_path):
     vocab = tmp_path / "v.json"
     vocab.write_text(json.dumps({"relations": ["means", "is"], "prefix_tokens": ["this", "a"], "wrappers": ['"']}))
     out = bench("search_speed.py", "--model", tiny_bert_dir, "--device", device, "--vocabulary", vocab, "--max-steps",
-                1,
-                "--json", tmp_path / "s.json")
+                1, "--json", tmp_path / "s.json")
     got = json.loads((tmp_path / "s.json").read_text())
     assert {"exhaustive", "racing"} <= set(got) and "against exhaustive greedy" in out
     assert ("int8" in got) == (device == "cpu")  # int8 screening is a CPU route

@@ -285,8 +285,7 @@ def test_long_input_prints_no_transformers_warning(world):
     """13. The default model (512 positions): a 600-word template is one short line, a 5,000-word
     sentence is truncated without transformers' "indexing errors" warning."""
     r = _run(["score", "--model", "default", "--data-dir", str(world["small"]), "--no-cache", "-q", "--validate-top",
-              "0",
-                  LONG + " [X] [MASK] ."])
+              "0", LONG + " [X] [MASK] ."])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and len(r.stderr) < 400, r.stderr
     r = _run(["predict", "--model", "default", "-q", " ".join(["word"] * 5000) + " ."])
     assert r.returncode == 0 and "indexing errors" not in r.stderr and "Token indices" not in r.stderr, r.stderr
@@ -355,9 +354,8 @@ def test_optuna_summary_reports_running_trials(tiny_bert_dir, tmp_path, capsys):
     grammar.write_text(json.dumps({"format": "{a} [X] means [MASK] .", "slots": {"a": ["", "This :", "So"]}}))
     optuna.create_study(study_name="s", storage=storage, direction="maximize").ask()  # never told: RUNNING
     code = main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--trials", "2", "--grammar",
-                 str(grammar),
-                 "--storage", storage, "--study-name", "s", "--out", str(tmp_path / "o.json"), "--no-cache", "-q",
-                 "--no-bf16"])
+                 str(grammar), "--storage", storage, "--study-name", "s", "--out", str(tmp_path / "o.json"),
+                 "--no-cache", "-q", "--no-bf16"])
     out = capsys.readouterr().out
     assert code == 0
     assert "1 running trials" in out and "heartbeat" in out and "90 s" in out

@@ -82,8 +82,7 @@ def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, caps
 
     res = tmp_path / "r.json"
     assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top",
-                 "0",
-                 "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
+                 "0", "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
     capsys.readouterr()
     assert main(["export", str(res), "--out", str(tmp_path / "clean")]) == 0
     assert "note:" not in capsys.readouterr().err
@@ -235,8 +234,7 @@ def test_export_and_finetune_write_no_model_shards_bar(tiny_bert_dir, tmp_path, 
     assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "e")]) == 0
     assert main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", T2, "--max-steps", "1",
                  "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks",
-                 "sts16",
-                 "--no-bf16"]) == 0
+                 "sts16", "--no-bf16"]) == 0
     err = capfd.readouterr().err
     assert (tmp_path / "e" / "model.safetensors").is_file() and (tmp_path / "ft" / "model.safetensors").is_file()
     assert "Writing model shards" not in err and "Writing" not in err, err

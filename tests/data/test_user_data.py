@@ -93,8 +93,7 @@ def test_search_and_eval_on_a_user_file_from_the_command_line(tiny_bert_dir, tmp
                                  "wrappers": ['"']}))
     pairs = str(tmp_path / "my_pairs.csv")
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", pairs, "--vocabulary", str(vocab), "--max-steps",
-                 "1",
-                 "--out", str(tmp_path / "best.json"), "--no-cache", "-q", "--no-bf16"]) == 0
+                 "1", "--out", str(tmp_path / "best.json"), "--no-cache", "-q", "--no-bf16"]) == 0
     best = json.loads((tmp_path / "best.json").read_text())
     assert best["dataset"] == pairs and best["templates"]
     capsys.readouterr()
@@ -174,15 +173,12 @@ def test_training_reads_corpora_through_datasets(tiny_bert_dir, sentences, tmp_p
     (tmp_path / "corpus.txt").write_text("\n".join(sentences[:64]) + "\n\n", encoding="utf-8")
     datasets.Dataset.from_dict({"body": sentences[:64]}).to_csv(str(tmp_path / "corpus.csv"), index=False)
     datasets.Dataset.from_dict({"sent0": sentences[:16], "sent1": sentences[16:32],
-                                "hard_neg": sentences[32:48]}).to_csv(
-        str(tmp_path / "nli.csv"), index=False)
+                                "hard_neg": sentences[32:48]}).to_csv(str(tmp_path / "nli.csv"), index=False)
     common = ["--model", str(tiny_bert_dir), "--final-tasks", "sts16", "-q", "--no-bf16", "--train-batch-size", "8"]
     assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.txt"), "--steps", "2", "--eval-steps",
-                 "2",
-                 "--out", str(tmp_path / "op")]) == 0
+                 "2", "--out", str(tmp_path / "op")]) == 0
     assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.csv"), "--text-column", "body",
-                 "--steps", "2",
-                 "--eval-steps", "2", "--out", str(tmp_path / "op2")]) == 0
+                 "--steps", "2", "--eval-steps", "2", "--out", str(tmp_path / "op2")]) == 0
     assert main(["finetune", "--mode", "sup", *common, "--template", PAPER_T, "--train-file", str(tmp_path / "nli.csv"),
                  "--max-steps", "1", "--eval-steps", "1", "--out", str(tmp_path / "ft")]) == 0
     from promptsearch.data import load_texts

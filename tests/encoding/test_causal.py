@@ -106,8 +106,7 @@ def test_demonstrations_go_before_the_template(tiny_gpt2_dir, tmp_path, capsys):
     one = tmp_path / "one.tsv"  # the tiny model has 64 positions: one demonstration fits with a sentence
     one.write_text("A dog runs.\tDog\n", encoding="utf-8")
     assert main(["eval", "--model", str(tiny_gpt2_dir), "--template", "PromptEOL", "--demos", str(one), "--tasks",
-                 "sts16",
-                 "--json", "-q", "--no-bf16"]) == 0, capsys.readouterr().err
+                 "sts16", "--json", "-q", "--no-bf16"]) == 0, capsys.readouterr().err
 
 
 def test_device_auto_places_the_model_with_accelerate(tiny_gpt2_dir):

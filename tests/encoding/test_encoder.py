@@ -15,8 +15,7 @@ def _manual_mask_state(enc, ids, pos, position_ids=None, attention_mask=None):
     ids_t = torch.tensor([ids])
     with torch.no_grad(), enc.autocast():
         mask = torch.ones_like(ids_t) if attention_mask is None else torch.tensor([attention_mask])
-        out = enc.encoder(input_ids=ids_t,
-                          attention_mask=mask,
+        out = enc.encoder(input_ids=ids_t, attention_mask=mask,
                           position_ids=None if position_ids is None else torch.tensor([position_ids]))
     return out.last_hidden_state[0, pos].float().numpy()
 

@@ -96,8 +96,7 @@ def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_pat
     out = tmp_path / "report.json"
     keys = [f"{PAPER_T} + {OTHER}", f"{OTHER} @layer 1"]
     assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks",
-                 "sts16",
-                 "--json", str(out), "-q", "--no-bf16"]) == 0
+                 "sts16", "--json", str(out), "-q", "--no-bf16"]) == 0
     rows = {r["label"]: r for r in json.loads(out.read_text())["results"]}
     want = {Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True))), MaskState(OTHER, True, 1)}
     got = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), list(want), ["sts16"])

@@ -142,8 +142,7 @@ def st_folder(base, out, *, mode="mean", include_prompt=True, dense=False, norma
     (out / "1_Pooling").mkdir()
     flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
              "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
-             "weightedmean": "pooling_mode_weightedmean_tokens",
-             "lasttoken": "pooling_mode_lasttoken"}
+             "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
     pool = {"word_embedding_dimension": dim, **{v: k == mode for k, v in flags.items()},
             "include_prompt": include_prompt}
     (out / "1_Pooling" / "config.json").write_text(json.dumps(pool))
@@ -250,10 +249,8 @@ def test_a_sentencepiece_sentence_keeps_its_word_start_where_nothing_or_a_space_
 
 @pytest.mark.parametrize("family, layout, mode, dense",
                          [("bert", "today", "mean", True), ("xlmr", "legacy", "max", False),
-                                                         ("gpt2", "today", "lasttoken", False),
-                                                         ("roberta", "legacy", "mean", True),
-                                                         ("deberta", "today", "weightedmean", False),
-                                                         ("t5", "legacy", "mean", True)])
+                          ("gpt2", "today", "lasttoken", False), ("roberta", "legacy", "mean", True),
+                          ("deberta", "today", "weightedmean", False), ("t5", "legacy", "mean", True)])
 def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(family, layout, mode, dense, request,
                                                                              tmp_path, capsys):
     """The own-representation number of a search is sentence-transformers' EmbeddingSimilarityEvaluator's on the

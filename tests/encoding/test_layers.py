@@ -25,8 +25,7 @@ def _states(enc, ids, at, position_ids=None):
 
 @pytest.mark.parametrize("kind, template, side",
                          [("tiny_bert_dir", PAPER_T, "right"), ("tiny_roberta_dir", ROBERTA_T, "right"),
-                                                  ("tiny_gpt2_dir", CAUSAL_T, "right"),
-                                                  ("tiny_llama_dir", CAUSAL_T, "left")])
+                          ("tiny_gpt2_dir", CAUSAL_T, "right"), ("tiny_llama_dir", CAUSAL_T, "left")])
 def test_a_layers_state_is_the_models_own_hidden_state(kind, template, side, request):
     enc = make_encoder(request.getfixturevalue(kind), bf16=False, padding_side=side)
     n = enc.prompt.n_layers
@@ -98,10 +97,8 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
 
     out = tmp_path / "best.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
-            "--max-steps", "1",
-            "--layers", "all", "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16",
-            "--validate-top", "0",
-            "--no-racing"]
+            "--max-steps", "1", "--layers", "all", "--readouts", "none", "--out", str(out), "--no-cache", "-q",
+            "--no-bf16", "--validate-top", "0", "--no-racing"]
     assert main(argv) == 0
     d = json.loads(out.read_text())
     rows = [r for r in d["path"] if r["stage"] == "layer"]
@@ -120,8 +117,7 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
                                        else last["template"])
 
 
-@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"),
-                                             ("x", "'x'")])
+@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"), ("x", "'x'")])
 def test_greedy_bad_layers_are_one_line_and_write_nothing(layers, message, tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
 

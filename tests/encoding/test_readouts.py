@@ -234,10 +234,8 @@ def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_
     assert answer.readout == "mean"
     ft = tmp_path / "ft"
     assert main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(res), "--max-steps", "3", "--eval-steps",
-                 "1",
-                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16",
-                 "--no-bf16",
-                 "-q"]) == 0
+                 "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16",
+                 "--no-bf16", "-q"]) == 0
     cap = capsys.readouterr()
     assert f"fine-tuning {answer.key}" in cap.err
     saved = json.loads((ft / "promptsearch.json").read_text())
@@ -317,8 +315,7 @@ def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
 def test_optuna_over_a_grammar_of_prompts_without_mask(tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "o.json"
     argv = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--grammar", "grammar-pooled", "--trials",
-            "6",
-            "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+            "6", "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
     assert main(argv) == 2 and "--readouts mean,sentence-mean" in capsys.readouterr().err and not out.exists()
     assert main(argv + ["--readouts", "mean,sentence-mean"]) == 0
     trials = [e for e in json.loads(out.read_text())["templates"] if e["source"].startswith("optuna")]

@@ -57,6 +57,5 @@ def test_predict_and_table9_commands(tiny_bert_dir, capsys):
     out = capsys.readouterr().out
     assert "avg. top-200 tokens (denoised)" in out and "[MASK] token" in out
     assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--pooling", "topk-static", "--tasks",
-                 "sts16",
-                 "-q", "--no-bf16"]) == 0
+                 "sts16", "-q", "--no-bf16"]) == 0
     assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--pooling", "mean", "-q"]) == 2

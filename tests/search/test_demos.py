@@ -38,10 +38,8 @@ def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabula
     out = tmp_path / "best.json"
     vocab = vocabulary or _vocab(tmp_path)
     assert main(["greedy", "--model", d, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "1",
-                 "--demos-pool",
-                 str(pool), "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top",
-                 "0",
-                 "--no-racing"]) == 0
+                 "--demos-pool", str(pool), "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0", "--no-racing"]) == 0
     res = json.loads(out.read_text())
     step = [r for r in res["path"] if r["stage"] == "demos"][0]
     before = [r for r in res["path"] if r["stage"] in ("relation:best", "prefix")][-1]["template"]

@@ -68,17 +68,15 @@ def tiny_t5_dir(tmp_path_factory):
               "that which is perceived or known", "This means that .", "entity abstraction guitar player"] * 20
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=buf, vocab_size=60,
-                                   model_type="unigram",
-                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0, minloglevel=2,
-                                   hard_vocab_limit=False)
+                                   model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                   character_coverage=1.0, minloglevel=2, hard_vocab_limit=False)
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
     tok = T5Tokenizer(vocab=vocab, extra_ids=10)
     tok.save_pretrained(d)
     torch.manual_seed(0)
     cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                   decoder_start_token_id=0,
-                   pad_token_id=0, eos_token_id=1)
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     model = T5ForConditionalGeneration(cfg)
     pairs = [("entity", "that which is perceived or known"), ("guitar player", "a person who plays the guitar"),
              ("abstraction", "a general concept formed by features")]

@@ -38,10 +38,9 @@ def _trials(storage, name="s"):
 
 
 def _optuna(tiny_bert_dir, grammar, tmp_path, *extra, out="o.json"):
-    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar,
-            "--storage", f"sqlite:///{tmp_path / 's.db'}",
-            "--study-name", "s", "--out", str(tmp_path / out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
-            "--seed", "0", *extra]
+    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar, "--storage",
+            f"sqlite:///{tmp_path / 's.db'}", "--study-name", "s", "--out", str(tmp_path / out), "--no-cache", "-q",
+            "--no-bf16", "--validate-top", "0", "--seed", "0", *extra]
 
 
 def test_a_study_resumed_after_its_data_changed_is_refused(tiny_bert_dir, grammar, tmp_path, capsys):
@@ -142,8 +141,7 @@ def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, gram
 def test_readout_steps_without_a_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
     """22. ``--readouts none --readout-steps 2``: the steps were silently skipped."""
     code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps",
-                 "2",
-                 "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
+                 "2", "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
     _one_line(capsys, code, "--readout-steps", "--readouts")
     assert not (tmp_path / "o.json").exists()
 
@@ -152,9 +150,8 @@ def test_a_refused_greedy_with_a_storage_leaves_no_database(tiny_bert_dir, tmp_p
     """11. ``greedy --storage sqlite:///w.db`` opened (made) the file before the model loaded, and a refusal of the
     strategy's (here item 22's) came after it: the work study's file is made after the strategy's checks."""
     code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps",
-                 "2",
-                 "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--out", str(tmp_path / "o.json"), "-q", "--no-bf16",
-                 "--no-cache"])
+                 "2", "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--out", str(tmp_path / "o.json"), "-q",
+                 "--no-bf16", "--no-cache"])
     _one_line(capsys, code, "--readout-steps")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 

@@ -44,8 +44,7 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     met = tmp_path / "met"
     met.mkdir()
     args = ["optuna", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "12", "--batch-trials", "2",
-            "--grammar",
-            grammar, "--storage", postgres_url, "--study-name", "three", "--no-bf16", "-q"]
+            "--grammar", grammar, "--storage", postgres_url, "--study-name", "three", "--no-bf16", "-q"]
     procs = [spawn([sys.executable, "-c", _BARRIER, met, "3", str(i)] + args + ["--out", tmp_path / f"w{i}.json",
                                                                                 "--seed",
                    str(i)], ONE_THREAD) for i in range(3)]
@@ -170,8 +169,7 @@ def test_greedy_on_a_worker_through_sqlite_equals_the_single_process_run(tiny_be
     url = f"sqlite:///{tmp_path / 'work.db'}"
     worker = _workers(url, "lite", 1, tiny_bert_dir)[0]
     r = run_cli(_greedy(tiny_bert_dir, write_vocab(tmp_path), tmp_path / "dist.json", "--storage", url, "--study-name",
-                        "lite",
-                        "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
+                        "lite", "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
     assert r.returncode == 0, r.stderr
     out = worker.communicate(timeout=120)
     assert worker.returncode == 0, out

@@ -167,9 +167,8 @@ def test_schema_v2_validates_and_a_v1_file_still_loads_and_resumes(tmp_path):
 def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "best.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--vocabulary", _vocab(tmp_path),
-            "--max-steps",
-            "1", "--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "2",
-            "--validate-on", "sts13,sickr"]
+            "--max-steps", "1", "--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "-q", "--no-bf16",
+            "--validate-top", "2", "--validate-on", "sts13,sickr"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     d = load(out)

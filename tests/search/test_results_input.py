@@ -254,9 +254,8 @@ def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, cap
     # the run reports, and records, the dev set it was given under that set's own name
     ft = tmp_path / "sick"
     assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--dataset", "sick-trial",
-                 "--max-steps",
-                 "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16", "-q",
-                 "--no-bf16"]) == 0
+                 "--max-steps", "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks",
+                 "sts16", "-q", "--no-bf16"]) == 0
     assert re.search(r"finetune unsup: SICK-R trial [\d.]+ \(start\) -> ", capsys.readouterr().out)
     saved = json.loads((ft / "promptsearch.json").read_text())["finetune"]
     assert saved["dev_set"] == "sick-trial" and "dev" in saved and "stsb_dev" not in saved

@@ -164,8 +164,7 @@ def test_a_results_file_resumes_unless_its_tokenizer_changed(tiny_bert_dir, tmp_
 
     res = tmp_path / "r.json"
     argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top",
-            "0",
-            "--out", str(res), "-q"]
+            "0", "--out", str(res), "-q"]
     assert main([*argv, "[X] is [MASK] ."]) == 0
     d = json.loads(res.read_text())
     assert d["numbers"]["tokenizer"] and d["numbers"]["model"]
@@ -226,8 +225,7 @@ def test_score_reads_a_folders_representation_as_eval_does(tiny_bert_dir, tmp_pa
     assert e["spearman"] == pytest.approx(_eval_number(main, capsys, tmp_path / "pooled"), abs=1e-4)
     # a [MASK] folder (OptiPrompt vectors) read at layer 1, raw: its layer and its denoising
     assert main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "1",
-                 "--train-batch-size", "8",
-                 "--final-tasks", "sts16", "--no-bf16", "-q", "--template", PAPER_T, "--out",
+                 "--train-batch-size", "8", "--final-tasks", "sts16", "--no-bf16", "-q", "--template", PAPER_T, "--out",
                  str(tmp_path / "mask")]) == 0
     capsys.readouterr()
     cfg_path = tmp_path / "mask" / "promptsearch.json"

@@ -180,8 +180,7 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
     res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
                       PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
     res.races["r1"] = RaceState(dropped=[{"template": "[X] is [MASK] .", "rung": 12}],
-                                contenders=["[X] means [MASK] ."],
-                                rungs_done=1)
+                                contenders=["[X] means [MASK] ."], rungs_done=1)
     res.extras["x_other"] = {"kept": [1, 2]}
     res.chosen = res.add(Score(Representation.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
                                members=members)).entry_key

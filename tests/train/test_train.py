@@ -224,8 +224,7 @@ def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys)
     assert code == 0 and "sts16" in json.loads(capsys.readouterr().out)
     code = main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", PAPER_T, "--max-steps", "1",
                  "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks",
-                 "sts16",
-                 "--no-bf16", "-q"])
+                 "sts16", "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "finetune sup: STS-B dev" in out and "fine-tuned (sup)" in out
 
@@ -340,8 +339,7 @@ def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tin
 
 def _ft(tiny_dir, out, steps, *, eval_steps=2, readout=None, templates=(PAPER_T, T2), **kw):
     cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8,
-                         max_steps=steps,
-                         eval_steps=eval_steps, readout=readout)
+                         max_steps=steps, eval_steps=eval_steps, readout=readout)
     return finetune(make_encoder(tiny_dir), _sentences_for_ft(), cfg, out, "tiny", TrainRun(**kw))
 
 
@@ -372,9 +370,8 @@ def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_d
 
     capsys.readouterr()
     assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset",
-                 "sick-trial",
-                 "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3", "--train-batch-size", "16",
-                 "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
+                 "sick-trial", "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3",
+                 "--train-batch-size", "16", "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
     err = capsys.readouterr().err.strip()  # one line, before anything is said or written
     assert len(err.splitlines()) == 1 and "dev set" in err and "--no-resume" in err and "--out" in err
     assert ck.read_bytes() == before  # nothing lost
@@ -421,8 +418,7 @@ def test_identical_views_are_said_to_differ_by_dropout_and_refused_without_it(ti
     from promptsearch.errors import PromptSearchError
 
     code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps",
-                 "2",
-                 "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
+                 "2", "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
                  str(tmp_path / "ft"), "--final-tasks", "sts16", "--no-bf16", "-q"])
     err = capsys.readouterr().err
     assert code == 0
