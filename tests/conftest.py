@@ -39,7 +39,8 @@ if _WORKERS > 1:
 # Tests whose numbers depend on the CPU's kernels or on the precision: .ci/run runs them a second
 # time with AVX2-only kernels (scripts/test-avx2.sh), so a machine with AVX-512/AMX catches what
 # would fail on a CPU without them.
-KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_fidelity", "test_search", "test_racing", "test_train", "test_promptbert_reference",
+KERNEL_SENSITIVE = {"test_encoder", "test_evaluate", "test_fidelity", "test_search", "test_racing", "test_train",
+                    "test_promptbert_reference",
                     "test_default_model", "test_causal", "test_predict", "test_user_data", "test_head"}
 
 
@@ -151,7 +152,8 @@ def write_vocab(tmp_path, **kw) -> str:
     """A small greedy vocabulary file (relations, prefix tokens, wrappers; ``kw`` replaces any of them)."""
     import json
 
-    v = {"relations": ["means", "is", "", "like"], "prefix_tokens": ["This", "sentence", ":", "a"], "wrappers": ['"'], **kw}
+    v = {"relations": ["means", "is", "", "like"], "prefix_tokens": ["This", "sentence", ":", "a"], "wrappers": ['"'],
+         **kw}
     p = Path(tmp_path) / "vocab.json"
     p.write_text(json.dumps(v), encoding="utf-8")
     return str(p)
@@ -167,7 +169,8 @@ def postgres_cluster():
     from promptsearch.pgcluster import Cluster, server_bin
 
     if server_bin() is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); bash scripts/setup.sh --dev installs them where apt exists")
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl); "
+                    "bash scripts/setup.sh --dev installs them where apt exists")
     pytest.importorskip("psycopg", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
     cluster = Cluster()
     with cluster:
@@ -353,7 +356,8 @@ def _bpe_files(d: Path, byte_level: bool = True):
 
 
 def _tiny_causal_kwargs():
-    return dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+    return dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                max_position_embeddings=64)
 
 
 @pytest.fixture(scope="session")
@@ -380,7 +384,8 @@ def tiny_opt_dir(tmp_path_factory) -> Path:
                         eos_token="</s>", pad_token="<pad>", unk_token="<unk>", add_bos_token=True)
     tok.save_pretrained(d)
     torch.manual_seed(0)
-    OPTForCausalLM(OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=37,
+    OPTForCausalLM(OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             ffn_dim=37,
                              max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=tok.pad_token_id,
                              bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).save_pretrained(d)
     return d
@@ -410,7 +415,8 @@ def _sentencepiece_vocab(**ids) -> list[tuple[str, float]]:
 
     buf = io.BytesIO()
     texts = _sentences() + ["query: passage: This sentence : means in one word"] * 5
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=buf, vocab_size=400, model_type="unigram",
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=buf, vocab_size=400,
+                                   model_type="unigram",
                                    character_coverage=1.0, minloglevel=2, hard_vocab_limit=False, **ids)
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
@@ -424,9 +430,11 @@ def tiny_xlmr_dir(tmp_path_factory) -> Path:
     tok = XLMRobertaTokenizer(vocab=_sentencepiece_vocab(bos_id=0, pad_id=1, eos_id=2, unk_id=3))
     tok.save_pretrained(d)
     torch.manual_seed(0)
-    XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+    XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                                           bos_token_id=tok.bos_token_id,
                                            eos_token_id=tok.eos_token_id,
-                                           **{**_tiny_config_kwargs(), "max_position_embeddings": 66})).save_pretrained(d)
+                                           **{**_tiny_config_kwargs(),
+                                              "max_position_embeddings": 66})).save_pretrained(d)
     return d
 
 
@@ -449,7 +457,8 @@ def tiny_deberta_dir(tmp_path_factory) -> Path:
     from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2Tokenizer
 
     d = tmp_path_factory.mktemp("tiny-deberta")
-    tok = DebertaV2Tokenizer(vocab=_sentencepiece_vocab(pad_id=0, bos_id=1, eos_id=2, unk_id=3, user_defined_symbols=["[MASK]"]))
+    tok = DebertaV2Tokenizer(vocab=_sentencepiece_vocab(pad_id=0, bos_id=1, eos_id=2, unk_id=3,
+                                                        user_defined_symbols=["[MASK]"]))
     tok.save_pretrained(d)
     torch.manual_seed(0)
     DebertaV2ForMaskedLM(DebertaV2Config(vocab_size=len(tok), pad_token_id=tok.pad_token_id,

@@ -9,7 +9,6 @@ import tempfile
 
 import pytest
 import torch
-
 from conftest import DATA, REPO, run_child
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -33,7 +32,8 @@ def test_encode_speed(device, tiny_bert_dir):
     assert f"on {where}" in out and "naive loop" in out and "speed-up:" in out and "of linear layers" in out
     assert "encode_templates" in out and "host overhead" in out and "sentence-transformers encode" in out
     assert "inside the model forward calls" in out and "the host work proper is the rest" in out
-    host = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--templates", "2", "--host-only", "--repeats", "2")
+    host = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--templates", "2", "--host-only",
+                 "--repeats", "2")
     assert host.count("host overhead (1-layer 32-wide BERT)") == 2 and "naive loop" not in host
     assert host.count("host work alone (forward: zeros of its shape)") == 2
     prec = bench("encode_speed.py", "--model", tiny_bert_dir, "--device", device, "--precisions", "--no-bert-base")
@@ -58,8 +58,8 @@ def test_causal_speed(device):
 def test_search_speed(device, tiny_bert_dir, tmp_path):
     vocab = tmp_path / "v.json"
     vocab.write_text(json.dumps({"relations": ["means", "is"], "prefix_tokens": ["this", "a"], "wrappers": ['"']}))
-    out = bench("search_speed.py", "--model", tiny_bert_dir, "--device", device, "--vocabulary", vocab, "--max-steps", 1,
-                "--json", tmp_path / "s.json")
+    out = bench("search_speed.py", "--model", tiny_bert_dir, "--device", device, "--vocabulary", vocab, "--max-steps",
+                1, "--json", tmp_path / "s.json")
     got = json.loads((tmp_path / "s.json").read_text())
     assert {"exhaustive", "racing"} <= set(got) and "against exhaustive greedy" in out
     assert ("int8" in got) == (device == "cpu")  # int8 screening is a CPU route

@@ -8,7 +8,6 @@ import shlex
 import sys
 
 import pytest
-
 from conftest import REPO, run_child
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

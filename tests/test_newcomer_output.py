@@ -4,9 +4,9 @@ greedy table within 80 columns, the plot's labels and order, the column and bar 
 import json
 
 import pytest
+from conftest import write_vocab
 
 from promptsearch.cli import main
-from conftest import write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs
 
@@ -50,9 +50,10 @@ def test_the_plot_labels_the_answer_chosen_and_orders_candidates_as_searched(tmp
     """Item 31: the README's main job (docs/results/greedy-readout-default.json) answers with the model's own
     [X] @mean, which is also the best read-out; its step said '(not taken)', and the candidates' panel put the
     read-out step before the prefix step (sorted by name)."""
+    from conftest import REPO
+
     from promptsearch.search.plots import _path_steps, _sources, plot_results
     from promptsearch.search.results import Results
-    from conftest import REPO
 
     res = Results.load(REPO / "docs" / "results" / "greedy-readout-default.json")
     labels = [label for label, _, _ in _path_steps(res.path_steps, res.best.entry_key)]
@@ -63,25 +64,27 @@ def test_the_plot_labels_the_answer_chosen_and_orders_candidates_as_searched(tmp
 
 
 def test_a_best_read_out_that_is_not_taken_says_so():
+    from promptsearch.representation import Representation
     from promptsearch.search.plots import _path_steps
     from promptsearch.search.state import PathStep
-    from promptsearch.representation import Representation
 
     step = PathStep(stage="readout:best", step=3, template="query: [X] @mean", spearman=80.0, lead="[X] is [MASK] .",
                     taken=False)
     assert _path_steps([step], Representation("[X] is [MASK] ."))[0][0].endswith("(not taken)")
     assert _path_steps([step], step.entry_key)[0][0].endswith("(chosen)")
     step.lead = step.template  # the best read-out is the best so far (an ensemble then grows from it)
-    assert _path_steps([step], Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
+    assert _path_steps([step],
+                       Representation.ensemble([step.entry_key, Representation("[X] is [MASK] .")]))[0][0].endswith(
         "(the best so far: stays)")
 
 
 def test_the_greedy_table_fits_an_80_column_terminal(monkeypatch):
     """Item 32: the README's main job printed a table 157 columns wide (long notes and read-out prompts set the
     label column), which wraps on an 80-column terminal; every number must still be there."""
+    from conftest import REPO
+
     from promptsearch.search.greedy import format_path
     from promptsearch.search.results import Results
-    from conftest import REPO
 
     monkeypatch.setenv("COLUMNS", "80")
     for name in ("greedy-readout-default", "greedy-readout-ensemble-default", "greedy-multi-default", "greedy-default"):
@@ -117,8 +120,9 @@ def test_score_does_not_say_denoised_over_pooled_rows(tiny_bert_dir, tmp_path, c
 
 
 def test_a_ranking_of_mask_templates_only_still_says_denoised():
-    from promptsearch.search.results import Results
     from conftest import REPO
+
+    from promptsearch.search.results import Results
 
     res = Results.load(REPO / "docs" / "results" / "greedy-default.json")
     assert "stsb-dev (denoised)" in res.format_ranking(3)
@@ -145,9 +149,10 @@ def test_the_readme_never_sends_two_different_searches_into_one_results_file():
     """Item 38: the tour's search (two dev sets) wrote --out best.json, the file the first command had just
     written with one dev set, and was refused ('holds a run with dataset=...'). Each results file the README's
     searches write is written by one command line only (run again, it resumes)."""
-    from promptsearch.cli.parser import build_parser
     from conftest import REPO
     from test_docs import _argv, shown_commands
+
+    from promptsearch.cli.parser import build_parser
 
     writers: dict[str, set] = {}
     for c in shown_commands((REPO / "README.md").read_text(encoding="utf-8")):
@@ -204,6 +209,7 @@ def test_no_link_is_empty_and_every_anchor_names_a_section():
 
 def test_the_search_guide_puts_its_results_under_a_heading():
     import re
+
     from conftest import REPO
 
     text = (REPO / "docs" / "guides" / "search.md").read_text(encoding="utf-8")
@@ -217,7 +223,9 @@ def test_the_training_guide_names_the_views_its_command_trains():
     the model's own mean pooling, so that command trains a pooled read-out. The guide's measured commands name
     the results file whose views it reports, and those are the views that file gives."""
     import re
+
     from conftest import REPO
+
     from promptsearch.search.results import Results
     from promptsearch.train.finetune import choose_templates
 
@@ -236,7 +244,9 @@ def test_the_training_guide_names_the_views_its_command_trains():
 def test_the_predict_table_is_what_predict_prints(default_enc):
     """The guide documented `.` .196 for 'i am sad.' where predict measured .190 (fp32)."""
     import re
+
     from conftest import REPO
+
     from promptsearch.eval.predict import predict
 
     text = (REPO / "docs" / "guides" / "mask-head.md").read_text(encoding="utf-8")

@@ -88,16 +88,17 @@ def test_the_command_line_says_a_parameter_as_its_flag():
         "--pareto makes one objective per set, e.g. --dataset a,b."
     assert as_flags("fp32 (bf16=True forces it)", table) == "fp32 (--bf16 forces it)"
     assert as_flags("passed as mask_head=", table) == "passed as --mlm-head"
-    assert as_flags("a=b and x.json=1 and strategy='greedy'", table) == "a=b and x.json=1 and strategy='greedy'"  # no such flags
+    # no such flags
+    assert as_flags("a=b and x.json=1 and strategy='greedy'", table) == "a=b and x.json=1 and strategy='greedy'"
 
 
 def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_dir, tmp_path, capsys):
     from promptsearch import rep
     from promptsearch.cli import main
     from promptsearch.data import load_task
+    from promptsearch.errors import PromptSearchError
     from promptsearch.eval.objective import Objective
     from promptsearch.eval.sts import STSEvaluator
-    from promptsearch.errors import PromptSearchError
 
     with pytest.raises(PromptSearchError, match=r"^objective='max'.*mean or min"):
         Objective({"sts16": STSEvaluator(load_task("sts16"))}, "max")

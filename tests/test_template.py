@@ -1,7 +1,7 @@
 import pytest
+from conftest import PAPER_T, ROBERTA_T
 
 from promptsearch import Template, TemplateError
-from conftest import PAPER_T, ROBERTA_T
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -109,7 +109,8 @@ def test_entry_keys_parse_to_objects_and_write_back_the_same_text():
         "query: [X] @sentence-cls": Representation("query: [X]", readout="sentence-cls"),
         "query:\n[X] @max": Representation("query:\n[X]", readout="max"),  # a prompt keeps its whitespace
         " [X] @lasttoken": Representation(" [X]", readout="lasttoken"),
-        f"{t} + [X] means [MASK] . @layer 3": Representation(members=(Representation(t), Representation("[X] means [MASK] .", 3))),
+        f"{t} + [X] means [MASK] . @layer 3": Representation(members=(Representation(t),
+                                                                      Representation("[X] means [MASK] .", 3))),
         f"{t} + [X] @mean": Representation(members=(Representation(t), Representation("[X]", readout="mean"))),
     }
     for text, key in cases.items():

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import DATA, PAPER_T, cli, make_encoder, run_cli, spawn
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T, cli, make_encoder, run_cli, spawn
 
 ROBERTA_T = "This sentence : '[X]' means [MASK] ."
 
@@ -72,7 +72,8 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     (d / "empty.csv").write_text("", encoding="utf-8")
     (d / "splits").mkdir()
     for split in ("train", "test"):
-        (d / "splits" / f"{split}.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        (d / "splits" / f"{split}.csv").write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n",
+                                                   encoding="utf-8")
     (d / "baddemos.tsv").write_text("A dog runs.\tDog\nno tab on this line\n", encoding="utf-8")
     w["baddemos"] = d / "baddemos.tsv"
     for k in ("nocol.csv", "badscore.csv", "few.csv", "header-only.csv", "empty.csv", "splits"):
@@ -87,15 +88,18 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     _table(d / "ids.csv", sents, None, id=list(range(12)))
     _table(d / "blank.csv", sents, None, sentence2=["  "] + sents[1:])
     import datasets
-    datasets.Dataset.from_dict({"sentence1": [[x] for x in sents], "sentence2": sents, "score": list(range(12))}).to_parquet(
+    datasets.Dataset.from_dict({"sentence1": [[x] for x in sents], "sentence2": sents,
+                                "score": list(range(12))}).to_parquet(
         str(d / "lists.parquet"))
     datasets.Dataset.from_dict({"sentence1": sents, "sentence2": sents, "score": [[i] for i in range(12)]}).to_parquet(
         str(d / "listscore.parquet"))
     (d / "trunc.parquet").write_bytes((d / "lists.parquet").read_bytes()[:300])
-    (d / "utf16.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(12)), encoding="utf-16")
+    (d / "utf16.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(12)),
+                                 encoding="utf-16")
     (d / "latin1.csv").write_bytes(("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
                                     + "caf\xe9 5,b 5,5\n").encode("latin-1"))
-    (d / "bad.json").write_text('[{"sentence1": "a", "sentence2": "b", "score": 1},\n {"sentence1": "a" "sentence2": "b"}]')
+    (d / "bad.json").write_text('[{"sentence1": "a", "sentence2": "b", "score": 1},\n'
+                                ' {"sentence1": "a" "sentence2": "b"}]')
     (d / "bad.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"sentence1": "a", "score": 2\n')
     (d / "quote.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
                                  + '"a 5,b 5,5\n' + "".join(f"a {i},b {i},{i}\n" for i in range(6, 12)))
@@ -113,7 +117,8 @@ def _table(path, sents, score, **cols):
     datasets.Dataset.from_dict({**data, **cols}).to_csv(str(path), index=False)
 
 
-S = ["score", "--model", "{model}", "--data-dir", "{small}", "--cache", "{cache}", "-q", "--no-bf16", "--validate-top", "0"]
+S = ["score", "--model", "{model}", "--data-dir", "{small}", "--cache", "{cache}", "-q", "--no-bf16", "--validate-top",
+     "0"]
 LONG = " ".join(["word"] * 600)
 
 CASES = [
@@ -131,7 +136,8 @@ CASES = [
     (S + ["--out", "{out}"], "--file"),
     (["greedy", "--out", "{afile}/best.json"], "is not writable"),
     (["greedy", "--out", "/tmp"], "is a directory"),
-    (["greedy", "--model", "{model}", "--out", "{out}", "--cache", "{cache}", "--vocabulary", "/no/such.json"], "no template file"),
+    (["greedy", "--model", "{model}", "--out", "{out}", "--cache", "{cache}", "--vocabulary", "/no/such.json"],
+     "no template file"),
     (["greedy", "--vocabulary", "{vocab}", "--out", "{new}"], "'relations'"),
     (["optuna", "--grammar", "{grammar}", "--out", "{new}"], "slot 'a'"),
     (["optuna", "--grammar", "/no/such/grammar.json", "--out", "{new}"], "no template file"),
@@ -185,7 +191,8 @@ CASES = [
     (S[:-2] + [PAPER_T], ("held-out validation", "missing")),
     (S[:-2] + ["--validate-top", "-1", PAPER_T], ("--validate-top", "at least 0")),
     (S + ["--validate-on", "nosuchtask", "--validate-top", "3", PAPER_T], ("held-out validation", "'nosuchtask'")),
-    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"], ("--race-rungs '0.5,x'", "fractions")),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,x"],
+     ("--race-rungs '0.5,x'", "fractions")),
     (["greedy", "--model", "{model}", "--out", "{new}", "--race-rungs", "0.5,0.25"], ("rungs", "increasing")),
     (["greedy", "--model", "{model}", "--out", "{new}", "--finalists", "0"], ("--finalists", "at least 1")),
     # issue 19 — W2: a model folder without tokenizer files (every word would be [UNK])
@@ -206,10 +213,13 @@ CASES = [
      ("--cache", "--out")),
     (S[:5] + ["--cache", "{small}", "-q", "--no-bf16", "--validate-top", "0", PAPER_T], "is a folder"),
     # T3: repeated columns
-    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence1,score", "--out", "{out}", PAPER_T], "names 'sentence1' twice"),
+    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence1,score", "--out", "{out}", PAPER_T],
+     "names 'sentence1' twice"),
     (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,sentence1", "--out", "{out}", PAPER_T], "twice"),
-    (S + ["--dataset", "{ids_csv}", "--subset-column", "score", "--out", "{out}", PAPER_T], "is one of the pair columns"),
-    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,id", "--subset-column", "id", "--out", "{out}", PAPER_T],
+    (S + ["--dataset", "{ids_csv}", "--subset-column", "score", "--out", "{out}", PAPER_T],
+     "is one of the pair columns"),
+    (S + ["--dataset", "{ids_csv}", "--columns", "sentence1,sentence2,id", "--subset-column", "id", "--out", "{out}",
+          PAPER_T],
      "is one of the pair columns"),
     # T4: numeric and device flags, checked when the flags are read
     (S + ["--batch-size", "0", "--out", "{out}", PAPER_T], ("--batch-size", "at least 1")),
@@ -274,8 +284,8 @@ def _run(argv, **kw):
 def test_long_input_prints_no_transformers_warning(world):
     """13. The default model (512 positions): a 600-word template is one short line, a 5,000-word
     sentence is truncated without transformers' "indexing errors" warning."""
-    r = _run(["score", "--model", "default", "--data-dir", str(world["small"]), "--no-cache", "-q", "--validate-top", "0",
-                  LONG + " [X] [MASK] ."])
+    r = _run(["score", "--model", "default", "--data-dir", str(world["small"]), "--no-cache", "-q", "--validate-top",
+              "0", LONG + " [X] [MASK] ."])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and len(r.stderr) < 400, r.stderr
     r = _run(["predict", "--model", "default", "-q", " ".join(["word"] * 5000) + " ."])
     assert r.returncode == 0 and "indexing errors" not in r.stderr and "Token indices" not in r.stderr, r.stderr
@@ -321,7 +331,8 @@ def test_internal_whitespace_is_collapsed_on_byte_level_bpe(tiny_roberta_dir):
 def test_sigterm_ends_a_search_like_ctrl_c(world, tmp_path):
     """10. A message, the results kept, re-running resumes."""
     out = tmp_path / "g.json"
-    argv = ["greedy", "--model", str(world["model"]), "--dataset", "sts16", "--out", str(out), "--no-cache", "-q", "--no-bf16"]
+    argv = ["greedy", "--model", str(world["model"]), "--dataset", "sts16", "--out", str(out), "--no-cache", "-q",
+            "--no-bf16"]
     p = cli(argv)
     deadline = time.time() + 120
     while time.time() < deadline and not (out.exists() and json.loads(out.read_text() or "{}").get("templates")):
@@ -342,8 +353,9 @@ def test_optuna_summary_reports_running_trials(tiny_bert_dir, tmp_path, capsys):
     grammar = tmp_path / "g.json"
     grammar.write_text(json.dumps({"format": "{a} [X] means [MASK] .", "slots": {"a": ["", "This :", "So"]}}))
     optuna.create_study(study_name="s", storage=storage, direction="maximize").ask()  # never told: RUNNING
-    code = main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--trials", "2", "--grammar", str(grammar),
-                 "--storage", storage, "--study-name", "s", "--out", str(tmp_path / "o.json"), "--no-cache", "-q", "--no-bf16"])
+    code = main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--trials", "2", "--grammar",
+                 str(grammar), "--storage", storage, "--study-name", "s", "--out", str(tmp_path / "o.json"),
+                 "--no-cache", "-q", "--no-bf16"])
     out = capsys.readouterr().out
     assert code == 0
     assert "1 running trials" in out and "heartbeat" in out and "90 s" in out
@@ -353,7 +365,8 @@ def test_unwritable_cache_is_said_once(world, tmp_path, capsys):
     """12. A cache that cannot be written: one warning, the scores still printed."""
     (tmp_path / "afile").write_text("x")
     code = main(["score", "--model", str(world["model"]), "--data-dir", str(world["small"]), "--cache",
-                 str(tmp_path / "afile" / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "0", PAPER_T, "[X] means [MASK] ."])
+                 str(tmp_path / "afile" / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "0", PAPER_T,
+                 "[X] means [MASK] ."])
     out, err = capsys.readouterr()
     assert code == 0 and PAPER_T in out
     assert err.count("cannot use the score cache") == 1
@@ -406,7 +419,8 @@ def test_a_plain_tsv_keeps_its_quotes_and_rows(tmp_path):
     rows = list(zip(a, b, y))[:760]
     assert sum('"' in x for x, _, _ in rows) > 5  # the data holds quote characters
     plain = tmp_path / "plain.tsv"
-    plain.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{x}\t{z}\t{s}\n" for x, z, s in rows), encoding="utf-8")
+    plain.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{x}\t{z}\t{s}\n" for x, z, s in rows),
+                     encoding="utf-8")
     got = load_pairs(str(plain)).subsets["all"]
     assert got == ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
     balanced = tmp_path / "balanced.tsv"
@@ -418,7 +432,8 @@ def test_a_plain_tsv_keeps_its_quotes_and_rows(tmp_path):
     datasets.Dataset.from_dict({"sentence1": a[:760], "sentence2": b[:760], "score": y[:760]}).to_csv(
         str(pandas_tsv), sep="\t", index=False)
     assert '""' in pandas_tsv.read_text(encoding="utf-8")  # CSV-style quoting really is in that file
-    assert load_pairs(str(pandas_tsv)).subsets["all"] == ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    assert load_pairs(str(pandas_tsv)).subsets["all"] == ([r[0] for r in rows], [r[1] for r in rows],
+                                                          [r[2] for r in rows])
 
 
 def test_constant_similarities_are_an_error_not_nan(tiny_bert_dir):
@@ -471,7 +486,8 @@ def test_a_second_writer_of_one_results_file_is_refused(world, tmp_path):
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and str(out.resolve()) in lines[0] and f"pid {holder.pid}" in lines[0] and "--out" in lines[0], err
+        assert (len(lines) == 1 and str(out.resolve()) in lines[0] and f"pid {holder.pid}" in lines[0]
+                and "--out" in lines[0]), err
         assert out.read_text() == "{}"
     finally:
         holder.kill()
@@ -535,7 +551,8 @@ def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
     p = _cli(["greedy", "--model", "default", "--out", str(out), "--no-cache", "-q"])
     maps = f"/proc/{p.pid}/maps"
     deadline = time.time() + 120
-    while time.time() < deadline and p.poll() is None and "libtorch" not in open(maps, encoding="utf-8", errors="replace").read():
+    while time.time() < deadline and p.poll() is None and "libtorch" not in open(maps, encoding="utf-8",
+                                                                                 errors="replace").read():
         time.sleep(0.005)
     time.sleep(after)
     p.send_signal(signal.SIGINT)

@@ -9,9 +9,9 @@ import signal
 import time
 
 import pytest
+from conftest import REPO, write_vocab
 
 from promptsearch.cli import main
-from conftest import REPO, write_vocab
 
 T2 = "[X] means [MASK] ."
 
@@ -31,7 +31,8 @@ def test_a_pooled_prompt_holding_a_join_is_refused_before_scoring(tiny_bert_dir,
     no file written; the same for a [MASK] template read at a layer."""
     out = tmp_path / "r.json"
     _one_line(capsys, main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q",
-                            "--validate-top", "0", "--out", str(out), "--readout", "sentence-mean", "a + [X]"]), "' + '")
+                            "--validate-top", "0", "--out", str(out), "--readout", "sentence-mean", "a + [X]"]),
+                            "' + '")
     assert not out.exists()
     from promptsearch.errors import TemplateError
     from promptsearch.representation import Representation
@@ -80,8 +81,8 @@ def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, caps
     import json
 
     res = tmp_path / "r.json"
-    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top", "0",
-                 "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top",
+                 "0", "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
     capsys.readouterr()
     assert main(["export", str(res), "--out", str(tmp_path / "clean")]) == 0
     assert "note:" not in capsys.readouterr().err
@@ -144,7 +145,8 @@ def test_a_missing_data_folder_names_every_place_looked(tiny_bert_dir, tmp_path,
     monkeypatch.delenv(paths.ENV_VAR, raising=False)
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    err = _one_line(capsys, main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "sts16", "-q"]),
+    err = _one_line(capsys,
+                    main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "sts16", "-q"]),
                     "--data-dir", paths.ENV_VAR)
     for place in (tmp_path / "shared" / "data" / "sts", tmp_path / "here" / "data" / "sts",
                   tmp_path / "checkout" / "data" / "sts"):
@@ -231,8 +233,8 @@ def test_export_and_finetune_write_no_model_shards_bar(tiny_bert_dir, tmp_path, 
     capfd.readouterr()
     assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "e")]) == 0
     assert main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", T2, "--max-steps", "1",
-                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks", "sts16",
-                 "--no-bf16"]) == 0
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks",
+                 "sts16", "--no-bf16"]) == 0
     err = capfd.readouterr().err
     assert (tmp_path / "e" / "model.safetensors").is_file() and (tmp_path / "ft" / "model.safetensors").is_file()
     assert "Writing model shards" not in err and "Writing" not in err, err

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import PAPER_T, run_cli
 
 from promptsearch.cli import main
-from conftest import PAPER_T, run_cli
 
 
 def run(argv, capsys):
@@ -24,7 +24,8 @@ def test_eval_json_on_tiny_model(tiny_bert_dir, capsys):
 
 
 def test_eval_table_and_ditto_search(tiny_bert_dir, capsys):
-    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "first-last", "--tasks", "sts13", "-q"], capsys)
+    code, out, _ = run(["eval", "--model", str(tiny_bert_dir), "--pooling", "first-last", "--tasks", "sts13", "-q"],
+                       capsys)
     assert code == 0 and "STS13" in out and "first-last" in out
     code, out, _ = run(["ditto-search", "--model", str(tiny_bert_dir), "-q", "--json"], capsys)
     heads = json.loads(out)
@@ -49,7 +50,8 @@ def test_unreadable_row_via_console_script(tmp_path):
     p = run_cli(["eval", "--pooling", "static", "--data-dir", tmp_path])
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
-        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: expected 7 tab-separated fields, found 3 field(s)"]
+        f"promptsearch eval: error: {tmp_path}/STSBenchmark/sts-dev.csv:1: "
+        "expected 7 tab-separated fields, found 3 field(s)"]
 
 
 def test_usage_error_is_one_line(capsys):

@@ -3,10 +3,11 @@
 import pytest
 
 from promptsearch.data import TASKS, expand_tasks, load_corpus, load_task, read_sts_year
-from promptsearch.paths import data_dirs
 from promptsearch.errors import DataError
+from promptsearch.paths import data_dirs
 
-EXPECTED = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927, "stsb-dev": 1500}
+EXPECTED = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927,
+            "stsb-dev": 1500}
 
 
 @pytest.mark.parametrize("task", list(EXPECTED))
@@ -75,7 +76,8 @@ def test_dev_sets_are_parsed_once_into_an_object_that_names_itself():
     from promptsearch.errors import PromptSearchError
 
     sets = DevSets.parse("stsb-dev, sick-trial")
-    assert sets.names == ("stsb-dev", "sick-trial") and sets.text == str(sets) == "stsb-dev,sick-trial" and len(sets) == 2
+    assert sets.names == ("stsb-dev",
+                          "sick-trial") and sets.text == str(sets) == "stsb-dev,sick-trial" and len(sets) == 2
     assert DevSets.parse(sets) is sets and list(sets) == ["stsb-dev", "sick-trial"]
     with pytest.raises(PromptSearchError, match="7 data sets"):
         DevSets.parse("sts-all")

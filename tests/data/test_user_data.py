@@ -5,12 +5,12 @@ import json
 
 import datasets
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.data import DataOptions, load_task
 from promptsearch.encoding import rep
 from promptsearch.eval import evaluate_reps
-from conftest import PAPER_T, make_encoder
 
 
 def _stsb_dev_rows():
@@ -42,11 +42,13 @@ def forms(tmp_path_factory):
     ds.rename_columns({"sentence1": "sentence_A", "sentence2": "sentence_B", "score": "relatedness_score"}).to_json(
         str(d / "sick-style.jsonl"))
     # any names, mapped with --columns
-    ds.rename_columns({"sentence1": "left", "sentence2": "right", "score": "gold"}).to_csv(str(d / "custom.csv"), index=False)
+    ds.rename_columns({"sentence1": "left", "sentence2": "right", "score": "gold"}).to_csv(str(d / "custom.csv"),
+                                                                                           index=False)
     return d
 
 
-@pytest.mark.parametrize("spec", ["pairs.csv", "pairs.tsv", "pairs.jsonl", "pairs.json", "pairs.parquet", "saved", "files",
+@pytest.mark.parametrize("spec",
+                         ["pairs.csv", "pairs.tsv", "pairs.jsonl", "pairs.json", "pairs.parquet", "saved", "files",
                                   "acme/stsb-copy@validation", "sick-style.jsonl"])
 def test_every_form_scores_exactly_as_the_builtin_task(spec, forms, bert_enc, monkeypatch):
     monkeypatch.chdir(forms)
@@ -60,14 +62,16 @@ def test_columns_and_subsets(forms, bert_enc, tmp_path):
     from promptsearch.data import PairFormat
 
     r = rep(PAPER_T)
-    got = evaluate_reps(bert_enc, [r], [str(forms / "custom.csv")], DataOptions(fmt=PairFormat.parse("left,right,gold")))[r]
+    got = evaluate_reps(bert_enc, [r], [str(forms / "custom.csv")],
+                        DataOptions(fmt=PairFormat.parse("left,right,gold")))[r]
     ref = evaluate_reps(bert_enc, [r], ["stsb-dev"])[r]
     assert got[str(forms / "custom.csv")]["spearman"] == pytest.approx(ref["stsb-dev"]["spearman"], abs=1e-9)
     # a subset column: "all" is Spearman over the concatenation, each subset its own
     rows = _stsb_dev_rows()
     rows["genre"] = ["a" if i % 3 else "b" for i in range(len(rows["score"]))]
     datasets.Dataset.from_dict(rows).to_csv(str(tmp_path / "g.csv"), index=False)
-    res = evaluate_reps(bert_enc, [r], [str(tmp_path / "g.csv")], DataOptions(fmt=PairFormat.parse(None, "genre")))[r][str(tmp_path / "g.csv")]
+    res = evaluate_reps(bert_enc, [r], [str(tmp_path / "g.csv")],
+                        DataOptions(fmt=PairFormat.parse(None, "genre")))[r][str(tmp_path / "g.csv")]
     assert set(res["subsets"]) == {"a", "b"} and res["pairs"] == 1500
 
 
@@ -85,10 +89,11 @@ def test_search_and_eval_on_a_user_file_from_the_command_line(tiny_bert_dir, tmp
     datasets.Dataset.from_dict({"sentence1": a[:n], "sentence2": b[:n], "score": y[:n]}).to_csv(
         str(tmp_path / "my_pairs.csv"), index=False)
     vocab = tmp_path / "v.json"
-    vocab.write_text(json.dumps({"relations": ["means", "is"], "prefix_tokens": ["this", "sentence"], "wrappers": ['"']}))
+    vocab.write_text(json.dumps({"relations": ["means", "is"], "prefix_tokens": ["this", "sentence"],
+                                 "wrappers": ['"']}))
     pairs = str(tmp_path / "my_pairs.csv")
-    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", pairs, "--vocabulary", str(vocab), "--max-steps", "1",
-                 "--out", str(tmp_path / "best.json"), "--no-cache", "-q", "--no-bf16"]) == 0
+    assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", pairs, "--vocabulary", str(vocab), "--max-steps",
+                 "1", "--out", str(tmp_path / "best.json"), "--no-cache", "-q", "--no-bf16"]) == 0
     best = json.loads((tmp_path / "best.json").read_text())
     assert best["dataset"] == pairs and best["templates"]
     capsys.readouterr()
@@ -135,8 +140,11 @@ def test_a_german_template_search_end_to_end(tmp_path, capsys):
     words = {w.lower() for a, b, _ in GERMAN for w in (a + " " + b).split()}
     vocab_file = load_json("greedy-de")
     words |= {w.lower() for t in vocab_file["relations"] + vocab_file["prefix_tokens"] for w in t.split()}
-    words |= {w.lower() for t in load_json("paper")["translations"]["de"] for w in t.replace("[X]", " ").replace("[MASK]", " ").split()}
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", '"', "'", ".", ":", ","] + sorted(words - {'"', "'", ".", ":", ","})
+    words |= {w.lower() for t in load_json("paper")["translations"]["de"] for w in t.replace("[X]",
+                                                                                             " ").replace("[MASK]",
+                                                                                                          " ").split()}
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", '"', "'", ".", ":",
+             ","] + sorted(words - {'"', "'", ".", ":", ","})
     d = tmp_path / "tiny-de"
     d.mkdir()
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -164,13 +172,13 @@ def test_a_german_template_search_end_to_end(tmp_path, capsys):
 def test_training_reads_corpora_through_datasets(tiny_bert_dir, sentences, tmp_path, capsys):
     (tmp_path / "corpus.txt").write_text("\n".join(sentences[:64]) + "\n\n", encoding="utf-8")
     datasets.Dataset.from_dict({"body": sentences[:64]}).to_csv(str(tmp_path / "corpus.csv"), index=False)
-    datasets.Dataset.from_dict({"sent0": sentences[:16], "sent1": sentences[16:32], "hard_neg": sentences[32:48]}).to_csv(
-        str(tmp_path / "nli.csv"), index=False)
+    datasets.Dataset.from_dict({"sent0": sentences[:16], "sent1": sentences[16:32],
+                                "hard_neg": sentences[32:48]}).to_csv(str(tmp_path / "nli.csv"), index=False)
     common = ["--model", str(tiny_bert_dir), "--final-tasks", "sts16", "-q", "--no-bf16", "--train-batch-size", "8"]
-    assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.txt"), "--steps", "2", "--eval-steps", "2",
-                 "--out", str(tmp_path / "op")]) == 0
-    assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.csv"), "--text-column", "body", "--steps", "2",
-                 "--eval-steps", "2", "--out", str(tmp_path / "op2")]) == 0
+    assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.txt"), "--steps", "2", "--eval-steps",
+                 "2", "--out", str(tmp_path / "op")]) == 0
+    assert main(["optiprompt", *common, "--train-file", str(tmp_path / "corpus.csv"), "--text-column", "body",
+                 "--steps", "2", "--eval-steps", "2", "--out", str(tmp_path / "op2")]) == 0
     assert main(["finetune", "--mode", "sup", *common, "--template", PAPER_T, "--train-file", str(tmp_path / "nli.csv"),
                  "--max-steps", "1", "--eval-steps", "1", "--out", str(tmp_path / "ft")]) == 0
     from promptsearch.data import load_texts

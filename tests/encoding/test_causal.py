@@ -6,13 +6,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import CAUSAL_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.library import with_demos
-from conftest import CAUSAL_T, make_encoder
 
 KINDS = ["tiny_gpt2_dir", "tiny_opt_dir", "tiny_llama_dir"]
-SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .",
+         "a woman slices an onion"]
 
 
 def _last_state(enc, ids, position_ids=None):
@@ -86,7 +87,8 @@ def test_every_command_runs_on_a_causal_lm(kind, request, tmp_path, capsys):
                  "--out", str(tmp_path / "o.json"), "--no-cache"]) == 0
     assert json.loads((tmp_path / "o.json").read_text())["x_study"]["finished"] >= 2
     assert main(["optiprompt", *common, "--template", "PromptEOL", "--steps", "2", "--eval-steps", "2",
-                 "--train-batch-size", "8", "--micro-tokens", "64", "--final-tasks", "sts16", "--out", str(tmp_path / "op")]) == 0
+                 "--train-batch-size", "8", "--micro-tokens", "64", "--final-tasks", "sts16", "--out",
+                 str(tmp_path / "op")]) == 0
     saved = json.loads((tmp_path / "op" / "promptsearch.json").read_text())
     assert saved["template"] == CAUSAL_T and saved["soft_prompt"]
     capsys.readouterr()
@@ -94,7 +96,8 @@ def test_every_command_runs_on_a_causal_lm(kind, request, tmp_path, capsys):
 
 def test_demonstrations_go_before_the_template(tiny_gpt2_dir, tmp_path, capsys):
     demos = tmp_path / "demos.tsv"
-    demos.write_text("A jockey riding a horse.\tEquestrian\n# a comment\nA man is playing a flute.\tMusic\n", encoding="utf-8")
+    demos.write_text("A jockey riding a horse.\tEquestrian\n# a comment\nA man is playing a flute.\tMusic\n",
+                     encoding="utf-8")
     t = with_demos(CAUSAL_T, str(demos))
     assert t == ('This sentence : "A jockey riding a horse." means in one word:"Equestrian". '
                  'This sentence : "A man is playing a flute." means in one word:"Music". ' + CAUSAL_T)
@@ -102,8 +105,8 @@ def test_demonstrations_go_before_the_template(tiny_gpt2_dir, tmp_path, capsys):
     assert len(enc.rendered(t).before) > len(enc.rendered(CAUSAL_T).before)
     one = tmp_path / "one.tsv"  # the tiny model has 64 positions: one demonstration fits with a sentence
     one.write_text("A dog runs.\tDog\n", encoding="utf-8")
-    assert main(["eval", "--model", str(tiny_gpt2_dir), "--template", "PromptEOL", "--demos", str(one), "--tasks", "sts16",
-                 "--json", "-q", "--no-bf16"]) == 0, capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_gpt2_dir), "--template", "PromptEOL", "--demos", str(one), "--tasks",
+                 "sts16", "--json", "-q", "--no-bf16"]) == 0, capsys.readouterr().err
 
 
 def test_device_auto_places_the_model_with_accelerate(tiny_gpt2_dir):

@@ -4,13 +4,14 @@ batches, one copy back — and every template's vectors the ones ``encode`` give
 import numpy as np
 import pytest
 import torch
+from conftest import CAUSAL_T, PRECISIONS, make_encoder
 
 from promptsearch import rep
 from promptsearch.encoding.batching import budget_batches
 from promptsearch.search import Scorer
-from conftest import CAUSAL_T, PRECISIONS, make_encoder
 
-SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion",
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .",
+         "a woman slices an onion",
          "a man is playing a guitar .", "the children are playing football on a large green field near the school ."]
 MLM_T = ['This sentence : "[X]" means [MASK] .', "[X] means [MASK] .", '"[X]" is like [MASK] .']
 CAUSAL = [CAUSAL_T, '"[X]" means in one word:"', 'This sentence : "[X]" means in a word:"']
@@ -91,7 +92,8 @@ def test_token_ids_are_the_tokenizers_own(kind, sentences, request):
     from promptsearch.template import PROBE, token_ids
 
     tok = AutoTokenizer.from_pretrained(request.getfixturevalue(kind))
-    texts = sentences[:40] + [" " + s for s in sentences[40:50]] + ["[MASK] <s> </s> <unk> <mask>", "", "  two  spaces "]
+    texts = sentences[:40] + [" " + s for s in sentences[40:50]] + ["[MASK] <s> </s> <unk> <mask>", "",
+                                                                    "  two  spaces "]
     want = [list(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
     assert len(texts) > PROBE and token_ids(tok, texts) == want
     tok(texts[:3], truncation=True, max_length=4)  # leaves the backend truncating ...
@@ -120,7 +122,8 @@ def test_batches_follow_the_token_budget(tiny_bert_dir):
     assert sum(b for b, _ in shapes) == n_rows
     assert all(b * t <= 40 or b == 1 for b, t in shapes) and len(shapes) > len(MLM_T)
     roomy = make_encoder(tiny_bert_dir, max_tokens=4096)
-    np.testing.assert_allclose(roomy.encode_templates(SENTS, MLM_T)[0], enc.encode_templates(SENTS, MLM_T)[0], atol=1e-5)
+    np.testing.assert_allclose(roomy.encode_templates(SENTS, MLM_T)[0], enc.encode_templates(SENTS, MLM_T)[0],
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -166,7 +169,8 @@ def test_score_many_equals_each_score_alone(tiny_bert_dir):
         assert sc.template == t and sc.spearman == alone.spearman and not sc.cached
 
 
-SUFFIXES = [CAUSAL_T, 'This sentence : "[X]" means in a word:"', 'This sentence : "[X]" is like:"', 'This sentence : "[X]"']
+SUFFIXES = [CAUSAL_T, 'This sentence : "[X]" means in a word:"', 'This sentence : "[X]" is like:"',
+            'This sentence : "[X]"']
 
 
 @pytest.mark.parametrize("kind", ["tiny_gpt2_dir", "tiny_opt_dir", "tiny_llama_dir"])
@@ -178,9 +182,11 @@ def test_causal_suffixes_branch_from_one_prefix_and_sentence_pass(kind, side, re
     enc = make_encoder(request.getfixturevalue(kind), padding_side=side, max_length=40)
     plain = make_encoder(request.getfixturevalue(kind), padding_side=side, max_length=40)
     plain.prompt.share_prefix = False
-    sents = SENTS + ["a very long sentence " + "about many different things that go on " * 6 + "."]  # cut in every template
+    # cut in every template
+    sents = SENTS + ["a very long sentence " + "about many different things that go on " * 6 + "."]
     shapes = []
-    hook = enc.encoder.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    hook = enc.encoder.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                                 with_kwargs=True)
     try:
         got = enc.encode_templates(sents, SUFFIXES, denoise=False)
     finally:

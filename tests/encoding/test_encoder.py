@@ -1,19 +1,21 @@
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
 from promptsearch import PromptSearchError, rep
 from promptsearch.model.loading import load_model
-from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 
-SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .", "a man is playing a guitar ."]
+SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .",
+         "a man is playing a guitar ."]
 
 
 def _manual_mask_state(enc, ids, pos, position_ids=None, attention_mask=None):
     """One unpadded forward of one input, in the encoder's precision."""
     ids_t = torch.tensor([ids])
     with torch.no_grad(), enc.autocast():
-        out = enc.encoder(input_ids=ids_t, attention_mask=torch.ones_like(ids_t) if attention_mask is None else torch.tensor([attention_mask]),
+        mask = torch.ones_like(ids_t) if attention_mask is None else torch.tensor([attention_mask])
+        out = enc.encoder(input_ids=ids_t, attention_mask=mask,
                           position_ids=None if position_ids is None else torch.tensor([position_ids]))
     return out.last_hidden_state[0, pos].float().numpy()
 
@@ -45,14 +47,16 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(kind, temp
         n = len(sent)
         # (1) by construction: template tokens alone, positions after [X] shifted by n
         ids = list(r.before) + list(r.after)
-        pos_ids = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + n, off + len(r.before) + n + len(r.after)))
+        pos_ids = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + n,
+                                                                     off + len(r.before) + n + len(r.after)))
         mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
         expected = _manual_mask_state(enc, ids, mask, position_ids=pos_ids)
         np.testing.assert_allclose(states.bias[i], expected, atol=tol)
         # (2) independently: the full input with the sentence hidden from attention gives the same vector
         full, fpos = r.ids(sent)
         att = [1] * len(r.before) + [0] * n + [1] * len(r.after)
-        np.testing.assert_allclose(states.bias[i], _manual_mask_state(enc, full, fpos, attention_mask=att), atol=max(tol, 1e-4))
+        np.testing.assert_allclose(states.bias[i], _manual_mask_state(enc, full, fpos, attention_mask=att),
+                                   atol=max(tol, 1e-4))
     np.testing.assert_allclose(enc.encode(SENTS, template=template, denoise=True), states.raw - states.bias, atol=1e-6)
     lengths = {len(x) for x in enc.sentence_ids(enc.prepare(SENTS), template)}
     t = __import__("promptsearch").Template.parse(template).text
@@ -71,7 +75,8 @@ def test_batching_and_padding_do_not_change_vectors(precision, encoders):
     np.testing.assert_allclose(together, alone, atol=vec_tol(precision, alone, fp32.encode(SENTS, template=PAPER_T)))
     pooled = enc.encode(SENTS, pooling="mean", batch_size=2)
     pooled_alone = np.stack([enc.encode(s, pooling="mean") for s in SENTS])
-    np.testing.assert_allclose(pooled, pooled_alone, atol=vec_tol(precision, pooled_alone, fp32.encode(SENTS, pooling="mean")))
+    np.testing.assert_allclose(pooled, pooled_alone,
+                               atol=vec_tol(precision, pooled_alone, fp32.encode(SENTS, pooling="mean")))
 
 
 def _plain_forward(enc, s, attentions=False):
@@ -125,7 +130,9 @@ def test_pooling_and_template_errors(bert_enc):
 
 
 def test_period_convention(bert_enc):
-    assert bert_enc.prepare(["a cat", "a cat .", 'he said "hi"', "why ?", "it's '"]) == ["a cat.", "a cat .", 'he said "hi"', "why ?", "it's '"]
+    assert bert_enc.prepare(["a cat", "a cat .", 'he said "hi"', "why ?", "it's '"]) == ["a cat.", "a cat .",
+                                                                                         'he said "hi"', "why ?",
+                                                                                         "it's '"]
     off = make_encoder(bert_enc.model.path, add_period=False)
     assert off.prepare(["a cat"]) == ["a cat"]
     assert not np.allclose(off.encode(["a cat"], template=PAPER_T), bert_enc.encode(["a cat"], template=PAPER_T))
@@ -140,7 +147,8 @@ def test_loading_paths(tiny_bert_dir, tiny_bert_encoder_only_dir, tiny_distilber
     # the encoder weights are the checkpoint's, not a fresh init
     from transformers import BertModel
     ref = BertModel.from_pretrained(tiny_bert_encoder_only_dir)
-    assert torch.equal(ref.embeddings.word_embeddings.weight, m2.encoder.embeddings.word_embeddings.weight.cpu())  # loaded on the default device
+    # loaded on the default device
+    assert torch.equal(ref.embeddings.word_embeddings.weight, m2.encoder.embeddings.word_embeddings.weight.cpu())
     d = make_encoder(tiny_distilbert_dir)
     v = d.encode(SENTS, template=PAPER_T, denoise=True)
     assert v.shape == (4, 32) and np.isfinite(v).all()
@@ -149,6 +157,7 @@ def test_loading_paths(tiny_bert_dir, tiny_bert_encoder_only_dir, tiny_distilber
 
 def test_default_model_weights_are_the_bundled_minilm(default_enc):
     from transformers import AutoModel
+
     from promptsearch.model.loading import default_model_path
     ref = AutoModel.from_pretrained(default_model_path())
     for (n, p), (_, q) in zip(ref.named_parameters(), default_enc.encoder.named_parameters()):

@@ -5,13 +5,14 @@ import json
 
 import numpy as np
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch import PromptSearchError
 from promptsearch.encoding import Ensemble, MaskState
 from promptsearch.representation import Representation
-from conftest import PAPER_T, make_encoder
 
-SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .",
+         "a woman slices an onion"]
 OTHER = "[X] is about [MASK] ."
 
 
@@ -41,10 +42,11 @@ def test_eval_with_several_templates_scores_their_ensemble(tiny_bert_dir, capsys
 
 
 def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
-    from promptsearch.cli import main
-    from promptsearch.eval import evaluate_reps
-    from promptsearch.encoding.reps import rep_from_key
     from conftest import write_vocab as _vocab
+
+    from promptsearch.cli import main
+    from promptsearch.encoding.reps import rep_from_key
+    from promptsearch.eval import evaluate_reps
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
@@ -93,8 +95,8 @@ def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_pat
 
     out = tmp_path / "report.json"
     keys = [f"{PAPER_T} + {OTHER}", f"{OTHER} @layer 1"]
-    assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks", "sts16",
-                 "--json", str(out), "-q", "--no-bf16"]) == 0
+    assert main(["report", "--model", str(tiny_bert_dir), "--template", keys[0], "--template", keys[1], "--tasks",
+                 "sts16", "--json", str(out), "-q", "--no-bf16"]) == 0
     rows = {r["label"]: r for r in json.loads(out.read_text())["results"]}
     want = {Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True))), MaskState(OTHER, True, 1)}
     got = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), list(want), ["sts16"])

@@ -17,12 +17,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import _sentences, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.encoding.reps import PromptPool
 from promptsearch.representation import Representation, pooling_of
 from promptsearch.search import Scorer
-from conftest import _sentences, make_encoder
 
 FAMILIES = {"bert": "tiny_bert_dir", "roberta": "tiny_roberta_dir", "gpt2": "tiny_gpt2_dir", "xlmr": "tiny_xlmr_dir",
             "t5": "tiny_t5_encoder_dir", "deberta": "tiny_deberta_dir"}
@@ -96,12 +96,14 @@ def reference(folder, pooling: tuple[str, bool] | None = None):
 
     st = SentenceTransformer(str(folder), device="cpu")
     tok = st[0].tokenizer
-    if tok.pad_token is None:  # what a user of a GPT-2 folder must do before encoding a batch (promptsearch does it too)
+    # what a user of a GPT-2 folder must do before encoding a batch (promptsearch does it too)
+    if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if pooling is not None:
         mods = list(st.children())
         mods[1] = Pooling(mods[1].embedding_dimension, pooling_mode=pooling[0], include_prompt=pooling[1])
-        st = SentenceTransformer(modules=mods, device="cpu", prompts=st.prompts, default_prompt_name=st.default_prompt_name)
+        st = SentenceTransformer(modules=mods, device="cpu", prompts=st.prompts,
+                                 default_prompt_name=st.default_prompt_name)
     return st
 
 
@@ -139,14 +141,16 @@ def st_folder(base, out, *, mode="mean", include_prompt=True, dense=False, norma
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": legacy + "Pooling"}]
     (out / "1_Pooling").mkdir()
     flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
-             "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens", "weightedmean": "pooling_mode_weightedmean_tokens",
-             "lasttoken": "pooling_mode_lasttoken"}
-    pool = {"word_embedding_dimension": dim, **{v: k == mode for k, v in flags.items()}, "include_prompt": include_prompt}
+             "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+             "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
+    pool = {"word_embedding_dimension": dim, **{v: k == mode for k, v in flags.items()},
+            "include_prompt": include_prompt}
     (out / "1_Pooling" / "config.json").write_text(json.dumps(pool))
     if d is not None:
         (out / "2_Dense").mkdir()
-        (out / "2_Dense" / "config.json").write_text(json.dumps({"in_features": dim, "out_features": 16, "bias": True,
-                                                                 "activation_function": "torch.nn.modules.activation.Tanh"}))
+        (out / "2_Dense" / "config.json").write_text(json.dumps({
+            "in_features": dim, "out_features": 16, "bias": True,
+            "activation_function": "torch.nn.modules.activation.Tanh"}))
         torch.save(d.state_dict(), out / "2_Dense" / "pytorch_model.bin")
         modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": legacy + "Dense"})
     if normalize:
@@ -190,7 +194,8 @@ def test_the_models_own_representation_is_what_sentence_transformers_encodes(fam
     if not prompt:
         readout = readout.removeprefix("sentence-")  # no prompt to leave out
     assert own == Representation.of((prompt or "") + "[X]", readout=readout)
-    assert_same_similarities(enc.encode(SENTS), reference(folder).encode(SENTS))  # encode() with nothing: the model's own
+    # encode() with nothing: the model's own
+    assert_same_similarities(enc.encode(SENTS), reference(folder).encode(SENTS))
     # another prompt, pooled other ways: the folder's stack with that Pooling (its Dense, Normalize, max length kept)
     for p, ro in (("passage: ", "mean"), ("passage: ", "sentence-cls"), ("passage:", "max")):
         ours = enc.encode(SENTS, rep=PromptPool(p + "[X]", ro))
@@ -242,10 +247,10 @@ def test_a_sentencepiece_sentence_keeps_its_word_start_where_nothing_or_a_space_
     assert tok.convert_ids_to_tokens(ids)[0].startswith("▁") and ids == whole
 
 
-@pytest.mark.parametrize("family, layout, mode, dense", [("bert", "today", "mean", True), ("xlmr", "legacy", "max", False),
-                                                         ("gpt2", "today", "lasttoken", False), ("roberta", "legacy", "mean", True),
-                                                         ("deberta", "today", "weightedmean", False),
-                                                         ("t5", "legacy", "mean", True)])
+@pytest.mark.parametrize("family, layout, mode, dense",
+                         [("bert", "today", "mean", True), ("xlmr", "legacy", "max", False),
+                          ("gpt2", "today", "lasttoken", False), ("roberta", "legacy", "mean", True),
+                          ("deberta", "today", "weightedmean", False), ("t5", "legacy", "mean", True)])
 def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(family, layout, mode, dense, request,
                                                                              tmp_path, capsys):
     """The own-representation number of a search is sentence-transformers' EmbeddingSimilarityEvaluator's on the
@@ -256,7 +261,8 @@ def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(fam
                        dense=dense, normalize=True, max_len=24, prompt="query: ", layout=layout)
     out = tmp_path / "r.json"
     capsys.readouterr()
-    assert main(["score", "--model", str(folder), "--dataset", "stsb-dev", "--no-cache", "--no-bf16", "--validate-top", "0",
+    assert main(["score", "--model", str(folder), "--dataset", "stsb-dev", "--no-cache", "--no-bf16", "--validate-top",
+                 "0",
                  "--out", str(out), "-q", "--readout", "mean", "passage: [X]"]) == 0
     printed = capsys.readouterr().out
     words = {"mean": "mean pooling without the prompt", "max": "max pooling", "lasttoken": "last-token pooling",
@@ -309,7 +315,8 @@ def test_a_folder_promptsearch_trained_reads_as_what_it_was_trained_with(tiny_be
     assert_same_similarities(enc.encode(SENTS[:40]), st.encode(SENTS[:40]))
     plain = SentenceTransformer(str(tiny_bert_dir), device="cpu")  # the checkpoint's default stack, trained weights
     plain[0].auto_model.load_state_dict(enc.encoder.state_dict(), strict=False)  # (no pooler in an MLM)
-    assert_same_similarities(enc.encode(SENTS[:40], rep=PromptPool("a [X]", "mean")), plain.encode(SENTS[:40], prompt="a "))
+    assert_same_similarities(enc.encode(SENTS[:40], rep=PromptPool("a [X]", "mean")),
+                             plain.encode(SENTS[:40], prompt="a "))
     res = tmp_path / "r.json"
     assert main(["score", "--model", str(out), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top", "0",
                  "--out", str(res), "-q", "[X] is [MASK] ."]) == 0
@@ -351,7 +358,8 @@ def test_a_stack_this_tool_cannot_run_as_is_is_refused_in_one_line(tiny_bert_dir
 
 # ---- export: what was scored, over the folder's own stack, in the layout every reader reads -----------------------
 def test_export_writes_the_representation_over_the_folders_own_stack(tiny_bert_dir, tmp_path, capsys):
-    src = st_folder(tiny_bert_dir, tmp_path / "src", mode="cls", dense=True, normalize=True, max_len=20, prompt="query: ")
+    src = st_folder(tiny_bert_dir, tmp_path / "src", mode="cls", dense=True, normalize=True, max_len=20,
+                    prompt="query: ")
     out, key = tmp_path / "out", "passage: [X] @sentence-mean"
     capsys.readouterr()
     assert main(["export", "--model", str(src), "--template", key, "--out", str(out)]) == 0
@@ -361,13 +369,16 @@ def test_export_writes_the_representation_over_the_folders_own_stack(tiny_bert_d
     # the legacy layout: types sentence-transformers 2.x-6.x, TEI and vLLM parse; the Pooling at 1_Pooling with its
     # active boolean first and include_prompt last; max_seq_length kept; Dense as 2.x reads it
     modules = json.loads((out / "modules.json").read_text())
-    assert [m["type"] for m in modules] == ["sentence_transformers.models." + n for n in ("Transformer", "Pooling", "Dense",
+    assert [m["type"] for m in modules] == ["sentence_transformers.models." + n for n in ("Transformer", "Pooling",
+                                                                                          "Dense",
                                                                                           "Normalize")]
     assert [m["path"] for m in modules][:2] == ["", "1_Pooling"]
     pool = json.loads((out / "1_Pooling" / "config.json").read_text())
-    assert list(pool)[:2] == ["word_embedding_dimension", "pooling_mode_mean_tokens"] and list(pool)[-1] == "include_prompt"
+    assert list(pool)[:2] == ["word_embedding_dimension",
+                              "pooling_mode_mean_tokens"] and list(pool)[-1] == "include_prompt"
     assert pool == {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False,
-                    "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False, "include_prompt": False}
+                    "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+                    "include_prompt": False}
     assert json.loads((out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 20, "do_lower_case": False}
     dense = json.loads((out / "2_Dense" / "config.json").read_text())
     assert set(dense) == {"in_features", "out_features", "bias", "activation_function"}
@@ -408,8 +419,9 @@ def test_export_keeps_the_max_length_it_was_scored_with(tiny_roberta_dir, tmp_pa
 
 
 def test_export_of_a_plain_checkpoint_and_of_no_prompt(tiny_gpt2_dir, tmp_path):
-    """A checkpoint with no sentence-transformers files gets sentence-transformers' default stack (a GPT2LMHeadModel:
-    mean pooling) with the pooling asked for; a tokenizer without a pad token gets one, so the folder encodes a batch."""
+    """A checkpoint with no sentence-transformers files gets sentence-transformers' default stack
+    (a GPT2LMHeadModel: mean pooling) with the pooling asked for; a tokenizer without a pad token gets one, so
+    the folder encodes a batch."""
     out = tmp_path / "out"
     assert main(["export", "--model", str(tiny_gpt2_dir), "--template", "[X] @lasttoken", "--out", str(out)]) == 0
     cfg = json.loads((out / "config_sentence_transformers.json").read_text())

@@ -4,13 +4,14 @@ at [MASK] (or a causal LM's last template token), raw and denoised, every layer 
 import numpy as np
 import pytest
 import torch
-
-from promptsearch.train.loop import TrainRun
-from promptsearch import PromptSearchError, rep
-from promptsearch.encoding import MaskState
 from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
 
-SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .", "a woman slices an onion"]
+from promptsearch import PromptSearchError, rep
+from promptsearch.encoding import MaskState
+from promptsearch.train.loop import TrainRun
+
+SENTS = ["a man is playing a guitar .", "two dogs run in the park", "the cat sat on the mat .",
+         "a woman slices an onion"]
 
 
 def _states(enc, ids, at, position_ids=None):
@@ -22,8 +23,9 @@ def _states(enc, ids, at, position_ids=None):
     return torch.stack([h[0, at] for h in o.hidden_states]).float().numpy()
 
 
-@pytest.mark.parametrize("kind, template, side", [("tiny_bert_dir", PAPER_T, "right"), ("tiny_roberta_dir", ROBERTA_T, "right"),
-                                                  ("tiny_gpt2_dir", CAUSAL_T, "right"), ("tiny_llama_dir", CAUSAL_T, "left")])
+@pytest.mark.parametrize("kind, template, side",
+                         [("tiny_bert_dir", PAPER_T, "right"), ("tiny_roberta_dir", ROBERTA_T, "right"),
+                          ("tiny_gpt2_dir", CAUSAL_T, "right"), ("tiny_llama_dir", CAUSAL_T, "left")])
 def test_a_layers_state_is_the_models_own_hidden_state(kind, template, side, request):
     enc = make_encoder(request.getfixturevalue(kind), bf16=False, padding_side=side)
     n = enc.prompt.n_layers
@@ -37,7 +39,8 @@ def test_a_layers_state_is_the_models_own_hidden_state(kind, template, side, req
         own = _states(enc, ids, pos)
         k = len(sent)
         t_ids = list(r.before) + list(r.after)
-        t_pos = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + k, off + len(r.before) + k + len(r.after)))
+        t_pos = list(range(off, off + len(r.before))) + list(range(off + len(r.before) + k,
+                                                                   off + len(r.before) + k + len(r.after)))
         mask = r.mask_index if r.mask_in_before else len(r.before) + r.mask_index
         alone = _states(enc, t_ids, mask, t_pos)
         for layer in layers:  # fp32, other padding: rounding only
@@ -74,7 +77,8 @@ def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
     enc = make_encoder(tiny_bert_dir)
     with pytest.raises(PromptSearchError, match="layer 3 .*out of range.* 2"):
         enc.encode(SENTS, rep=rep(PAPER_T, layer=3))
-    assert enc.encode(SENTS[:1], rep=rep(PAPER_T, layer=-1)).tolist() == enc.encode(SENTS[:1], template=PAPER_T).tolist()
+    assert enc.encode(SENTS[:1], rep=rep(PAPER_T, layer=-1)).tolist() == enc.encode(SENTS[:1],
+                                                                                    template=PAPER_T).tolist()
     code = main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--layer", "-4", "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "layer -4 is out of range" in err and "\n" not in err
@@ -85,15 +89,16 @@ def test_layer_out_of_range_is_one_line_before_any_pass(tiny_bert_dir, capsys):
 def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_path):
     import json
 
+    from conftest import write_vocab as _vocab
+
     from promptsearch.cli import main
     from promptsearch.encoding import rep
     from promptsearch.eval import evaluate_reps
-    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
-    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path), "--max-steps", "1",
-            "--layers", "all", "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
-            "--no-racing"]
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
+            "--max-steps", "1", "--layers", "all", "--readouts", "none", "--out", str(out), "--no-cache", "-q",
+            "--no-bf16", "--validate-top", "0", "--no-racing"]
     assert main(argv) == 0
     d = json.loads(out.read_text())
     rows = [r for r in d["path"] if r["stage"] == "layer"]
@@ -108,11 +113,11 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     best = [r for r in d["path"] if r["stage"] == "layer:best"][0]
     last = [r for r in d["path"] if r["stage"] in ("relation:best", "prefix")][-1]
     assert best["taken"] == (best["spearman"] > last["spearman"] + best["min_gain"])
-    assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"] else last["template"])
+    assert d["x_baseline"]["best"] == (f"{last['template']} @layer {best['layer']}" if best["taken"]
+                                       else last["template"])
 
 
-@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"),
-                                             ("x", "'x'")])
+@pytest.mark.parametrize("layers, message", [("0", "layer 0 (the embeddings)"), ("5", "layer 5"), ("x", "'x'")])
 def test_greedy_bad_layers_are_one_line_and_write_nothing(layers, message, tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
 

@@ -10,15 +10,16 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, make_encoder, run_child
 
 from promptsearch.cli import main
 from promptsearch.data import load_task
-from promptsearch.eval import STSEvaluator
 from promptsearch.encoding.reps import Mean, PromptPool
+from promptsearch.eval import STSEvaluator
 from promptsearch.representation import OWN
-from conftest import PAPER_T, make_encoder, run_child
 
-SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today", "dogs run ."]
+SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat in the sun today",
+         "dogs run ."]
 
 
 def _hand(model, ids: list[int], sentence: slice, trail: int) -> dict[str, np.ndarray]:
@@ -120,7 +121,10 @@ def test_a_template_replaces_the_own_representation_only_beyond_noise(tiny_bert_
     assert res.best.entry_key == (own if kept else paper) and own.text == OWN
     said, line = verdict_lines(res)[:2]
     assert said == "the model's own: mean pooling, 64 tokens"  # what was read as the model's own (its default stack)
-    assert line.startswith("no template beats the model's own representation") if kept else " beats the model's own" in line
+    if kept:
+        assert line.startswith("no template beats the model's own representation")
+    else:
+        assert " beats the model's own" in line
     v = res.baseline
     assert v.kept is kept and v.gain == pytest.approx(res.entries[paper].spearman - res.entries[own].spearman, abs=2e-4)
 
@@ -129,7 +133,8 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
     """SentenceTransformer(folder).encode scored by its own EmbeddingSimilarityEvaluator equals
     promptsearch eval of the same representation (STS-B dev, within 0.01)."""
     folder = tmp_path / "st"
-    assert main(["export", "--model", str(tiny_bert_dir), "--template", "query : [X] @sentence-mean", "--out", str(folder)]) == 0
+    assert main(["export", "--model", str(tiny_bert_dir), "--template", "query : [X] @sentence-mean", "--out",
+                 str(folder)]) == 0
     capsys.readouterr()
     assert not (folder / "promptsearch.json").exists()
     cfg = json.loads((folder / "config_sentence_transformers.json").read_text())
@@ -141,6 +146,7 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
         warnings.simplefilter("ignore")
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
         from promptsearch.data import load_task
 
         a, b, y = load_task("stsb-dev").subsets["dev"]
@@ -172,8 +178,10 @@ print(json.dumps(st.encode({probe!r}).tolist()))
 
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--template", "query : [X]", "--readout", "maxi"], "invalid choice: 'maxi'"),
-    (["eval", "--model", "{gpt2}", "--template", "a [X] b", "--readout", "cls", "--tasks", "sts16", "-q"], "does not put first"),
-    (["eval", "--model", "{bert}", "--template", "query : [X]", "--readout", "mean", "--denoise", "-q"], "drop --denoise"),
+    (["eval", "--model", "{gpt2}", "--template", "a [X] b", "--readout", "cls", "--tasks", "sts16", "-q"],
+     "does not put first"),
+    (["eval", "--model", "{bert}", "--template", "query : [X]", "--readout", "mean", "--denoise", "-q"],
+     "drop --denoise"),
     (["eval", "--model", "{bert}", "--pooling", "mean", "--readout", "mean", "-q"], "give a --template"),
     (["export", "--model", "{bert}", "--template", "a [X] @mean + [X] @cls", "--out", "{new}"], "is an ensemble"),
     (["export", "--model", "{bert}", "--template", PAPER_T, "--out", "{new}"], "reads the [MASK] state"),
@@ -198,7 +206,8 @@ def test_optuna_takes_the_readout_as_a_trial_parameter(tiny_bert_dir, tmp_path):
                              "slots": {"prefix": ["", "This sentence :"], "relation": ["means", "is"]}}))
     out = tmp_path / "optuna.json"
     assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "mean,sentence-mean",
-                 "--trials", "12", "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--trials", "12", "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q",
+                 "--no-bf16",
                  "--validate-top", "0", "--no-prune"]) == 0  # every trial scored on the full set at once: eval's number
     d = json.loads(out.read_text())
     trials = [e for e in d["templates"] if e["source"].startswith("optuna")]
@@ -224,15 +233,16 @@ def test_finetune_starts_from_a_pooled_answer_and_never_ends_below_it(tiny_bert_
     answer = Results.load(res).best
     assert answer.readout == "mean"
     ft = tmp_path / "ft"
-    assert main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(res), "--max-steps", "3", "--eval-steps", "1",
-                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16", "--no-bf16",
-                 "-q"]) == 0
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--templates", str(res), "--max-steps", "3", "--eval-steps",
+                 "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16",
+                 "--no-bf16", "-q"]) == 0
     cap = capsys.readouterr()
     assert f"fine-tuning {answer.key}" in cap.err
     saved = json.loads((ft / "promptsearch.json").read_text())
     assert (saved["template"], saved["readout"], saved["denoise"]) == (answer.template, "mean", False)
     start, best = (float(x) for x in re.search(r"STS-B dev ([\d.]+) \(start\) -> ([\d.]+)", cap.out).groups())
-    assert start == pytest.approx(answer.spearman, abs=0.0051) and best >= start  # printed to 2 decimals; never below its start
+    # printed to 2 decimals; never below its start
+    assert start == pytest.approx(answer.spearman, abs=0.0051) and best >= start
     tuned = PromptEncoder.from_pretrained(str(ft), bf16=False, show_progress_bar=False)
     assert tuned.default_readout == "mean"
     r = PromptPool(answer.template, "mean")
@@ -283,9 +293,10 @@ def test_finetune_reuses_the_scores_it_has(tiny_bert_dir, tmp_path, capsys, monk
 
 
 def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
+    from conftest import write_vocab as _vocab
+
     from promptsearch.encoding.reps import rep_from_key
     from promptsearch.eval import evaluate_reps
-    from conftest import write_vocab as _vocab
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", _vocab(tmp_path),
@@ -303,9 +314,10 @@ def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
 
 def test_optuna_over_a_grammar_of_prompts_without_mask(tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "o.json"
-    argv = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--grammar", "grammar-pooled", "--trials", "6",
-            "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+    argv = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--grammar", "grammar-pooled", "--trials",
+            "6", "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
     assert main(argv) == 2 and "--readouts mean,sentence-mean" in capsys.readouterr().err and not out.exists()
     assert main(argv + ["--readouts", "mean,sentence-mean"]) == 0
     trials = [e for e in json.loads(out.read_text())["templates"] if e["source"].startswith("optuna")]
-    assert len(trials) >= 1 and all(e["readout"] in ("mean", "sentence-mean") and "[MASK]" not in e["template"] for e in trials)
+    assert len(trials) >= 1 and all(e["readout"] in ("mean",
+                                                     "sentence-mean") and "[MASK]" not in e["template"] for e in trials)

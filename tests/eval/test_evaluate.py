@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
+from conftest import DATA, PAPER_T, PRECISIONS, make_encoder, vec_tol
 from scipy.stats import spearmanr
 
 from promptsearch.data import STSData, load_task
 from promptsearch.encoding import rep as Rep
 from promptsearch.eval import STSEvaluator, anisotropy, evaluate_reps, format_table, score_task
-from conftest import DATA, PAPER_T, PRECISIONS, make_encoder, vec_tol
 
 
 def test_all_is_spearman_over_concatenated_subsets_not_the_mean():
@@ -16,7 +16,10 @@ def test_all_is_spearman_over_concatenated_subsets_not_the_mean():
         ids = [f"s{i}" for i in (range(0, 20) if k == "a" else range(20, 40))]
         subsets[k] = (ids[:10], ids[10:], list(rng.uniform(0, 5, 10)))
     res = score_task(STSData("t", subsets), vec)
-    cos = lambda x, y: vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+
+    def cos(x, y):
+        return vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+
     sims = [cos(x, y) for k in "ab" for x, y in zip(subsets[k][0], subsets[k][1])]
     gold = subsets["a"][2] + subsets["b"][2]
     assert res["spearman"] == pytest.approx(spearmanr(sims, gold).statistic * 100)

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from promptsearch.data import expand_tasks, load_task
-from promptsearch.eval.objective import Objective, combine
+from promptsearch.eval.objective import Objective, combine, grouped_spearman
 from promptsearch.eval.sts import STSEvaluator
 from promptsearch.search import Scorer
-from promptsearch.eval.objective import grouped_spearman
 from promptsearch.search.racing import Racing
 
 T = 'This sentence : "[X]" means [MASK] .'
@@ -40,7 +39,8 @@ def test_two_sets_share_sentences_and_score_each_as_alone():
     alone = {n: ev.spearman(vecs[[index[s] for s in ev.sentences]]) for n, ev in (("sick-trial", a), ("sts16", b))}
     assert obj.scores(vecs) == alone  # each set's number is exactly what that set alone gives
     assert obj.spearman(vecs) == min(alone.values())
-    assert Objective({"sick-trial": a, "sts16": b}).spearman(vecs) == pytest.approx(np.mean(list(alone.values())), abs=1e-12)
+    assert Objective({"sick-trial": a, "sts16": b}).spearman(vecs) == pytest.approx(np.mean(list(alone.values())),
+                                                                                    abs=1e-12)
 
 
 def test_combine_skips_undefined_sets():
@@ -91,7 +91,8 @@ def test_cli_search_on_two_sets_writes_each_sets_score(tiny_bert_dir, tmp_path, 
     d = json.loads(out.read_text())
     assert d["dataset"] == "sick-trial,sts16" and d["settings"]["objective"] == "min"
     for e in d["templates"]:
-        assert set(e["sets"]) == {"sick-trial", "sts16"} and e["spearman"] == pytest.approx(min(e["sets"].values()), abs=1e-4)
+        assert set(e["sets"]) == {"sick-trial", "sts16"} and e["spearman"] == pytest.approx(min(e["sets"].values()),
+                                                                                            abs=1e-4)
     # resuming the file with another objective is refused, and the file is left as it was
     before = out.read_bytes()
     capsys.readouterr()
@@ -128,16 +129,18 @@ def test_gain_is_the_objectives_difference_with_a_paired_bootstrap_error():
 
 
 def test_greedy_takes_a_step_only_above_its_noise(tiny_bert_dir, tmp_path):
+    from conftest import write_vocab as _vocab
+
     from promptsearch.search import run_strategy
     from promptsearch.search.greedy import Greedy
     from tests.conftest import make_encoder
-    from conftest import write_vocab as _vocab
 
     enc = make_encoder(tiny_bert_dir, bf16=False)
     paths = {}
     for mg in ("auto", 0):
         scorer = Scorer(enc, dataset="sts16", cache=tmp_path / "c.jsonl")
-        g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg, readouts="none")
+        g = Greedy(vocabulary=_vocab(tmp_path), max_steps=4, show_progress_bar=False, racing=None, min_gain=mg,
+                   readouts="none")
         res = run_strategy(g, scorer, tmp_path / f"best-{mg}.json", "tiny", validate_top=0)
         path = paths[mg] = res.path_steps
         prev = [r for r in path if r.stage == "relation:best"][0]
@@ -179,7 +182,8 @@ def test_pareto_study_writes_a_front_with_no_dominated_trial(tiny_bert_dir, tmp_
     assert "Pareto front" in capsys.readouterr().out
     d = json.loads(out.read_text())
     # every entry, the model's own representation ('[X] @mean', scored first) too
-    entries = {e["template"] + (" @" + e["readout"] if e.get("readout") else ""): (e["sets"]["sick-trial"], e["sets"]["sts16"])
+    entries = {e["template"] + (" @" + e["readout"] if e.get("readout") else ""): (e["sets"]["sick-trial"],
+                                                                                   e["sets"]["sts16"])
                for e in d["templates"]}
     front = set(d["x_pareto"])
     assert front and front <= set(entries)

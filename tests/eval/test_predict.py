@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from conftest import PAPER_T, ROBERTA_T, make_encoder
 
 from promptsearch import rep
 from promptsearch.cli import main
 from promptsearch.eval.predict import mask_logits, predict, topk_static
-from conftest import PAPER_T, ROBERTA_T, make_encoder
 
 
 @pytest.mark.parametrize("fixture, template", [("tiny_bert_dir", PAPER_T), ("tiny_roberta_dir", ROBERTA_T),
@@ -45,7 +45,8 @@ def test_eq3_is_the_probability_weighted_top_k_average(bert_enc):
         w = top.values / top.values.sum()
         expected = (w[:, None] * bert_enc.word_embeddings[top.indices]).sum(0)
         np.testing.assert_allclose(v[i], expected.numpy(), atol=1e-5)
-    np.testing.assert_allclose(bert_enc.encode(s, rep=rep(PAPER_T, denoise=True, pooling="topk-static", top_k=7)), v, atol=1e-6)
+    np.testing.assert_allclose(bert_enc.encode(s, rep=rep(PAPER_T, denoise=True, pooling="topk-static", top_k=7)), v,
+                               atol=1e-6)
 
 
 def test_predict_and_table9_commands(tiny_bert_dir, capsys):
@@ -55,6 +56,6 @@ def test_predict_and_table9_commands(tiny_bert_dir, capsys):
     assert main(["table9", "--model", str(tiny_bert_dir), "--tasks", "sts16", "--no-bf16", "-q"]) == 0
     out = capsys.readouterr().out
     assert "avg. top-200 tokens (denoised)" in out and "[MASK] token" in out
-    assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--pooling", "topk-static", "--tasks", "sts16",
-                 "-q", "--no-bf16"]) == 0
+    assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--pooling", "topk-static", "--tasks",
+                 "sts16", "-q", "--no-bf16"]) == 0
     assert main(["eval", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--pooling", "mean", "-q"]) == 2

@@ -5,14 +5,16 @@ tiny random BERT and RoBERTa, in float32."""
 import numpy as np
 import pytest
 import torch
+from conftest import make_encoder
 
 from promptsearch import Template
 from promptsearch.library import paper_templates
-from conftest import make_encoder
 
 # The reference's own template syntax (run.sh) and the same template in promptsearch's.
-REF_BERT = ['*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*', '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*']
-REF_ROBERTA = ["*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*", "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"]
+REF_BERT = ['*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*',
+            '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*']
+REF_ROBERTA = ["*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*",
+               "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"]
 EDGE = ['he said "hi"', "it's '", "a  man   plays", "why ?", "the end"]
 
 
@@ -40,7 +42,8 @@ def ref_batcher(model, tokenizer, template, batch, delta=None, template_len=None
                        .replace('_', ' ').replace('*sep+*', '')\
                        .replace('*cls*', '')
     for i, s in enumerate(sentences):
-        if len(s) > 0 and s[-1] not in '.?"\'': s += '.'
+        if len(s) > 0 and s[-1] not in '.?"\'':
+            s += '.'
         sentences[i] = template.replace('*sent 0*', s).strip()
     batch = tokenizer(sentences, return_tensors='pt', padding=True)  # batch_encode_plus is gone in transformers 5
     with torch.no_grad():
@@ -56,7 +59,8 @@ def ref_batcher(model, tokenizer, template, batch, delta=None, template_len=None
 
 @pytest.mark.parametrize("kind, ref_template", [("bert", t) for t in REF_BERT] + [("roberta", t) for t in REF_ROBERTA]
                          + [("roberta", REF_BERT[0])])  # double quotes on RoBERTa: BPE merges '."' across [X]
-def test_reference_compat_equals_the_reference_evaluation(kind, ref_template, sentences, tiny_bert_dir, tiny_roberta_dir):
+def test_reference_compat_equals_the_reference_evaluation(kind, ref_template, sentences, tiny_bert_dir,
+                                                          tiny_roberta_dir):
     enc = make_encoder(tiny_bert_dir if kind == "bert" else tiny_roberta_dir, compat="reference")
     template = Template.parse(ref_template)  # the reference's syntax is accepted as is
     sents = sentences[:40] + EDGE
@@ -89,7 +93,8 @@ def test_default_compat_differs_from_the_reference_on_roberta(sentences, tiny_ro
 
 
 def test_reference_spellings_ship_with_the_paper_templates():
-    assert paper_templates("roberta", compat="reference") == [Template.parse(t).text for t in REF_ROBERTA] + ["[X] means[MASK]."]
+    assert paper_templates("roberta",
+                           compat="reference") == [Template.parse(t).text for t in REF_ROBERTA] + ["[X] means[MASK]."]
     assert paper_templates("bert", compat="reference")[:2] == [Template.parse(t).text for t in REF_BERT]
     assert Template.parse(REF_ROBERTA[0]).text == "This sentence : ' [X] ' means[MASK]."
 

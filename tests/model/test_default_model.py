@@ -2,11 +2,11 @@
 dev set is marked slow."""
 
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch.data import STSData, load_task
 from promptsearch.encoding import rep as Rep
 from promptsearch.eval import evaluate_reps, score_task
-from conftest import PAPER_T, make_encoder
 
 
 def _slice(n):

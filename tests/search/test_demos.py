@@ -3,16 +3,18 @@
 import json
 
 import pytest
+from conftest import CAUSAL_T
 
 from promptsearch.cli import main
 from promptsearch.library import demo_template, read_demos
-from conftest import CAUSAL_T
 
-POOL = "a man plays a guitar .\tmusic\nthe cat sleeps on the mat .\tcat\n# a comment\na woman is slicing an onion .\tcooking\n"
+POOL = ("a man plays a guitar .\tmusic\nthe cat sleeps on the mat .\tcat\n# a comment\n"
+        "a woman is slicing an onion .\tcooking\n")
 
 
 def test_a_demonstration_is_the_filled_template_with_its_word(tmp_path):
-    assert demo_template("[X] means [MASK] .", [("a dog runs .", "dog")]) == "a dog runs . means dog . [X] means [MASK] ."
+    assert demo_template("[X] means [MASK] .",
+                         [("a dog runs .", "dog")]) == "a dog runs . means dog . [X] means [MASK] ."
     assert (demo_template(CAUSAL_T, [("a dog runs .", "dog"), ("it rains .", "rain")])
             == f'This sentence : "a dog runs ." means in one word:"dog". This sentence : "it rains ." means in one '
                f'word:"rain". {CAUSAL_T}')
@@ -23,19 +25,21 @@ def test_a_demonstration_is_the_filled_template_with_its_word(tmp_path):
 
 @pytest.mark.parametrize("kind, vocabulary", [("tiny_bert_dir", None), ("tiny_gpt2_dir", "greedy-causal")])
 def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabulary, request, tmp_path):
-    from promptsearch.encoding import rep
-    from promptsearch.eval import evaluate_reps
     from conftest import make_encoder
     from conftest import write_vocab as _vocab
 
+    from promptsearch.encoding import rep
+    from promptsearch.eval import evaluate_reps
+
     d = str(request.getfixturevalue(kind))
     pool = tmp_path / "pool.tsv"
-    pool.write_text("a dog runs .\tdog\nit rains .\train\ncats sleep .\tcat\n", encoding="utf-8")  # short: the tiny models take 64 tokens
+    # short: the tiny models take 64 tokens
+    pool.write_text("a dog runs .\tdog\nit rains .\train\ncats sleep .\tcat\n", encoding="utf-8")
     out = tmp_path / "best.json"
     vocab = vocabulary or _vocab(tmp_path)
-    assert main(["greedy", "--model", d, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "1", "--demos-pool",
-                 str(pool), "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
-                 "--no-racing"]) == 0
+    assert main(["greedy", "--model", d, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "1",
+                 "--demos-pool", str(pool), "--readouts", "none", "--out", str(out), "--no-cache", "-q", "--no-bf16",
+                 "--validate-top", "0", "--no-racing"]) == 0
     res = json.loads(out.read_text())
     step = [r for r in res["path"] if r["stage"] == "demos"][0]
     before = [r for r in res["path"] if r["stage"] in ("relation:best", "prefix")][-1]["template"]
@@ -64,7 +68,8 @@ def test_an_empty_demos_pool_is_one_line_and_writes_nothing(tiny_bert_dir, tmp_p
     pool = tmp_path / "pool.tsv"
     pool.write_text("# nothing here\n\n", encoding="utf-8")
     out = tmp_path / "best.json"
-    code = main(["greedy", "--model", str(tiny_bert_dir), "--demos-pool", str(pool), "--out", str(out), "--no-cache", "-q"])
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--demos-pool", str(pool), "--out", str(out), "--no-cache",
+                 "-q"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--demos-pool" in err and "sentence<TAB>word" in err and "\n" not in err
     assert not out.exists()

@@ -15,8 +15,10 @@ from promptsearch.search.generate import MLMGenerator, T5Generator
 from promptsearch.template import Template
 
 SYNSETS = [
-    "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived or known or inferred to have its own distinct existence",
-    "00002137 03 n 02 abstraction 0 abstract_entity 0 010 | a general concept formed by extracting common features; \"an abstraction\"",
+    "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived or known or inferred to have its own "
+    "distinct existence",
+    "00002137 03 n 02 abstraction 0 abstract_entity 0 010 | a general concept formed by extracting common features; "
+    "\"an abstraction\"",
     "01123148 41 v 01 guitar_player 0 001 @ 01122387 v 0000 01 + 08 00 | a person who plays the guitar",
 ]
 
@@ -48,7 +50,9 @@ def test_real_wordnet_if_installed():
     if not Path("/usr/share/wordnet/data.noun").exists():
         pytest.skip("wordnet-base is not installed (scripts/setup.sh installs it)")
     pairs = read_wordnet()
-    assert len(pairs) > 100_000 and ("dog", "a member of the genus Canis (probably descended from the common wolf) that has been domesticated by man since prehistoric times") in pairs
+    assert len(pairs) > 100_000 and ("dog",
+                                     "a member of the genus Canis (probably descended from the common wolf) "
+                                     "that has been domesticated by man since prehistoric times") in pairs
 
 
 @pytest.fixture(scope="module")
@@ -59,24 +63,27 @@ def tiny_t5_dir(tmp_path_factory):
     from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
     d = tmp_path_factory.mktemp("tiny-t5")
-    corpus = ["This sentence means something .", "a person who plays the guitar", "a general concept formed by features",
+    corpus = ["This sentence means something .", "a person who plays the guitar",
+              "a general concept formed by features",
               "that which is perceived or known", "This means that .", "entity abstraction guitar player"] * 20
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=buf, vocab_size=60, model_type="unigram",
-                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0, minloglevel=2,
-                                   hard_vocab_limit=False)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=buf, vocab_size=60,
+                                   model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                   character_coverage=1.0, minloglevel=2, hard_vocab_limit=False)
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
     tok = T5Tokenizer(vocab=vocab, extra_ids=10)
     tok.save_pretrained(d)
     torch.manual_seed(0)
-    cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
-                   pad_token_id=0, eos_token_id=1)
+    cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     model = T5ForConditionalGeneration(cfg)
     pairs = [("entity", "that which is perceived or known"), ("guitar player", "a person who plays the guitar"),
              ("abstraction", "a general concept formed by features")]
-    inputs = tok([f"<extra_id_0> {d_} <extra_id_1> {w} <extra_id_2>" for w, d_ in pairs], return_tensors="pt", padding=True)
-    labels = tok(["<extra_id_0> This <extra_id_1> means <extra_id_2> . <extra_id_3>"] * len(pairs), return_tensors="pt").input_ids
+    inputs = tok([f"<extra_id_0> {d_} <extra_id_1> {w} <extra_id_2>" for w, d_ in pairs], return_tensors="pt",
+                 padding=True)
+    labels = tok(["<extra_id_0> This <extra_id_1> means <extra_id_2> . <extra_id_3>"] * len(pairs),
+                 return_tensors="pt").input_ids
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     for _ in range(300):
@@ -91,7 +98,8 @@ def tiny_t5_dir(tmp_path_factory):
 
 def test_t5_generation_path(tiny_t5_dir):
     gen = T5Generator(str(tiny_t5_dir), device="cpu", num_beams=4, max_new_tokens=24)
-    counts = gen.generate([("guitar player", "a person who plays the guitar"), ("entity", "that which is perceived or known")],
+    counts = gen.generate([("guitar player", "a person who plays the guitar"),
+                           ("entity", "that which is perceived or known")],
                           batch_size=2, show=False)
     assert counts.most_common(1)[0][0] == "This [X] means [MASK] ."
     assert all(Template.parse(t).text == t for t in counts)

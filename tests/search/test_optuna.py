@@ -7,13 +7,14 @@ import sys
 
 import optuna
 import pytest
-
 from conftest import ONE_THREAD, run_child, spawn
+
 from promptsearch.search import Scorer, run_strategy
 from promptsearch.search.optuna_search import OptunaSearch
 
 GRAMMAR = {"format": "{prefix} {quote}[X]{quote} {relation} [MASK] .",
-           "slots": {"prefix": ["", "This sentence :", "This"], "quote": ["", "\""], "relation": ["means", "is", "says"]}}
+           "slots": {"prefix": ["", "This sentence :", "This"], "quote": ["", "\""],
+                     "relation": ["means", "is", "says"]}}
 
 
 @pytest.fixture
@@ -30,7 +31,8 @@ def test_study_resumes_and_reports_growing_subsets(bert_enc, grammar, tmp_path):
     s = OptunaSearch(storage=storage, study_name="t", trials=4, grammar=grammar, seed=0, show_progress_bar=False)
     run_strategy(s, scorer, tmp_path / "o.json", "tiny")
     study = optuna.load_study(study_name="t", storage=storage)
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                       optuna.trial.TrialState.PRUNED)]
     assert len(finished) == 4
     fresh = [t for t in finished if t.intermediate_values]
     assert fresh and all(set(t.intermediate_values) <= {148, 296, 593} for t in fresh)
@@ -96,7 +98,8 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     study = optuna.load_study(study_name="shared", storage=storage)
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                       optuna.trial.TrialState.PRUNED)]
     # a worker goes on asking while fewer than 8 have finished (the other's running trials may be a killed
     # worker's), so the other's batch in flight (8 trials at most) may finish past the target
     assert 8 <= len(finished) <= 8 + 8
@@ -154,9 +157,9 @@ def _counting(encoder, calls):
 def test_progressive_rungs_score_several_templates_in_one_call_as_if_alone(tiny_bert_dir, tmp_path):
     """A rung of several templates is one encoding call, and each template's rung scores and full score
     are exactly those it gets scored alone (a batch holds one template's rows)."""
-    from promptsearch.search.progressive import Progressive, score_progressive
-
     from conftest import make_encoder
+
+    from promptsearch.search.progressive import Progressive, score_progressive
 
     templates = ['This sentence : "[X]" means [MASK] .', "[X] is [MASK] .", "This [X] says [MASK] ."]
     calls: list = []
@@ -182,11 +185,13 @@ def test_a_batch_of_trials_is_encoded_together_and_told(tiny_bert_dir, grammar, 
     scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)
     calls: list = []
     _counting(scorer.encoder, calls)
-    s = OptunaSearch(storage=storage, study_name="b", trials=4, batch=4, grammar=grammar, seed=3, show_progress_bar=False)
+    s = OptunaSearch(storage=storage, study_name="b", trials=4, batch=4, grammar=grammar, seed=3,
+                     show_progress_bar=False)
     run_strategy(s, scorer, tmp_path / "b.json", "tiny", validate_top=0)
     trials = optuna.load_study(study_name="b", storage=storage).trials
     assert [t.state for t in trials if not t.state.is_finished()] == []
-    assert len([t for t in trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]) == 4
+    assert len([t for t in trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                 optuna.trial.TrialState.PRUNED)]) == 4
     distinct = len({t.user_attrs["template"] for t in trials})
     assert len(calls[0]) == distinct > 1 and len(calls) <= 4  # the first rung: every distinct template in one call
     fresh = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset="sts16", cache=False)

@@ -7,12 +7,13 @@ import json
 
 import optuna
 import pytest
+from conftest import stsb_dev_csv as _pairs_csv
 from optuna.trial import TrialState
 
-from conftest import stsb_dev_csv as _pairs_csv
 from promptsearch.cli import main
 
-GRAMMAR = {"format": "{prefix} [X] {relation} [MASK] .", "slots": {"prefix": ["", "This :", "So"], "relation": ["means", "is"]}}
+GRAMMAR = {"format": "{prefix} [X] {relation} [MASK] .",
+           "slots": {"prefix": ["", "This :", "So"], "relation": ["means", "is"]}}
 
 
 @pytest.fixture
@@ -37,9 +38,9 @@ def _trials(storage, name="s"):
 
 
 def _optuna(tiny_bert_dir, grammar, tmp_path, *extra, out="o.json"):
-    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar, "--storage", f"sqlite:///{tmp_path / 's.db'}",
-            "--study-name", "s", "--out", str(tmp_path / out), "--no-cache", "-q", "--no-bf16", "--validate-top", "0",
-            "--seed", "0", *extra]
+    return ["optuna", "--model", str(tiny_bert_dir), "--grammar", grammar, "--storage",
+            f"sqlite:///{tmp_path / 's.db'}", "--study-name", "s", "--out", str(tmp_path / out), "--no-cache", "-q",
+            "--no-bf16", "--validate-top", "0", "--seed", "0", *extra]
 
 
 def test_a_study_resumed_after_its_data_changed_is_refused(tiny_bert_dir, grammar, tmp_path, capsys):
@@ -117,9 +118,11 @@ def test_a_storage_that_is_no_database_is_one_line(tiny_bert_dir, tmp_path, caps
     (["--readouts", "mean"], ["--readouts", "mean,cls"], ["--readouts mean,", "mean,cls"]),
     (["--layers", "1"], ["--layers", "1,2"], ["--layers 1,", "1,2"]),
     (["--no-denoise"], [], ["raw scores", "--no-denoise"]),
-    (["--dataset", "sts16,sts15", "--pareto"], ["--dataset", "sts16,sts15"], ["--pareto", "2 objectives", "--study-name"]),
+    (["--dataset", "sts16,sts15", "--pareto"], ["--dataset", "sts16,sts15"],
+     ["--pareto", "2 objectives", "--study-name"]),
 ])
-def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, grammar, tmp_path, capsys, first, then, words):
+def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, grammar, tmp_path, capsys, first, then,
+                                                             words):
     """16. Other --readouts (or --layers) on resume: Optuna's 'CategoricalDistribution does not support dynamic
     value space' traceback, its trial left RUNNING; a multi-objective study was loaded as a single-objective one;
     a study of raw scores (an explicit --study-name) took denoised ones. Refused before anything is asked or written."""
@@ -130,14 +133,15 @@ def test_a_study_resumed_with_other_trial_options_is_refused(tiny_bert_dir, gram
     storage, out = f"sqlite:///{tmp_path / 's.db'}", tmp_path / "o.json"
     before, kept = _trials(storage), out.read_bytes()
     capsys.readouterr()
-    _one_line(capsys, main(base[:base.index("--trials") + 1] + ["6"] + base[base.index("--trials") + 2:] + then), *words)
+    _one_line(capsys, main(base[:base.index("--trials") + 1] + ["6"] + base[base.index("--trials") + 2:] + then),
+              *words)
     assert _trials(storage) == before and out.read_bytes() == kept
 
 
 def test_readout_steps_without_a_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
     """22. ``--readouts none --readout-steps 2``: the steps were silently skipped."""
-    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps", "2",
-                 "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps",
+                 "2", "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
     _one_line(capsys, code, "--readout-steps", "--readouts")
     assert not (tmp_path / "o.json").exists()
 
@@ -145,8 +149,9 @@ def test_readout_steps_without_a_readout_is_refused(tiny_bert_dir, tmp_path, cap
 def test_a_refused_greedy_with_a_storage_leaves_no_database(tiny_bert_dir, tmp_path, capsys):
     """11. ``greedy --storage sqlite:///w.db`` opened (made) the file before the model loaded, and a refusal of the
     strategy's (here item 22's) came after it: the work study's file is made after the strategy's checks."""
-    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps", "2",
-                 "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--out", str(tmp_path / "o.json"), "-q", "--no-bf16", "--no-cache"])
+    code = main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--readouts", "none", "--readout-steps",
+                 "2", "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--out", str(tmp_path / "o.json"), "-q",
+                 "--no-bf16", "--no-cache"])
     _one_line(capsys, code, "--readout-steps")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -157,7 +162,8 @@ def test_a_results_file_greedy_would_not_resume_is_refused_before_its_work_study
     assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "-q", "--no-bf16",
                  "--no-cache", "--validate-top", "0", "[X] is [MASK] ."]) == 0
     before = out.read_bytes()
-    code = main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts15", "--storage", f"sqlite:///{tmp_path / 'w.db'}",
+    code = main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts15", "--storage",
+                 f"sqlite:///{tmp_path / 'w.db'}",
                  "--out", str(out), "-q", "--no-bf16", "--no-cache", "[X] means [MASK] ."])
     _one_line(capsys, code, "sts16")
     assert not (tmp_path / "w.db").exists() and out.read_bytes() == before
@@ -166,9 +172,11 @@ def test_a_results_file_greedy_would_not_resume_is_refused_before_its_work_study
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     """25. ``worker --study-name nosuch``: the message named no study (and the worker made the SQLite file)."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
-    _one_line(capsys, main(["worker", "--storage", url, "--study-name", "nosuch", "--wait", "0", "-q"]), "'nosuch'", "--study-name")
+    _one_line(capsys, main(["worker", "--storage", url, "--study-name", "nosuch", "--wait", "0", "-q"]), "'nosuch'",
+              "--study-name")
     assert not (tmp_path / "w.db").exists()
     study = optuna.create_study(study_name="promptsearch-work-0123456789ab", storage=url)
     study.set_user_attr("spec", {"model": "m"})
-    line = _one_line(capsys, main(["worker", "--storage", url, "--study-name", "nosuch", "--wait", "0", "-q"]), "'nosuch'")
+    line = _one_line(capsys, main(["worker", "--storage", url, "--study-name", "nosuch", "--wait", "0", "-q"]),
+                     "'nosuch'")
     assert "promptsearch-work-0123456789ab" in line

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import PAPER_T
 
 from promptsearch.cli import main
-from conftest import PAPER_T
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,8 @@ def test_greedy_path_records_error_bars_and_plots(greedy_file, tmp_path, capsys)
     assert main(["plot", str(greedy_file), "--out", str(svg)]) == 0
     assert f"wrote {svg}" in capsys.readouterr().out
     text = svg.read_text()
-    assert text.startswith("<?xml") and "greedy path" in text and "sts13 (held out)" in text and "sick-trial (dev)" in text
+    assert (text.startswith("<?xml") and "greedy path" in text and "sts13 (held out)" in text
+            and "sick-trial (dev)" in text)
     png = tmp_path / "path.png"
     assert main(["plot", str(greedy_file), "--out", str(png)]) == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -53,7 +54,8 @@ def test_plain_scores_plot_and_bad_input(tiny_bert_dir, tmp_path, capsys):
 def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_path):
     g = tmp_path / "grammar.json"
     g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
-                             "slots": {"prefix": ["", "This sentence :", "A"], "relation": ["means", "is", "is like"]}}))
+                             "slots": {"prefix": ["", "This sentence :", "A"],
+                                       "relation": ["means", "is", "is like"]}}))
     out = tmp_path / "optuna.json"
     assert main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sick-trial,sts16", "--pareto", "--trials", "5",
                  "--grammar", str(g), "--seed", "0", "--out", str(out), "--no-cache", "-q", "--no-bf16",

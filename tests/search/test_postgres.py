@@ -10,13 +10,14 @@ import time
 
 import optuna
 import pytest
-
 from conftest import ONE_THREAD, cli, run_cli, spawn
+
 from promptsearch.cli import main
 from promptsearch.search.study import storage_url
 
 GRAMMAR = {"format": "{prefix} {quote}[X]{quote} {relation} [MASK] .",
-           "slots": {"prefix": ["", "This sentence :", "This"], "quote": ["", "\""], "relation": ["means", "is", "says"]}}
+           "slots": {"prefix": ["", "This sentence :", "This"], "quote": ["", "\""],
+                     "relation": ["means", "is", "says"]}}
 
 # Runs the CLI, but each of N workers waits, once its model is loaded, until all N are there: on a tiny
 # model one process could otherwise finish every trial before another has imported torch.
@@ -42,14 +43,16 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     grammar.write_text(json.dumps(GRAMMAR))
     met = tmp_path / "met"
     met.mkdir()
-    args = ["optuna", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "12", "--batch-trials", "2", "--grammar",
-            grammar, "--storage", postgres_url, "--study-name", "three", "--no-bf16", "-q"]
-    procs = [spawn([sys.executable, "-c", _BARRIER, met, "3", str(i)] + args + ["--out", tmp_path / f"w{i}.json", "--seed",
+    args = ["optuna", "--model", tiny_bert_dir, "--dataset", "sts16", "--trials", "12", "--batch-trials", "2",
+            "--grammar", grammar, "--storage", postgres_url, "--study-name", "three", "--no-bf16", "-q"]
+    procs = [spawn([sys.executable, "-c", _BARRIER, met, "3", str(i)] + args + ["--out", tmp_path / f"w{i}.json",
+                                                                                "--seed",
                    str(i)], ONE_THREAD) for i in range(3)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     study = optuna.load_study(study_name="three", storage=storage_url(postgres_url))
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                       optuna.trial.TrialState.PRUNED)]
     assert 12 <= len(finished) <= 12 + 3 * 2  # each worker's batch in flight may finish past the target
     assert len({t.user_attrs["worker"] for t in study.trials}) == 3  # every worker ran trials
     assert len({t.number for t in study.trials}) == len(study.trials)  # one numbering, no trial twice
@@ -57,9 +60,11 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     files = [{e["template"] for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"]} for i in range(3)]
     assert any(completed <= f for f in files)  # the worker that finished last holds every complete trial
     # the same study read back: the values equal what the results files recorded
-    by_template = {t.user_attrs["template"]: t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    by_template = {t.user_attrs["template"]: t.value for t in study.trials
+                   if t.state == optuna.trial.TrialState.COMPLETE}
     recorded = {e["template"]: e["spearman"] for i in range(3)
-                for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"] if e.get("source", "").startswith("optuna")}
+                for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"] if e.get("source",
+                                                                                                 "").startswith("optuna")}
     assert all(abs(by_template[t] - v) < 1e-3 for t, v in recorded.items() if t in by_template)
 
 
@@ -96,15 +101,17 @@ def test_a_missing_driver_is_one_line_naming_the_package(tmp_path, monkeypatch, 
 
 # ---- greedy's candidates on workers -------------------------------------------------------------------
 def _greedy(tiny_bert_dir, vocab, out, *extra):
-    return [str(a) for a in ["greedy", "--model", tiny_bert_dir, "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2",
-            "--min-gain", "0", "--out", out, "--no-cache", "-q", "--no-bf16", "--validate-top", "0", *extra]]
+    return [str(a) for a in ["greedy", "--model", tiny_bert_dir, "--dataset", "sts16", "--vocabulary", vocab,
+            "--max-steps", "2", "--min-gain", "0", "--out", out, "--no-cache", "-q", "--no-bf16",
+            "--validate-top", "0", *extra]]
 
 
 def _comparable(path):
     """What a search decided and scored: the path, every entry's numbers, the races' decisions."""
     d = json.loads(path.read_text())
     keep = ("template", "spearman", "denoise", "sets", "layer", "members", "readout", "chosen")
-    entries = sorted(({k: e.get(k) for k in keep} for e in d["templates"]), key=lambda e: (e["template"], str(e["readout"])))
+    entries = sorted(({k: e.get(k) for k in keep} for e in d["templates"]),
+                     key=lambda e: (e["template"], str(e["readout"])))
     path_rows = [{k: v for k, v in r.items() if k not in ("seconds",)} for r in d.get("path", [])]
     races = {k: {f: v for f, v in r.items() if f != "known"} for k, r in d.get("x_races", {}).items()}
     return entries, path_rows, races, d.get("x_chosen"), d.get("x_baseline")
@@ -127,7 +134,8 @@ def single(tiny_bert_dir, tmp_path_factory):
 
 
 def _workers(url, name, n, tiny_bert_dir, wrapper=None):
-    args = ["worker", "--storage", url, "--study-name", name, "--model", tiny_bert_dir, "--no-bf16", "-q", "--grace", "3"]
+    args = ["worker", "--storage", url, "--study-name", name, "--model", tiny_bert_dir, "--no-bf16", "-q", "--grace",
+            "3"]
     one_thread = ONE_THREAD
     if wrapper is None:
         return [cli(args, one_thread) for _ in range(n)]
@@ -160,8 +168,8 @@ def test_greedy_on_a_worker_through_sqlite_equals_the_single_process_run(tiny_be
 
     url = f"sqlite:///{tmp_path / 'work.db'}"
     worker = _workers(url, "lite", 1, tiny_bert_dir)[0]
-    r = run_cli(_greedy(tiny_bert_dir, write_vocab(tmp_path), tmp_path / "dist.json", "--storage", url, "--study-name", "lite",
-                        "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
+    r = run_cli(_greedy(tiny_bert_dir, write_vocab(tmp_path), tmp_path / "dist.json", "--storage", url, "--study-name",
+                        "lite", "--no-local", "--grace", "3"), ONE_THREAD, timeout=600)
     assert r.returncode == 0, r.stderr
     out = worker.communicate(timeout=120)
     assert worker.returncode == 0, out
@@ -178,21 +186,25 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
     scores and similarities are the search's own. (It took the [MASK] inputs' limit, 64, for a --max-length
     and refused every such study: "this worker's pooled differ".) A worker given --max-length 64 would cut
     pooled inputs at 64, not 32 (other numbers: STS-B has longer sentences): it is still refused."""
+    from conftest import make_encoder, stsb_dev_csv
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from conftest import make_encoder, stsb_dev_csv
     from promptsearch.representation import pooled_ways
     from promptsearch.search import Scorer
-    from promptsearch.search.distributed import Job, WorkQueue, Worker
+    from promptsearch.search.distributed import Job, Worker, WorkQueue
 
     folder = tmp_path / "st"
     tr = Transformer(str(tiny_bert_encoder_only_dir), max_seq_length=32)
-    SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), pooling_mode="mean")], device="cpu").save(str(folder))
-    tok = json.loads((folder / "tokenizer_config.json").read_text())  # the MiniLM folder's layout: the tokenizer's limit is
-    (folder / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 64}))  # the positions, the stack's
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))  # below
+    SentenceTransformer(modules=[tr, Pooling(tr.get_embedding_dimension(), pooling_mode="mean")],
+                        device="cpu").save(str(folder))
+    # the MiniLM folder's layout: the tokenizer's limit is
+    tok = json.loads((folder / "tokenizer_config.json").read_text())
+    # the positions, the stack's
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 64}))
+    # below
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))
     scorer = Scorer(make_encoder(folder), dataset=str(stsb_dev_csv(tmp_path / "dev.csv", 0, 200)), cache=False)
     assert (scorer.encoder.max_length, scorer.encoder.pooled_max_length) == (64, 32)
     url = f"sqlite:///{tmp_path / 'work.db'}"
@@ -201,7 +213,8 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
         base = ["worker", "--storage", url, "--study-name", "own", "--model", folder, "--no-bf16", "-q", "--grace", "3"]
         r = run_cli(base + ["--max-length", "64"], timeout=300)
         error = r.stderr.strip().splitlines()[-1]  # (after the CSV's note on its repeated pairs)
-        assert r.returncode == 2 and error.startswith("promptsearch worker: error:") and "pooled differ" in error, r.stderr
+        assert (r.returncode == 2 and error.startswith("promptsearch worker: error:")
+                and "pooled differ" in error), r.stderr
         worker = cli(base)  # the test's own thread count: its numbers are compared with this process's below
         job, got = Job("full", pooled_ways("This sentence : [X]", ["mean"])[0].text), {}
         driver = threading.Thread(target=lambda: got.update(queue.run([job])[job.id]), daemon=True)
@@ -251,7 +264,8 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     _, err = slow.communicate(timeout=60)
     if how == "SIGINT":
         assert slow.returncode == 130 and err.strip().splitlines() == ["promptsearch worker: interrupted"], err
-    late = _workers(postgres_url, name, 2, tiny_bert_dir)  # two more join late and take the work, the killed one's included
+    # two more join late and take the work, the killed one's included
+    late = _workers(postgres_url, name, 2, tiny_bert_dir)
     _, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err
     for w in late:
@@ -266,7 +280,8 @@ def test_a_killed_worker_loses_nothing_and_late_ones_take_over(postgres_url, tin
     assert failed[0].user_attrs["job_id"] in done
 
 
-def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url, tiny_bert_dir, tiny_roberta_dir, tmp_path):
+def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url, tiny_bert_dir, tiny_roberta_dir,
+                                                                   tmp_path):
     from conftest import write_vocab
 
     vocab = write_vocab(tmp_path)
@@ -275,7 +290,8 @@ def test_a_worker_with_other_weights_or_settings_refuses_the_study(postgres_url,
     try:
         for extra, message in ((["--model", tiny_roberta_dir], "model weights differ"),
                                (["--model", tiny_bert_dir, "--max-length", "16"], "max_length")):
-            r = run_cli(["worker", "--storage", postgres_url, "--study-name", "mixed", "--no-bf16", "-q", *extra], timeout=300)
+            r = run_cli(["worker", "--storage", postgres_url, "--study-name", "mixed", "--no-bf16", "-q", *extra],
+                        timeout=300)
             lines = r.stderr.strip().splitlines()
             assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
     finally:
@@ -318,7 +334,8 @@ def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_clu
 
     url = postgres_cluster.url
     vocab = write_vocab(tmp_path)
-    argv = _greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "gone", "--grace", "3")
+    argv = _greedy(tiny_bert_dir, vocab, tmp_path / "dist.json", "--storage", url, "--study-name", "gone", "--grace",
+                   "3")
     driver = cli(argv, ONE_THREAD)
     deadline = time.time() + 300
     while time.time() < deadline and not (tmp_path / "dist.json").exists():
@@ -340,7 +357,8 @@ def test_a_database_gone_for_good_is_one_line_and_the_rerun_resumes(postgres_clu
 
 def test_score_through_the_storage_equals_scoring_here(postgres_url, tiny_bert_dir, tmp_path):
     templates = ["[X] means [MASK] .", "This sentence : \"[X]\" means [MASK] .", "[X] is [MASK] ."]
-    base = ["score", "--model", tiny_bert_dir, "--dataset", "sts16", "--no-cache", "-q", "--no-bf16", "--validate-top", "0"]
+    base = ["score", "--model", tiny_bert_dir, "--dataset", "sts16", "--no-cache", "-q", "--no-bf16", "--validate-top",
+            "0"]
     assert main([str(a) for a in base + ["--out", tmp_path / "here.json", *templates]]) == 0
     r = run_cli(base + ["--out", tmp_path / "there.json", "--storage", postgres_url, *templates], timeout=300)
     assert r.returncode == 0, r.stderr
@@ -367,7 +385,8 @@ def test_a_job_claimed_but_never_beating_is_failed_after_the_grace_period(tmp_pa
     assert states == {"a": TrialState.FAIL, "b": TrialState.RUNNING, "other": TrialState.RUNNING}
 
 
-@pytest.mark.parametrize("error, retried", [("DuplicateObject", True), ("DuplicateTable", True), ("SyntaxError", False)])
+@pytest.mark.parametrize("error, retried",
+                         [("DuplicateObject", True), ("DuplicateTable", True), ("SyntaxError", False)])
 def test_workers_racing_to_create_the_schema_retry_only_what_the_other_created(monkeypatch, error, retried):
     """Workers started together on a fresh PostgreSQL database race to create Optuna's tables and enum types:
     the loser's CREATE fails with PostgreSQL's "already exists" (seen: three workers, one exited 1 on
@@ -377,7 +396,8 @@ def test_workers_racing_to_create_the_schema_retry_only_what_the_other_created(m
 
     from promptsearch.search import study as study_mod
 
-    pg_errors = pytest.importorskip("psycopg.errors", reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
+    pg_errors = pytest.importorskip("psycopg.errors",
+                                    reason="psycopg is not installed; bash scripts/setup.sh --dev installs it")
     calls = []
 
     def storage(url, **kwargs):

@@ -5,15 +5,15 @@ import json
 import jsonschema
 import numpy as np
 import pytest
+from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder, write_vocab
 
 from promptsearch.cli import main
 from promptsearch.encoding.encoder import PromptStates
-from promptsearch.search import Results, Scorer, Score, run_strategy
+from promptsearch.search import Results, Score, Scorer, run_strategy
 from promptsearch.search.greedy import Greedy
 from promptsearch.search.progressive import score_progressive
 from promptsearch.search.racing import Racing, race
 from promptsearch.search.results import SCHEMA_ID, load, schema
-from conftest import CLI_DEVICE, PAPER_T, REPO, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs
 
@@ -52,7 +52,8 @@ def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(ber
     scorer.screening_encoder = syn
     full = {t: scorer.evaluator.spearman(v) for t, v in syn.vecs.items()}
     assert max(full, key=full.get) == "[X] best [MASK] ."  # the construction: one clearly best ...
-    assert full["[X] best [MASK] ."] - sorted(full.values())[-2] > 10 and full["[X] worst [MASK] ."] < 10  # ... one useless
+    # ... one useless
+    assert full["[X] best [MASK] ."] - sorted(full.values())[-2] > 10 and full["[X] worst [MASK] ."] < 10
     monkeypatch.setattr(scorer, "score", lambda t: Score(t, full[t], True, 0.0))
     racing = Racing()
     out = race(scorer, list(noise), racing)
@@ -105,7 +106,8 @@ def test_recorded_scores_never_come_from_the_screening_precision(tiny_bert_dir, 
     keys = [json.loads(json.loads(line)["key"]) for line in cache.read_text().splitlines()]
     assert keys and all("fp32" in k and "int8" not in k for k in keys)  # the cache holds reference scores only
     d = load(tmp_path / "best.json")
-    assert d["stats"]["encodings_by_precision"]["int8"] > 0 and d["stats"]["encodings_by_precision"]["fp32"] >= len(res.entries)
+    by_precision = d["stats"]["encodings_by_precision"]
+    assert by_precision["int8"] > 0 and by_precision["fp32"] >= len(res.entries)
 
 
 def test_resume_mid_race_reaches_the_same_path(tiny_bert_dir, tmp_path):
@@ -164,9 +166,9 @@ def test_schema_v2_validates_and_a_v1_file_still_loads_and_resumes(tmp_path):
 
 def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "best.json"
-    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--vocabulary", _vocab(tmp_path), "--max-steps",
-            "1", "--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "-q", "--no-bf16", "--validate-top", "2",
-            "--validate-on", "sts13,sickr"]
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", DATASET, "--vocabulary", _vocab(tmp_path),
+            "--max-steps", "1", "--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "-q", "--no-bf16",
+            "--validate-top", "2", "--validate-on", "sts13,sickr"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     d = load(out)
@@ -175,7 +177,8 @@ def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp
     assert d["validation"]["seconds"] >= 0 and "held-out validation" in printed  # its time, apart from the search's
     ranked = d["templates"]
     held = [e for e in ranked if "validation" in e]
-    assert [r["candidates"] for r in d["path"] if r["stage"] == "relation:best"] == [4]  # all considered, not the finalists
+    # all considered, not the finalists
+    assert [r["candidates"] for r in d["path"] if r["stage"] == "relation:best"] == [4]
     path_templates = {r["template"] for r in d["path"] if r["stage"] in ("relation:best", "prefix")}
 
     def key(e):

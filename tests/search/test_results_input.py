@@ -3,14 +3,15 @@ symlinked or read-only ``--out``, and tracebacks — each gives the right number
 exit 2, and leaves every file as it was."""
 
 import json
-import re
 import os
+import re
 import stat
 
 import pytest
+from conftest import DATA, PAPER_T
+from conftest import stsb_dev_csv as _pairs_csv
 
 from promptsearch.cli import main
-from conftest import DATA, PAPER_T, stsb_dev_csv as _pairs_csv
 
 T2 = "[X] means [MASK] ."
 
@@ -38,15 +39,18 @@ def test_a_results_key_is_not_read_as_text(tiny_bert_dir, capsys, template, mess
     key parser reads them wherever a template is read, and a key that does not parse (or names a layer
     the model has not: 2 layers here) is an error before any pass (report: before the Ditto head search)."""
     for cmd in ("eval", "report"):
-        _one_line(capsys, main([cmd, "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]), message)
-    _one_line(capsys, main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", template]),
+        _one_line(capsys, main([cmd, "--model", str(tiny_bert_dir), "--template", template, "--tasks", "sts16", "-q"]),
+                  message)
+    _one_line(capsys,
+              main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", template]),
               "names a read-out layer" if "@layer" in template else message)
 
 
 def test_eval_reads_a_key_as_the_representation_it_names(tiny_bert_dir, capsys):
     got = {}
     for how in (["--template", T2 + " @layer 1", "--denoise"], ["--template", T2, "--layer", "1", "--denoise"],
-                ["--template", "query : [X] @sentence-mean"], ["--template", "query : [X]", "--readout", "sentence-mean"]):
+                ["--template", "query : [X] @sentence-mean"],
+                ["--template", "query : [X]", "--readout", "sentence-mean"]):
         assert main(["eval", "--model", str(tiny_bert_dir), *how, "--tasks", "sts16", "--json", "-q", "--no-bf16"]) == 0
         got[len(got)] = json.loads(capsys.readouterr().out)["sts16"]
     assert got[0] == got[1] and got[2] == got[3] and got[0] != got[2]
@@ -62,7 +66,9 @@ def test_resuming_after_the_data_changed_is_refused(base, tmp_path, capsys):
     assert out.read_bytes() == before
 
 
-@pytest.mark.parametrize("flag", [["--max-length", "9"], ["--no-period"], ["--bf16"], ["--dataset", "sts16,stsb-dev", "--objective", "min"]])
+@pytest.mark.parametrize("flag",
+                         [["--max-length", "9"], ["--no-period"], ["--bf16"],
+                          ["--dataset", "sts16,stsb-dev", "--objective", "min"]])
 def test_resuming_with_other_settings_is_refused(base, tmp_path, capsys, flag):
     """3. A setting that changes a number is recorded and checked on resume."""
     out = tmp_path / "r.json"
@@ -80,7 +86,8 @@ def test_json_and_jsonl_of_the_same_records_give_the_same_spearman(tiny_bert_dir
     recs = []
     for k, r in enumerate(rows):
         p = r.split("\t")
-        recs.append({"sentence1": p[5], "sentence2": p[6], "score": round(float(p[4])) + k * 1e-12 + (0.5 if k % 2 else 0)})
+        recs.append({"sentence1": p[5], "sentence2": p[6],
+                     "score": round(float(p[4])) + k * 1e-12 + (0.5 if k % 2 else 0)})
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
     (tmp_path / "p.json").write_text(json.dumps(recs), encoding="utf-8")
     got = {}
@@ -129,8 +136,10 @@ def test_a_results_file_that_is_not_utf8(tiny_bert_dir, base, tmp_path, capsys):
     bad.write_bytes(b'{"schema": "promptsearch.results/2", "model": "caf\xe9"}')
     before = bad.read_bytes()
     for argv in (["plot", str(bad)], base + ["--out", str(bad), PAPER_T],
-                 ["finetune", "--model", str(tiny_bert_dir), "--templates", str(bad), "--out", str(tmp_path / "ft"), "-q"],
-                 ["optuna", "--model", str(tiny_bert_dir), "--compare", str(bad), "--out", str(tmp_path / "o.json"), "-q"]):
+                 ["finetune", "--model", str(tiny_bert_dir), "--templates", str(bad), "--out", str(tmp_path / "ft"),
+                  "-q"],
+                 ["optuna", "--model", str(tiny_bert_dir), "--compare", str(bad), "--out", str(tmp_path / "o.json"),
+                  "-q"]):
         _one_line(capsys, main(argv), "is not UTF-8 text")
     assert bad.read_bytes() == before
 
@@ -162,7 +171,8 @@ def test_a_warm_cache_does_not_change_the_search(tiny_bert_dir, tmp_path):
     from conftest import write_vocab as _vocab
 
     vocab = _vocab(tmp_path)
-    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2", "-q",
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", vocab, "--max-steps", "2",
+            "-q",
             "--no-bf16", "--validate-top", "0", "--readouts", "none", "--race-rungs", "0.25,0.5", "--finalists", "1"]
     assert main(argv + ["--no-cache", "--out", str(tmp_path / "cold.json")]) == 0
     cache = tmp_path / "warm.jsonl"  # scores of some candidates — the weak ones a race would drop — cached beforehand
@@ -243,9 +253,9 @@ def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, cap
                             "-q"]), ("--dataset", "empty"))
     # the run reports, and records, the dev set it was given under that set's own name
     ft = tmp_path / "sick"
-    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--dataset", "sick-trial", "--max-steps",
-                 "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks", "sts16", "-q",
-                 "--no-bf16"]) == 0
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--dataset", "sick-trial",
+                 "--max-steps", "1", "--train-batch-size", "8", "--micro-batch", "4", "--out", str(ft), "--final-tasks",
+                 "sts16", "-q", "--no-bf16"]) == 0
     assert re.search(r"finetune unsup: SICK-R trial [\d.]+ \(start\) -> ", capsys.readouterr().out)
     saved = json.loads((ft / "promptsearch.json").read_text())["finetune"]
     assert saved["dev_set"] == "sick-trial" and "dev" in saved and "stsb_dev" not in saved

@@ -101,7 +101,8 @@ def test_the_runner_records_and_saves_after_each_record(tmp_path, monkeypatch):
     assert (3, 1) in saved and (3, 2) in saved  # each path row too
     d = json.loads((tmp_path / "r.json").read_text())
     assert [e["template"] for e in d["templates"]][0] == "[X] is [MASK] ." and d["x_chosen"] == "[X] is [MASK] ."
-    assert [(r["stage"], r["template"]) for r in d["path"]] == [("stop", "[X] means [MASK] ."), ("prefix", "[X] says [MASK] .")]
+    assert [(r["stage"], r["template"]) for r in d["path"]] == [("stop", "[X] means [MASK] ."),
+                                                                ("prefix", "[X] says [MASK] .")]
     assert {e["template"]: e["source"] for e in d["templates"]} == {k: "fake" for k in SCORES}
 
 
@@ -142,7 +143,8 @@ def test_a_race_is_recorded_by_the_runner(tmp_path):
 
     def fake_race(scorer, texts, racing, state, save=None, progress=None):
         calls.append(texts)
-        return RaceOutcome([Score(texts[-1], SCORES[texts[-1]], True, 0.5)], [{"template": texts[0], "rung": 3}], 1.0, 2.0)
+        return RaceOutcome([Score(texts[-1], SCORES[texts[-1]], True, 0.5)], [{"template": texts[0], "rung": 3}], 1.0,
+                           2.0)
 
     import promptsearch.search.runner as runner_module
 
@@ -155,7 +157,8 @@ def test_a_race_is_recorded_by_the_runner(tmp_path):
     finally:
         runner_module.race = orig
     assert calls == [list(SCORES)] and [s.template for s in told.scores] == ["[X] says [MASK] ."]
-    assert told.dropped == [{"template": "[X] is [MASK] .", "rung": 3}] and results.seconds == 2.0 + 0.5  # screening time, and the finalist's
+    # screening time, and the finalist's
+    assert told.dropped == [{"template": "[X] is [MASK] .", "rung": 3}] and results.seconds == 2.0 + 0.5
     assert list(results.entries) == [Representation("[X] says [MASK] .")]
 
 

@@ -8,13 +8,14 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import PAPER_T, make_encoder
 
 from promptsearch import PromptSearchError
-from conftest import PAPER_T, make_encoder
 
 
 def _pairs_csv(path, n=40, same=False, title=False):
-    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself; ``title``: Every Word Capitalized)."""
+    """``n`` STS-B dev pairs as a csv (``same``: each pair a sentence with itself; ``title``: Every Word
+    Capitalized)."""
     import datasets
 
     from promptsearch.data import load_task
@@ -25,7 +26,8 @@ def _pairs_csv(path, n=40, same=False, title=False):
     a, b, y = [a[i] for i in keep], [b[i] for i in keep], [float(y[i]) for i in keep]
     if title:
         a, b = [x.title() for x in a], [x.title() for x in b]
-    datasets.Dataset.from_dict({"sentence1": a, "sentence2": a if same else b, "score": y}).to_csv(str(path), index=False)
+    datasets.Dataset.from_dict({"sentence1": a, "sentence2": a if same else b, "score": y}).to_csv(str(path),
+                                                                                                   index=False)
     return path
 
 
@@ -58,14 +60,16 @@ def test_the_last_layer_is_the_template_itself(bert_enc):
     assert scorer.layer_list("all") == list(range(1, n + 1))
     assert scorer.at_layer(n) is scorer and scorer.at_layer(-1) is scorer and scorer.at_layer(1).layer == 1
     plain = scorer.score(PAPER_T)
-    scores = dict(zip(scorer.layer_list("all"), scorer.score([Representation(PAPER_T, k) for k in scorer.layer_list("all")])))
+    scores = dict(zip(scorer.layer_list("all"),
+                      scorer.score([Representation(PAPER_T, k) for k in scorer.layer_list("all")])))
     assert scores[n].key == plain.key == PAPER_T and scores[n].spearman == plain.spearman and scores[n].cached
     assert scores[1].key == f"{PAPER_T} @layer 1"
 
 
 def test_greedy_over_all_layers_holds_each_representation_once(tiny_bert_dir, tmp_path):
-    from promptsearch.cli import main
     from conftest import write_vocab
+
+    from promptsearch.cli import main
 
     out = tmp_path / "best.json"
     assert main(["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--vocabulary", write_vocab(tmp_path),
@@ -136,7 +140,8 @@ def test_the_score_cache_follows_the_tokenizer(tiny_bert_dir, tmp_path):
     cache, data = tmp_path / "c.jsonl", str(_pairs_csv(tmp_path / "p.csv", n=200, title=True))  # cased words
     lower = Scorer(make_encoder(m, bf16=False), dataset=data, cache=cache).score("[X] is [MASK] .")
     assert not lower.cached
-    assert Scorer(make_encoder(m, bf16=False), dataset=data, cache=cache).score("[X] is [MASK] .").cached  # the same: reused
+    # the same: reused
+    assert Scorer(make_encoder(m, bf16=False), dataset=data, cache=cache).score("[X] is [MASK] .").cached
     cfg = json.loads((m / "tokenizer_config.json").read_text())
     assert cfg["do_lower_case"] is True
     (m / "tokenizer_config.json").write_text(json.dumps({**cfg, "do_lower_case": False}))
@@ -158,8 +163,8 @@ def test_a_results_file_resumes_unless_its_tokenizer_changed(tiny_bert_dir, tmp_
     from promptsearch.cli import main
 
     res = tmp_path / "r.json"
-    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top", "0",
-            "--out", str(res), "-q"]
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top",
+            "0", "--out", str(res), "-q"]
     assert main([*argv, "[X] is [MASK] ."]) == 0
     d = json.loads(res.read_text())
     assert d["numbers"]["tokenizer"] and d["numbers"]["model"]
@@ -206,18 +211,22 @@ def test_score_reads_a_folders_representation_as_eval_does(tiny_bert_dir, tmp_pa
     from promptsearch.cli import main
 
     train = tmp_path / "train.txt"
-    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog",
+                                                                                              "man"] * 20)))
     common = ["--model", str(tiny_bert_dir), "--train-file", str(train), "--max-steps", "1", "--train-batch-size", "8",
               "--micro-batch", "4", "--final-tasks", "sts16", "--no-bf16", "-q"]
     # a pooled folder: its read-out, not the [MASK] state
-    assert main(["finetune", *common, "--template", "query : [X]", "--readout", "mean", "--out", str(tmp_path / "pooled")]) == 0
+    assert main(["finetune", *common, "--template", "query : [X]", "--readout", "mean", "--out",
+                 str(tmp_path / "pooled")]) == 0
     capsys.readouterr()
     e = _score_entry(main, capsys, tmp_path / "pooled", tmp_path / "p.json")
     assert e.get("readout") == "mean" and e["denoise"] is False
-    assert e["spearman"] == pytest.approx(_eval_number(main, capsys, tmp_path / "pooled"), abs=1e-4)  # both round to 4 places
+    # both round to 4 places
+    assert e["spearman"] == pytest.approx(_eval_number(main, capsys, tmp_path / "pooled"), abs=1e-4)
     # a [MASK] folder (OptiPrompt vectors) read at layer 1, raw: its layer and its denoising
-    assert main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "1", "--train-batch-size", "8",
-                 "--final-tasks", "sts16", "--no-bf16", "-q", "--template", PAPER_T, "--out", str(tmp_path / "mask")]) == 0
+    assert main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "1",
+                 "--train-batch-size", "8", "--final-tasks", "sts16", "--no-bf16", "-q", "--template", PAPER_T, "--out",
+                 str(tmp_path / "mask")]) == 0
     capsys.readouterr()
     cfg_path = tmp_path / "mask" / "promptsearch.json"
     cfg = json.loads(cfg_path.read_text())

@@ -4,16 +4,16 @@ import json
 
 import jsonschema
 import pytest
+from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 from promptsearch.errors import PromptSearchError
+from promptsearch.representation import Representation
 from promptsearch.search import Results, Scorer, run_strategy
 from promptsearch.search.grammar import Grammar
-from promptsearch.search.progressive import score_progressive
 from promptsearch.search.greedy import Greedy, format_path
+from promptsearch.search.progressive import score_progressive
 from promptsearch.search.results import load, schema
 from promptsearch.search.scorer import Score
-from promptsearch.representation import Representation
-from conftest import PAPER_T, PRECISIONS, make_encoder, write_vocab
 
 DATASET = "sts16"  # 1,186 real pairs: quick on a tiny model
 
@@ -40,11 +40,14 @@ def test_scorer_caches_both_variants_persistently(precision, tiny_bert_dir, tmp_
     from promptsearch.encoding import rep as Rep
     from promptsearch.eval import evaluate_reps
     other = make_encoder(tiny_bert_dir, bf16=precision == "bf16")
-    other.encode(["a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h ."], template=PAPER_T, denoise=True)
+    other.encode(["a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h ."], template=PAPER_T,
+                 denoise=True)
     rep = Rep(template=PAPER_T, denoise=True)
     expected = evaluate_reps(other, [rep], ["sts13", DATASET])[rep][DATASET]["spearman"]
     assert s1.spearman == pytest.approx(expected, abs=1e-9)
-    assert raw.cached(PAPER_T) == pytest.approx(evaluate_reps(other, [Rep(template=PAPER_T)], [DATASET])[Rep(template=PAPER_T)][DATASET]["spearman"], abs=1e-9)
+    assert raw.cached(PAPER_T) == pytest.approx(evaluate_reps(other, [Rep(template=PAPER_T)],
+                                                              [DATASET])[Rep(template=PAPER_T)][DATASET]["spearman"],
+                                                              abs=1e-9)
 
 
 def test_cache_is_keyed_by_weights_not_just_name(scorer, tiny_bert_dir, tmp_path):
@@ -146,10 +149,12 @@ def test_the_scorer_keys_candidates_as_objects(scorer):
     assert (text.template, text.readout, text.denoise, text.cached) == ("[X]", "mean", False, False)
     assert key.cached and key.spearman == text.spearman and key.entry_key == Representation("[X]", readout="mean")
     assert scorer.score(Template.parse(PAPER_T)).spearman == scorer.score(Representation(PAPER_T)).spearman
-    assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))  # one kept copy
+    # one kept copy
+    assert scorer.similarities("[X] @mean") is scorer.similarities(Representation("[X]", readout="mean"))
     # a layer and an ensemble are scored by score too: as their layer view and their members' mean vectors do
     at2 = scorer.score(Representation(PAPER_T, 1))  # the tiny model's first of two layers
-    assert at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1" and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman
+    assert (at2.layer == 1 and at2.key == f"{PAPER_T} @layer 1"
+            and at2.spearman == scorer.at_layer(1).score(PAPER_T).spearman)
     both = Representation.ensemble([Representation(PAPER_T), Representation("[X]", readout="mean")])
     ens = scorer.score(both)
     assert ens.entry_key == both and ens.members == both.members and not ens.cached
@@ -170,17 +175,19 @@ def test_strategy_state_round_trips_as_typed_records(tmp_path):
     res.study = StudyRef("sqlite:///s.db", "s", finished=7, pruned=2)
     res.pareto = ParetoFront([paper, own])
     res.generated = Generated(distinct=12, pairs_used=30, kept=5)
-    members = (Representation("[X] means [MASK] ."), Representation("[X] is [MASK] .", 2), Representation("[X]", readout="mean"))
+    members = (Representation("[X] means [MASK] ."), Representation("[X] is [MASK] .", 2),
+               Representation("[X]", readout="mean"))
     res.path_steps = [PathStep("relation:best", 0, "[X] means [MASK] .", 71.0, candidates=4),
                       PathStep("ensemble", 1, "[X] @mean", 72.0, members=members, taken=True)]
-    res.races["r1"] = RaceState(dropped=[{"template": "[X] is [MASK] .", "rung": 12}], contenders=["[X] means [MASK] ."],
-                                rungs_done=1)
+    res.races["r1"] = RaceState(dropped=[{"template": "[X] is [MASK] .", "rung": 12}],
+                                contenders=["[X] means [MASK] ."], rungs_done=1)
     res.extras["x_other"] = {"kept": [1, 2]}
     res.chosen = res.add(Score(Representation.ensemble(m.without_layer for m in members).text, 72.0, True, 0.0,
                                members=members)).entry_key
     res.save()
     back = Results.load(out)
-    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "races", "extras", "entries"):
+    for name in ("chosen", "baseline", "spread", "study", "pareto", "generated", "path_steps", "races", "extras",
+                 "entries"):
         assert getattr(back, name) == getattr(res, name), name
     d = json.loads(out.read_text())
     assert d["x_pareto"] == ["[X] means [MASK] .", "[X] @mean"]  # keys in the code, their text in the file

@@ -21,8 +21,8 @@ from promptsearch.search.study import HEARTBEAT_THREAD, Heartbeats, fail_stale_t
 
 # What Optuna keeps to itself (underscored attributes of its Study, Trial, FrozenTrial and storages) and that
 # the queue once reached into to claim a job by hand: an Optuna upgrade may rename any of them silently.
-OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_pop_waiting_trial_id", "_thread_local", "_cached_frozen_trial",
-                  "_get_stale_trial_ids", "_backend", "_optimize", "_run_trial"}
+OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_pop_waiting_trial_id", "_thread_local",
+                  "_cached_frozen_trial", "_get_stale_trial_ids", "_backend", "_optimize", "_run_trial"}
 MODULES = [Path(distributed.__file__), Path(distributed.__file__).with_name("study.py")]
 
 

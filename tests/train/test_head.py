@@ -4,15 +4,29 @@ import json
 
 import pytest
 import torch
+from conftest import PAPER_T, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.errors import ModelError
-from promptsearch.train.head import (HeadConfig, HeadData, HeadTrainSettings, Masking, MaskHead, MaskedStates, collect_states, head_accuracy,
-                               load_head, run_train_head, save_head, shipped_head_path, split_heldout, train_head,
-                               unigram_accuracy)
-from promptsearch.model.loading import load_model
 from promptsearch.eval.predict import mask_logits, predict
-from conftest import PAPER_T, make_encoder
+from promptsearch.model.loading import load_model
+from promptsearch.train.head import (
+    HeadConfig,
+    HeadData,
+    HeadTrainSettings,
+    MaskedStates,
+    MaskHead,
+    Masking,
+    collect_states,
+    head_accuracy,
+    load_head,
+    run_train_head,
+    save_head,
+    shipped_head_path,
+    split_heldout,
+    train_head,
+    unigram_accuracy,
+)
 
 
 def _synthetic(vocab=50, hidden=16, n=3000, seed=0):
@@ -73,7 +87,8 @@ def test_collect_states_masks_only_words_and_keeps_their_ids(tiny_bert_encoder_o
         h = m.encoder(input_ids=torch.tensor([ids])).last_hidden_state[0, 1:-1]
     assert full.targets.tolist() == body
     torch.testing.assert_close(full.states.float(), h, atol=2e-3, rtol=2e-3)
-    again = collect_states(m, sentences[:40], layers=(-1,), masking=Masking(0.15, bf16=False), show_progress_bar=False)[-1]
+    again = collect_states(m, sentences[:40], layers=(-1,), masking=Masking(0.15, bf16=False),
+                           show_progress_bar=False)[-1]
     assert torch.equal(again.targets, last.targets)  # seeded
 
 
@@ -155,13 +170,13 @@ def test_interrupted_training_resumes_where_it_stopped(tmp_path, tiny_bert_encod
                                      ("warmup", 0.05), ("seed", 0), ("bf16", False)]
     lines = []
     rep = run(lines.append)
-    epochs = [l for l in lines if l.startswith("epoch")]
-    assert [l.split(":")[0] for l in epochs] == ["epoch 3/3"]  # epochs 1 and 2 were kept
+    epochs = [line for line in lines if line.startswith("epoch")]
+    assert [e.split(":")[0] for e in epochs] == ["epoch 3/3"]  # epochs 1 and 2 were kept
     assert len(rep.history.epochs) == 3
     full = []
     run_train_head(m, sentences[:200], tmp_path / "fresh", cfg, settings, HeadData(40, cache_dir=tmp_path / "c"),
                    log=full.append, show_progress_bar=False)
-    assert [l for l in full if l.startswith("epoch 3/3")] == epochs  # same numbers as an uninterrupted run
+    assert [line for line in full if line.startswith("epoch 3/3")] == epochs  # same numbers as an uninterrupted run
 
 
 def test_the_default_model_loads_the_shipped_head(default_enc):
@@ -206,7 +221,8 @@ def test_head_training_resumes_from_its_checkpoint_in_either_layout(layout, tmp_
     def run(checkpoint=None, on_epoch=None):
         torch.manual_seed(0)
         head = MaskHead(HeadConfig(16, 50, rank=4), emb)
-        hist = train_head(head, train, test, settings, checkpoint=checkpoint, on_epoch=on_epoch, show_progress_bar=False)
+        hist = train_head(head, train, test, settings, checkpoint=checkpoint, on_epoch=on_epoch,
+                          show_progress_bar=False)
         return head, hist
 
     def stop_at_2(epoch, acc, loss):

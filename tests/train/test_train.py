@@ -5,13 +5,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
-from promptsearch.train.loop import TrainRun
 from promptsearch import PromptEncoder
 from promptsearch.train.finetune import FinetuneConfig, finetune
-from promptsearch.train.step import loss as step_loss, micro_batches, train_step, views
+from promptsearch.train.loop import TrainRun
 from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
-from conftest import CLI_DEVICE, PAPER_T, make_encoder
+from promptsearch.train.step import loss as step_loss
+from promptsearch.train.step import micro_batches, train_step, views
 
 T2 = 'This sentence of "[X]" means [MASK] .'
 
@@ -105,7 +106,7 @@ def test_gradient_caching_equals_full_batch_gradient(fresh, sentences, mode):
             assert len(chunks) > 2 and sorted(i for c in chunks for i in c) == list(range(24))
             assert len({len(c) for c in chunks}) > 1  # rows per micro-batch follow the lengths
         fresh.encoder.zero_grad()
-        out = train_step(fresh, cfg.step, items, lambda l: l.backward())
+        out = train_step(fresh, cfg.step, items, lambda loss: loss.backward())
         assert out.ndim == 0 and not out.requires_grad  # the loss, detached on the device: read only to log
         losses[m, tokens] = float(out)
         grads[m, tokens] = torch.cat([p.grad.flatten() for p in fresh.encoder.parameters() if p.grad is not None])
@@ -132,7 +133,7 @@ def test_optiprompt_micro_batches_give_the_whole_batch_gradient(fresh, sentences
         n = len(micro_batches(fresh, cfg.step, sentences[:24]))
         assert n == chunks if chunks else n > 2  # 64 sentence tokens: several micro-batches
         soft.grad = None
-        losses[m, tokens] = float(train_step(fresh, cfg.step, sentences[:24], lambda l: l.backward()))
+        losses[m, tokens] = float(train_step(fresh, cfg.step, sentences[:24], lambda loss: loss.backward()))
         grads[m, tokens] = soft.grad.clone()
     for k in ((5, None), (0, 64)):
         assert losses[0, None] == pytest.approx(losses[k], rel=1e-6)
@@ -152,7 +153,7 @@ def test_unsup_loss_decreases_on_a_toy_corpus(fresh, sentences):
     opt = torch.optim.AdamW(fresh.encoder.parameters(), lr=1e-3)
     fresh.encoder.train()
     for _ in range(30):
-        train_step(fresh, cfg.step, corpus, lambda l: l.backward())
+        train_step(fresh, cfg.step, corpus, lambda loss: loss.backward())
         opt.step()
         opt.zero_grad()
     assert eval_loss() < start - 0.2  # measured: 8.44 -> 8.15 after 15 steps
@@ -212,16 +213,18 @@ def test_finetune_checkpoint_lives_apart_resumes_and_goes_when_training_ends(tin
 def test_cli_optiprompt_and_finetune_end_to_end(tiny_bert_dir, tmp_path, capsys):
     from promptsearch.cli import main
     train = tmp_path / "train.txt"
-    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
-    code = main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "2", "--eval-steps", "1",
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog",
+                                                                                              "man"] * 20)))
+    code = main(["optiprompt", "--model", str(tiny_bert_dir), "--train-file", str(train), "--steps", "2",
+                 "--eval-steps", "1",
                  "--train-batch-size", "8", "--out", str(tmp_path / "op"), "--final-tasks", "sts16", "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "OptiPrompt: STS-B dev" in out and "OptiPrompt vectors" in out
     code = main(["eval", "--template-dir", str(tmp_path / "op"), "--tasks", "sts16", "--json", "-q", "--no-bf16"])
     assert code == 0 and "sts16" in json.loads(capsys.readouterr().out)
     code = main(["finetune", "--model", str(tiny_bert_dir), "--mode", "sup", "--template", PAPER_T, "--max-steps", "1",
-                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks", "sts16",
-                 "--no-bf16", "-q"])
+                 "--train-batch-size", "8", "--micro-batch", "4", "--out", str(tmp_path / "ft"), "--final-tasks",
+                 "sts16", "--no-bf16", "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "finetune sup: STS-B dev" in out and "fine-tuned (sup)" in out
 
@@ -234,11 +237,14 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
     from promptsearch.encoding import PromptEncoder, rep
     from promptsearch.eval import evaluate_reps
     train = tmp_path / "train.txt"
-    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog", "man"] * 20)))
+    train.write_text("\n".join(f"sentence number {i} is about a {w} ." for i, w in enumerate(["cat", "dog",
+                                                                                              "man"] * 20)))
     out = tmp_path / command
     argv = [command, "--model", str(tiny_bert_dir), "--train-file", str(train), "--train-batch-size", "8",
-            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps", "1", "--keep-checkpoint"]
-    argv += ["--steps", "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
+            "--out", str(out), "--final-tasks", "sts16,sts13", "--no-bf16", "-q", "--seeds", "0,1,2", "--eval-steps",
+            "1", "--keep-checkpoint"]
+    argv += ["--steps",
+             "2"] if command == "optiprompt" else ["--max-steps", "2", "--template", PAPER_T, "--micro-batch", "4"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "seeds.json").read_text())
@@ -249,9 +255,11 @@ def test_seeds_report_mean_and_std_of_real_runs(command, tiny_bert_dir, tmp_path
         # the saved model is the best checkpoint on the dev set, which may be the untrained start for
         # every seed (no step beat it: that depends on rounding, so on the machine); what each seed
         # guarantees is its own trajectory: other batches, other dropout, other weights after the last step
-        ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu", weights_only=False)
+        ck = torch.load(next((out / f"seed-{s}").glob("resume/*-checkpoint.pt")), map_location="cpu",
+                        weights_only=False)
         assert ck["step"] == 2
-        state = ck["soft"] if command == "optiprompt" else torch.cat([v.flatten().float() for v in ck["model"].values()])
+        state = (ck["soft"] if command == "optiprompt"
+                 else torch.cat([v.flatten().float() for v in ck["model"].values()]))
         last.append(state)
         enc = PromptEncoder.from_pretrained(str(out / f"seed-{s}"), device=CLI_DEVICE, bf16=False)
         per_seed.append(evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"])
@@ -285,20 +293,24 @@ def test_checkpoints_are_typed_and_resume_only_their_own_run(tmp_path):
     old = {k: v for k, v in state.to_dict().items() if k != "layer"}  # written before read-out layers
     assert FinetuneState.from_dict(old).layer is None
     # the template trainers' configs share TrainConfig, and all three trainers' TrainSettings, each with its defaults
-    assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T), TrainConfig)
+    assert isinstance(FinetuneConfig("unsup", [PAPER_T, T2]), TrainConfig) and isinstance(OptiPromptConfig(PAPER_T),
+                                                                                          TrainConfig)
     from promptsearch.train.head import HeadTrainSettings
     from promptsearch.train.loop import TrainSettings
 
     head = HeadTrainSettings()
     assert isinstance(head, TrainSettings) and isinstance(OptiPromptConfig(PAPER_T), TrainSettings)
-    assert (head.lr, head.batch_size, head.seed) == (2e-3, 1024, 0) and FinetuneConfig("unsup", [PAPER_T, T2]).seed == 42
-    assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps, OptiPromptConfig(PAPER_T).lr) \
+    assert (head.lr, head.batch_size, head.seed) == (2e-3, 1024, 0) and FinetuneConfig("unsup",
+                                                                                       [PAPER_T, T2]).seed == 42
+    assert (FinetuneConfig("sup", [PAPER_T]).lr, FinetuneConfig("sup", [PAPER_T]).eval_steps,
+            OptiPromptConfig(PAPER_T).lr) \
         == (5e-5, 25, 3e-3)
     assert FinetuneConfig("unsup", [PAPER_T, T2]).denoise and not OptiPromptConfig(PAPER_T).denoise
 
 
 # ---- issue 46: finetune's answer, resume, views, interrupts, its length ------------------------------------
-ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"  # its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+# its answer: '[X] @mean + [X] means [MASK] . @sentence-mean'
+ENSEMBLE_RESULTS = "docs/results/greedy-readout-ensemble-default.json"
 
 
 def _train_file(tmp_path):
@@ -326,8 +338,8 @@ def test_finetune_refuses_an_answer_that_is_an_ensemble_with_a_pooled_member(tin
 
 
 def _ft(tiny_dir, out, steps, *, eval_steps=2, readout=None, templates=(PAPER_T, T2), **kw):
-    cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8, max_steps=steps,
-                         eval_steps=eval_steps, readout=readout)
+    cfg = FinetuneConfig(mode="unsup", templates=list(templates), lr=1e-3, batch_size=16, micro_batch=8,
+                         max_steps=steps, eval_steps=eval_steps, readout=readout)
     return finetune(make_encoder(tiny_dir), _sentences_for_ft(), cfg, out, "tiny", TrainRun(**kw))
 
 
@@ -339,8 +351,8 @@ def _sentences_for_ft():
 
 def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_dir, tmp_path, capsys):
     """It went on with the old run's start, best and history (a start of another set reported as this one's)."""
-    from promptsearch.errors import PromptSearchError
     import promptsearch.train.finetune as ft
+    from promptsearch.errors import PromptSearchError
 
     out = tmp_path / "ft"
     _ft(tiny_bert_dir, out, 2, keep_checkpoint=True)
@@ -357,13 +369,14 @@ def test_finetune_resumed_with_another_dev_set_or_readout_is_refused(tiny_bert_d
     from promptsearch.cli import main
 
     capsys.readouterr()
-    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "sick-trial",
-                 "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3", "--train-batch-size", "16",
-                 "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
+    assert main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset",
+                 "sick-trial", "--out", str(out), "--max-steps", "3", "--eval-steps", "2", "--lr", "1e-3",
+                 "--train-batch-size", "16", "--micro-batch", "8", "--final-tasks", "sts16", "--no-bf16", "-q"]) == 2
     err = capsys.readouterr().err.strip()  # one line, before anything is said or written
     assert len(err.splitlines()) == 1 and "dev set" in err and "--no-resume" in err and "--out" in err
     assert ck.read_bytes() == before  # nothing lost
-    s = _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial", resume=False, keep_checkpoint=True)  # --no-resume starts over
+    # --no-resume starts over
+    s = _ft(tiny_bert_dir, out, 3, dev_dataset="sick-trial", resume=False, keep_checkpoint=True)
     assert [h["step"] for h in s["history"]] == [0, 2, 3] and s["dev_set"] == "sick-trial"
     assert _ft(tiny_bert_dir, out, 4, dev_dataset="sick-trial")["history"][:3] == s["history"]  # the same run goes on
 
@@ -372,8 +385,9 @@ def test_finetune_resumes_its_dev_file_by_any_spelling_and_a_refused_start_leave
                                                                                              monkeypatch, capsys):
     """A dev set is a file, however it is spelled (./dev.csv, dev.csv, its absolute path): the same run resumes. A
     start the scorer refuses (60 pairs of a sentence and itself: no spread to rank) leaves no --out behind."""
-    from promptsearch.cli import main
     from conftest import stsb_dev_csv
+
+    from promptsearch.cli import main
 
     monkeypatch.chdir(tmp_path)
     stsb_dev_csv(tmp_path / "dev.csv", 0, 60)
@@ -386,7 +400,8 @@ def test_finetune_resumes_its_dev_file_by_any_spelling_and_a_refused_start_leave
                                             if r.count(",") == 2]
     (tmp_path / "same.csv").write_text("\n".join(same) + "\n", encoding="utf-8")
     capsys.readouterr()
-    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset", "same.csv",
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", PAPER_T, "--template", T2, "--dataset",
+                 "same.csv",
                  "--out", str(tmp_path / "ft2"), "--max-steps", "2", "--train-batch-size", "16", "--micro-batch", "8",
                  "--train-file", _train_file(tmp_path), "--final-tasks", "sts16", "--no-bf16", "-q"])
     err = capsys.readouterr().err.strip()
@@ -402,8 +417,8 @@ def test_identical_views_are_said_to_differ_by_dropout_and_refused_without_it(ti
     from promptsearch.cli import main
     from promptsearch.errors import PromptSearchError
 
-    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps", "2",
-                 "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
+    code = main(["finetune", "--model", str(tiny_bert_dir), "--template", "[X]", "--readout", "mean", "--max-steps",
+                 "2", "--eval-steps", "1", "--train-batch-size", "8", "--train-file", _train_file(tmp_path), "--out",
                  str(tmp_path / "ft"), "--final-tasks", "sts16", "--no-bf16", "-q"])
     err = capsys.readouterr().err
     assert code == 0
@@ -516,7 +531,8 @@ def test_ctrl_c_keeps_every_step_and_marks_the_folder_unfinished(tiny_bert_dir, 
     assert not (out / "UNFINISHED").exists() and not ck.exists()
     assert [h["step"] for h in s["history"]] == [0, 2, 4]
     for got, want in zip(s["history"], ref["history"]):  # the same run as the uninterrupted one
-        assert got["dev"] == pytest.approx(want["dev"], abs=1e-3) and got.get("loss") == pytest.approx(want.get("loss"), abs=1e-3)
+        assert got["dev"] == pytest.approx(want["dev"], abs=1e-3) and got.get("loss") == pytest.approx(want.get("loss"),
+                                                                                                       abs=1e-3)
     a = PromptEncoder.from_pretrained(str(out), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     b = PromptEncoder.from_pretrained(str(tmp_path / "ref"), device="cpu", bf16=False).encode(_sentences_for_ft()[:8])
     np.testing.assert_allclose(a, b, atol=1e-4)

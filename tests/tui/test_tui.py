@@ -11,7 +11,8 @@ from promptsearch.tui import PromptSearchApp
 def _results(path, rows, validation=None):
     validation = validation or {}
     path.write_text(json.dumps({
-        "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy", "denoise": True,
+        "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy",
+        "denoise": True,
         "settings": {}, "created": "", "updated": "", "stats": {"scored": len(rows), "cached": 0, "seconds": 1.0,
                                                                 "templates_per_minute": 1.0},
         "templates": [{"template": t, "spearman": s, "denoise": True, "seconds": 1.0, "order": i + 1,
@@ -69,7 +70,10 @@ def test_predictions_screen_updates_for_typed_sentences(tmp_path, bert_enc):
             await pilot.click("#sentence")
             await pilot.press(*"a man is playing a guitar .", "enter")
             await _wait_for(pilot, lambda: den.row_count == 5)
-            rows = lambda t: [tuple(t.get_row_at(i)) for i in range(t.row_count)]  # (token, probability)
+
+            def rows(t):  # (token, probability)
+                return [tuple(t.get_row_at(i)) for i in range(t.row_count)]
+
             first = (rows(raw), rows(den))
             app.screen.query_one("#sentence", Input).value = ""
             await pilot.press(*"the stock market fell sharply today .", "enter")
