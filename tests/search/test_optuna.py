@@ -70,7 +70,7 @@ def meet(mark, seconds):  # leave this worker's mark, wait for the other's (boun
     while not os.path.exists(other + mark) and time.time() < deadline:
         time.sleep(0.01)
 
-run, ask = optuna_search.OptunaSearch.run, optuna_search.ask_batch
+run, ask = optuna_search.OptunaSearch.propose, optuna_search.ask_batch
 def waiting_run(self, *a, **k):
     meet('', 120)
     return run(self, *a, **k)
@@ -81,7 +81,7 @@ def ask_then_wait(*a, **k):
         asked.append(len(trials))
         meet(".asked", 60)
     return trials
-optuna_search.OptunaSearch.run, optuna_search.ask_batch = waiting_run, ask_then_wait
+optuna_search.OptunaSearch.propose, optuna_search.ask_batch = waiting_run, ask_then_wait
 sys.exit(main(sys.argv[3:]))
 """
 

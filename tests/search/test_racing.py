@@ -54,7 +54,10 @@ def test_race_keeps_the_clear_best_and_drops_a_clear_loser_at_the_first_rung(ber
     assert max(full, key=full.get) == "[X] best [MASK] ."  # the construction: one clearly best ...
     # ... one useless
     assert full["[X] best [MASK] ."] - sorted(full.values())[-2] > 10 and full["[X] worst [MASK] ."] < 10
-    monkeypatch.setattr(scorer, "score", lambda t: Score(t, full[t], True, 0.0))
+    def full_score(t):  # a full-set score from the construction, as Scorer.score gives it (one, or a list)
+        return [Score(x, full[x], True, 0.0) for x in t] if isinstance(t, list) else Score(t, full[t], True, 0.0)
+
+    monkeypatch.setattr(scorer, "score", full_score)
     racing = Racing()
     out = race(scorer, list(noise), racing)
     first_rung = round(racing.fractions[0] * scorer.evaluator.n_pairs)

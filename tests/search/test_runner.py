@@ -129,7 +129,7 @@ def test_candidates_are_scored_a_chunk_at_a_time(tmp_path, monkeypatch):
 
 def test_only_the_runner_writes_results_and_judges_steps():
     """The strategies propose: none adds to, chooses in or saves the results, nor weighs a gain against its noise."""
-    search = Path(__file__).resolve().parents[1] / "promptsearch" / "search"
+    search = Path(__file__).resolve().parents[2] / "promptsearch" / "search"
     for name in ("greedy.py", "optuna_search.py", "generate.py", "baseline.py", "__init__.py"):
         text = (search / name).read_text(encoding="utf-8")
         for written in ("results.add(", "results.choose(", "results.save(", ".gain(", "> need", "path_steps ="):
