@@ -1,6 +1,6 @@
 """Distributed scoring: what the storage costs per candidate, and what workers buy, measured in one run.
 
-1. Storage overhead: the same candidates scored on STS-B dev directly (``Scorer.score_many``, one at
+1. Storage overhead: the same candidates scored on STS-B dev directly (``Scorer.score``, one at
    a time) and through a work study on PostgreSQL with this process as the only worker (enqueue,
    claim under a row lock, heartbeat, report, fetch): the difference per candidate, in ms, beside
    the scoring time per candidate.
@@ -48,11 +48,12 @@ def overhead(model: str, url: str, n: int) -> dict:
     scores = {t: direct.score(t, fresh=True).spearman for t in templates}
     t_direct = (time.perf_counter() - t0) / len(templates)
     queued = Scorer(enc, cache=False)
-    queued.remote = WorkQueue(url, queued, model, name=f"bench-{os.getpid()}", local=True)
+    queue = WorkQueue(url, queued, model, name=f"bench-{os.getpid()}", local=True)
+    queued.distribute(queue)
     t0 = time.perf_counter()
     via = {t: queued.score(t).spearman for t in templates}
     t_queue = (time.perf_counter() - t0) / len(templates)
-    queued.remote.close()
+    queue.close()
     assert via == scores, "scores through the storage differ"
     return {"candidates": len(templates), "scoring_ms": 1000 * t_direct, "through_storage_ms": 1000 * t_queue,
             "overhead_ms": 1000 * (t_queue - t_direct)}

@@ -332,10 +332,11 @@ def roofline(enc: PromptEncoder, sentences, template, seconds, label) -> None:
 
 def precision_lines(enc: PromptEncoder, sentences, data, template, label, repeats, with_bert_base) -> None:
     """encode in fp32 and in bf16 autocast, alternating (warm), for the model and BERT-base size."""
-    from promptsearch.encoding.batching import _cpu_flags, precision_choice
+    from promptsearch.encoding.batching import precision_choice
+    from promptsearch.encoding.precision import cpu_flags
 
     bf16, why = precision_choice(enc.device)
-    flags = sorted(f for f in _cpu_flags() if f.startswith(("amx", "avx512_bf16", "avx512f", "avx2")))
+    flags = sorted(f for f in cpu_flags() if f.startswith(("amx", "avx512_bf16", "avx512f", "avx2")))
     print(f"STS-B dev: {len(sentences)} sentences, template {template!r}, denoised, on {device_name(enc.device)}"
           + (f" (flags: {' '.join(flags)})" if enc.device.type == "cpu" else ""))
     print(f"the default here: {why}")

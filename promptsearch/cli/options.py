@@ -23,11 +23,12 @@ def precision_line(args, device, bf16: bool | None = None, pinned: str | None = 
     if args.quiet:
         return None
     bf16 = args.bf16 if bf16 is None else bf16
-    why = precision_choice(device)[1]
     if pinned:
         why = f"{'bf16' if bf16 else 'fp32'} (the precision {pinned} was scored in: a resumed run keeps it)"
     elif bf16 is not None:
         why = f"{'bf16' if bf16 else 'fp32'} ({'--bf16' if bf16 else '--no-bf16'})"
+    else:  # only what decides is asked: a flag or a resumed file spares the CPU's measurement
+        why = precision_choice(device)[1]
     return worded(f"precision: {why}")  # a hint in it names the flag ('bf16=True forces it': '--bf16 forces it')
 
 

@@ -115,19 +115,6 @@ def _cpu_choice_once() -> tuple[bool, str]:
     return cpu_choice()
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (Linux); elsewhere none."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 def autocast(device: torch.device, bf16: bool):
     """bf16 autocast on ``device`` when ``bf16``, else nothing."""
     if not bf16:

@@ -57,6 +57,18 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux; elsewhere none): what benchmarks print beside a timing."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def machine_key() -> str:
     """What a measurement holds for: the CPU model, the threads torch uses and torch's version."""
     return f"{cpu_name()} | {torch.get_num_threads()} threads | torch {torch.__version__}"

@@ -366,8 +366,8 @@ class Scorer:
         if not fresh:
             for layer, (view, ks) in by_view.items():
                 for _, k in ks:
-                    if not k.readout and view._cached_sets(k) is None:
-                        layered.setdefault(k, []).append(layer)
+                    if not k.readout and view._cached_sets(k) is None and layer not in layered.get(k, []):
+                        layered.setdefault(k, []).append(layer)  # T and T @layer <last> are one key at one layer
         for k, layers in layered.items():
             if len(layers) > 1:
                 for layer, sc in self._score_layers(k, layers).items():

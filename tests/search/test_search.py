@@ -238,3 +238,15 @@ def test_shipped_grammar():
     g = Grammar.load()
     ts = list(g.all_templates())
     assert len(ts) == g.size and PAPER_T in ts and "[X] means [MASK] ." in ts
+
+
+def test_a_template_and_itself_at_the_last_layer_are_scored_once(bert_enc, tmp_path):
+    """`T` and `T @layer <last>` are one representation: asked together, uncached, they are encoded and cached once
+    (not recorded twice as a template 'at two layers'), and both get its score."""
+    scorer = Scorer(bert_enc, dataset=DATASET, cache=tmp_path / "cache.jsonl")
+    last = bert_enc.prompt.n_layers
+    t, at_last = scorer.score(["[X] means [MASK] .", f"[X] means [MASK] . @layer {last}"])
+    alone = Scorer(bert_enc, dataset=DATASET, cache=tmp_path / "alone.jsonl")
+    assert alone.score("[X] means [MASK] .").spearman == t.spearman == at_last.spearman
+    assert scorer.n_scored == alone.n_scored == 1
+    assert (tmp_path / "cache.jsonl").read_text().count("\n") == (tmp_path / "alone.jsonl").read_text().count("\n")
