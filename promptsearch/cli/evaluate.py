@@ -14,6 +14,7 @@ from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict, top_k_note
 from ..eval.tables import check_report_file, eval_output, report, report_templates, table9
 from ..library import resolve_key
+from ..model.saved import read_config
 from ..representation import ensemble_key, is_key
 from . import options as o
 
@@ -56,7 +57,6 @@ def _loaded(args) -> str:
     """What was loaded, named by itself: the model, or a trained folder and what it holds."""
     if not args.template_dir:
         return args.model
-    from ..model.saved import read_config
 
     cfg = read_config(args.template_dir) or {}
     held = ("OptiPrompt soft vectors on " + str(cfg.get("base_model", "?")) if cfg.get("soft_prompt")

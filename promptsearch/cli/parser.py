@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
 from ..paths import DEV_SET
 from ..representation import READOUTS
 from ..template import quote
@@ -43,7 +44,7 @@ class Parser(argparse.ArgumentParser):
 def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
     """argparse's 'unrecognized arguments' line, with 'did you mean --x?' for each unknown flag close to one of
     ``parser``'s (argparse suggests only from Python 3.14)."""
-    import difflib
+    import difflib  # lazy: start-up time (only an error needs it)
 
     flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     close = []
@@ -405,8 +406,6 @@ def _train(sub) -> None:
 
 
 def build_parser() -> Parser:
-    from .. import __version__
-
     p = Parser(prog="promptsearch", description="Find prompt templates that turn a masked LM into a sentence encoder.")
     p.add_argument("--version", action="version", version=f"promptsearch {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

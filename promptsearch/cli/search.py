@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import shlex
+import signal
 import sys
 
 import optuna
 
 from ..data import DevSets, check_data, one_dataset, read_wordnet
+from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
 from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
+from ..search.distributed import WorkQueue, serve
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
 from ..search.plots import plot_results
 from ..search.racing import Racing
 from ..search.results import kept_precision, scored_settings
+from ..search.study import check_storage
 from ..search.validate import held_out_tasks
 from . import options as o
 
@@ -36,8 +41,6 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     bf16, pinned = kept_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     work = args.command != "optuna" and getattr(args, "storage", None)
     if work:
-        from ..search.study import check_storage
-
         check_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads (a new
         # SQLite file is made with the work study, after the strategy's checks)
     scorer = Scorer(enc or o.encoder(args, settings={"bf16": bf16}, pinned=pinned), dataset=sets,
@@ -45,8 +48,6 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else o.say
     if work:
-        from ..search.distributed import WorkQueue
-
         strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
         check_resume(strategy, scorer, args.out, args.model)  # so is a results file it would not resume
         queue = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
@@ -65,8 +66,6 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
 
 def next_steps(res: Results, args) -> str:
     """What to do with the results file next, the chosen representation filled in."""
-    import shlex
-
     best, out = res.best, shlex.quote(str(res.path))
     if best is None or res.path is None:
         return ""
@@ -147,8 +146,6 @@ def cmd_t5(args) -> int:
 
 def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
-    from ..search.distributed import serve
-
     def make_scorer(spec):  # the search's model and settings, unless the flags say otherwise
         model = args.model or spec["model"]
         settings = scored_settings(spec["numbers"], args.bf16, args.add_period, args.max_length)
@@ -169,8 +166,7 @@ def cmd_plot(args) -> int:
 
 
 def cmd_tui(args) -> int:
-    from ..errors import PromptSearchError
-    from ..tui import PromptSearchApp
+    from ..tui import PromptSearchApp  # lazy: start-up time
 
     app = PromptSearchApp(results=args.results, storage=args.storage, study_name=args.study_name, model=args.model,
                           mask_head=args.mlm_head, dataset=one_dataset(args.dataset))
@@ -189,8 +185,6 @@ def _run_app(app) -> None:
     SIGCONT that came with it (``timeout`` sends both; a stopped process gets them together) then ran
     Textual's resume handler with no loop: two chained tracebacks and exit 1. Now the SIGTERM's or SIGINT's
     handler puts Textual's handlers away first; the command ends with its one line (143, 130)."""
-    import signal
-
     job = (signal.SIGCONT, signal.SIGTSTP)
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, *job)}
 

@@ -9,8 +9,10 @@ from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_tr
 from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
 from ..library import default_template
+from ..model.loading import DEFAULT_MODEL, default_model_path
 from ..search.results import Results
 from ..search.validate import known_scores
+from ..train.export import check_export, export_representation, export_target
 from ..train.finetune import FinetuneConfig, choose_training, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
 from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
@@ -110,9 +112,6 @@ def cmd_train_head(args) -> int:
 
 def cmd_export(args) -> int:
     """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch)."""
-    from ..model.loading import DEFAULT_MODEL, default_model_path
-    from ..train.export import check_export, export_representation, export_target
-
     out = check_export(args.out, bool(args.results), args.template)
     model, k, length = export_target(Results.load(args.results) if args.results else None, args.template, args.model,
                                      args.max_length, o.say)

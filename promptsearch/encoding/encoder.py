@@ -24,10 +24,11 @@ from tqdm.auto import tqdm
 
 from ..data import load_corpus
 from ..errors import PromptSearchError, TemplateError
+from ..library import read_templates
 from ..model import DEFAULT_MODEL, LoadedModel, load_model
 from ..model.quantize import int8_copy
 from ..model.saved import load_template_dir, read_config
-from ..representation import TEMPLATE_READOUTS, Representation, uses_first_token
+from ..representation import TEMPLATE_READOUTS, Representation, is_mask, uses_first_token
 from ..template import RenderedTemplate, Template
 from .batching import bf16_supported, default_max_tokens, length_order, pad, precision_choice, prepare, unique
 from .pooled import prompt_tokens, st_pooled
@@ -406,9 +407,6 @@ class PromptEncoder:
         read out by ``readout`` (None: the folder's own read-out; a pooled one reads the last layer), and whether it
         is denoised (``denoise`` and saved so: ``denoise=False`` still reads the raw state). None for a model that
         is no such folder."""
-        from ..library import read_templates
-        from ..representation import is_mask
-
         saved, saved_denoise = self.folder_representation() or (None, False)
         if saved is None:
             return None

@@ -14,6 +14,7 @@ from ..encoding.reps import Ditto, Rep, rep, rep_from_key
 from ..errors import PromptSearchError
 from ..fileio import atomic_write, check_writable
 from ..library import causal_templates, paper_templates, resolve_key, resolve_template
+from ..representation import is_mask, readout_key
 from .anisotropy import anisotropy
 from .ditto import search_heads
 from .sts import evaluate_reps
@@ -126,9 +127,6 @@ def report_reps(enc, templates=None, demos: str | None = None, data: DataOptions
 def report_templates(enc, templates=None, readout: str | None = None):
     """The templates a report scores read out by ``readout``: as given (None: the paper's) for the [MASK] state
     (``readout`` None or mask); for a pooled read-out, each of them (or of the paper's) as its results-entry key."""
-    from ..library import paper_templates
-    from ..representation import is_mask, readout_key
-
     if is_mask(readout):
         return templates
     templates = templates or paper_templates(enc.model.config.model_type, compat=enc.compat)

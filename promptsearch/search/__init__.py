@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..data import DEV_SET
 from ..representation import Representation
 from ..template import Template
+from .greedy import Greedy
 from .results import Results
 from .runner import Runner
 from .scorer import Score, Scorer
@@ -83,8 +84,6 @@ def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_
                   **greedy) -> Results:
     """A greedy search with the command's defaults (racing, held-out validation on STS-B and SICK-R
     test) into the results file ``out`` (resumed if it exists): what ``promptsearch greedy`` runs."""
-    from .greedy import Greedy
-
     strategy = Greedy(show_progress_bar=show_progress_bar, **greedy)
     return run_strategy(strategy, Scorer(encoder, dataset=dataset), out, model_name,
                         show_progress_bar=show_progress_bar)

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import optuna
+from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
@@ -123,8 +124,7 @@ class Worker:
 def retrying(fn, patience: float, what: str = "the storage"):
     """``fn()``, tried again while the database does not answer (a restart, a dropped connection) for
     up to ``patience`` seconds; then one line: the search resumes from its results file when re-run."""
-    from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import DBAPIError, OperationalError
+    from sqlalchemy.exc import DBAPIError, OperationalError  # lazy: start-up time
 
     def lost(exc: BaseException | None) -> BaseException | None:
         """The connection failure behind ``exc`` (Optuna wraps SQLAlchemy's errors), or None."""

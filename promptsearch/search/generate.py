@@ -53,7 +53,7 @@ class T5Generator:
     """Span filling with a T5 model (``google-t5/t5-base`` where the hub is reachable)."""
 
     def __init__(self, model_name: str, device=None, num_beams: int = 8, max_new_tokens: int = 24):
-        from transformers import AutoTokenizer, T5ForConditionalGeneration
+        from transformers import AutoTokenizer, T5ForConditionalGeneration  # lazy: start-up time
 
         try:
             with _quiet_transformers():

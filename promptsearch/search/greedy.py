@@ -18,12 +18,14 @@ in the path are full-set scores in the reference precision.
 
 from __future__ import annotations
 
+import shutil
+import textwrap
 from dataclasses import dataclass, field
 
-from ..data import DEV_SET
-from ..errors import PromptSearchError
+from ..data import DEV_SET, TASK_NAMES
+from ..errors import PromptSearchError, TemplateError
 from ..library import demo_template, load_json, read_demos
-from ..representation import Representation, pooled_ways, uses_first_token
+from ..representation import POOLED_READOUTS, Representation, pooled_ways, uses_first_token
 from .racing import Racing
 from .results import Results
 from .runner import Runner
@@ -43,8 +45,6 @@ MAX_DEMOS = 128  # demonstrations a --demos-pool may hold: each is a racing cand
 
 def parse_readouts(spec) -> list[str]:
     """``--readouts`` as a list of pooled read-outs ("none" or empty: none)."""
-    from ..representation import POOLED_READOUTS
-
     items = [x.strip() for x in (spec.split(",") if isinstance(spec, str) else (spec or [])) if x.strip()]
     if items in (["none"], []):
         return []
@@ -345,8 +345,6 @@ def _averaged(members: list[Representation]) -> Representation:
 def format_path(path: list[PathStep], results: Results | None = None, width: int | None = None) -> str:
     """The search path as a Table 4-style table (with held-out columns where the results have them), within
     ``width`` columns (default: the terminal's, at least 80; see :func:`_layout`)."""
-    from ..data import TASK_NAMES
-
     dataset = results.dataset if results is not None else DEV_SET
     sets = results.set_names if results is not None and len(results.set_names) > 1 else []  # each set's column
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])
@@ -414,9 +412,6 @@ def _layout(rows: list[tuple], width: int | None = None) -> str:
     characters (default: the terminal's width, at least 80). A template too long for the label column is
     shortened in its middle (its read-out suffix kept); a longer note is wrapped on lines of its own, its
     numbers on the line after it."""
-    import shutil
-    import textwrap
-
     width = width or max(80, shutil.get_terminal_size((80, 24)).columns)
     cw = [max(5, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     label_w = max(20, width - sum(x + 2 for x in cw))
@@ -457,8 +452,6 @@ def _shorten(text: str, n: int) -> str:
 def _fits(scorer: Scorer, key: str | Representation) -> bool:
     """Whether a candidate (a template, or a pooled read-out's key) leaves the model room for a sentence
     (a long demonstration may not)."""
-    from ..errors import TemplateError
-
     try:
         scorer.check(key)
     except TemplateError:

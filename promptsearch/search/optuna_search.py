@@ -24,19 +24,33 @@ from pathlib import Path
 from typing import Callable
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
 from ..data import DevSets
+from ..errors import PromptSearchError
 from ..representation import TEMPLATE_READOUTS, Representation, is_mask, readout_key, uses_first_token
+from ..template import Template
 from .grammar import Grammar
+from .greedy import parse_readouts
 from .progressive import Progressive
-from .results import Entry
+from .results import Entry, _numbers_differ
 from .runner import Runner
 from .scorer import Score, Scorer
 from .state import ParetoFront, StudyRef
 from .strategy import Strategy
-from .study import FINISHED, Heartbeats, StudyInterrupts, ask_batch, fail_stale_trials, open_storage
+from .study import (
+    FINISHED,
+    Heartbeats,
+    StudyInterrupts,
+    _shown,
+    ask_batch,
+    check_storage,
+    existing_storage,
+    fail_stale_trials,
+    open_storage,
+)
 
 
 @dataclass
@@ -71,22 +85,17 @@ class OptunaSearch(Strategy):
 
     def _pooled_only(self, scorer: Scorer) -> bool:
         """Whether the grammar's templates have no [MASK] on a masked LM (then every trial is pooled)."""
-        from ..template import Template
-
         g = self.load_grammar()
         first = g.render({n: o[0] for n, o in g.slots.items()})
         return Template.parse(first).readout == "last" and not scorer.encoder.model.causal
 
     def _readouts(self) -> list[str]:
-        from .greedy import parse_readouts
-
         return parse_readouts(self.readouts)
 
     def check(self, scorer: Scorer) -> None:
         """Refuse what cannot run before the results file opens."""
         self.check_datasets(scorer.dataset)
         scorer.layer_list(self.layers)
-        from ..errors import PromptSearchError
 
         if other := [r for r in self._readouts() if r not in TEMPLATE_READOUTS]:
             raise PromptSearchError(f"readouts={other[0]} pools a prompt before [X] only, and a grammar's templates "
@@ -105,12 +114,8 @@ class OptunaSearch(Strategy):
         """The grammar, with ``pareto`` two or more dev sets in ``dataset``, and the storage (a database
         URL, reachable, its driver installed) — before a model loads, and creating nothing: a new SQLite
         file is made when the search starts."""
-        from .study import check_storage
-
         self.load_grammar()
         if self.pareto and len(DevSets.parse(dataset)) < 2:
-            from ..errors import PromptSearchError
-
             raise PromptSearchError("pareto=True makes one objective per dev set: give two or more, e.g. dataset="
                                     "stsb-dev,sick-trial")
         check_storage(self.storage)
@@ -120,10 +125,6 @@ class OptunaSearch(Strategy):
         this run's: the same model weights, data contents and scoring settings (what a results file checks),
         the same objectives, and the same options for each trial parameter (Optuna refuses a changed
         categorical in the middle of a trial, which it then leaves running). Reads the storage, writes nothing."""
-        from ..errors import PromptSearchError
-        from .results import _numbers_differ
-        from .study import _shown, existing_storage
-
         storage = existing_storage(self.storage)
         if storage is None:
             return
@@ -174,8 +175,6 @@ class OptunaSearch(Strategy):
 
     def distributions(self, layers: list[int], pooled_only: bool = False) -> dict:
         """Each trial parameter's options as :meth:`_suggest` asks them."""
-        from optuna.distributions import CategoricalDistribution
-
         out = {name: CategoricalDistribution(list(opts)) for name, opts in self.load_grammar().slots.items()}
         if self._readouts():
             out["readout"] = CategoricalDistribution(self._readouts() if pooled_only else ["mask"] + self._readouts())
@@ -185,7 +184,6 @@ class OptunaSearch(Strategy):
 
     def describe(self) -> str:
         g = self.load_grammar()
-        from .study import _shown
 
         return (f"study {self.study_name!r} in {_shown(self.storage)}: grammar {g.source} has {g.size} templates; "
                 f"target {self.trials} finished trials")
@@ -207,8 +205,6 @@ class OptunaSearch(Strategy):
         try:
             self._run(runner)
         except optuna.exceptions.StorageInternalError as exc:
-            from ..errors import PromptSearchError
-
             raise PromptSearchError(f"Optuna storage {self.storage} failed ({exc}); check the storage= URL") from None
 
     def summary(self) -> str:

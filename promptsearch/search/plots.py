@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptSearchError
+from ..fileio import check_writable
 from ..representation import Representation
 from .results import Results
 from .state import PathStep
@@ -22,18 +23,16 @@ FORMATS = (".svg", ".png", ".pdf")
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # lazy: start-up time
 
     matplotlib.use("Agg")  # files only: no display needed
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up time
 
     return plt
 
 
 def check_out(out) -> Path:
     """The picture's path: .svg, .png or .pdf, in a writable place (checked before anything is drawn)."""
-    from ..fileio import check_writable
-
     p = Path(out)
     check_writable(p, "out", "plot.svg")
     if p.suffix.lower() not in FORMATS:
@@ -132,10 +131,10 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
 
 
 def plot_optuna(res: Results, out: Path) -> list[Path]:
-    import optuna
-    from optuna.visualization import matplotlib as ovm
+    import optuna  # lazy: start-up time
+    from optuna.visualization import matplotlib as ovm  # lazy: start-up time
 
-    from .optuna_search import open_storage
+    from .optuna_search import open_storage  # lazy: start-up time
 
     assert res.study is not None  # an Optuna run's results name their study
     try:

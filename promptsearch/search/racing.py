@@ -35,7 +35,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import PromptSearchError
 from ..eval.objective import bootstrap_rhos, grouped_spearman
+from ..template import quote
 from .scorer import Score, Scorer
 from .state import RaceState
 
@@ -53,8 +55,6 @@ class Racing:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
     def check(self) -> "Racing":
-        from ..errors import PromptSearchError
-
         if (not self.fractions or any(not 0 < f < 1 for f in self.fractions)
                 or list(self.fractions) != sorted(set(self.fractions))):
             raise PromptSearchError("racing rungs must be increasing fractions between 0 and 1, e.g. 0.125,0.25,0.5")
@@ -67,9 +67,6 @@ class Racing:
     @classmethod
     def parse(cls, rungs: str, finalists: int = 2) -> "Racing":
         """Racing from ``--race-rungs 0.125,0.25,0.5`` and ``--finalists``, checked."""
-        from ..errors import PromptSearchError
-        from ..template import quote
-
         try:
             fractions = tuple(float(x) for x in rungs.split(","))
         except ValueError:

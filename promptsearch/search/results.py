@@ -29,6 +29,7 @@ from it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from pathlib import Path
 import jsonschema
 
 from ..errors import PromptSearchError, TemplateError
+from ..eval.objective import DEFAULT_OBJECTIVE
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..representation import Representation
 from .scorer import Score, Scored
@@ -124,8 +126,6 @@ class Results:
     @property
     def objective(self) -> str:
         """How several dev sets' scores became one (mean or min; files written before it was a setting: mean)."""
-        from ..eval.objective import DEFAULT_OBJECTIVE
-
         return self.settings.get("objective", DEFAULT_OBJECTIVE)
 
     @classmethod
@@ -427,8 +427,6 @@ def verdict_lines(results: Results) -> list[str]:
 
 def _seal(e: Entry) -> str:
     """A short digest of an entry's key and score as written (not a security measure: it tells an edit apart)."""
-    import hashlib
-
     return hashlib.sha1(json.dumps([e.key, e.spearman, e.sets], sort_keys=True).encode("utf-8")).hexdigest()[:10]
 
 

@@ -13,6 +13,7 @@ failed rather than left RUNNING.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import first_line
+from ..errors import PromptSearchError, first_line
 from ..interrupts import SIGNALS
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -123,7 +124,7 @@ def storage_url(url: str) -> str:
 def _shown(url: str) -> str:
     """The URL as a message may show it: no password."""
     try:
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import make_url  # lazy: start-up time
 
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
@@ -147,10 +148,8 @@ STORAGE_EXAMPLES = "e.g. sqlite:///study.db (a file here) or postgresql://user:p
 
 def _parsed(url: str):
     """``url`` as SQLAlchemy reads it, its dialect known: one line if it is not a database URL."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from ..errors import PromptSearchError
+    from sqlalchemy.engine import make_url  # lazy: start-up time
+    from sqlalchemy.exc import ArgumentError  # lazy: start-up time
 
     try:
         parsed = make_url(storage_url(url))
@@ -176,10 +175,6 @@ def check_storage(url: str, grace: int = 90) -> None:
     """Refuse a storage that cannot be used, creating nothing: a URL that is not a database's, a SQLite
     file whose folder is missing or not writable (a new file is made only when the search starts), an
     existing file that is not a database; a server that cannot be reached (:func:`open_storage`)."""
-    import os
-
-    from ..errors import PromptSearchError
-
     path = sqlite_file(url)
     if path is None:
         if _parsed(url).get_backend_name() != "sqlite":
@@ -225,11 +220,7 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
     then finds them. A server that cannot be reached, refuses the login or needs a driver that is
     not installed is one :class:`~promptsearch.errors.PromptSearchError` within seconds, no retries.
     """
-    import warnings
-
-    from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
-
-    from ..errors import PromptSearchError
+    from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError  # lazy: start-up time
 
     _parsed(url)  # a URL, of a database SQLAlchemy knows
     given, url = url, storage_url(url)

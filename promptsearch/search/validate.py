@@ -7,9 +7,14 @@ precision, the same cache), so it equals what ``promptsearch eval`` prints for t
 
 from __future__ import annotations
 
+import time
+
 from tqdm.auto import tqdm
 
-from ..data import DataOptions
+from ..data import DataOptions, expand_tasks, load_task
+from ..encoding.reps import PromptPool
+from ..errors import DataError, PromptSearchError
+from ..representation import readout_key
 from .results import Results
 from .scorer import Scorer
 
@@ -21,8 +26,6 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
     path) on every task; store them in their entries' ``validation`` (and its time in the results'
     ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts."""
-    import time
-
     t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
     chosen = [e.entry_key for e in results.ranked()[:top]]
@@ -67,9 +70,6 @@ def _duration(seconds: float) -> str:
 def held_out_tasks(spec: str, top: int | None, data: DataOptions = DataOptions()) -> list[str]:
     """The held-out tasks ``spec`` names (none when ``top`` is 0; None: the default validation), each read now —
     not after the search."""
-    from ..data import expand_tasks, load_task
-    from ..errors import DataError, PromptSearchError
-
     try:
         tasks = expand_tasks(spec) if top != 0 and spec.strip() else []
         for t in tasks:
@@ -86,9 +86,6 @@ def known_scores(enc, r, tasks, data: DataOptions = DataOptions()) -> dict[str, 
     settings — the search's held-out validation, an earlier seed's or run's start row — comes from the score cache
     instead of another pass. A trainer's ``TrainRun(scores=known_scores)``
     (:data:`promptsearch.train.loop.TaskScores`)."""
-    from ..encoding.reps import PromptPool
-    from ..representation import readout_key
-
     pooled = isinstance(r, PromptPool)
     key = readout_key(r.template, r.readout) if pooled else r.template
     out, first = {}, None

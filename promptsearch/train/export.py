@@ -21,8 +21,9 @@ from safetensors.torch import save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
-from ..errors import PromptSearchError
-from ..model.loading import _quiet_transformers, check_model_path
+from ..errors import PromptSearchError, note
+from ..fileio import check_writable
+from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
 from ..representation import Representation
@@ -260,9 +261,6 @@ def check_export(out, results: bool, template: str | None) -> Path:
     """Refuse, before anything loads, an export given neither or both of a search's ``results`` (whether one is
     given) and a ``template`` key, and an ``out`` that is a link to nothing, an existing file or non-empty
     folder, or not writable; ``out`` as a path."""
-    from ..errors import PromptSearchError
-    from ..fileio import check_writable
-
     if bool(results) == bool(template):
         raise PromptSearchError("give a results file (its chosen representation) or template=KEY, one of the two")
     out = Path(out)
@@ -281,9 +279,6 @@ def export_target(results=None, template: str | None = None, model: str | None =
     model (``model``, when given, must be it) and the max length it was scored with (``max_length``, when given,
     must be it); else the ``template`` key, on ``model`` (None: the default model) at ``max_length``. What a reader
     should know of the results' answer (an entry edited by hand) is told to ``say`` (default: stderr)."""
-    from ..errors import PromptSearchError, note
-    from ..model.loading import DEFAULT_MODEL
-
     say = say or note
     if results is None:
         assert template is not None  # the caller gives results or a template

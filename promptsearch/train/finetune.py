@@ -12,17 +12,26 @@ Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch fine
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
 
+from ..data import TASK_NAMES, data_fingerprint
+from ..data.tasks import resolved_task
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, note, worded
-from ..model.loading import _quiet_transformers
-from ..model.saved import UNFINISHED, write_config
+from ..fileio import atomic_write
+from ..model import model_fingerprint
+from ..model.loading import _quiet_transformers, tokenizer_fingerprint
+from ..model.saved import UNFINISHED, load_template_dir, write_config
 from ..representation import Representation, is_mask
 from ..template import Template, quote
 from .export import mask_model_card, public, write_modules, write_sentence_transformers_files
@@ -39,6 +48,7 @@ from .loop import (
     end_checkpoint,
     sentences_per_second,
     set_seed,
+    take,
     train_loop,
 )
 from .step import Step, train_step
@@ -111,8 +121,6 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
         "train_sentences_per_second", "history", "device", "processes"}``.
     :raises promptsearch.PromptSearchError: for views that cannot differ, a checkpoint in ``out_dir`` of other
         settings, or a dev set that cannot be read or scored."""
-    from accelerate import Accelerator
-
     acc = Accelerator()
     out = Path(out_dir)
     # identical views with no dropout would train nothing: refused before anything is written
@@ -226,9 +234,6 @@ class _Finetunee(Trainee):
     def first_step(self, seconds: float, loss: torch.Tensor) -> None:
         if self.estimate is None or not self.is_main:
             return
-        import sys
-
-        from tqdm.auto import tqdm
 
         steps, evals, t_eval = self.estimate
         tqdm.write(worded(estimate_line(seconds, steps, evals, t_eval)), file=sys.stderr)  # above the progress bar
@@ -263,11 +268,6 @@ SETTINGS = {"model": "model (weights)", "tokenizer": "tokenizer (its files or se
 def corpus_fingerprint(data) -> str:
     """A short hash of the training data: its length and up to 1,000 rows spread over it (a memory-mapped
     corpus of millions of lines is not read whole for this)."""
-    import hashlib
-    import json
-
-    from .loop import take
-
     n = len(data)
     idx = sorted({int(i * n / 1000) for i in range(min(n, 1000))})
     return hashlib.sha1(json.dumps([n, take(data, idx)], ensure_ascii=False,
@@ -276,11 +276,6 @@ def corpus_fingerprint(data) -> str:
 
 def run_settings(enc: PromptEncoder, cfg: FinetuneConfig, dev: DevEval, data) -> dict:
     """Everything that changes a run's numbers (the steps it takes aside: a resumed run may go further)."""
-    from ..data import data_fingerprint
-    from ..data.tasks import resolved_task
-    from ..model import model_fingerprint
-    from ..model.loading import tokenizer_fingerprint
-
     return {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer), "mode": cfg.mode,
             "templates": list(cfg.templates), "layer": cfg.layer, "readout": cfg.readout, "denoise": cfg.denoise,
             "dev_set": " ".join(str(x) for x in resolved_task(dev.dataset) if x is not None),
@@ -310,8 +305,6 @@ def check_resumable(ck: Checkpoint, settings: dict, out: Path) -> None:
 def mark_unfinished(out: Path) -> None:
     """Mark ``out`` as holding a run that has not finished (removed when it does): the model there is the best
     checkpoint so far, which promptsearch refuses to score or load (:func:`~promptsearch.model.saved.read_config`)."""
-    from ..fileio import atomic_write
-
     atomic_write(out / UNFINISHED, "promptsearch finetune has not finished training this folder: the model here is "
                  "its best checkpoint so far. Re-run the same finetune command to resume it.\n")
 
@@ -340,8 +333,6 @@ def _duration(seconds: float) -> str:
 
 def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str) -> str:
     """How long the run is, said before it starts."""
-    from ..data import TASK_NAMES
-
     assert cfg.batch_size is not None  # set by __post_init__
     epochs = total * cfg.batch_size / max(n, 1)
     e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
@@ -419,8 +410,6 @@ def choose_templates(mode: str, templates=(), results: SearchResults | None = No
             layer = best[0].layer
     soft = None
     if template_dir:
-        from ..model.saved import load_template_dir
-
         cfg, soft = load_template_dir(template_dir)
         chosen.insert(0, cfg["template"])
     if not chosen:
@@ -502,8 +491,6 @@ def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=Non
 
 def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False) -> str:
     """What a finished fine-tuning run says, under the name of the set that chose the checkpoint."""
-    from ..data import TASK_NAMES
-
     dev = summary["dev_set"]
     return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
             f"{summary['start_dev']:.2f} (start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} "
