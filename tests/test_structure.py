@@ -192,3 +192,23 @@ def test_an_assignment_to_args_is_seen():
     src = ("args.bf16 = True\nargs.a, b = 1, 2\nargs.n += 1\nsetattr(args, 'x', 1)\ndel args.y\n"
            "args.d.update({})\nx = args.z\nother.args = 1\n")
     assert sorted(_args_assignments(ast.parse(src))) == [1, 2, 3, 4, 5]
+
+
+def _local_imports():
+    """(file relative to the package, line number, source line) of every import inside a function."""
+    for p in _sources():
+        lines = p.read_text(encoding="utf-8").splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for n in ast.walk(fn):
+                    if isinstance(n, (ast.Import, ast.ImportFrom)):
+                        yield str(p.relative_to(PKG)), n.lineno, lines[n.lineno - 1]
+
+
+def test_every_function_local_import_says_why_it_is_not_at_the_top():
+    local = list(_local_imports())
+    assert len(local) > 10  # the walk finds them (the TUI and model loading import lazily)
+    # a reason, not a linter's pragma: "# lazy: start-up time", "# here, not at the top: POSIX only", ...
+    silent = [f"{f}:{n}: {line.strip()}" for f, n, line in local
+              if not re.search(r"#\s*(?!noqa\b|type:)\w", line)]
+    assert silent == [], "\n".join(silent)
