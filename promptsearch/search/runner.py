@@ -51,14 +51,25 @@ class Judged:
 
     @property
     def noise(self) -> dict:
-        """The gain, its error and the threshold as a results file records them."""
+        """The gain, its error and the threshold as a results file records them.
+
+        :returns: ``{"gain", "se", "min_gain"}``, each rounded to 4 places.
+        """
         return {"gain": round(self.gain, 4), "se": round(self.se, 4), "min_gain": round(self.need, 4)}
 
 
 def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
     """The step rule: ``after`` is taken over ``before`` only when it is another representation and its gain
     on the scorer's pairs is above ``min_gain`` points ("auto" or None: the gain's own paired-bootstrap
-    standard error, resampled with ``seed``)."""
+    standard error, resampled with ``seed``).
+
+    :param scorer: the scorer whose pairs (and cached similarities) both representations are compared on.
+    :param before: the representation (or its text) stepped from.
+    :param after: the representation (or its text) stepped to.
+    :param min_gain: the points ``after`` must gain; "auto" or None: the gain's standard error.
+    :param seed: the paired bootstrap's seed.
+    :returns: the gain, its standard error, the threshold, and whether the step is taken.
+    """
     gain, se = scorer.gain(before, after, seed=seed)
     need = se if min_gain in (None, "auto") else float(min_gain)
     return Judged(gain, se, need, Representation.parse(before) != Representation.parse(after) and gain > need)
@@ -82,7 +93,16 @@ class Runner:
         full set). ``desc``: the progress bar's label (None: no bar). ``record``: "all", "new" (only the keys
         the results do not hold yet: the model's own representation keeps its source) or "none" (scores
         told, not recorded: :meth:`record` one later). ``together``: all in one scorer call (a template at
-        several layers: one pass), not ``CHUNK`` at a time."""
+        several layers: one pass), not ``CHUNK`` at a time.
+
+        :param candidates: representations, or their text.
+        :param source: what proposed them (the results record it with each entry).
+        :param desc: the progress bar's label; None: no bar.
+        :param racing: race the candidates instead of scoring each on the full set.
+        :param record: "all", "new" or "none" (above).
+        :param together: all in one scorer call rather than ``CHUNK`` at a time.
+        :returns: the scores told (and, when raced, the candidates dropped).
+        """
         if racing is not None:
             return self._race(list(candidates), source, desc or source, racing)
         scores: list[Score] = []
@@ -114,18 +134,37 @@ class Runner:
         return Told(list(outcome.scores), list(outcome.dropped))
 
     def record(self, score: Score, source: str) -> Entry:
-        """Add one score to the results (saved)."""
+        """Add one score to the results (saved).
+
+        :param score: a score the scorer gave.
+        :param source: what proposed it.
+        :returns: the results entry it became.
+        """
         return self.results.add(score, source)
 
     def judge(self, before, after, seed: int) -> Judged:
-        """:func:`judge` with the strategy's ``min_gain``."""
+        """:func:`judge` with the strategy's ``min_gain``.
+
+        :param before: the representation stepped from.
+        :param after: the representation stepped to.
+        :param seed: the paired bootstrap's seed.
+        :returns: the judgement (see ``judge``).
+        """
         return judge(self.scorer, before, after, self.strategy.min_gain, seed)
 
     def step(self, row: PathStep, before, after, seed: int, stop: str | None = None) -> bool:
         """A step of the path: ``after`` (``row``'s representation) judged against ``before``; ``row`` gets the
         gain, its error, the threshold and ``after``'s own standard error, and is recorded. ``stop``: the stage
         ``row`` takes when the step is not taken (a prefix step's "stop"); without it ``row.taken`` says.
-        Whether it was taken."""
+        Whether it was taken.
+
+        :param row: the path's row for ``after`` (filled in and recorded).
+        :param before: the representation stepped from.
+        :param after: the representation stepped to.
+        :param seed: the paired bootstrap's seed.
+        :param stop: the stage ``row`` takes when the step is not taken; None: ``row.taken`` says.
+        :returns: whether the step was taken.
+        """
         j = self.judge(before, after, seed)
         row.gain, row.se, row.min_gain = j.noise["gain"], j.noise["se"], j.noise["min_gain"]
         row.score_se = round(self.scorer.se(after), 4)
@@ -137,18 +176,29 @@ class Runner:
         return j.taken
 
     def note(self, row: PathStep) -> None:
-        """A row of the path that decides nothing (a candidate's score, a stage's best), recorded."""
+        """A row of the path that decides nothing (a candidate's score, a stage's best), recorded.
+
+        :param row: the path's row, appended to the path and saved.
+        """
         self.path.append(row)
         self.results.path_steps = list(self.path)
         self.results.save()
 
     def choose(self, key: Representation) -> None:
-        """The strategy's answer, when it is not simply the highest score."""
+        """The strategy's answer, when it is not simply the highest score.
+
+        :param key: the representation the strategy answers with (one the results hold).
+        """
         self.results.choose(key)
 
     def keep(self, entries: Sequence[Entry] = (), **records) -> None:
         """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,
-        ``pareto``, ``generated``, ``baseline``, ``spread``: :class:`Results` fields), saved."""
+        ``pareto``, ``generated``, ``baseline``, ``spread``: :class:`Results` fields), saved.
+
+        :param entries: entries scored elsewhere, added to the results as they are.
+        :param records: results fields to set, by name.
+        :raises AttributeError: when a record names no ``Results`` field.
+        """
         for e in entries:
             self.results.entries[e.entry_key] = e
         for name, value in records.items():
@@ -160,7 +210,14 @@ class Runner:
     # ---- a whole search -----------------------------------------------------------------------
     def run(self, validate_on=(), validate_top: int | None = None, show_progress_bar=None, announce=None) -> Results:
         """The model's own representation scored, the strategy's proposals, the verdict, held-out validation
-        (see :func:`~promptsearch.search.run_strategy`); the results."""
+        (see :func:`~promptsearch.search.run_strategy`); the results.
+
+        :param validate_on: the held-out tasks to validate on (empty: none).
+        :param validate_top: how many of the best to validate (None: the answer and the best template; 0: none).
+        :param show_progress_bar: False: no validation progress bar.
+        :param announce: told (one line) what validation will cost before it starts.
+        :returns: the results, saved.
+        """
         results, scorer = self.results, self.scorer
         results.track(scorer.work)
         own = score_own(self)  # the model's own representation: the first candidate, always

@@ -27,22 +27,40 @@ class Strategy:
     min_gain: float | str | None = "auto"
 
     def settings(self) -> dict:
-        """What the results file records of this run (a resumed run must match it)."""
+        """What the results file records of this run (a resumed run must match it).
+
+        :returns: the settings as a JSON-ready dict (empty by default).
+        """
         return {}
 
     def check(self, scorer: "Scorer") -> None:
-        """Refuse bad input before the results file is opened (one-line errors); by default nothing."""
+        """Refuse bad input before the results file is opened (one-line errors); by default nothing.
+
+        :param scorer: the scorer the run will use (its model, data and layers).
+        :raises PromptSearchError: when the strategy's settings cannot run on it (a subclass's check).
+        """
 
     def keeps_vectors(self) -> bool:
         """Whether the scorer keeps every scored representation's vectors (a strategy that averages them
-        into ensembles); by default not."""
+        into ensembles); by default not.
+
+        :returns: True when the scorer should keep the vectors of every representation it scores.
+        """
         return False
 
     def propose(self, runner) -> None:
         """The search: candidates proposed to ``runner`` (:meth:`Runner.score`), steps judged by it
-        (:meth:`Runner.step`), the answer named (:meth:`Runner.choose`)."""
+        (:meth:`Runner.step`), the answer named (:meth:`Runner.choose`).
+
+        :param runner: the ``Runner`` that scores, records and judges for the strategy.
+        :raises NotImplementedError: always here; a subclass writes the search.
+        """
         raise NotImplementedError
 
     def validation_extra(self, results: "Results") -> list:
-        """Entry keys held-out validation scores besides the best K; by default none."""
+        """Entry keys held-out validation scores besides the best K; by default none.
+
+        :param results: the run's results after the search and its verdict.
+        :returns: entry keys (representations) to validate besides the best K.
+        """
         return []
