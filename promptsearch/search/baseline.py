@@ -23,7 +23,11 @@ from .state import Spread, Verdict
 
 
 def score_own(runner) -> Representation:
-    """Propose the model's own representation (cached like any candidate) and record it as the baseline; its key."""
+    """Propose the model's own representation (cached like any candidate) and record it as the baseline; its key.
+
+    :param runner: the ``Runner`` of the search.
+    :returns: the entry key of the model's own representation.
+    """
     enc = runner.scorer.encoder
     own = enc.own_representation()  # a trained folder's may read another layer
     key = runner.score([own], "baseline").scores[0].entry_key
@@ -33,7 +37,10 @@ def score_own(runner) -> Representation:
 
 def settle(runner) -> None:
     """Choose between the strategy's answer and the model's own representation (kept unless the step rule,
-    :func:`~promptsearch.search.runner.judge`, takes the answer), and record the verdict and the spread."""
+    :func:`~promptsearch.search.runner.judge`, takes the answer), and record the verdict and the spread.
+
+    :param runner: the ``Runner`` of the search, after its strategy proposed.
+    """
     results = runner.results
     base = results.own_key
     if base is None or base not in results.entries:
@@ -53,7 +60,12 @@ def settle(runner) -> None:
 
 
 def spread(results: Results, base: Representation) -> Spread:
-    """min / median / max of the candidates scored, and the rank of the model's own representation."""
+    """min / median / max of the candidates scored, and the rank of the model's own representation.
+
+    :param results: the results holding every scored candidate.
+    :param base: the entry key of the model's own representation (one ``results`` holds).
+    :returns: the spread, scores rounded to 4 places.
+    """
     scores = np.array([e.spearman for e in results.entries.values()], dtype=float)
     own = results.entries[base].spearman
     return Spread(n=int(len(scores)), min=round(float(scores.min()), 4), median=round(float(np.median(scores)), 4),

@@ -25,7 +25,16 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
              announce=None) -> None:
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
     path) on every task; store them in their entries' ``validation`` (and its time in the results'
-    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts."""
+    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts.
+
+    :param results: the search's results (updated and saved).
+    :param scorer: the search's scorer; each task is scored with ``scorer.on(task)``.
+    :param tasks: the held-out task names.
+    :param top: how many of the best-ranked entries to validate.
+    :param extra: further entry keys to validate (those ``results`` does not hold are skipped).
+    :param show_progress_bar: False: no progress bar.
+    :param announce: a callable told one line (size and cost) before validation starts; None: silent.
+    """
     t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
     chosen = [e.entry_key for e in results.ranked()[:top]]
@@ -85,7 +94,14 @@ def known_scores(enc, r, tasks, data: DataOptions = DataOptions()) -> dict[str, 
     :class:`Scorer` score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
     settings — the search's held-out validation, an earlier seed's or run's start row — comes from the score cache
     instead of another pass. A trainer's ``TrainRun(scores=known_scores)``
-    (:data:`promptsearch.train.loop.TaskScores`)."""
+    (:data:`promptsearch.train.loop.TaskScores`).
+
+    :param enc: the encoder (model) to score with.
+    :param r: the representation: a ``MaskState`` or a ``PromptPool``.
+    :param tasks: the task names.
+    :param data: where and how tasks are read (and whether progress bars show).
+    :returns: ``{task: {"spearman": score}}`` for each task.
+    """
     pooled = isinstance(r, PromptPool)
     key = readout_key(r.template, r.readout) if pooled else r.template
     out, first = {}, None
