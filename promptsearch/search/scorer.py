@@ -55,14 +55,20 @@ class Scored:
 
     @property
     def entry_key(self) -> Representation:
-        """What was scored, as an object."""
+        """What was scored, as an object.
+
+        :returns: the ``Representation`` scored.
+        """
         if self.members:
             return Representation.ensemble(self.members)
         return Representation(self.template, None if self.readout else self.layer, self.readout)
 
     @property
     def key(self) -> str:
-        """Its results-entry key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``."""
+        """Its results-entry key: an ensemble's members joined, ``T @readout``, ``T @layer L`` or ``T``.
+
+        :returns: the entry key as text.
+        """
         return self.entry_key.text
 
 
@@ -132,7 +138,11 @@ class Scorer:
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
-        cache already read is shared, not read again."""
+        cache already read is shared, not read again.
+
+        :param dataset: the data set (task name or file) to score on.
+        :returns: the new scorer.
+        """
         other = Scorer(self.encoder, dataset=dataset, denoise=self.denoise, data=self.data, cache=False,
                        screening=self.screening_precision, objective=self.objective)
         other.cache_path = self.cache_path
@@ -143,7 +153,11 @@ class Scorer:
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
         the same encoder, data, cache and work tally. The last layer is the template's own read-out: this
         scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice).
-        :meth:`score` reads a key's layer itself; a view is for screening at a layer (racing, pruning rungs)."""
+        :meth:`score` reads a key's layer itself; a view is for screening at a layer (racing, pruning rungs).
+
+        :param layer: the hidden-state index to read; None: the last hidden state.
+        :returns: the scorer reading that layer (this one for the last layer).
+        """
         layer = None if layer is None else self.encoder.prompt.layer_index(layer)
         if layer == self.encoder.prompt.n_layers:
             layer = None
@@ -155,7 +169,12 @@ class Scorer:
     def layer_list(self, layers: str | Sequence[int] | None) -> list[int]:
         """``layers`` as ``hidden_states`` indices of this model: "all" (1 … the last) or layer numbers
         ([3, 4, 5]; negative counts from the end). Layer 0 is refused: at [MASK] it is the same for
-        every sentence."""
+        every sentence.
+
+        :param layers: "all", layer numbers, or None (no layers).
+        :returns: the layers as ``hidden_states`` indices, in the order given, each once.
+        :raises PromptSearchError: when ``layers`` is neither "all" nor layer numbers, or names layer 0.
+        """
         n = self.encoder.prompt.n_layers
         if layers is None or (not isinstance(layers, str) and len(layers) == 0):
             return []
@@ -193,7 +212,10 @@ class Scorer:
 
     @property
     def reference_precision(self) -> str:
-        """The precision of every score the scorer returns, records or caches."""
+        """The precision of every score the scorer returns, records or caches.
+
+        :returns: the precision's name (e.g. "fp32").
+        """
         return self.encoder.precision
 
     @property
@@ -210,12 +232,18 @@ class Scorer:
         self._screening = encoder
 
     def count_time(self, seconds: float) -> None:
-        """Add screening time (racing's rungs) to the scoring time this scorer reports."""
+        """Add screening time (racing's rungs) to the scoring time this scorer reports.
+
+        :param seconds: the screening time to add.
+        """
         self.seconds += seconds
 
     def settings_key(self) -> str:
         """What every cache key of this scorer shares: model, data, denoise and the settings that
-        change numbers (a race's identity is built on it)."""
+        change numbers (a race's identity is built on it).
+
+        :returns: the shared part of the cache keys, as text.
+        """
         if len(self.datasets) == 1:
             return self._cache_key("", self.denoise)
         return json.dumps([self._cache_key("", self.denoise, d) for d in self.datasets] + [self.objective])
@@ -230,7 +258,10 @@ class Scorer:
 
     def numbers(self) -> dict:
         """Everything that changes a score, as a results file records it: a resumed run with another
-        value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways."""
+        value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways.
+
+        :returns: the settings as a JSON-ready dict.
+        """
         e = self.encoder
         return {"model": self.fingerprint, "tokenizer": self.tokenizer_fingerprint,
                 "data": dict(self.data_fingerprints),
@@ -287,7 +318,11 @@ class Scorer:
     def representation(key: str | Template | Representation) -> Representation:
         """What :meth:`score` reads ``key`` as: a template, ``T @layer L``, ``T @mean`` or an ensemble's members
         joined by `` + `` (text), a :class:`~promptsearch.template.Template`, or a
-        :class:`~promptsearch.representation.Representation` as it is."""
+        :class:`~promptsearch.representation.Representation` as it is.
+
+        :param key: a representation: text, a ``Template`` or a ``Representation``.
+        :returns: the ``Representation`` it reads as.
+        """
         if isinstance(key, Template):
             return Representation(key.text)
         return key if isinstance(key, Representation) else Representation.parse(key)
@@ -307,7 +342,11 @@ class Scorer:
 
     def check(self, key: str | Template | Representation) -> None:
         """Refuse a representation the model cannot read (one :class:`~promptsearch.errors.TemplateError`: a
-        template that leaves no room for a sentence, a read-out the model lacks), encoding nothing."""
+        template that leaves no room for a sentence, a read-out the model lacks), encoding nothing.
+
+        :param key: a representation: text, a ``Template`` or a ``Representation``.
+        :raises TemplateError: when the model cannot read it.
+        """
         for m in self.representation(key).parts:
             view, k = self._view(m)
             self.encoder.check_rep(view._rep(k, self.denoise))
@@ -328,7 +367,12 @@ class Scorer:
         return None if any(v is None for v in out.values()) else {d: v for d, v in out.items() if v is not None}
 
     def cached(self, template: str | Template | Representation, denoise: bool | None = None) -> float | None:
-        """The cached objective of a single representation (every set's score cached), or None."""
+        """The cached objective of a single representation (every set's score cached), or None.
+
+        :param template: a single representation: text, a ``Template`` or a ``Representation``.
+        :param denoise: the variant to look up; None: the scorer's setting.
+        :returns: the cached objective, or None when not cached.
+        """
         per = self._cached_sets(template, denoise)
         return None if per is None else self.evaluator.value(per)
 
@@ -348,6 +392,11 @@ class Scorer:
         its members' normalized vectors (kept from their scores with :meth:`keep_vectors`, else encoded),
         scored like a template but not cached. ``fresh`` skips the cache lookup (training evaluates the same
         template as weights change).
+
+        :param representations: one representation: text, a ``Template`` or a ``Representation``; or a list of them.
+        :param fresh: skip the cache lookup (the scores are still cached).
+        :returns: a ``Score`` for one representation, a list of them for a list.
+        :raises TemplateError: when the model cannot read a representation.
         """
         single = isinstance(representations, (str, Template, Representation))
         keys = [self.representation(r) for r in ([representations] if single else representations)]
@@ -404,7 +453,11 @@ class Scorer:
     def similarities(self, key: str | Template | Representation) -> np.ndarray:
         """The cosine similarity of every pair (the objective's pairs, the run's variant) under a
         representation (at its layer, pooled, or an ensemble's mean vectors) in the reference precision:
-        kept from its full-set score in this process, else encoded (a score read from the cache file has none)."""
+        kept from its full-set score in this process, else encoded (a score read from the cache file has none).
+
+        :param key: a representation: text, a ``Template`` or a ``Representation``.
+        :returns: one cosine similarity a pair, in the pairs' order.
+        """
         k = self.representation(key)
         if k.members:
             return self.evaluator.similarities(self._ensemble(k.members))
@@ -440,7 +493,10 @@ class Scorer:
 
     def keep_vectors(self, on: bool = True) -> None:
         """Keep every scored representation's normalized vectors in this process (at every layer), so an
-        ensemble of them is scored without encoding again (a search that averages templates turns it on)."""
+        ensemble of them is scored without encoding again (a search that averages templates turns it on).
+
+        :param on: keep them (True) or stop keeping them (False), in every layer's view.
+        """
         for view in self._views.values():
             view._keep_vectors = on
 
@@ -456,17 +512,34 @@ class Scorer:
              seed: int = 0) -> tuple[float, float]:
         """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
         difference), ×100, on the scorer's pairs: how much of a gain is noise. Either may be any
-        representation (:meth:`similarities`)."""
+        representation (:meth:`similarities`).
+
+        :param before: the representation: text, a ``Template`` or a ``Representation`` compared from.
+        :param after: the representation: text, a ``Template`` or a ``Representation`` compared to.
+        :param n_boot: the bootstrap's resamples.
+        :param seed: the bootstrap's seed.
+        :returns: ``(gain, se)`` in points (×100).
+        """
         return self.evaluator.gain(self.similarities(before), self.similarities(after), n_boot, seed)
 
     def se(self, key: str | Template | Representation) -> float:
-        """The paired-bootstrap standard error (×100) of a representation's objective on the scorer's pairs."""
+        """The paired-bootstrap standard error (×100) of a representation's objective on the scorer's pairs.
+
+        :param key: a representation: text, a ``Template`` or a ``Representation``.
+        :returns: the standard error in points (×100).
+        """
         return self.evaluator.se(self.similarities(key))
 
     def record(self, template: str | Template | Representation, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
         """A template's vectors of every sentence at this view's layer (raw at False, denoised at True: both, or
         the run's variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s
-        (progressive scoring completes its rungs' vectors into a full-set score with it)."""
+        (progressive scoring completes its rungs' vectors into a full-set score with it).
+
+        :param template: the template (single representation) the vectors are of.
+        :param vecs: the normalized vectors of every sentence, by variant (False: raw, True: denoised).
+        :param seconds: the encoding time to count for it.
+        :returns: its full-set ``Score``.
+        """
         k = self._canonical(template)
         self._keep(k, vecs[self.denoise])
         value = self._record(k, {dn: self.evaluator.scores(v) for dn, v in vecs.items()}, seconds)
@@ -485,7 +558,10 @@ class Scorer:
     # ---- distributed work (search/distributed.py) -------------------------------------------
     def distribute(self, queue) -> None:
         """Hand full-set scores and racing rungs to a :class:`~promptsearch.search.distributed.WorkQueue`'s
-        workers (and this process), at every layer (None: score here again)."""
+        workers (and this process), at every layer (None: score here again).
+
+        :param queue: a ``WorkQueue``, or None to score in this process again.
+        """
         for view in self._views.values():
             view._remote = queue
         self._remote = queue
@@ -493,7 +569,11 @@ class Scorer:
     def measure(self, key: str | Representation) -> tuple[dict[bool, dict[str, float]], np.ndarray, float]:
         """A worker's full-set job: one single representation's scores of both variants, set by set, the
         run's variant's pair similarities and the seconds it took, neither kept nor cached here (the
-        driver records them with :meth:`record_measured`)."""
+        driver records them with :meth:`record_measured`).
+
+        :param key: a single representation (text or ``Representation``).
+        :returns: ``(scores by variant then set, the run's variant's pair similarities, seconds)``.
+        """
         view, k = self._view(self.representation(key))
         t0 = time.perf_counter()
         reps = {dn: view._rep(k, dn) for dn in (False, True)}  # one pass gives both
@@ -504,7 +584,14 @@ class Scorer:
     def record_measured(self, key: Representation, scores: dict[bool, dict[str, float]], sims: np.ndarray,
                         seconds: float) -> Score:
         """A :meth:`measure` done elsewhere (a worker) recorded at this view's layer as a score computed here
-        is: its similarities kept, timed, counted, cached."""
+        is: its similarities kept, timed, counted, cached.
+
+        :param key: the representation measured.
+        :param scores: its scores by variant (False: raw, True: denoised), then by set.
+        :param sims: the run's variant's pair similarities.
+        :param seconds: the time the measurement took.
+        :returns: its full-set ``Score``.
+        """
         k = self._canonical(key)
         self._sims[k] = sims
         value = self._record(k, scores, seconds)
@@ -513,7 +600,14 @@ class Scorer:
     def remote_rung(self, templates: list[str], k: int, rungs: list[int],
                     seed: int) -> tuple[dict[str, np.ndarray], int] | None:
         """Racing's rung ``k`` done by the work queue's workers: each template's similarities on its pairs and the
-        sentences encoded (counted as screening work here); None without a queue (racing encodes here)."""
+        sentences encoded (counted as screening work here); None without a queue (racing encodes here).
+
+        :param templates: the templates screened at the rung.
+        :param k: the rung's index in ``rungs``.
+        :param rungs: the sizes of racing's growing pair subsets.
+        :param seed: the seed of the subsets' sampling.
+        :returns: ``(similarities by template, sentences encoded)``, or None without a queue.
+        """
         if self._remote is None:
             return None
         sims, encoded = self._remote.rung(self, templates, k, rungs, seed)
@@ -529,7 +623,16 @@ class Scorer:
         ``vecs[template]`` (raw at False, denoised at True: the variants it holds; a ``None`` value
         becomes an array over every sentence at the first call) — the templates that need the same
         sentences in one ``template_states`` call. The count encoded (sentences × templates), also
-        added to the work tally in ``enc``'s precision. Racing and progressive scoring grow subsets with it."""
+        added to the work tally in ``enc``'s precision. Racing and progressive scoring grow subsets with it.
+
+        :param enc: the encoder to encode with (the reference or the screening one).
+        :param templates: the templates to encode.
+        :param pairs: indices of the pairs whose sentences are needed.
+        :param vecs: each template's vectors by variant, filled in place.
+        :param done: each template's mask over the sentences: those already encoded (updated).
+        :param progress: a callable told the count of templates finished after each call; None: silent.
+        :returns: the count encoded (sentences × templates).
+        """
         want = np.unique(np.concatenate([self.ia[pairs], self.ib[pairs]]))
         groups: dict[bytes, list[str]] = {}
         for t in templates:
