@@ -75,12 +75,21 @@ class Entry(Scored):
               "readout")  # as a results file lists them; the last five only when set
 
     def to_json(self) -> dict:
+        """The entry as a results file writes it (``FIELDS``; unset optional ones left out).
+
+        :returns: a JSON-ready dict.
+        """
         return {k: [m.text for m in v] if k == "members" and v else v for k in self.FIELDS
                 if (v := getattr(self, k)) is not None or k not in ("validation", "sets", "layer", "members",
                                                                     "readout")}
 
     @classmethod
     def from_json(cls, e: dict) -> "Entry":
+        """An entry read back from a results file's dict (what ``to_json`` wrote).
+
+        :param e: the entry's dict.
+        :returns: the entry.
+        """
         members = tuple(Representation.split(m) for m in e["members"]) if e.get("members") else None
         return cls(e["template"], e["spearman"], e["denoise"], e["seconds"], e.get("source", ""), e.get("order", 0),
                    e.get("validation"), sets=e.get("sets"), layer=e.get("layer"), members=members,
@@ -89,6 +98,10 @@ class Entry(Scored):
 
 @dataclass
 class Results:
+    """A search's results file in memory: its scored entries, what the strategy recorded, the stats.
+
+    ``open`` makes or resumes one, ``load`` reads one; each ``add`` saves it (atomically).
+    """
     path: Path | None
     model: str
     dataset: str
@@ -120,19 +133,35 @@ class Results:
     # ---- load / save -------------------------------------------------------------------------
     @property
     def set_names(self) -> list[str]:
-        """The dev sets scored, by name (``dataset`` holds them comma-joined, as ``--dataset`` gave them)."""
+        """The dev sets scored, by name (``dataset`` holds them comma-joined, as ``--dataset`` gave them).
+
+        :returns: the dev sets' names, in order.
+        """
         return self.dataset.split(",")
 
     @property
     def objective(self) -> str:
-        """How several dev sets' scores became one (mean or min; files written before it was a setting: mean)."""
+        """How several dev sets' scores became one (mean or min; files written before it was a setting: mean).
+
+        :returns: "mean" or "min".
+        """
         return self.settings.get("objective", DEFAULT_OBJECTIVE)
 
     @classmethod
     def check_resume(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
                      numbers: dict | None = None) -> None:
         """Refuse, in one line, what :meth:`open` would refuse of an existing file at ``path``, writing nothing (a
-        command checks it before it makes anything else, e.g. a work study's database)."""
+        command checks it before it makes anything else, e.g. a work study's database).
+
+        :param path: the results file (JSON); None: kept in memory only.
+        :param model: the model's name or path.
+        :param dataset: the dev sets, comma-joined.
+        :param strategy: the strategy's name.
+        :param denoise: whether scores use the template-denoised variant.
+        :param settings: the strategy's settings (``Strategy.settings``).
+        :param numbers: everything that changes a score (``Scorer.numbers``); None: not checked.
+        :raises PromptSearchError: when the file holds another run or scores computed another way.
+        """
         p = Path(path) if path else None
         if p is not None and p.exists():
             cls._resumable(p, cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers))
@@ -158,7 +187,19 @@ class Results:
     def open(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
              numbers: dict | None = None) -> "Results":
         """A new results file, or the existing one at ``path`` to resume: same model, dataset, strategy,
-        and the same ``numbers`` (weights, the sets' contents, every setting that changes a score)."""
+        and the same ``numbers`` (weights, the sets' contents, every setting that changes a score).
+
+        :param path: the results file (JSON); None: kept in memory only.
+        :param model: the model's name or path.
+        :param dataset: the dev sets, comma-joined.
+        :param strategy: the strategy's name.
+        :param denoise: whether scores use the template-denoised variant.
+        :param settings: the strategy's settings (``Strategy.settings``).
+        :param numbers: everything that changes a score (``Scorer.numbers``); None: not checked.
+        :returns: the results, new or resumed (a new file is written at once).
+        :raises PromptSearchError: when the file holds another run or scores computed another way,
+            or is read-only, or another process writes it.
+        """
         p = Path(path) if path else None
         res = cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers)
         if p is not None:
@@ -177,7 +218,12 @@ class Results:
     @classmethod
     def load(cls, path) -> "Results":
         """A results file read back (schema checked; one-line error if it is not one), to read —
-        :meth:`open` is the way to write to one."""
+        :meth:`open` is the way to write to one.
+
+        :param path: the results file.
+        :returns: the results (to read).
+        :raises PromptSearchError: when the file is not a results file this tool reads.
+        """
         d = load(path)
         st = d.get("stats", {})
         res = cls(Path(path), d["model"], d["dataset"], d["strategy"], bool(d["denoise"]),
@@ -208,23 +254,41 @@ class Results:
 
     @property
     def finished_trials(self) -> int:
-        """Trials (Optuna) or templates the run has finished."""
+        """Trials (Optuna) or templates the run has finished.
+
+        :returns: the count.
+        """
         return int((self.study and self.study.finished) or (self.scored + self.cached) or len(self.entries))
 
     @property
     def own_key(self) -> Representation | None:
-        """The key of the model's own representation, once the search has scored it."""
+        """The key of the model's own representation, once the search has scored it.
+
+        :returns: the key, or None before it is scored.
+        """
         return self.baseline.key if self.baseline else None
 
     def track(self, work: dict) -> None:
-        """Count the encodings a scorer does from now on (its live ``work`` tally) in the stats."""
+        """Count the encodings a scorer does from now on (its live ``work`` tally) in the stats.
+
+        :param work: the scorer's ``work`` tally (encodings by precision), read at each save.
+        """
         self.work = work
 
     def add_seconds(self, seconds: float) -> None:
-        """Time spent on work that recorded no score (a race's screening rungs)."""
+        """Time spent on work that recorded no score (a race's screening rungs).
+
+        :param seconds: the time to add to the run's.
+        """
         self.seconds += seconds
 
     def add(self, score: Score, source: str = "") -> Entry:
+        """Record one score as an entry and save (a key scored before keeps its order and held-out scores).
+
+        :param score: the scorer's score.
+        :param source: what proposed it (empty: the old entry's).
+        :returns: the entry.
+        """
         key = score.entry_key
         self.suspect.discard(key)  # scored now: its number is this tool's
         old = self.entries.get(key)
@@ -246,28 +310,45 @@ class Results:
         return e
 
     def ranked(self) -> list[Entry]:
+        """Every entry, highest score first (ties by key).
+
+        :returns: the entries.
+        """
         return sorted(self.entries.values(), key=lambda e: (-e.spearman, e.key))
 
     def best_mask(self) -> Entry | None:
         """The best-scored entry that reads [MASK] (or a causal LM's last token) states only: a single
-        template, no pooled read-out (None when there is none)."""
+        template, no pooled read-out (None when there is none).
+
+        :returns: the entry, or None.
+        """
         return next((e for e in self.ranked() if not e.members and _reads_mask(e)), None)
 
     def answer_first(self) -> list[Entry]:
-        """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front."""
+        """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front.
+
+        :returns: the entries.
+        """
         r = self.ranked()
         chosen = self.entries.get(self.chosen) if self.chosen is not None else None
         return r if chosen is None else [chosen] + [e for e in r if e is not chosen]
 
     def choose(self, key: Representation) -> None:
         """The strategy's product, when it is not simply the highest score (greedy with a minimum gain
-        stops before a candidate that scored higher by less than its noise)."""
+        stops before a candidate that scored higher by less than its noise).
+
+        :param key: the chosen entry's key.
+        """
         self.chosen = key
         self.save()
 
     def top_templates(self, k: int = 2) -> list[Entry]:
         """The best ``k`` [MASK]-read entries (what the fine-tuner trains): the chosen one first when it is
-        one (a pooled read-out, such as the model's own mean pooling, is not trained here)."""
+        one (a pooled read-out, such as the model's own mean pooling, is not trained here).
+
+        :param k: how many.
+        :returns: at most ``k`` entries.
+        """
         best = self.best
         ranked = [e for e in sorted(self.entries.values(), key=lambda e: -e.spearman) if _reads_mask(e)]
         if best is not None and _reads_mask(best):
@@ -276,12 +357,19 @@ class Results:
 
     @property
     def best(self) -> Entry | None:
-        """The strategy's chosen template if it named one, else the highest-scoring."""
+        """The strategy's chosen template if it named one, else the highest-scoring.
+
+        :returns: the entry, or None when nothing was scored.
+        """
         chosen = self.entries.get(self.chosen) if self.chosen is not None else None
         r = self.ranked()
         return chosen or (r[0] if r else None)
 
     def to_dict(self) -> dict:
+        """The results file's JSON content (entries, records, stats).
+
+        :returns: a JSON-ready dict.
+        """
         tpm = 60.0 * self.scored / self.seconds if self.seconds > 0 else None
         work = dict(self.work_before)
         for k, v in self.work.items():
@@ -324,11 +412,18 @@ class Results:
 
     def unverified(self) -> list[Representation]:
         """Keys whose score this tool did not write as it stands (an entry edited or added by hand; a file
-        from before the record has none)."""
+        from before the record has none).
+
+        :returns: the keys.
+        """
         return [k for k in self.entries if k in self.suspect]
 
     def trust_notes(self, model: str | None = None) -> list[str]:
-        """What a reader should know before using this file's answer: scores not written by a search, another model."""
+        """What a reader should know before using this file's answer: scores not written by a search, another model.
+
+        :param model: the model the reader will use it with; None: not compared.
+        :returns: one line a note (none: nothing to know).
+        """
         notes = []
         ranked = self.ranked()
         # chosen, 1st
@@ -343,12 +438,17 @@ class Results:
         return notes
 
     def save(self) -> None:
+        """Write the file (atomically); nothing without a ``path``."""
         if self.path is not None:
             atomic_write(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
     # ---- what a command prints ---------------------------------------------------------------
     def format_ranking(self, top: int | None = None) -> str:
-        """The best ``top`` templates with their score and any held-out scores."""
+        """The best ``top`` templates with their score and any held-out scores.
+
+        :param top: how many; None: all.
+        :returns: the table as text.
+        """
         ranked = self.ranked()[:top] if top else self.ranked()
         w = max([len(e.entry_key.shown) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"  # what it says of a [MASK] state: nothing of a pooled read-out
@@ -372,6 +472,10 @@ class Results:
         return "\n".join(lines)
 
     def format_stats(self) -> str:
+        """The stats line a search prints: templates scored, time, encodings, the cache, the file.
+
+        :returns: the line (with a leading newline).
+        """
         d = self.to_dict()["stats"]
         tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
         work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
@@ -383,7 +487,13 @@ class Results:
 
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best
-        compares with the results file ``compare``'s."""
+        compares with the results file ``compare``'s.
+
+        :param top: how many of the best to list; None: no ranking.
+        :param compare: another results file's path to compare with; None: no comparison.
+        :param stats: print the stats line.
+        :returns: the text.
+        """
         parts = (([self.format_ranking(top)] if top else []) + verdict_lines(self)
                  + ([self.format_stats()] if stats else []))
         parts += [f"note: {n}" for n in self.trust_notes()]
@@ -391,7 +501,11 @@ class Results:
         return "\n".join(parts + ([line] if line else []))
 
     def compare(self, other: "Results") -> str:
-        """One line: this run's best against another run's (empty if the other holds none)."""
+        """One line: this run's best against another run's (empty if the other holds none).
+
+        :param other: the other run's results.
+        :returns: the line.
+        """
         ob, b = other.best, self.best
         if ob is None or b is None:
             return ""
