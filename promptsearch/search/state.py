@@ -69,7 +69,10 @@ class PathStep(_Record):
     @property
     def entry_key(self) -> Representation:
         """The entry this step scored: the template (a pooled read-out's key), at its layer, or the ensemble's
-        members."""
+        members.
+
+        :returns: the ``Representation``.
+        """
         if self.members:
             return Representation.ensemble(self.members)
         k = Representation.split(self.template)  # a key this tool wrote: a read-out's suffix split off
@@ -77,10 +80,17 @@ class PathStep(_Record):
 
     @property
     def key(self) -> str:
-        """Its :attr:`entry_key` as text."""
+        """Its :attr:`entry_key` as text.
+
+        :returns: the key's text.
+        """
         return self.entry_key.text
 
     def to_json(self):
+        """The row as a results file writes it (an ensemble's members as text).
+
+        :returns: a JSON-ready dict.
+        """
         d = super().to_json()
         if self.members:
             d["members"] = [m.text for m in self.members]
@@ -88,6 +98,11 @@ class PathStep(_Record):
 
     @classmethod
     def from_json(cls, d: dict):
+        """A row read back from a results file's dict (what ``to_json`` wrote).
+
+        :param d: the row's dict.
+        :returns: the row.
+        """
         step = super().from_json(d)
         if step.members:
             step.members = tuple(Representation.split(m) for m in step.members)
@@ -114,14 +129,27 @@ class Verdict(_Record):
 
     @property
     def settled(self) -> bool:
+        """Whether the search has settled (``kept`` is known).
+
+        :returns: True once settled.
+        """
         return self.kept is not None
 
     def to_json(self):
+        """The verdict as a results file writes it (keys as text).
+
+        :returns: a JSON-ready dict.
+        """
         d = super().to_json()
         return {**d, "key": self.key.text, **({"best": self.best.text} if self.best is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict):
+        """A verdict read back from a results file's dict (what ``to_json`` wrote).
+
+        :param d: the verdict's dict.
+        :returns: the verdict.
+        """
         v = super().from_json(d)
         v.key, v.best = Representation.parse(v.key), v.best and Representation.parse(v.best)
         return v
@@ -159,10 +187,19 @@ class ParetoFront(_Record):
     keys: list[Representation]
 
     def to_json(self):
+        """The front as a results file writes it.
+
+        :returns: the keys as text, in order.
+        """
         return [k.text for k in self.keys]
 
     @classmethod
     def from_json(cls, d):
+        """A front read back from a results file's list (what ``to_json`` wrote).
+
+        :param d: the keys as text.
+        :returns: the front.
+        """
         return cls([Representation.parse(k) for k in d])
 
 
