@@ -151,12 +151,13 @@ class DevEval:
     @contextmanager
     def _eval_mode(self):
         prompt = self.encoder.prompt
-        was_training = prompt.training
-        prompt.eval()
+        was = {m: m.training for m in prompt.modules()}  # each module's own mode: the prompt's flag is not the
+        prompt.eval()  # encoder's (a freshly made module says training), and prompt.train(flag) would set them all
         try:
             yield
         finally:
-            prompt.train(was_training)
+            for m, training in was.items():
+                m.training = training
 
 
 LOG_EVERY = 10  # steps between the progress bar's loss readings: each reading waits for the device

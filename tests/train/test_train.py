@@ -556,6 +556,9 @@ def test_a_start_measured_afresh_equals_the_score_caches(bert_enc, tmp_path):
 
     assert DevEval(bert_enc, "sts16", scores=counted).start(PAPER_T, True) == cached_start(bert_enc)
     assert asked == [["sts16"]]  # the start is found by the scores it was given
+    # a dev evaluation leaves every module in the mode it found it: the shared encoder stayed in eval mode (it was
+    # left training — dropout on — and later tests on the same encoder got other vectors)
+    assert not bert_enc.encoder.training and not any(m.training for m in bert_enc.encoder.modules())
 
 
 def cached_start(enc):
