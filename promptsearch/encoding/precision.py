@@ -45,28 +45,26 @@ def cache_path() -> Path:
     return cache_dir() / CACHE_NAME
 
 
-def cpu_name() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux, else the platform's processor string)."""
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` line's value in /proc/cpuinfo (Linux); None elsewhere or where it has none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return None
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else the platform's processor string)."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine() or "unknown CPU"
 
 
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo (Linux; elsewhere none): what benchmarks print beside a timing."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 def machine_key() -> str:

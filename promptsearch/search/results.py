@@ -151,15 +151,9 @@ class Results:
     def check_resume(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
                      numbers: dict | None = None) -> None:
         """Refuse, in one line, what :meth:`open` would refuse of an existing file at ``path``, writing nothing (a
-        command checks it before it makes anything else, e.g. a work study's database).
+        command checks it before it makes anything else, e.g. a work study's database). The parameters are
+        ``open``'s; a ``path`` that is None or names no file has nothing to check.
 
-        :param path: the results file (JSON); None: kept in memory only.
-        :param model: the model's name or path.
-        :param dataset: the dev sets, comma-joined.
-        :param strategy: the strategy's name.
-        :param denoise: whether scores use the template-denoised variant.
-        :param settings: the strategy's settings (``Strategy.settings``).
-        :param numbers: everything that changes a score (``Scorer.numbers``); None: not checked.
         :raises PromptSearchError: when the file holds another run or scores computed another way.
         """
         p = Path(path) if path else None
