@@ -28,6 +28,15 @@ def _read(name_or_path: str) -> dict:
                                 f"{exc.msg}") from None
 
 
+
+def read_library(name_or_path: str) -> dict:
+    """A shipped template library (its name: ``retrieval``, ``greedy`` ...) or a ``.json`` file, as its JSON object.
+
+    :param name_or_path: a shipped name or a ``.json`` path.
+    :returns: the parsed JSON.
+    :raises promptsearch.PromptSearchError: for a file that cannot be found or is not JSON (one line)."""
+    return _read(name_or_path)
+
 def paper_templates(model_type: str = "bert", compat: str = "promptsearch") -> list[str]:
     """The three PromptBERT templates for a model family (RoBERTa-likes use ' quotes); with
     ``compat="reference"`` spelled exactly as the authors' scripts spell them.

@@ -317,6 +317,39 @@ def _search(sub) -> None:
     _work_flags(sc)
 
 
+def _retrieval(sub) -> None:
+    r = _command(sub, "retrieval", "retrieval:cmd_retrieval",
+                 help="search query prompt x document prompt x pooled read-out on retrieval data (nDCG@10)",
+                 description="Score the model's own query/document prompts and pooling first, then greedily the "
+                             "shipped retrieval prompts (query prompts, document prompts, read-outs) on your "
+                             "queries, corpus and relevance judgements; the corpus is encoded once per document "
+                             "prompt and read-out. The answer is the model's own unless something beats it beyond "
+                             "noise.")
+    _common(r)
+    g = r.add_argument_group("retrieval")
+    g.add_argument("--data", default="demo", help="demo (paraphrase retrieval built from STS-B dev, offline), a BEIR "
+                                                  "folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), a Hugging "
+                                                  "Face dataset folder or hub id in MTEB's layout")
+    g.add_argument("--split", default="test", help="the qrels split (default test)")
+    g.add_argument("--out", default="retrieval.json", help="results JSON (default retrieval.json); an existing one is "
+                                                           "resumed")
+    g.add_argument("--queries", type=at_least(1), default=None, metavar="N",
+                   help="score a seeded random sample of N queries (quicker, noisier; the corpus stays whole)")
+    g.add_argument("--seed", type=at_least(0), default=0, help="the --queries sample's seed (default 0)")
+    g.add_argument("--readouts", default=None, metavar="LIST",
+                   help="pooled read-outs the last step tries, comma-separated (default: mean, sentence-mean, cls, "
+                        "sentence-cls, max, lasttoken; a causal LM: lasttoken, mean, sentence-mean); the model's own "
+                        "is always tried")
+    g.add_argument("--min-gain", type=positive, default=None, metavar="G",
+                   help="the nDCG@10 gain (a fraction, e.g. 0.005) a step must exceed (default: its standard error)")
+    g.add_argument("--prompts", default="retrieval", metavar="FILE",
+                   help="the prompt library: a .json file with 'query' and 'document' lists of {prompt, source} "
+                        "(default: the shipped one)")
+    g.add_argument("--cache-dir", default=None, help="where corpus vectors are kept (float16, memory-mapped; default "
+                                                     "~/.cache/promptsearch/retrieval)")
+    g.add_argument("--no-cache", action="store_true", help="keep no corpus vectors after the run")
+
+
 def _train_flags(p, out: str) -> None:
     _common(p)
     g = p.add_argument_group("training")
@@ -412,6 +445,7 @@ def build_parser() -> Parser:
     _evaluate(sub)
     _train(sub)
     _search(sub)
+    _retrieval(sub)
     ex = _command(sub, "export", "train:cmd_export", help="write a searched representation as a plain "
                                                           "sentence-transformers model folder")
     ex.add_argument("results", nargs="?", help="a results JSON: its chosen representation, of its model")

@@ -1,0 +1,43 @@
+"""retrieval: the best query prompt x document prompt x read-out on retrieval data, into one results file."""
+
+from __future__ import annotations
+
+import shlex
+
+from ..data.retrieval import load_retrieval
+from ..eval.retrieval import RetrievalTask, sample_queries
+from ..fileio import check_writable
+from ..search.retrieval import RetrievalResults, RetrievalSearch, resumed_precision, summary
+from . import options as o
+
+
+def next_steps(res: RetrievalResults) -> str:
+    """What to do with the results file next."""
+    out = shlex.quote(str(res.path)) if res.path is not None else "RESULTS"
+    return ("next:\n"
+            f"  promptsearch export {out} --out my-model     # a sentence-transformers folder with these prompts\n"
+            "  python -c \"from sentence_transformers import SentenceTransformer; m = SentenceTransformer('my-model'); "
+            "print(m.similarity(m.encode_query(['a question']), m.encode_document(['a passage'])))\"")
+
+
+def cmd_retrieval(args) -> int:
+    check_writable(args.out, example="retrieval.json")
+    data = sample_queries(load_retrieval(args.data, data_dir=args.data_dir, split=args.split), args.queries, args.seed)
+    readouts = [r.strip() for r in args.readouts.split(",") if r.strip()] if args.readouts else None
+    bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
+    enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
+    task = RetrievalTask(data, cache_dir=False if args.no_cache else args.cache_dir, show_progress_bar=o.show(args))
+    try:
+        results = RetrievalResults.for_task(args.out, args.model, task, enc)
+        search = RetrievalSearch(task, enc, results, readouts=readouts, min_gain=args.min_gain or "auto",
+                                 library=args.prompts, progress=None if args.quiet else o.say)
+        if not args.quiet:
+            o.say(f"data: {data.name}, {len(task.query_ids)} queries, {len(task.corpus_ids)} documents")
+        res = search.run()
+    finally:
+        task.close()
+    print(f"corpus encodings: {task.corpus_encodings} computed, {task.corpus_reused} read back from the cache; "
+          f"{search.scored_now} candidates scored now, {len(res.entries) - search.scored_now} resumed from {res.path}")
+    print("\n".join(summary(res)))
+    print(next_steps(res))
+    return 0

@@ -1,0 +1,343 @@
+"""Retrieval as an evaluation task: queries × corpus × relevance judgements, scored by nDCG@10.
+
+A :class:`RetrievalCandidate` is what a retrieval search tries: a query prompt, a document prompt (each a
+sentence-transformers prompt, the text before the input; "" for none) and one pooled read-out for both sides,
+so that one Pooling module serves ``encode_query`` and ``encode_document`` alike.
+
+:class:`RetrievalTask` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does
+(cosine, :func:`~promptsearch.eval.ir_metrics.retrieval_metrics`), with the cost kept to what differs between
+them: the queries are encoded once per distinct (query prompt, read-out) and the corpus once per distinct
+(document prompt, read-out). Corpus vectors go, unit length, into a float16 file
+(:class:`~promptsearch.eval.ir_metrics.CorpusStore`, read a chunk at a time) in the cache folder, keyed by the
+model's weights and tokenizer, its sentence-transformers stack, the precision, the corpus's contents and the
+document side: a rerun reads them back instead of encoding the corpus again, and the corpus never has to fit in
+memory as float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ..encoding.reps import rep_from_key
+from ..errors import DataError
+from ..model import model_fingerprint
+from ..model.loading import tokenizer_fingerprint
+from ..paths import cache_dir as default_cache_root
+from ..representation import Representation, pooling_of, readout_of
+from .ir_metrics import PRIMARY_METRIC, CorpusStore, retrieval_metrics
+
+if TYPE_CHECKING:
+    from ..data.retrieval import RetrievalData
+    from ..encoding import PromptEncoder
+
+ENCODE_CHUNK = 8192  # corpus texts encoded per call (then written to the store): what bounds the float32 in memory
+
+
+@dataclass(frozen=True)
+class RetrievalCandidate:
+    """A query prompt × a document prompt × one pooled read-out (both sides pooled the same way).
+
+    :param query: the sentence-transformers prompt put before each query ("" for none).
+    :param document: the prompt put before each document ("" for none).
+    :param readout: a pooled read-out (``mean``, ``sentence-mean``, ``cls`` ...: see ``POOLED_READOUTS``)."""
+
+    query: str
+    document: str
+    readout: str
+
+    @classmethod
+    def of(cls, query: str, document: str, readout: str) -> "RetrievalCandidate":
+        """A candidate checked: each side parses as a prompt, the read-out is a pooled one; with no prompt on
+        either side a read-out that leaves the prompt out is the same as its mode (one candidate, not two).
+
+        :param query: the query prompt.
+        :param document: the document prompt.
+        :param readout: a pooled read-out.
+        :returns: the candidate.
+        :raises promptsearch.TemplateError: for a prompt holding ``[X]`` or ``[MASK]``, or an unknown read-out."""
+        mode, include = pooling_of(readout)
+        if not query and not document:
+            readout = readout_of(mode, True)
+        c = cls(query, document, readout)
+        c.side("query"), c.side("document")  # each parses (a one-line error otherwise)
+        return c
+
+    def side(self, which: str) -> Representation:
+        """One side as a representation: its prompt before ``[X]``, pooled by the read-out.
+
+        :param which: ``"query"`` or ``"document"``.
+        :returns: the representation the encoder computes for that side."""
+        prompt = self.query if which == "query" else self.document
+        return Representation.of(prompt + "[X]", readout=self.readout)
+
+    def to_json(self) -> dict:
+        """``{"query", "document", "readout"}`` as a results file writes it."""
+        return {"query": self.query, "document": self.document, "readout": self.readout}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RetrievalCandidate":
+        """A candidate read back from ``to_json``'s dict.
+
+        :param d: the dict.
+        :returns: the candidate (checked as ``of`` checks it)."""
+        return cls.of(str(d["query"]), str(d["document"]), str(d["readout"]))
+
+    @property
+    def shown(self) -> str:
+        """The candidate on one line: each prompt quoted with newlines escaped, and the read-out."""
+        def q(p: str) -> str:
+            return json.dumps(p, ensure_ascii=False)
+
+        return f"query {q(self.query)}  document {q(self.document)}  @{self.readout}"
+
+
+def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "RetrievalData":
+    """``n`` of the data's queries drawn at random with ``seed`` (in file order), the corpus whole: a quicker,
+    noisier score. All of them when ``n`` is None or not smaller than their number.
+
+    :param data: the retrieval data.
+    :param n: how many queries to keep.
+    :param seed: the draw's seed.
+    :returns: the data with the queries (and their judgements) drawn.
+    :raises promptsearch.DataError: for ``n`` below 1."""
+    if n is None or n >= len(data.queries):
+        return data
+    if n < 1:
+        raise DataError(f"queries={n}: give at least 1 query to score")
+    ids = list(data.queries)
+    keep = sorted(np.random.default_rng(seed).choice(len(ids), size=n, replace=False).tolist())
+    kept = [ids[i] for i in keep]
+    return dataclasses.replace(data, queries={q: data.queries[q] for q in kept},
+                               relevant={q: data.relevant[q] for q in kept})
+
+
+def corpus_fingerprint(data: "RetrievalData") -> str:
+    """A hash of the corpus alone (ids and texts in order): what its stored vectors depend on, whatever the queries.
+
+    :param data: the retrieval data.
+    :returns: 16 hexadecimal characters."""
+    h = hashlib.sha256()
+    for k, v in data.corpus.items():
+        h.update(json.dumps([k, v], ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+class RetrievalTask:
+    """Candidates scored on one retrieval data set, the corpus encoded once per document side.
+
+    :param data: the retrieval data (``promptsearch.data.retrieval.RetrievalData``).
+    :param cache_dir: where corpus vectors are stored (None: ``<cache dir>/retrieval``; False: a temporary folder
+        removed with this task, so nothing outlives the run).
+    :param chunk_size: corpus rows scored against the queries at a time (``retrieval_metrics``'s).
+    :param show_progress_bar: show encoding progress (None: the encoder's setting).
+
+    ``corpus_encodings`` counts the corpus encodings this task computed (one per distinct document prompt and
+    read-out), ``corpus_passes`` the passes over the corpus they took (one per distinct document prompt: its
+    read-outs share it), ``corpus_reused`` the encodings read back from the cache, ``query_encodings`` the query
+    encodings."""
+
+    primary_metric = PRIMARY_METRIC
+
+    def __init__(self, data: "RetrievalData", cache_dir: str | os.PathLike | bool | None = None,
+                 chunk_size: int = 50_000, show_progress_bar: bool | None = None):
+        if not data.queries or not data.corpus:
+            raise DataError(f"{data.name}: {'no queries' if not data.queries else 'an empty corpus'} to score")
+        self.data = data
+        self.query_ids = list(data.queries)
+        self.corpus_ids = list(data.corpus)
+        self.corpus_fingerprint = corpus_fingerprint(data)
+        self._tmp: str | None = None
+        if cache_dir is False:
+            self._tmp = tempfile.mkdtemp(prefix="promptsearch-corpus-")
+            self.cache_dir = Path(self._tmp)
+        else:
+            given = cache_dir if isinstance(cache_dir, (str, os.PathLike)) else None
+            self.cache_dir = Path(given) if given is not None else default_cache_root() / "retrieval"
+        self.chunk_size = chunk_size
+        self.show_progress_bar = show_progress_bar
+        self.corpus_encodings = 0
+        self.corpus_passes = 0
+        self.corpus_reused = 0
+        self.query_encodings = 0
+        self._queries: dict[tuple[str, Representation], np.ndarray] = {}
+        self._corpus: dict[tuple[str, Representation], CorpusStore] = {}
+        self._encoder_keys: dict[int, str] = {}
+
+    def close(self) -> None:
+        """Drop the vectors held and, for a task without a cache folder, its temporary folder."""
+        self._queries.clear()
+        self._corpus.clear()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __del__(self):
+        if getattr(self, "_tmp", None) is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # ---- what the numbers depend on -----------------------------------------------------------------
+    def encoder_key(self, enc: "PromptEncoder") -> str:
+        """What a pooled vector depends on besides the text: the model's weights and tokenizer, its
+        sentence-transformers stack and max length (``pooled_signature``), the precision and, outside float32,
+        how rows are batched.
+
+        :param enc: the encoder.
+        :returns: a short text key."""
+        key = self._encoder_keys.get(id(enc))
+        if key is None:
+            parts = [model_fingerprint(enc.model), tokenizer_fingerprint(enc.tokenizer), enc.pooled_signature(),
+                     enc.precision]
+            if enc.precision != "fp32":
+                parts.append(f"{enc.max_tokens}/{enc.batch_size or '-'}")
+            key = self._encoder_keys[id(enc)] = ":".join(parts)
+        return key
+
+    def numbers(self, enc: "PromptEncoder") -> dict:
+        """Everything that changes a score besides the data, as a results file records it (a resumed run must
+        match): the model's weights, its tokenizer, its sentence-transformers stack, the longest input, and
+        outside float32 the batching.
+
+        :param enc: the encoder.
+        :returns: a JSON-ready dict."""
+        out = {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer),
+               "pooled": enc.pooled_signature(), "pooled_max_length": enc.pooled_max_length}
+        if enc.precision != "fp32":
+            out["batches"] = f"{enc.max_tokens}/{enc.batch_size or '-'}"
+        return out
+
+    def record(self) -> dict:
+        """The data as a results file names it: ``{"name", "fingerprint", "queries", "corpus"}``."""
+        return {"name": self.data.name, "fingerprint": self.data.fingerprint(), "queries": len(self.query_ids),
+                "corpus": len(self.corpus_ids)}
+
+    def _store_path(self, enc_key: str, side: Representation) -> Path:
+        name = hashlib.sha256(json.dumps([enc_key, self.corpus_fingerprint, side.text],
+                                         ensure_ascii=False).encode("utf-8")).hexdigest()[:24]
+        return self.cache_dir / f"corpus-{name}.npy"
+
+    # ---- encoding -------------------------------------------------------------------------------------
+    def query_vectors(self, enc: "PromptEncoder", sides: Sequence[Representation]) -> dict[Representation, np.ndarray]:
+        """The queries' vectors under each query side (float32 ``(n_queries, d)``), each encoded once: the
+        missing ones together (prompts that share a pass share it).
+
+        :param enc: the encoder.
+        :param sides: query-side representations.
+        :returns: each side → its vectors."""
+        ek = self.encoder_key(enc)
+        todo = [s for s in dict.fromkeys(sides) if (ek, s) not in self._queries]
+        if todo:
+            reps = {s: rep_from_key(s) for s in todo}
+            texts = [self.data.queries[q] for q in self.query_ids]
+            with enc.progress_named("queries"):
+                got = enc.encode_reps(texts, list(reps.values()), show_progress_bar=self.show_progress_bar)
+            for s, r in reps.items():
+                self._queries[(ek, s)] = got[r]
+                self.query_encodings += 1
+        return {s: self._queries[(ek, s)] for s in sides}
+
+    def corpus_vectors(self, enc: "PromptEncoder",
+                       sides: Sequence[Representation]) -> dict[Representation, CorpusStore]:
+        """The corpus's vectors under each document side, as a float16 :class:`CorpusStore` in the cache folder:
+        read back when an earlier call or run stored them, else encoded and written ``ENCODE_CHUNK`` texts at a
+        time (at most that many float32 vectors in memory per side); sides with the same prompt share one pass
+        over the corpus (their read-outs pooled from it).
+
+        :param enc: the encoder.
+        :param sides: document-side representations.
+        :returns: each side → its complete store (``retrieval_metrics`` reads it a chunk at a time)."""
+        ek = self.encoder_key(enc)
+        todo: dict[str | None, list[Representation]] = {}
+        for side in dict.fromkeys(sides):
+            if (ek, side) in self._corpus:
+                continue
+            store = _stored(self._store_path(ek, side), len(self.corpus_ids))
+            if store is not None:
+                self._corpus[(ek, side)] = store
+                self.corpus_reused += 1
+            else:
+                todo.setdefault(side.prompt, []).append(side)
+        texts = [self.data.corpus[c] for c in self.corpus_ids]
+        for group in todo.values():
+            reps = {side: rep_from_key(side) for side in group}
+            writers: dict[Representation, CorpusStore] = {}
+            try:
+                with enc.progress_named("corpus"):
+                    for start in range(0, len(texts), ENCODE_CHUNK):
+                        got = enc.encode_reps(texts[start : start + ENCODE_CHUNK], list(reps.values()),
+                                              show_progress_bar=self.show_progress_bar)
+                        for side, r in reps.items():
+                            if side not in writers:
+                                writers[side] = CorpusStore(self._store_path(ek, side), len(texts), got[r].shape[1])
+                            writers[side].append(got[r])
+            finally:
+                for w in writers.values():
+                    w.discard()  # an interrupted write leaves no partial file (a complete one is kept)
+            self.corpus_passes += 1
+            for side in group:
+                self._corpus[(ek, side)] = CorpusStore.open(self._store_path(ek, side))
+                self.corpus_encodings += 1
+        return {side: self._corpus[(ek, side)] for side in sides}
+
+    # ---- scoring --------------------------------------------------------------------------------------
+    def evaluate(self, enc: "PromptEncoder", candidates: Sequence[RetrievalCandidate], per_query: bool = False,
+                 on_score: Callable[[RetrievalCandidate, dict, float], None] | None = None,
+                 ) -> dict[RetrievalCandidate, dict]:
+        """Score each candidate: its queries' vectors against its corpus vectors, cosine, every metric of
+        ``retrieval_metrics`` (``ndcg@10`` the primary one). The queries of all candidates are encoded first (once
+        per distinct query side), then candidates are taken grouped by document side, so each corpus encoding is
+        made (or read back) once.
+
+        :param enc: the encoder (its precision and batching are the task's numbers).
+        :param candidates: the candidates.
+        :param per_query: also return ``"per_query"``: {metric: one value per query, in ``query_ids`` order}.
+        :param on_score: called with (candidate, metrics, seconds) as each candidate is scored (a search saves
+            there, so an interrupt keeps every score made).
+        :returns: each candidate → its metrics (fractions 0..1, as sentence-transformers reports them).
+        :raises promptsearch.TemplateError: for a prompt this model cannot read (one line)."""
+        cands = list(dict.fromkeys(candidates))
+        t0 = time.perf_counter()
+        queries = self.query_vectors(enc, [c.side("query") for c in cands])
+        query_seconds = (time.perf_counter() - t0) / max(len(cands), 1)
+        out: dict[RetrievalCandidate, dict] = {}
+        by_doc: dict[Representation, list[RetrievalCandidate]] = {}
+        for c in cands:
+            by_doc.setdefault(c.side("document"), []).append(c)
+        t1 = time.perf_counter()
+        self.corpus_vectors(enc, list(by_doc))  # every side needed, a prompt's read-outs from one pass
+        corpus_seconds = (time.perf_counter() - t1) / max(len(by_doc), 1)
+        for side, group in by_doc.items():
+            corpus = self.corpus_vectors(enc, [side])[side]
+            for i, c in enumerate(group):
+                t2 = time.perf_counter()
+                m = retrieval_metrics(queries[c.side("query")], corpus, self.query_ids, self.corpus_ids,
+                                      self.data.relevant, chunk_size=self.chunk_size, per_query=True)
+                if not per_query:
+                    del m["per_query"]
+                seconds = query_seconds + time.perf_counter() - t2 + (corpus_seconds if i == 0 else 0.0)
+                out[c] = m
+                if on_score is not None:
+                    on_score(c, m, seconds)
+        return out
+
+
+def _stored(path: Path, n: int) -> CorpusStore | None:
+    """The complete store at ``path`` when it holds ``n`` rows; None when there is none (or an unreadable one,
+    encoded again)."""
+    if not path.is_file():
+        return None
+    try:
+        store = CorpusStore.open(path)
+    except DataError:
+        return None
+    return store if len(store) == n else None

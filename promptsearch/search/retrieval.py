@@ -1,0 +1,470 @@
+"""The retrieval search: the best query prompt × document prompt × pooled read-out for a model on retrieval data.
+
+The model's own candidate is scored first — the prompts ``encode_query`` and ``encode_document`` use
+(sentence-transformers reads ``prompts["query"]`` for queries and the first of ``document``, ``passage``,
+``corpus`` for documents, else the default prompt) and the model's own pooling — then a greedy search in
+three steps, each over the lead so far:
+
+1. query prompts (``templates/retrieval.json``, ``{task}`` filled with the data's description) with the lead's
+   document prompt and read-out: the corpus is encoded once for the whole step;
+2. document prompts with the lead's query prompt;
+3. read-outs (the model's own and the other pooled ones it can give) with the lead's prompts.
+
+**The step rule** (:func:`judge`, as :func:`promptsearch.search.runner.judge` for STS): the step's best
+candidate replaces the lead only when its nDCG@10 is ahead by more than the noise — the standard error of the
+mean of the per-query nDCG@10 differences (the same queries under both, so paired; the limit of the paired
+bootstrap), or ``min_gain`` when one is given. **The verdict** is the same rule once more, the search's lead
+against the model's own candidate: the answer is the model's own unless the lead beats it beyond its noise,
+so the answer is never worse than what the model already gives.
+
+:class:`RetrievalResults` is the results file (JSON, ``"kind": "retrieval"``), rewritten atomically after each
+scored candidate so an interrupt keeps every score; a rerun with the same model, data and numbers resumes it
+(nothing scored twice), another run's file is refused with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import PromptSearchError
+from ..eval.retrieval import RetrievalCandidate
+from ..fileio import atomic_write, check_not_read_only, hold_write_lock
+from ..library import read_library
+from ..representation import pooling_of
+
+KIND = "retrieval"
+VERSION = 1
+METRIC = "ndcg@10"
+DOCUMENT_NAMES = ("document", "passage", "corpus")  # the prompt names encode_document looks for, in its order
+ENCODER_READOUTS = ("mean", "sentence-mean", "cls", "sentence-cls", "max", "lasttoken")
+CAUSAL_READOUTS = ("lasttoken", "mean", "sentence-mean")
+
+
+# ---- the search space -----------------------------------------------------------------------------------
+def library_prompts(side: str, task: str, library: str = "retrieval") -> list[tuple[str, str]]:
+    """The shipped (or given) prompts of one side, ``{task}`` filled with the data's task description.
+
+    :param side: ``"query"`` or ``"document"``.
+    :param task: the task description (one sentence).
+    :param library: a shipped library's name or a ``.json`` path holding ``query`` and ``document`` lists.
+    :returns: ``(prompt, source)`` pairs, in the library's order, each prompt once.
+    :raises promptsearch.PromptSearchError: for a library that cannot be read or has no such list."""
+    d = read_library(library)
+    items = d.get(side)
+    if not isinstance(items, list) or not all(isinstance(x, dict) and isinstance(x.get("prompt"), str) for x in items):
+        raise PromptSearchError(f"{library}: no '{side}' list of {{\"prompt\", \"source\"}} items")
+    out: dict[str, str] = {}
+    for x in items:
+        out.setdefault(x["prompt"].replace("{task}", task.strip().rstrip(".")), str(x.get("source", "")))
+    return list(out.items())
+
+
+def own_candidate(enc) -> RetrievalCandidate:
+    """What ``SentenceTransformer(model).encode_query`` / ``encode_document`` compute: the query prompt
+    (``prompts["query"]``), the document prompt (the first of ``document``, ``passage``, ``corpus``), either the
+    default prompt when the folder names none, and the model's own pooling.
+
+    :param enc: the encoder.
+    :returns: the model's own candidate.
+    :raises promptsearch.PromptSearchError: for a model whose own representation is not pooled (a folder trained
+        to read the [MASK] state)."""
+    stack = enc.model.stack()
+    own = enc.own_representation()
+    if own.st_pooling is None:
+        raise PromptSearchError(f"the model's own representation ({own.shown}) is not a pooled prompt: retrieval "
+                                "searches sentence-transformers' prompts and pooling, which a folder that reads the "
+                                "[MASK] state does not use; give the base model")
+    prompts = stack.prompts
+    query = prompts["query"] if "query" in prompts else stack.default_prompt
+    doc_name = next((n for n in DOCUMENT_NAMES if n in prompts), None)
+    document = prompts[doc_name] if doc_name is not None else stack.default_prompt
+    assert own.readout is not None  # pooled
+    return RetrievalCandidate.of(query or "", document or "", own.readout)
+
+
+def model_readouts(enc, readouts: Sequence[str] | None = None) -> list[str]:
+    """The read-outs step 3 tries: the model's own first, then ``readouts`` (default: the pooled ones that fit
+    the model: a causal LM's last token, mean and sentence-mean; an encoder's mean, cls, max, last token, with
+    and without the prompt).
+
+    :param enc: the encoder.
+    :param readouts: pooled read-out names (None: the default for the model).
+    :returns: the read-outs, each once.
+    :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
+    own = own_candidate(enc).readout
+    given = list(readouts) if readouts is not None else list(CAUSAL_READOUTS if enc.model.causal else ENCODER_READOUTS)
+    for r in given:
+        pooling_of(r)  # a one-line error naming it
+    return list(dict.fromkeys([own, *given]))
+
+
+# ---- the step rule --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judged:
+    """A step judged: the mean per-query gain of nDCG@10, its standard error, the threshold and whether taken."""
+
+    gain: float
+    se: float
+    need: float
+    taken: bool
+
+    def to_json(self) -> dict:
+        return {"gain": round(self.gain, 6), "se": round(self.se, 6), "min_gain": round(self.need, 6),
+                "taken": self.taken}
+
+
+def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto") -> Judged:
+    """The step rule: ``after`` is taken over ``before`` only when the mean of the per-query differences (its
+    nDCG@10 minus the lead's: the gain of the mean) is above ``min_gain`` ("auto" or None: that mean's standard
+    error, ``std(d, ddof=1) / sqrt(n)``).
+
+    :param before: the lead's per-query nDCG@10.
+    :param after: the challenger's, the same queries in the same order.
+    :param min_gain: the gain (a fraction of nDCG) it must exceed; "auto" or None: the standard error.
+    :returns: the judgement."""
+    d = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
+    gain = float(d.mean()) if len(d) else 0.0
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
+    need = se if min_gain in (None, "auto") else float(min_gain)
+    return Judged(gain, se, need, bool(gain > need))
+
+
+# ---- the results file -----------------------------------------------------------------------------------
+@dataclass
+class RetrievalEntry:
+    """A scored candidate as the results file holds it."""
+
+    candidate: RetrievalCandidate
+    metrics: dict[str, float]
+    source: str
+    seconds: float
+    per_query: np.ndarray  # nDCG@10 of each query (the step rule's input)
+
+    @property
+    def score(self) -> float:
+        return float(self.metrics[METRIC])
+
+    def to_json(self) -> dict:
+        return {**self.candidate.to_json(), "metrics": {k: round(float(v), 6) for k, v in self.metrics.items()},
+                "source": self.source, "seconds": round(self.seconds, 3),
+                "per_query": {METRIC: [round(float(x), 6) for x in self.per_query]}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RetrievalEntry":
+        return cls(RetrievalCandidate.from_json(d), {k: float(v) for k, v in d["metrics"].items()}, d.get("source", ""),
+                   float(d.get("seconds", 0.0)), np.asarray(d["per_query"][METRIC], dtype=np.float64))
+
+
+@dataclass
+class RetrievalResults:
+    """A retrieval search's results file in memory: what was scored, the path of steps, the verdict.
+
+    :param path: the JSON file (None: kept in memory).
+    :param model: the model's name or path.
+    :param data: ``{"name", "fingerprint", "queries", "corpus"}`` of the data scored.
+    :param precision: the precision the vectors were computed in.
+    :param numbers: everything else that changes a score (weights, tokenizer, stack); a resumed run must match."""
+
+    path: Path | None
+    model: str
+    data: dict
+    precision: str
+    numbers: dict = field(default_factory=dict)
+    entries: dict[RetrievalCandidate, RetrievalEntry] = field(default_factory=dict)
+    own: RetrievalCandidate | None = None
+    best: RetrievalCandidate | None = None  # the answer (what export reads)
+    verdict: dict | None = None
+    steps: list[dict] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
+        """A new results file, or the one at ``path`` resumed when it holds a run of the same model, data,
+        precision and numbers.
+
+        :param path: the file (None: in memory only).
+        :param model: the model's name or path.
+        :param data: the data's record (see the class).
+        :param precision: the precision.
+        :param numbers: what else changes a score.
+        :returns: the results (a new file is written at once, so an unwritable path fails now).
+        :raises promptsearch.PromptSearchError: for another run's file, or one that cannot be written."""
+        p = Path(path) if path else None
+        res = cls(p, model, data, precision, dict(numbers or {}))
+        if p is None:
+            return res
+        check_not_read_only(p, "out")
+        hold_write_lock(p)
+        if p.exists():
+            old = cls.load(p)
+            why = _differs(old, res)
+            if why:
+                raise PromptSearchError(f"{p} holds a retrieval run with {why}; pass another out= (or delete the file) "
+                                        "to start a new run")
+            old.steps = []  # the path is walked again (from the scores kept)
+            return old
+        res.save()
+        return res
+
+    @classmethod
+    def for_task(cls, path, model: str, task, enc) -> "RetrievalResults":
+        """``open`` for a run of ``task`` with ``enc``: its data record, precision and numbers.
+
+        :param path: the file (None: in memory only).
+        :param model: the model's name or path as given.
+        :param task: the ``RetrievalTask``.
+        :param enc: the encoder.
+        :returns: the results, new or resumed."""
+        return cls.open(path, model, task.record(), enc.precision, task.numbers(enc))
+
+    @classmethod
+    def load(cls, path) -> "RetrievalResults":
+        """A retrieval results file read back.
+
+        :param path: the file.
+        :returns: the results.
+        :raises promptsearch.PromptSearchError: for a file that is not one (one line)."""
+        p = Path(path)
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PromptSearchError(f"no results file {p}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by "
+                                    "promptsearch retrieval") from None
+        if not isinstance(d, dict) or d.get("kind") != KIND:
+            raise PromptSearchError(f"{p} is not a retrieval results file (no \"kind\": \"retrieval\"): pass another "
+                                    "out= for a retrieval run")
+        if d.get("version") != VERSION:
+            raise PromptSearchError(f"{p} is a retrieval results file of version {d.get('version')!r}; this "
+                                    f"promptsearch reads version {VERSION}")
+        try:
+            res = cls(p, str(d["model"]), dict(d["data"]), str(d["precision"]), dict(d.get("numbers") or {}))
+            for e in d.get("entries", []):
+                entry = RetrievalEntry.from_json(e)
+                res.entries[entry.candidate] = entry
+            res.own = RetrievalCandidate.from_json(d["own"]) if d.get("own") else None
+            res.best = RetrievalCandidate.from_json(d["best"]) if d.get("best") else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PromptSearchError(f"{p}: a retrieval results file with a missing or malformed field ({exc}); pass "
+                                    "another out= (or delete the file)") from None
+        res.verdict, res.steps, res.stats = d.get("verdict"), list(d.get("path") or []), dict(d.get("stats") or {})
+        return res
+
+    def add(self, entry: RetrievalEntry) -> None:
+        """Record one scored candidate and save.
+
+        :param entry: the entry."""
+        self.entries[entry.candidate] = entry
+        self.save()
+
+    def spread(self) -> dict | None:
+        """min / median / max nDCG@10 over the candidates scored (None before any).
+
+        :returns: ``{"n", "min", "median", "max"}``."""
+        if not self.entries:
+            return None
+        s = np.array([e.score for e in self.entries.values()])
+        return {"n": int(len(s)), "min": round(float(s.min()), 6), "median": round(float(np.median(s)), 6),
+                "max": round(float(s.max()), 6)}
+
+    def ranking(self) -> list[RetrievalEntry]:
+        """The entries, highest nDCG@10 first."""
+        return sorted(self.entries.values(), key=lambda e: -e.score)
+
+    def to_json(self) -> dict:
+        return {"kind": KIND, "version": VERSION, "model": self.model, "data": self.data, "precision": self.precision,
+                "numbers": self.numbers, "metric": METRIC,
+                "entries": [e.to_json() for e in self.entries.values()],
+                **({"own": self.own.to_json()} if self.own else {}),
+                **({"best": self.best.to_json()} if self.best else {}),
+                **({"verdict": self.verdict} if self.verdict else {}),
+                "spread": self.spread(), "path": self.steps, "stats": self.stats}
+
+    def save(self) -> None:
+        """Write the file atomically (no-op in memory)."""
+        if self.path is not None:
+            atomic_write(self.path, json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+
+
+def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
+    """What differs between a file's run and this one, in words ('' when nothing)."""
+    if old.model != new.model:
+        return f"model={old.model!r}, not {new.model!r}"
+    if old.data.get("fingerprint") != new.data.get("fingerprint"):
+        return (f"other data ({old.data.get('name')!r}, {old.data.get('queries')} queries, {old.data.get('corpus')} "
+                f"documents; not {new.data.get('name')!r}, {new.data.get('queries')} queries, "
+                f"{new.data.get('corpus')} documents)")
+    if old.precision != new.precision:
+        return f"precision={old.precision!r}, not {new.precision!r}"
+    for k in sorted(set(old.numbers) | set(new.numbers)):
+        if old.numbers.get(k) != new.numbers.get(k):
+            return f"another {k} ({old.numbers.get(k)!r}, not {new.numbers.get(k)!r} as now)"
+    return ""
+
+
+def resumed_precision(path, bf16: bool | None) -> tuple[bool | None, str | None]:
+    """The precision a run resuming ``path`` keeps: the file's when ``bf16`` is not given (None), and the file's
+    name that pins it; ``(bf16, None)`` otherwise or when there is no retrieval file there.
+
+    :param path: the results file (may not exist).
+    :param bf16: the precision asked for (None: not asked).
+    :returns: ``(bf16, pinned)``."""
+    if bf16 is not None or not path or not Path(path).is_file():
+        return bf16, None
+    try:
+        old = RetrievalResults.load(path)
+    except PromptSearchError:
+        return bf16, None  # open() says what is wrong with it
+    if old.precision not in ("bf16", "fp32"):
+        return bf16, None
+    return old.precision == "bf16", str(path)
+
+
+# ---- the search -----------------------------------------------------------------------------------------
+class RetrievalSearch:
+    """The greedy search over query prompt, document prompt and read-out (see the module's description).
+
+    :param task: the ``RetrievalTask`` (or any object with its ``evaluate``).
+    :param enc: the encoder.
+    :param results: where scores are recorded (resumed entries are not scored again).
+    :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
+    :param min_gain: the gain a step must exceed ("auto": its standard error).
+    :param library: the prompt library (a shipped name or a ``.json`` path).
+    :param progress: told (one line) what each step is about to score; None: nothing said."""
+
+    def __init__(self, task, enc, results: RetrievalResults, readouts: Sequence[str] | None = None,
+                 min_gain: float | str | None = "auto", library: str = "retrieval",
+                 progress: Callable[[str], None] | None = None):
+        self.task, self.enc, self.results = task, enc, results
+        self.min_gain = min_gain
+        self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
+        self.queries = library_prompts("query", self.description, library)
+        self.documents = library_prompts("document", self.description, library)
+        self.readouts = model_readouts(enc, readouts)
+        self.progress = progress
+        self.scored_now = 0  # candidates scored by this process (not read back from the file)
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    def score(self, candidates: Sequence[RetrievalCandidate], source: str,
+              sources: dict[RetrievalCandidate, str] | None = None) -> list[RetrievalEntry]:
+        """Score the candidates the results do not hold yet, in one task call (each recorded and saved as it
+        comes); every one's entry back, in the order given.
+
+        :param candidates: the candidates.
+        :param source: what proposed them (recorded with each).
+        :param sources: a source of its own for some of them.
+        :returns: their entries."""
+        todo = [c for c in dict.fromkeys(candidates) if c not in self.results.entries]
+
+        def record(c: RetrievalCandidate, m: dict, seconds: float) -> None:
+            pq = m.get("per_query", {})
+            metrics = {k: float(v) for k, v in m.items() if k != "per_query"}
+            self.results.add(RetrievalEntry(c, metrics, (sources or {}).get(c, source), seconds,
+                                            np.asarray(pq[METRIC], dtype=np.float64)))
+            self.scored_now += 1
+
+        if todo:
+            self.task.evaluate(self.enc, todo, per_query=True, on_score=record)
+        return [self.results.entries[c] for c in dict.fromkeys(candidates)]
+
+    def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
+              sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
+        """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
+        self._say(f"step {stage}: {len(candidates)} candidates")
+        entries = self.score(candidates, stage, sources)
+        best = max(entries, key=lambda e: e.score)
+        row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(), "lead_ndcg": lead.score,
+               "best": best.candidate.to_json(), "best_ndcg": best.score}
+        if best.candidate == lead.candidate:
+            row["taken"] = False
+            new = lead
+        else:
+            j = judge(lead.per_query, best.per_query, self.min_gain)
+            row.update(j.to_json())
+            new = best if j.taken else lead
+        self.results.steps.append(row)
+        self.results.save()
+        return new
+
+    def run(self) -> RetrievalResults:
+        """The whole search: the model's own candidate, the three steps, the verdict (recorded and saved).
+
+        :returns: the results, ``best`` the answer."""
+        t0 = time.perf_counter()
+        res = self.results
+        own_c = own_candidate(self.enc)
+        res.own = own_c
+        own = self.score([own_c], "own")[0]
+        lead = own
+        q_src = {RetrievalCandidate.of(q, lead.candidate.document, lead.candidate.readout): f"library: {s}"
+                 for q, s in self.queries}
+        lead = self._step("query", lead, [own_c, *q_src], q_src)
+        d_src = {RetrievalCandidate.of(lead.candidate.query, d, lead.candidate.readout): f"library: {s}"
+                 for d, s in self.documents}
+        lead = self._step("document", lead, [lead.candidate, *d_src], d_src)
+        r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in self.readouts]
+        lead = self._step("readout", lead, [lead.candidate, *r_cands], {})
+        if lead.candidate == own_c:
+            res.verdict = {"kept": True, "highest": res.ranking()[0].candidate.to_json()}
+            res.best = own_c
+        else:
+            j = judge(own.per_query, lead.per_query, self.min_gain)
+            res.verdict = {"kept": not j.taken, "highest": res.ranking()[0].candidate.to_json(),
+                           "lead": lead.candidate.to_json(), **j.to_json()}
+            res.best = lead.candidate if j.taken else own_c
+        res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
+                     "corpus_encodings": getattr(self.task, "corpus_encodings", None),
+                     "corpus_reused": getattr(self.task, "corpus_reused", None),
+                     "seconds": round(time.perf_counter() - t0, 3)}
+        res.save()
+        return res
+
+
+def summary(res: RetrievalResults, top: int = 5) -> list[str]:
+    """What a retrieval search prints at the end: the best few, the model's own, the chosen and the spread.
+
+    :param res: the finished results.
+    :param top: how many of the ranking to list.
+    :returns: the lines."""
+    lines = [f"top {min(top, len(res.entries))} of {len(res.entries)} by {METRIC}:"]
+    for e in res.ranking()[:top]:
+        lines.append(f"  {e.score:.4f}  {e.candidate.shown}")
+    own = res.entries[res.own] if res.own in res.entries else None
+    best = res.entries[res.best] if res.best in res.entries else None
+    if own is not None:
+        lines.append(f"the model's own: {own.candidate.shown}   {METRIC} {own.score:.4f}")
+    v = res.verdict or {}
+    if best is not None and res.best == res.own:
+        if "gain" in v:
+            lines.append(f"nothing beats the model's own beyond its noise: the best ({_shown(v['lead'])}) is "
+                         f"{v['gain']:+.4f} ± {v['se']:.4f}, not above {v['min_gain']:.4f}: the answer is the "
+                         "model's own")
+        else:
+            lines.append("the model's own scored best: it is the answer")
+    elif best is not None and own is not None:
+        lines.append(f"chosen beats the model's own by {v.get('gain', 0.0):+.4f} ± {v.get('se', 0.0):.4f} {METRIC}")
+    s = res.spread()
+    if s:
+        lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "
+                     f"max {s['max']:.4f}")
+    if best is not None:
+        lines.append(f"chosen: query prompt {json.dumps(best.candidate.query, ensure_ascii=False)}, document prompt "
+                     f"{json.dumps(best.candidate.document, ensure_ascii=False)}, read-out {best.candidate.readout}   "
+                     f"{METRIC} {best.score:.4f}")
+    return lines
+
+
+def _shown(d: dict) -> str:
+    return RetrievalCandidate.from_json(d).shown
+
+

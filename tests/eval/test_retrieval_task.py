@@ -1,0 +1,119 @@
+"""RetrievalTask: the corpus encoded once per document side (and stored), the queries once per query side, and
+the metrics exactly those of ir_metrics on the encoder's own vectors."""
+
+import numpy as np
+import pytest
+from conftest import make_encoder
+
+from promptsearch.data.retrieval import demo_task, from_dicts
+from promptsearch.encoding.reps import rep_from_key
+from promptsearch.errors import DataError, TemplateError
+from promptsearch.eval.ir_metrics import CorpusStore, retrieval_metrics
+from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask, sample_queries
+
+
+def small_task_data(n_queries=30, n_other=200):
+    """The demo task cut down: its first queries, their relevant documents and some others."""
+    d = demo_task()
+    qids = list(d.queries)[:n_queries]
+    rel = {q: d.relevant[q] for q in qids}
+    keep = {c for q in qids for c in rel[q]} | set(list(d.corpus)[:n_other])
+    corpus = {c: t for c, t in d.corpus.items() if c in keep}
+    return from_dicts({q: d.queries[q] for q in qids}, corpus, {q: set(v) for q, v in rel.items()}, name="small")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return small_task_data()
+
+
+@pytest.fixture
+def enc(tiny_bert_encoder_only_dir):
+    return make_encoder(tiny_bert_encoder_only_dir)
+
+
+def counting(enc, corpus_texts):
+    """Count the encoder's calls whose sentences are corpus texts (the corpus passes) and all calls."""
+    calls = {"corpus": 0, "all": 0}
+    real = enc.encode_reps
+    corpus_texts = set(corpus_texts)
+
+    def encode_reps(sentences, reps, **kw):
+        calls["all"] += 1
+        if set(sentences) <= corpus_texts and len(sentences) > 0 and set(sentences) & corpus_texts:
+            calls["corpus"] += 1
+        return real(sentences, reps, **kw)
+
+    enc.encode_reps = encode_reps
+    return calls
+
+
+def test_the_corpus_is_encoded_once_per_document_side_and_read_back_by_a_later_task(enc, data, tmp_path):
+    calls = counting(enc, data.corpus.values())
+    task = RetrievalTask(data, cache_dir=tmp_path)
+    cands = [RetrievalCandidate.of(q, "", "mean") for q in ("", "query: ", "search_query: ", "question: ")]
+    cands.append(RetrievalCandidate.of("query: ", "passage: ", "mean"))
+    got = task.evaluate(enc, cands)
+    assert set(got) == set(cands)
+    assert task.corpus_encodings == 2 and task.corpus_passes == 2 and calls["corpus"] == 2
+    assert task.query_encodings == 4  # "", query:, search_query:, question: (query: shared by two candidates)
+    again = task.evaluate(enc, cands[:2])  # in this process: nothing encoded again
+    assert task.corpus_encodings == 2 and calls["corpus"] == 2 and task.query_encodings == 4
+    assert again[cands[0]] == got[cands[0]]
+    later = RetrievalTask(data, cache_dir=tmp_path)  # a later run: the stored corpus vectors are read back
+    got2 = later.evaluate(enc, cands)
+    assert later.corpus_encodings == 0 and later.corpus_reused == 2 and calls["corpus"] == 2
+    assert got2 == got
+    assert len(list(tmp_path.glob("corpus-*.npy"))) == 2 and not list(tmp_path.glob("*.partial"))
+
+
+def test_read_outs_of_one_document_prompt_share_one_pass(enc, data, tmp_path):
+    calls = counting(enc, data.corpus.values())
+    task = RetrievalTask(data, cache_dir=tmp_path)
+    cands = [RetrievalCandidate.of("query: ", "passage: ", r) for r in ("mean", "sentence-mean", "cls", "max")]
+    task.evaluate(enc, cands)
+    assert task.corpus_encodings == 4 and task.corpus_passes == 1 and calls["corpus"] == 1
+
+
+def test_metrics_equal_ir_metrics_on_the_encoders_own_vectors(enc, data, tmp_path):
+    c = RetrievalCandidate.of("query: ", "passage: ", "sentence-mean")
+    task = RetrievalTask(data, cache_dir=False)
+    got = task.evaluate(enc, [c], per_query=True)[c]
+    qids, cids = list(data.queries), list(data.corpus)
+    rq, rd = rep_from_key(c.side("query")), rep_from_key(c.side("document"))
+    q = enc.encode_reps([data.queries[i] for i in qids], [rq])[rq]
+    d = enc.encode_reps([data.corpus[i] for i in cids], [rd])[rd]
+    with CorpusStore(tmp_path / "c.npy", len(cids), d.shape[1]) as w:  # the same float16 unit vectors
+        w.append(d)
+    stored = CorpusStore.open(tmp_path / "c.npy")
+    unit = d / np.linalg.norm(d, axis=1, keepdims=True)
+    assert np.abs(np.asarray(stored.array, dtype=np.float32) - unit).max() <= 2 ** -11  # float16's half-ulp at 1
+    want = retrieval_metrics(q, stored, qids, cids, data.relevant, per_query=True)
+    assert {k: v for k, v in got.items() if k != "per_query"} == {k: v for k, v in want.items() if k != "per_query"}
+    np.testing.assert_array_equal(got["per_query"]["ndcg@10"], want["per_query"]["ndcg@10"])
+    assert got["ndcg@10"] == pytest.approx(float(np.mean(got["per_query"]["ndcg@10"])), abs=1e-12)
+    # in float32 the ranking is the same up to float16's rounding: the scores stay close
+    f32 = retrieval_metrics(q, d, qids, cids, data.relevant)
+    assert abs(f32["ndcg@10"] - got["ndcg@10"]) < 0.05
+
+
+def test_a_candidate_checks_its_prompts_and_read_out():
+    assert RetrievalCandidate.of("", "", "sentence-mean") == RetrievalCandidate.of("", "", "mean")
+    assert RetrievalCandidate.of("query: ", "", "sentence-mean").readout == "sentence-mean"
+    with pytest.raises(TemplateError):
+        RetrievalCandidate.of("", "", "average")
+    with pytest.raises(TemplateError):
+        RetrievalCandidate.of("a [X] b", "", "mean")
+    c = RetrievalCandidate.of("Instruct: find\nQuery: ", "", "cls")
+    assert RetrievalCandidate.from_json(c.to_json()) == c and "\\n" in c.shown and "\n" not in c.shown
+
+
+def test_a_query_sample_is_seeded_and_keeps_the_corpus(data):
+    a, b = sample_queries(data, 10, seed=1), sample_queries(data, 10, seed=1)
+    assert list(a.queries) == list(b.queries) and len(a.queries) == 10 and a.corpus == data.corpus
+    assert set(a.relevant) == set(a.queries) and list(a.queries) == [q for q in data.queries if q in a.queries]
+    assert a.fingerprint() != data.fingerprint()
+    assert list(sample_queries(data, 10, seed=2).queries) != list(a.queries)
+    assert sample_queries(data, 10_000) is data
+    with pytest.raises(DataError, match="queries=0"):
+        sample_queries(data, 0)
