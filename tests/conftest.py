@@ -478,3 +478,15 @@ def stsb_dev_csv(path, lo, hi):
             p = r.split("\t")
             w.writerow([p[5], p[6], p[4]])
     return path
+
+
+def small_retrieval_data(n_queries=30, n_other=200):
+    """The built-in retrieval demo (paraphrase retrieval from STS-B dev) cut down: its first queries, their relevant
+    documents and the first ``n_other`` documents."""
+    from promptsearch.data.retrieval import demo_task, from_dicts
+
+    d = demo_task()
+    qids = list(d.queries)[:n_queries]
+    keep = {c for q in qids for c in d.relevant[q]} | set(list(d.corpus)[:n_other])
+    return from_dicts({q: d.queries[q] for q in qids}, {c: t for c, t in d.corpus.items() if c in keep},
+                      {q: set(d.relevant[q]) for q in qids}, name="small")

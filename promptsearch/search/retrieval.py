@@ -414,14 +414,16 @@ class RetrievalSearch:
         lead = self._step("document", lead, [lead.candidate, *d_src], d_src)
         r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in self.readouts]
         lead = self._step("readout", lead, [lead.candidate, *r_cands], {})
-        if lead.candidate == own_c:
-            res.verdict = {"kept": True, "highest": res.ranking()[0].candidate.to_json()}
+        highest = res.ranking()[0]
+        challenger = lead if lead.candidate != own_c else highest  # what the verdict weighs the model's own against
+        if challenger.candidate == own_c:
+            res.verdict = {"kept": True, "challenger": own_c.to_json()}
             res.best = own_c
         else:
-            j = judge(own.per_query, lead.per_query, self.min_gain)
-            res.verdict = {"kept": not j.taken, "highest": res.ranking()[0].candidate.to_json(),
-                           "lead": lead.candidate.to_json(), **j.to_json()}
-            res.best = lead.candidate if j.taken else own_c
+            j = judge(own.per_query, challenger.per_query, self.min_gain)
+            taken = j.taken and lead.candidate != own_c  # only the steps' lead can be the answer
+            res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.to_json()}
+            res.best = lead.candidate if taken else own_c
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
@@ -446,13 +448,14 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     v = res.verdict or {}
     if best is not None and res.best == res.own:
         if "gain" in v:
-            lines.append(f"nothing beats the model's own beyond its noise: the best ({_shown(v['lead'])}) is "
-                         f"{v['gain']:+.4f} ± {v['se']:.4f}, not above {v['min_gain']:.4f}: the answer is the "
-                         "model's own")
+            lines.append(f"nothing beats the model's own beyond its noise: the best, {_shown(v['challenger'])}, is "
+                         f"{v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query standard error) over it, not above "
+                         f"{v['min_gain']:.4f}: the answer is the model's own")
         else:
             lines.append("the model's own scored best: it is the answer")
     elif best is not None and own is not None:
-        lines.append(f"chosen beats the model's own by {v.get('gain', 0.0):+.4f} ± {v.get('se', 0.0):.4f} {METRIC}")
+        lines.append(f"the chosen beats the model's own by {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query "
+                     "standard error)")
     s = res.spread()
     if s:
         lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "

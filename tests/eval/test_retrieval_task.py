@@ -3,28 +3,17 @@ the metrics exactly those of ir_metrics on the encoder's own vectors."""
 
 import numpy as np
 import pytest
-from conftest import make_encoder
+from conftest import make_encoder, small_retrieval_data
 
-from promptsearch.data.retrieval import demo_task, from_dicts
 from promptsearch.encoding.reps import rep_from_key
 from promptsearch.errors import DataError, TemplateError
 from promptsearch.eval.ir_metrics import CorpusStore, retrieval_metrics
 from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask, sample_queries
 
 
-def small_task_data(n_queries=30, n_other=200):
-    """The demo task cut down: its first queries, their relevant documents and some others."""
-    d = demo_task()
-    qids = list(d.queries)[:n_queries]
-    rel = {q: d.relevant[q] for q in qids}
-    keep = {c for q in qids for c in rel[q]} | set(list(d.corpus)[:n_other])
-    corpus = {c: t for c, t in d.corpus.items() if c in keep}
-    return from_dicts({q: d.queries[q] for q in qids}, corpus, {q: set(v) for q, v in rel.items()}, name="small")
-
-
 @pytest.fixture(scope="module")
 def data():
-    return small_task_data()
+    return small_retrieval_data()
 
 
 @pytest.fixture

@@ -1,0 +1,168 @@
+"""The retrieval search: the model's own scored first, steps taken only beyond the noise (the step rule), the
+answer never worse than the model's own, the results file resumed and another run's refused."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import make_encoder, small_retrieval_data
+
+from promptsearch.errors import PromptSearchError
+from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
+from promptsearch.search.retrieval import (
+    RetrievalResults,
+    RetrievalSearch,
+    judge,
+    library_prompts,
+    own_candidate,
+    summary,
+)
+
+N = 400  # queries
+
+
+@pytest.fixture(scope="module")
+def enc(tiny_bert_encoder_only_dir):
+    return make_encoder(tiny_bert_encoder_only_dir)
+
+
+class FakeTask:
+    """A task whose per-query nDCG@10 is set by the test: ``base`` for every candidate, plus ``bonus`` (a per-query
+    array, or a number) for the candidates named; counts what it scores."""
+
+    def __init__(self, bonus=None, stop_after=None):
+        self.data = SimpleNamespace(description="Find the paraphrase")
+        rng = np.random.default_rng(0)
+        self.base = rng.uniform(0.3, 0.7, N)
+        self.bonus = bonus or {}
+        self.scored: list[RetrievalCandidate] = []
+        self.stop_after = stop_after
+        self.corpus_encodings = 0
+
+    def per_query(self, c):
+        return np.clip(self.base + self.bonus.get(c, 0.0), 0, 1)
+
+    def evaluate(self, enc, candidates, per_query=False, on_score=None):
+        out = {}
+        for c in candidates:
+            if self.stop_after is not None and len(self.scored) >= self.stop_after:
+                raise KeyboardInterrupt
+            pq = self.per_query(c)
+            m = {"ndcg@10": float(pq.mean()), "mrr@10": 0.5, "per_query": {"ndcg@10": pq}}
+            self.scored.append(c)
+            out[c] = m
+            if on_score is not None:
+                on_score(c, m, 0.01)
+        return out
+
+
+def results(path=None, model="tiny"):
+    return RetrievalResults.open(path, model, {"name": "fake", "fingerprint": "f" * 16, "queries": N, "corpus": 10},
+                                 "fp32", {"model": "abc"})
+
+
+def test_the_step_rule_is_the_mean_per_query_gain_against_its_standard_error():
+    before = np.array([0.5, 0.6, 0.7, 0.4])
+    after = np.array([0.6, 0.6, 0.9, 0.4])
+    j = judge(before, after)
+    d = after - before
+    assert j.gain == pytest.approx(d.mean(), abs=1e-15) and j.se == pytest.approx(d.std(ddof=1) / 2, abs=1e-15)
+    assert j.taken == (d.mean() > d.std(ddof=1) / 2)
+    assert not judge(before, after, min_gain=0.2).taken and judge(before, after, min_gain=0.01).taken
+    assert not judge(before, before).taken  # no gain is never a step
+
+
+def test_the_models_own_is_scored_first_and_kept_against_a_gain_within_the_noise(enc):
+    own = own_candidate(enc)
+    assert own == RetrievalCandidate.of("", "", "mean")  # a plain checkpoint: no prompts, mean pooling
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 0.05, N)
+    noise += 0.2 * noise.std() / np.sqrt(N) - noise.mean()  # mean gain: a fifth of its standard error
+    barely = RetrievalCandidate.of("query: ", "", "mean")
+    task = FakeTask({barely: noise})
+    res = RetrievalSearch(task, enc, results()).run()
+    assert task.scored[0] == own and next(iter(res.entries.values())).source == "own"
+    assert res.entries[barely].score > res.entries[own].score  # it scored higher ...
+    assert res.best == own and res.verdict["kept"] is True  # ... but not beyond the noise: the answer is the own
+    assert res.steps[0]["stage"] == "query" and res.steps[0]["taken"] is False
+    lines = summary(res)
+    assert "nothing beats the model's own" in "\n".join(lines) and lines[-1].startswith("chosen: query prompt \"\"")
+
+
+def test_a_gain_beyond_the_noise_is_taken_and_the_next_steps_start_from_it(enc):
+    good_q = RetrievalCandidate.of("search_query: ", "", "mean")
+    good_qd = RetrievalCandidate.of("search_query: ", "passage: ", "mean")
+    task = FakeTask({good_q: 0.05, good_qd: 0.08})
+    search = RetrievalSearch(task, enc, results(), readouts=["cls"])
+    res = search.run()
+    assert res.best == good_qd and res.verdict["kept"] is False and res.verdict["gain"] > res.verdict["se"]
+    assert [s["stage"] for s in res.steps] == ["query", "document", "readout"]
+    assert [s["taken"] for s in res.steps] == [True, True, False]
+    docs = {c.document for c in task.scored if c.query == "search_query: " and c.readout == "mean"}
+    assert docs == {"", "passage: ", "search_document: ", "title: none | text: "}  # step 2 from the new lead
+    assert RetrievalCandidate.of("search_query: ", "passage: ", "cls") in res.entries  # step 3 from the lead
+    assert len(task.scored) == len(set(task.scored))  # nothing scored twice
+    s = res.spread()
+    scores = [e.score for e in res.entries.values()]
+    assert (s["min"], s["max"], s["n"]) == (round(min(scores), 6), round(max(scores), 6), len(scores))
+    assert "Instruct: Find the paraphrase\nQuery: " in [q for q, _ in search.queries]  # {task} filled
+
+
+def test_the_results_file_is_written_after_each_score_and_resumed_without_rescoring(enc, tmp_path):
+    out = tmp_path / "r.json"
+    task = FakeTask(stop_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        RetrievalSearch(task, enc, results(out)).run()
+    d = json.loads(out.read_text())
+    assert d["kind"] == "retrieval" and d["version"] == 1 and len(d["entries"]) == 3  # each score saved as it came
+    assert d["entries"][0]["source"] == "own" and len(d["entries"][0]["per_query"]["ndcg@10"]) == N
+    task2 = FakeTask()
+    res = RetrievalSearch(task2, enc, results(out)).run()
+    assert not set(task2.scored) & {RetrievalCandidate.from_json(e) for e in d["entries"]}  # the 3 not rescored
+    assert len(res.entries) == 3 + len(task2.scored)
+    task3 = FakeTask()
+    res3 = RetrievalSearch(task3, enc, results(out)).run()
+    assert task3.scored == [] and res3.best == res.best  # a finished run: nothing to score
+    d = json.loads(out.read_text())
+    assert d["best"] == res.best.to_json() and d["own"] == own_candidate(enc).to_json()
+    assert set(d["spread"]) == {"n", "min", "median", "max"}
+
+
+def test_another_runs_file_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "r.json"
+    results(out).save()
+    with pytest.raises(PromptSearchError, match=r"holds a retrieval run with model='tiny', not 'other'; pass another "
+                                                r"out="):
+        results(out, model="other")
+    other = RetrievalResults.open(tmp_path / "o.json", "tiny", {"name": "x", "fingerprint": "0" * 16, "queries": 1,
+                                                                 "corpus": 1}, "fp32", {"model": "abc"})
+    other.path = out
+    with pytest.raises(PromptSearchError, match="other data"):
+        RetrievalResults.open(out, "tiny", other.data, "fp32", {"model": "abc"})
+    with pytest.raises(PromptSearchError, match="precision='fp32', not 'bf16'"):
+        RetrievalResults.open(out, "tiny", results().data, "bf16", {"model": "abc"})
+    sts = tmp_path / "best.json"
+    sts.write_text(json.dumps({"schema": "promptsearch.results/2", "templates": []}))
+    with pytest.raises(PromptSearchError, match="not a retrieval results file"):
+        results(sts)
+
+
+def test_the_shipped_library_names_a_source_for_every_prompt():
+    q, d = library_prompts("query", "Find it."), library_prompts("document", "Find it.")
+    assert 14 <= len(q) <= 20 and 3 <= len(d) <= 6 and all(src for _, src in q + d)
+    assert ("Instruct: Find it\nQuery: " in [p for p, _ in q]) and "query: " in [p for p, _ in q]
+    assert "passage: " in [p for p, _ in d] and "" in [p for p, _ in d]
+    for p, _ in q + d:
+        RetrievalCandidate.of(p, "", "mean")  # each one a prompt the task reads
+
+
+def test_a_real_task_runs_the_whole_search_on_a_tiny_model(enc, tmp_path):
+    task = RetrievalTask(small_retrieval_data(20, 60), cache_dir=tmp_path / "cache")
+    res = RetrievalSearch(task, enc, RetrievalResults.for_task(tmp_path / "r.json", "tiny", task, enc),
+                          readouts=["cls"]).run()
+    assert res.own == own_candidate(enc) and res.best in res.entries
+    # own + the document prompts tried + the lead's cls: each (document prompt, read-out) once
+    sides = {(c.document, c.readout) for c in res.entries}
+    assert task.corpus_encodings == len(sides) and task.corpus_reused == 0
+    assert res.stats["corpus_encodings"] == task.corpus_encodings
