@@ -502,8 +502,10 @@ def _configs(spec: str) -> list[str]:
         try:
             return list(datasets.get_dataset_config_names(str(p) if p.is_dir() else spec))
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ConnectionError ...)
-            where = str(p) if p.is_dir() else repr(spec)
-            raise DataError(f"cannot load {where} as a 🤗 dataset ({first_line(exc, 160)}); {FORMS}") from None
+            if p.is_dir():
+                raise DataError(f"cannot load {p} as a 🤗 dataset ({first_line(exc, 160)}); {FORMS}") from None
+            raise DataError(f"cannot load {spec!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
+                            "is not reachable, download it elsewhere (git clone) and pass the local folder") from None
 
 
 def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
