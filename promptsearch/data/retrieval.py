@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -113,15 +114,16 @@ class RetrievalData:
     def _digest(self) -> str:
         h = hashlib.sha256()
 
-        def put(part: str, items: Iterable) -> None:
-            h.update(part.encode("utf-8"))
-            for item in items:
-                h.update(json.dumps(item, ensure_ascii=False).encode("utf-8"))
-                h.update(b"\n")
+        def put(part: str, strings: Iterable[str]) -> None:
+            """Each string with its length in front: no two different contents hash the same text."""
+            h.update(f"{part}\n".encode())
+            it = iter(strings)
+            while chunk := "".join(f"{len(x)}:{x}" for x in itertools.islice(it, 8192)):  # bounded memory
+                h.update(chunk.encode("utf-8", "surrogatepass"))
 
-        put("queries", self.queries.items())
-        put("corpus", self.corpus.items())
-        put("relevant", ((q, sorted(self.relevant[q])) for q in self.queries))
+        put("queries", (x for item in self.queries.items() for x in item))
+        put("corpus", (x for item in self.corpus.items() for x in item))
+        put("relevant", (x for q in self.queries for x in (q, str(len(self.relevant[q])), *sorted(self.relevant[q]))))
         return h.hexdigest()[:16]
 
 
