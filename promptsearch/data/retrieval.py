@@ -1,19 +1,19 @@
 """Retrieval data: queries, a corpus and relevance judgments (qrels), in the forms users have them.
 
-Three forms, one value (:class:`RetrievalData`):
+Three forms, one value (``RetrievalData``):
 
-* **BEIR's layout** (:func:`load_beir`): a folder with ``corpus.jsonl`` (``_id``, ``title``, ``text``;
+* **BEIR's layout** (``load_beir``): a folder with ``corpus.jsonl`` (``_id``, ``title``, ``text``;
   the title may be missing or empty), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv``
   (tab-separated, header ``query-id corpus-id score``), read as beir-cellar/beir's
   ``beir/datasets/data_loader.py`` (``GenericDataLoader.load``) reads it.
-* **🤗 datasets in MTEB's layout** (:func:`load_hf`): one dataset (a hub id, or a local folder such
+* **🤗 datasets in MTEB's layout** (``load_hf``): one dataset (a hub id, or a local folder such
   as ``git clone https://huggingface.co/datasets/mteb/scifact`` gives) with the configs ``corpus``
   and ``queries`` (their first split, whatever its name) and ``default`` holding the qrels of each
   split (``query-id``, ``corpus-id``, ``score``), as mteb's ``HFDataLoader``
   (``mteb/abstasks/AbsTaskRetrieval.py``) reads it. Also read: a folder whose ``corpus``,
   ``queries`` and ``default`` (or ``qrels``) sub-folders are ``save_to_disk`` outputs.
 * **Python dicts** as sentence-transformers' ``InformationRetrievalEvaluator`` takes them
-  (:func:`from_dicts`): ``queries`` (id → text), ``corpus`` (id → text) and ``relevant_docs``
+  (``from_dicts``): ``queries`` (id → text), ``corpus`` (id → text) and ``relevant_docs``
   (query id → set of corpus ids).
 
 A document is its title and text joined as BEIR's sentence-transformers wrapper joins them
@@ -26,18 +26,19 @@ document judged *not* relevant: BEIR's ``EvaluateRetrieval.evaluate`` hands the 
 ``pytrec_eval``, where (as in trec_eval, relevance level 1) only a score of 1 or more counts as
 relevant. Graded qrels (any score other than 0 and 1) are refused unless ``relevant_from=`` says the
 lowest score that counts. A query with no relevant document is left out (sentence-transformers'
-evaluator leaves it out too) and counted in :attr:`RetrievalData.dropped_queries`.
+evaluator leaves it out too) and counted in ``RetrievalData.dropped_queries``.
 
-**The demo task** (:func:`demo_task`, ``stsb-paraphrase``), built offline from STS-B dev in
-SentEval's tokenized, lowercased form (:func:`promptsearch.data.sts.read_stsb`): every pair with a gold
+**The demo task** (``demo_task``, ``stsb-paraphrase``), built offline from STS-B dev in
+SentEval's tokenized, lowercased form (``promptsearch.data.sts.read_stsb``): every pair with a gold
 score of 4 or more makes its first sentence a query and its second a relevant document; a first
 sentence in several such pairs is one query with all of them. The corpus is every distinct sentence
 of STS-B dev (both columns, order of first appearance) that is not a query, so a query can never
-retrieve itself; the rest of the dev sentences are the distractors. A query whose every paraphrase is
-itself a query loses those judgments and is left out, and its sentence is in neither set (as a
-document it would be an unjudged paraphrase of the query that named it). Ids are ``q0001``,
-``d0001`` ... in order of first appearance. STS-B dev gives 259 queries (3 left out that way, one of
-them a pair of identical sentences), 2,647 documents and 260 relevant pairs.
+retrieve itself; the sentences that are no query's paraphrase are the distractors. A paraphrase that
+is itself a query is therefore no document and its judgment is dropped; a query left with none is left
+out, and its sentence is in neither set (as a document it would be an unjudged paraphrase of the
+query that named it). Ids are ``q0001``, ``d0001`` ... in order of first appearance. STS-B dev gives
+259 queries (3 left out that way, one of them a pair of identical sentences), 2,647 documents and
+260 relevant pairs.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class RetrievalData:
     """A retrieval task's data: what to encode on each side and which documents each query should find.
 
     Every query has at least one relevant document, every relevant id is in ``corpus``, and no text is
-    empty: the loaders check it and raise a one-line :class:`~promptsearch.errors.DataError` otherwise.
+    empty: the loaders check it and raise a one-line ``DataError`` otherwise.
 
     :param name: what the data is called (a folder's name, a hub id, ``stsb-paraphrase``).
     :param queries: query id → text, in the order of the input; only queries with a relevant document.
