@@ -57,6 +57,7 @@ from pathlib import Path
 from ..errors import DataError, first_line
 from ..paths import hub_offline_if_unreachable
 from .sts import read_stsb
+from .user import PairFormat, _quiet_datasets
 
 DEFAULT_DESCRIPTION = "Given a query, retrieve relevant passages"
 DEMO_NAMES = ("demo", "stsb-paraphrase")
@@ -446,8 +447,6 @@ def _hf_part(spec: str, config: str, split: str | None, configs: list[str]):
     """One config's split as a ``datasets.Dataset`` (``split`` None: its first split, as mteb takes it)."""
     import datasets  # lazy: start-up time
 
-    from .user import _quiet_datasets  # here, not at the top: user.py imports datasets helpers only where used
-
     p = Path(spec).expanduser()
     with _quiet_datasets():
         try:
@@ -489,8 +488,6 @@ def _need(ds, names: tuple[str, ...], spec: str, what: str) -> str:
 def _configs(spec: str) -> list[str]:
     """The configs a dataset has: sub-folders saved with ``save_to_disk``, or what ``datasets`` lists."""
     import datasets  # lazy: start-up time
-
-    from .user import _quiet_datasets  # here, not at the top: the datasets helpers load only where used
 
     p = Path(spec).expanduser()
     if p.is_dir():
@@ -614,6 +611,9 @@ def load_retrieval(spec: str, data_dir=None, split: str = "test", fmt: Retrieval
     :param description: one sentence saying what the task is (None: the data's default).
     :returns: the data.
     :raises promptsearch.errors.DataError: for a spec that is none of the three forms, or data that cannot be read."""
+    if isinstance(fmt, PairFormat):
+        raise DataError("columns= and subset_column= name the columns of sentence pairs; retrieval data has "
+                        "BEIR's or MTEB's fixed columns: drop them")
     if fmt is not None and not isinstance(fmt, RetrievalFormat):
         raise TypeError(f"fmt= must be a RetrievalFormat, not {type(fmt).__name__}")
     relevant_from = fmt.relevant_from if fmt else None

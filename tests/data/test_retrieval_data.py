@@ -19,6 +19,7 @@ from promptsearch.data.retrieval import (
     load_hf,
     load_retrieval,
 )
+from promptsearch.data.user import PairFormat
 from promptsearch.errors import DataError
 from tests.conftest import DATA
 
@@ -251,6 +252,8 @@ def test_spec_forms_and_their_errors(tmp_path):
         load_retrieval("demo", split="dev")
     with pytest.raises(DataError, match="drop relevant_from="):
         load_retrieval("demo", fmt=RetrievalFormat(2.0))
+    with pytest.raises(DataError, match="columns= and subset_column= name the columns of sentence pairs"):
+        load_retrieval("demo", fmt=PairFormat.parse("a,b,c"))
     three = r"give 'demo' .*a BEIR folder .*a 🤗 dataset folder or hub id"
     with pytest.raises(DataError, match="no retrieval data 'no such thing'; " + three):
         load_retrieval("no such thing")
