@@ -331,6 +331,12 @@ def _retrieval(sub) -> None:
                                                   "folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), a Hugging "
                                                   "Face dataset folder or hub id in MTEB's layout")
     g.add_argument("--split", default="test", help="the qrels split (default test)")
+    g.add_argument("--relevant-from", default=None, metavar="SCORE",
+                   help="graded judgments: the lowest qrel score that counts as relevant (default: scores must be 0 "
+                        "or 1)")
+    g.add_argument("--description", default=None, metavar="TEXT",
+                   help="one sentence saying what the task is, filled into 'Instruct: {task}' prompts (default: the "
+                        "data's, e.g. 'Given a query, retrieve relevant passages')")
     g.add_argument("--out", default="retrieval.json", help="results JSON (default retrieval.json); an existing one is "
                                                            "resumed")
     g.add_argument("--queries", type=at_least(1), default=None, metavar="N",

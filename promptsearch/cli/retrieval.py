@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shlex
 
-from ..data.retrieval import load_retrieval
+from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..eval.retrieval import RetrievalTask, sample_queries
 from ..fileio import check_writable
-from ..search.retrieval import RetrievalResults, RetrievalSearch, resumed_precision, summary
+from ..search.retrieval import RetrievalResults, RetrievalSearch, check_pooled, resumed_precision, summary
 from . import options as o
 
 
@@ -22,8 +22,11 @@ def next_steps(res: RetrievalResults) -> str:
 
 def cmd_retrieval(args) -> int:
     check_writable(args.out, example="retrieval.json")
-    data = sample_queries(load_retrieval(args.data, data_dir=args.data_dir, split=args.split), args.queries, args.seed)
-    readouts = [r.strip() for r in args.readouts.split(",") if r.strip()] if args.readouts else None
+    # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
+    fmt = o.fmt(args) if args.columns or args.subset_column else RetrievalFormat.parse(args.relevant_from)
+    data = sample_queries(load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt,
+                                         description=args.description), args.queries, args.seed)
+    readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
     task = RetrievalTask(data, cache_dir=False if args.no_cache else args.cache_dir, show_progress_bar=o.show(args))

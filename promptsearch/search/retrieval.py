@@ -32,11 +32,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, TemplateError
 from ..eval.retrieval import RetrievalCandidate
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
-from ..representation import pooling_of
+from ..representation import POOLED_READOUTS
 
 KIND = "retrieval"
 VERSION = 1
@@ -98,10 +98,21 @@ def model_readouts(enc, readouts: Sequence[str] | None = None) -> list[str]:
     :returns: the read-outs, each once.
     :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
     own = own_candidate(enc).readout
-    given = list(readouts) if readouts is not None else list(CAUSAL_READOUTS if enc.model.causal else ENCODER_READOUTS)
-    for r in given:
-        pooling_of(r)  # a one-line error naming it
+    given = check_pooled(readouts) if readouts is not None else list(CAUSAL_READOUTS if enc.model.causal
+                                                                     else ENCODER_READOUTS)
     return list(dict.fromkeys([own, *given]))
+
+
+def check_pooled(readouts: Sequence[str]) -> list[str]:
+    """Pooled read-out names checked (a one-line error naming the first unknown one), before a model loads.
+
+    :param readouts: the names.
+    :returns: them, as a list.
+    :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
+    bad = [r for r in readouts if r not in POOLED_READOUTS]
+    if bad:
+        raise TemplateError(f"readouts=: {bad[0]!r} is no pooled read-out; choose from {', '.join(POOLED_READOUTS)}")
+    return list(readouts)
 
 
 # ---- the step rule --------------------------------------------------------------------------------------

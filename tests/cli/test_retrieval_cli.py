@@ -1,0 +1,95 @@
+"""promptsearch retrieval: a whole run on a BEIR folder (its output ends with the chosen prompts, the model's own, the
+spread and the next step), a rerun resumed without scoring, bad input in one line with exit 2."""
+
+import json
+
+import pytest
+from conftest import run_cli, small_retrieval_data
+
+from promptsearch.cli import main
+
+
+def write_beir(folder, data):
+    """``data`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for cid, text in data.corpus.items():
+            f.write(json.dumps({"_id": cid, "title": "", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        for qid, text in data.queries.items():
+            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    (folder / "qrels").mkdir(exist_ok=True)
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{c}\t1" for q, cs in data.relevant.items() for c in sorted(cs)]
+    (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory):
+    return write_beir(tmp_path_factory.mktemp("beir") / "small", small_retrieval_data(20, 80))
+
+
+def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+            "--cache-dir", str(tmp_path / "cache"), "--readouts", "cls", "-q"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    lines = text.strip().splitlines()
+    assert "corpus encodings: " in text and "0 resumed" in text
+    assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
+    i = lines.index("next:")
+    assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
+    assert f"promptsearch export {out} --out my-model" in lines[i + 1] and "encode_query" in lines[i + 2]
+    d = json.loads(out.read_text())
+    assert d["kind"] == "retrieval" and d["data"]["queries"] == 20 and d["best"] and d["own"]
+    n = len(d["entries"])
+    assert d["stats"]["corpus_encodings"] == len({(e["document"], e["readout"]) for e in d["entries"]})
+    assert main(argv) == 0  # the same command again: resumed, nothing scored, the corpus not encoded
+    again = capsys.readouterr().out
+    assert "corpus encodings: 0 computed, 0 read back from the cache; 0 candidates scored now" in again
+    assert len(json.loads(out.read_text())["entries"]) == n
+    assert again.splitlines()[-6:] == lines[-6:]
+
+
+def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_bert_dir, beir, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    out.write_text(json.dumps({"kind": "retrieval", "version": 1, "model": str(tiny_bert_dir), "data": {},
+                               "precision": "fp32", "entries": []}))
+    code = main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+                 "--no-cache", "-q"])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # (a note about the tiny model's missing MLM head comes first)
+    assert code == 2 and last.startswith("promptsearch retrieval: error: ") and "Traceback" not in err
+    assert f"holds a retrieval run with --model '{tiny_bert_dir}', not" in last and "pass another --out" in last
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--data", "/no/such/folder"], "no retrieval data '/no/such/folder'"),
+    (["--data", "demo", "--split", "dev"], "drop --split 'dev'"),
+    (["--readouts", "avg"], "--readouts: 'avg' is no pooled read-out"),
+    (["--relevant-from", "x"], "--relevant-from 'x' is not a number"),
+    (["--queries", "0"], "--queries: must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
+    code = main(["retrieval", "--out", str(tmp_path / "r.json"), "-q", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow  # the default model over the demo corpus (2,647 sentences) about 5 times: minutes on 2 cores
+@pytest.mark.realmodel
+def test_the_default_model_on_the_demo_task(tmp_path):
+    out = tmp_path / "r.json"
+    r = run_cli(["retrieval", "--model", "default", "--data", "demo", "--queries", "20", "--out", out, "--no-cache",
+                 "-q"], timeout=1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[-3].startswith("next:") and lines[-4].startswith("chosen: query prompt ")
+    assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
+    d = json.loads(out.read_text())
+    assert d["data"] == {**d["data"], "name": "stsb-paraphrase", "queries": 20, "corpus": 2647}
+    own = next(e for e in d["entries"] if e["source"] == "own")
+    best = next(e for e in d["entries"] if {k: e[k] for k in ("query", "document", "readout")} == d["best"])
+    assert best["metrics"]["ndcg@10"] >= own["metrics"]["ndcg@10"]  # never worse than the model's own
