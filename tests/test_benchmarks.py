@@ -84,3 +84,11 @@ def test_distributed_speed(tiny_bert_dir, postgres_url):
     assert "storage overhead (2 candidates" in out and "ms a candidate" in out
     assert "one-process" in out and "1-worker" in out and "2-workers" not in out
     assert out.count("same path and scores") == 2 and "DIFFERENT" not in out
+
+
+def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
+    out = bench("retrieval_speed.py", "--model", tiny_bert_encoder_only_dir, "--device", "cpu", "--queries", "8",
+                "--distractors", "100", "--prompts", "4", "--json", tmp_path / "r.json")
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert "one pair" in out and "4 query prompts over one document prompt" in out and "x one pair" in out
+    assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]

@@ -25,7 +25,8 @@ def _saved_hint(args) -> str:
         return f"; masked states are cached and finished epochs saved in {out}, {again}"
     if args.command in ("optiprompt", "finetune"):
         return f"; the last checkpoint is in {out}, {again}" if out and any(Path(out).rglob("*-checkpoint.pt")) else ""
-    return f"; scored templates are saved in {out}, {again}" if out and Path(out).is_file() else ""
+    what = "candidates" if args.command == "retrieval" else "templates"
+    return f"; scored {what} are saved in {out}, {again}" if out and Path(out).is_file() else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -391,7 +391,7 @@ class RetrievalSearch:
     def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
         """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
-        self._say(f"step {stage}: {len(candidates)} candidates")
+        self._say(f"step {stage}: {len(dict.fromkeys(candidates))} candidates")
         entries = self.score(candidates, stage, sources)
         best = max(entries, key=lambda e: e.score)
         row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(), "lead_ndcg": lead.score,

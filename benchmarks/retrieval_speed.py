@@ -1,0 +1,114 @@
+"""Retrieval speed: what 16 query prompts over one document prompt cost against one pair, measured in one run.
+
+A retrieval search varies the query prompt while the document prompt stays (step 1 of ``promptsearch retrieval``):
+the corpus is encoded once, and each further query prompt costs one pass over the queries and one scoring. This
+benchmark times, each with a fresh task and no stored corpus vectors,
+
+* one pair: the model's own query and document prompts, scored alone;
+* 16 query prompts (the shipped library's, ``{task}`` filled) with that one document prompt, scored together;
+
+and prints the ratio (the issue's target: at most 1.2x on a corpus at least 10x the queries). The data is the
+built-in demo task (paraphrase retrieval from STS-B dev: 259 queries, 2,647 sentences) with ``--queries`` of its
+queries drawn (seed 0) and ``--distractors`` Wikipedia sentences (the data folder's sample) added to the corpus, so
+the corpus is the larger side, as in real retrieval data where documents outnumber and outlength the queries.
+
+    python benchmarks/retrieval_speed.py [--model default] [--device cpu|cuda] [--queries 64] [--distractors 8000]
+                                         [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+from _device import add_device_flag, device_name, resolve, sync
+
+
+def build_data(queries: int, distractors: int, data_dir):
+    from promptsearch.data.retrieval import demo_task
+    from promptsearch.eval.retrieval import sample_queries
+    from promptsearch.paths import train_dir
+
+    data = sample_queries(demo_task(data_dir), queries, seed=0)
+    extra: dict[str, str] = {}
+    if distractors:
+        with open(train_dir(data_dir) / "wiki1m_sample.txt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip() and line.strip() not in extra.values():
+                    extra[f"wiki{len(extra):07d}"] = line.strip()
+                    if len(extra) >= distractors:
+                        break
+    return dataclasses.replace(data, name=f"{data.name}+{len(extra)} wiki", corpus={**data.corpus, **extra})
+
+
+def timed_evaluate(enc, data, candidates, device) -> tuple[float, dict, object]:
+    from promptsearch.eval.retrieval import RetrievalTask
+
+    task = RetrievalTask(data, cache_dir=False, show_progress_bar=False)  # nothing stored: the corpus is encoded
+    try:
+        sync(device)
+        t0 = time.perf_counter()
+        got = task.evaluate(enc, candidates)
+        sync(device)
+        return time.perf_counter() - t0, got, task
+    finally:
+        task.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--queries", type=int, default=64, help="queries drawn from the demo task (default 64)")
+    ap.add_argument("--distractors", type=int, default=8000, help="Wikipedia sentences added to the corpus "
+                                                                   "(default 8000)")
+    ap.add_argument("--prompts", type=int, default=16, help="query prompts scored over one document prompt")
+    ap.add_argument("--bf16", action="store_true", help="run under bf16 autocast (default: float32)")
+    ap.add_argument("--data-dir", default=None)
+    add_device_flag(ap)
+    ap.add_argument("--json", default=None, help="also write the numbers here")
+    args = ap.parse_args()
+
+    import torch
+
+    from promptsearch.encoding import PromptEncoder
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.retrieval import library_prompts, own_candidate
+
+    device = resolve(args.device)
+    enc = PromptEncoder.from_pretrained(args.model, device=str(device), bf16=args.bf16, show_progress_bar=False)
+    data = build_data(args.queries, args.distractors, args.data_dir)
+    tok = enc.tokenizer
+    q_tokens = sum(len(tok(t)["input_ids"]) for t in data.queries.values())
+    c_tokens = sum(len(tok(t)["input_ids"]) for t in data.corpus.values())
+    print(f"machine: {os.cpu_count()} cores, device {device_name(device)}, torch {torch.__version__}; model "
+          f"{args.model} ({enc.precision}); data {data.name}: {len(data.queries)} queries ({q_tokens} tokens), "
+          f"{len(data.corpus)} documents ({c_tokens} tokens): the corpus {len(data.corpus) / len(data.queries):.1f}x "
+          f"the queries ({c_tokens / q_tokens:.1f}x their tokens)", flush=True)
+    own = own_candidate(enc)
+    prompts = [p for p, _ in library_prompts("query", data.description)]
+    prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
+    many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
+    enc.encode(["warm up the thread pools ."] * 8)
+    one_s, one, t1 = timed_evaluate(enc, data, [own], device)
+    print(f"  one pair ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
+          f"nDCG@10 {one[own]['ndcg@10']:.4f}", flush=True)
+    many_s, got, t2 = timed_evaluate(enc, data, many, device)
+    print(f"  {len(many)} query prompts over one document prompt: {many_s:.2f} s, {t2.corpus_encodings} corpus "
+          f"encoding, {t2.query_encodings} query encodings; nDCG@10 from {min(m['ndcg@10'] for m in got.values()):.4f} "
+          f"to {max(m['ndcg@10'] for m in got.values()):.4f}", flush=True)
+    ratio = many_s / one_s
+    print(f"{len(many)} query prompts cost {ratio:.2f}x one pair (target <= 1.2x; same run, same machine)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"model": args.model, "device": device_name(device), "queries": len(data.queries),
+                       "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
+                       "one_pair_s": round(one_s, 3), "many_s": round(many_s, 3), "prompts": len(many),
+                       "ratio": round(ratio, 3), "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
