@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
 from ..eval.retrieval import RetrievalCandidate
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
@@ -388,14 +389,34 @@ class RetrievalSearch:
             self.task.evaluate(self.enc, todo, per_query=True, on_score=record)
         return [self.results.entries[c] for c in dict.fromkeys(candidates)]
 
+    def unreadable(self, c: RetrievalCandidate) -> str | None:
+        """Why this model cannot read a candidate (a prompt that leaves no room for the text within its max length),
+        or None.
+
+        :param c: the candidate.
+        :returns: the reason in one line, or None."""
+        try:
+            for side in ("query", "document"):
+                self.enc.check_rep(rep_from_key(c.side(side)))
+        except PromptSearchError as exc:
+            return str(exc)
+        return None
+
     def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
         """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
-        self._say(f"step {stage}: {len(dict.fromkeys(candidates))} candidates")
-        entries = self.score(candidates, stage, sources)
+        readable, skipped = [], []
+        for c in dict.fromkeys(candidates):
+            why = self.unreadable(c)
+            (skipped if why else readable).append((c, why))
+        self._say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
+                                                                   f"{skipped[0][1]})" if skipped else ""))
+        entries = self.score([c for c, _ in readable], stage, sources)
         best = max(entries, key=lambda e: e.score)
         row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(), "lead_ndcg": lead.score,
                "best": best.candidate.to_json(), "best_ndcg": best.score}
+        if skipped:
+            row["skipped"] = [{**c.to_json(), "why": why} for c, why in skipped]
         if best.candidate == lead.candidate:
             row["taken"] = False
             new = lead

@@ -166,3 +166,15 @@ def test_a_real_task_runs_the_whole_search_on_a_tiny_model(enc, tmp_path):
     sides = {(c.document, c.readout) for c in res.entries}
     assert task.corpus_encodings == len(sides) and task.corpus_reused == 0
     assert res.stats["corpus_encodings"] == task.corpus_encodings
+
+
+def test_a_prompt_the_model_cannot_read_is_skipped_and_said(enc, tmp_path):
+    long = "find " * 80  # more tokens than the tiny model's 64 positions
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"query": [{"prompt": "query: ", "source": "e5"}, {"prompt": long, "source": "long"}],
+                               "document": [{"prompt": "", "source": "none"}]}))
+    said, task = [], FakeTask()
+    res = RetrievalSearch(task, enc, results(), library=str(lib), readouts=[], progress=said.append).run()
+    assert RetrievalCandidate.of(long, "", "mean") not in task.scored and len(res.entries) == 2
+    assert res.steps[0]["skipped"][0]["query"] == long and "no room" in res.steps[0]["skipped"][0]["why"]
+    assert said[0].startswith("step query: 2 candidates (1 this model cannot read: ")
