@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import cast
 
 from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..eval.retrieval import RetrievalTask, sample_queries
@@ -23,7 +24,8 @@ def next_steps(res: RetrievalResults) -> str:
 def cmd_retrieval(args) -> int:
     check_writable(args.out, example="retrieval.json")
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
-    fmt = o.fmt(args) if args.columns or args.subset_column else RetrievalFormat.parse(args.relevant_from)
+    fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
+           else RetrievalFormat.parse(args.relevant_from))
     data = sample_queries(load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt,
                                          description=args.description), args.queries, args.seed)
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None

@@ -405,7 +405,8 @@ class RetrievalSearch:
     def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
         """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
-        readable, skipped = [], []
+        readable: list[tuple[RetrievalCandidate, str | None]] = []
+        skipped: list[tuple[RetrievalCandidate, str | None]] = []
         for c in dict.fromkeys(candidates):
             why = self.unreadable(c)
             (skipped if why else readable).append((c, why))
