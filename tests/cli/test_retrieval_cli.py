@@ -70,6 +70,7 @@ def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_ber
     (["--readouts", "avg"], "--readouts: 'avg' is no pooled read-out"),
     (["--relevant-from", "x"], "--relevant-from 'x' is not a number"),
     (["--queries", "0"], "--queries: must be at least 1"),
+    (["--columns", "a,b,score"], "--columns and --subset-column name the columns of sentence pairs"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
     code = main(["retrieval", "--out", str(tmp_path / "r.json"), "-q", *argv])
