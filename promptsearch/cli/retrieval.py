@@ -41,7 +41,8 @@ def cmd_retrieval(args) -> int:
         res = search.run()
     finally:
         task.close()
-    print(f"corpus encodings: {task.corpus_encodings} computed, {task.corpus_reused} read back from the cache; "
+    print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
+          f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now, {len(res.entries) - search.scored_now} resumed from {res.path}")
     print("\n".join(summary(res)))
     print(next_steps(res))

@@ -47,7 +47,8 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert d["stats"]["corpus_encodings"] == len({(e["document"], e["readout"]) for e in d["entries"]})
     assert main(argv) == 0  # the same command again: resumed, nothing scored, the corpus not encoded
     again = capsys.readouterr().out
-    assert "corpus encodings: 0 computed, 0 read back from the cache; 0 candidates scored now" in again
+    assert ("corpus encodings: 0 computed in 0 passes over the corpus, 0 read back from the cache; 0 candidates "
+            "scored now") in again
     assert len(json.loads(out.read_text())["entries"]) == n
     assert again.splitlines()[-6:] == lines[-6:]
 
