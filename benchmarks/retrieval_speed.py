@@ -7,7 +7,11 @@ benchmark times, each with a fresh task and no stored corpus vectors,
 * one pair: the model's own query and document prompts, scored alone;
 * 16 query prompts (the shipped library's, ``{task}`` filled) with that one document prompt, scored together;
 
-and prints the ratio (the issue's target: at most 1.2x on a corpus at least 10x the queries). The data is the
+and prints the ratio of the fastest of ``--repeats`` measurements of each, taken in turn (the issue's target: at
+most 1.2x on a corpus at least 10x the queries). The ratio is arithmetic more than engineering: the corpus pass is
+paid once either way, each further query prompt costs one pass over the queries, so 16 prompts cost about
+``1 + 15 x (query tokens) / (corpus tokens + query tokens)``; within 1.2x once the corpus holds ~75x the queries'
+tokens (real retrieval data: documents both outnumber and outlength the queries). The data is the
 built-in demo task (paraphrase retrieval from STS-B dev: 259 queries, 2,647 sentences) with ``--queries`` of its
 queries drawn (seed 0) and ``--distractors`` Wikipedia sentences (the data folder's sample) added to the corpus, so
 the corpus is the larger side, as in real retrieval data where documents outnumber and outlength the queries.
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("--distractors", type=int, default=8000, help="Wikipedia sentences added to the corpus "
                                                                    "(default 8000)")
     ap.add_argument("--prompts", type=int, default=16, help="query prompts scored over one document prompt")
+    ap.add_argument("--repeats", type=int, default=2, help="measurements of each, interleaved (default 2)")
     ap.add_argument("--bf16", action="store_true", help="run under bf16 autocast (default: float32)")
     ap.add_argument("--data-dir", default=None)
     add_device_flag(ap)
@@ -92,20 +97,28 @@ def main():
     prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
     enc.encode(["warm up the thread pools ."] * 8)
-    one_s, one, t1 = timed_evaluate(enc, data, [own], device)
-    print(f"  one pair ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
-          f"nDCG@10 {one[own]['ndcg@10']:.4f}", flush=True)
-    many_s, got, t2 = timed_evaluate(enc, data, many, device)
-    print(f"  {len(many)} query prompts over one document prompt: {many_s:.2f} s, {t2.corpus_encodings} corpus "
-          f"encoding, {t2.query_encodings} query encodings; nDCG@10 from {min(m['ndcg@10'] for m in got.values()):.4f} "
-          f"to {max(m['ndcg@10'] for m in got.values()):.4f}", flush=True)
+    ones, manys = [], []
+    for r in range(args.repeats):  # interleaved, the fastest of each kept: a busy machine slows one, not the ratio
+        one_s, one, t1 = timed_evaluate(enc, data, [own], device)
+        ones.append(one_s)
+        print(f"  one pair ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
+              f"nDCG@10 {one[own]['ndcg@10']:.4f}", flush=True)
+        many_s, got, t2 = timed_evaluate(enc, data, many, device)
+        manys.append(many_s)
+        print(f"  {len(many)} query prompts over one document prompt: {many_s:.2f} s, {t2.corpus_encodings} corpus "
+              f"encoding, {t2.query_encodings} query encodings; nDCG@10 from "
+              f"{min(m['ndcg@10'] for m in got.values()):.4f} to {max(m['ndcg@10'] for m in got.values()):.4f}",
+              flush=True)
+    one_s, many_s = min(ones), min(manys)
     ratio = many_s / one_s
-    print(f"{len(many)} query prompts cost {ratio:.2f}x one pair (target <= 1.2x; same run, same machine)")
+    print(f"{len(many)} query prompts cost {ratio:.2f}x one pair (the fastest of {args.repeats} each: {many_s:.2f} s "
+          f"/ {one_s:.2f} s; target <= 1.2x; same run, same machine)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"model": args.model, "device": device_name(device), "queries": len(data.queries),
                        "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
-                       "one_pair_s": round(one_s, 3), "many_s": round(many_s, 3), "prompts": len(many),
+                       "one_pair_s": [round(x, 3) for x in ones], "many_s": [round(x, 3) for x in manys],
+                       "prompts": len(many),
                        "ratio": round(ratio, 3), "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
                       indent=1)
 

@@ -88,7 +88,7 @@ def test_distributed_speed(tiny_bert_dir, postgres_url):
 
 def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
     out = bench("retrieval_speed.py", "--model", tiny_bert_encoder_only_dir, "--device", "cpu", "--queries", "8",
-                "--distractors", "100", "--prompts", "4", "--json", tmp_path / "r.json")
+                "--distractors", "100", "--prompts", "4", "--repeats", "1", "--json", tmp_path / "r.json")
     got = json.loads((tmp_path / "r.json").read_text())
     assert "one pair" in out and "4 query prompts over one document prompt" in out and "x one pair" in out
     assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]
