@@ -459,6 +459,7 @@ class RetrievalSearch:
             res.best = lead.candidate if taken else own_c
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
+                     "corpus_passes": getattr(self.task, "corpus_passes", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
                      "seconds": round(time.perf_counter() - t0, 3)}
         res.save()
