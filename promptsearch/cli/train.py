@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
-from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
 from ..library import default_template
 from ..model.loading import DEFAULT_MODEL, default_model_path
@@ -102,8 +101,7 @@ def cmd_train_head(args) -> int:
     if line := o.precision_line(args, model.word_embeddings.device):
         print(line, file=sys.stderr)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
-                                 bf16=(args.bf16 if args.bf16 is not None
-                                       else bf16_supported(model.word_embeddings.device)))
+                                 bf16=args.bf16)
     data = HeadData(heldout=args.heldout, cache_dir=args.cache_dir, describe={"corpus": corpus_parts(args.corpus)})
     rep = run_train_head(model, sentences, args.out, cfg, settings, data, show_progress_bar=not args.quiet)
     print(f"{rep.summary()}\nwrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from ..data import DEV_SET, DataOptions, load_task
 from ..encoding import MaskState, PromptEncoder
 from ..encoding.reps import PromptPool, rep_from_key
+from ..errors import PromptSearchError
 from ..eval.sts import STSEvaluator, evaluators
 from ..fileio import atomic_replace
 from ..representation import Representation
@@ -28,6 +29,18 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def check_compat(compat: str) -> None:
+    """Refuse to train with ``compat="reference"``: it reproduces the reference code's evaluation inputs, and
+    training uses the default inputs (finetune and optiprompt check their encoder; a command checks its flag
+    before the model loads).
+
+    :param compat: the encoder's input compatibility (``enc.compat``).
+    :raises promptsearch.PromptSearchError: for ``"reference"``."""
+    if compat == "reference":
+        raise PromptSearchError("compat=reference reproduces the reference's evaluation inputs; training uses the "
+                                "default inputs, so drop compat=reference")
 
 
 def batches(items: list, batch_size: int, seed: int, start_step: int = 0):

@@ -26,6 +26,7 @@ from .loop import (
     Trainee,
     TraineeState,
     TrainRun,
+    check_compat,
     checkpoint_path,
     end_checkpoint,
     sentences_per_second,
@@ -73,6 +74,7 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
                      run: TrainRun = TrainRun()) -> dict:
     """Train, keep the best vectors on the dev set (``run.dev_dataset``), save them to ``out_dir``; returns a
     summary. ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
+    check_compat(enc.compat)  # compat="reference" is for evaluation inputs
     template = Template.parse(cfg.template).text
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
