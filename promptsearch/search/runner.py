@@ -76,7 +76,15 @@ def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judg
 
 
 class Runner:
-    """Runs one strategy with one scorer into one results file (see the module's description)."""
+    """Runs one strategy with one scorer into one results file (see the module's description).
+
+    :param strategy: what proposes the candidates (its ``min_gain`` judges steps; its ``show_progress_bar``,
+        when it has one, False: no progress bars).
+    :param scorer: what scores them.
+    :param results: the results the run writes, saved after every record (a resumed run's path is recorded
+        again).
+    :cvar CHUNK: candidates scored together (what an interrupt can lose)."""
+
 
     CHUNK = 16  # candidates scored together (what an interrupt can lose)
 
