@@ -33,7 +33,10 @@ from .validate import validate
 class Told:
     """What a strategy is told of the candidates it proposed: their full-set scores (in candidate order; a
     race: its finalists', in candidate order) and, of a race, the candidates dropped before a full-set
-    score (``{"template", "rung"}``)."""
+    score (``{"template", "rung"}``).
+
+    :param scores: the full-set scores, in candidate order.
+    :param dropped: a race's candidates dropped before the full set, each ``{"template", "rung"}``."""
 
     scores: list[Score]
     dropped: list[dict] = field(default_factory=list)
@@ -42,7 +45,13 @@ class Told:
 @dataclass(frozen=True)
 class Judged:
     """A step judged: the gain of ``after`` over ``before`` (points ×100), its paired-bootstrap standard
-    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did."""
+    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did.
+
+    :param gain: the gain, points ×100.
+    :param se: its paired-bootstrap standard error.
+    :param need: the gain it had to beat.
+    :param taken: whether the step is taken."""
+
 
     gain: float
     se: float

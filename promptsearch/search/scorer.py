@@ -41,7 +41,16 @@ class Scored:
     """What was scored and how it scored — what a fresh :class:`Score` and a results file's entry
     (:class:`~promptsearch.search.results.Entry`) both are: the template, its read-out (a layer, a pooled
     read-out, or an ensemble's members), the objective's Spearman × 100, each dev set's when there are
-    several, denoised or not, seconds."""
+    several, denoised or not, seconds.
+
+    :param template: the template text (an ensemble's: its members' keys joined by " + ").
+    :param spearman: the objective's Spearman ×100.
+    :param denoise: whether the [MASK] states were denoised (False for a pooled read-out).
+    :param seconds: the encoding time it took (0.0 when it came from the cache, or is an ensemble's).
+    :param sets: each dev set's Spearman ×100, when the objective spans several (None: one set).
+    :param layer: the [MASK] state's layer (None: the last hidden state).
+    :param members: an ensemble's members (None: not an ensemble).
+    :param readout: a pooled read-out (None: the [MASK] or last-token state)."""
 
     template: str
     spearman: float
@@ -74,7 +83,10 @@ class Scored:
 
 @dataclass
 class Score(Scored):
-    """A score as a scorer returns it: also whether it came from the cache, and in which precision."""
+    """A score as a scorer returns it: also whether it came from the cache, and in which precision.
+
+    :param cached: whether it came from the score cache.
+    :param precision: the precision it was computed in (the scorer's reference precision)."""
 
     cached: bool = False
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
@@ -237,7 +249,10 @@ class Scorer:
     def screening_encoder(self) -> PromptEncoder:
         """The encoder racing and pruning rungs run on (``screening``): the reference encoder
         itself unless another precision was asked for (int8: a quantized copy, made once).
-        Anything with ``template_states`` and ``precision`` may be set in its place."""
+        Anything with ``template_states`` and ``precision`` may be set in its place.
+
+        :returns: the screening encoder."""
+
         if self._screening is None:
             self._screening = self.encoder.with_precision(self.screening_precision)
         return self._screening
