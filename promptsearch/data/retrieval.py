@@ -1,0 +1,640 @@
+"""Retrieval data: queries, a corpus and relevance judgments (qrels), in the forms users have them.
+
+Three forms, one value (``RetrievalData``):
+
+* **BEIR's layout** (``load_beir``): a folder with ``corpus.jsonl`` (``_id``, ``title``, ``text``;
+  the title may be missing or empty), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv``
+  (tab-separated, header ``query-id corpus-id score``), read as beir-cellar/beir's
+  ``beir/datasets/data_loader.py`` (``GenericDataLoader.load``) reads it.
+* **🤗 datasets in MTEB's layout** (``load_hf``): one dataset (a hub id, or a local folder such
+  as ``git clone https://huggingface.co/datasets/mteb/scifact`` gives) with the configs ``corpus``
+  and ``queries`` (their first split, whatever its name) and ``default`` holding the qrels of each
+  split (``query-id``, ``corpus-id``, ``score``), as mteb's ``HFDataLoader``
+  (``mteb/abstasks/AbsTaskRetrieval.py``) reads it. Also read: a folder whose ``corpus``,
+  ``queries`` and ``default`` (or ``qrels``) sub-folders are ``save_to_disk`` outputs.
+* **Python dicts** as sentence-transformers' ``InformationRetrievalEvaluator`` takes them
+  (``from_dicts``): ``queries`` (id → text), ``corpus`` (id → text) and ``relevant_docs``
+  (query id → set of corpus ids).
+
+A document is its title and text joined as BEIR's sentence-transformers wrapper joins them
+(``beir/retrieval/models/sentence_bert.py``, ``SentenceBERT.encode_corpus``:
+``(doc["title"] + " " + doc["text"]).strip()``, or ``doc["text"].strip()`` without a title; MTEB and
+sentence-transformers' own Touche-2020 example join the same way).
+
+Relevance is binary, as sentence-transformers' metrics are. A qrel scored 0 (or below) marks a
+document judged *not* relevant: BEIR's ``EvaluateRetrieval.evaluate`` hands the qrels to
+``pytrec_eval``, where (as in trec_eval, relevance level 1) only a score of 1 or more counts as
+relevant. Graded qrels (any score other than 0 and 1) are refused unless ``relevant_from=`` says the
+lowest score that counts. A query with no relevant document is left out (sentence-transformers'
+evaluator leaves it out too) and counted in ``RetrievalData.dropped_queries``.
+
+**The demo task** (``demo_task``, ``stsb-paraphrase``), built offline from STS-B dev in
+SentEval's tokenized, lowercased form (``promptsearch.data.sts.read_stsb``): every pair with a gold
+score of 4 or more makes its first sentence a query and its second a relevant document; a first
+sentence in several such pairs is one query with all of them. The corpus is every distinct sentence
+of STS-B dev (both columns, order of first appearance) that is not a query, so a query can never
+retrieve itself; the sentences that are no query's paraphrase are the distractors. A paraphrase that
+is itself a query is therefore no document and its judgment is dropped; a query left with none is left
+out, and its sentence is in neither set (as a document it would be an unjudged paraphrase of the
+query that named it). Ids are ``q0001``, ``d0001`` ... in order of first appearance. STS-B dev gives
+259 queries (3 left out that way, one of them a pair of identical sentences), 2,647 documents and
+260 relevant pairs.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+from ..errors import DataError, first_line
+from ..paths import hub_offline_if_unreachable
+from .sts import read_stsb
+from .user import PairFormat, _quiet_datasets
+
+DEFAULT_DESCRIPTION = "Given a query, retrieve relevant passages"
+DEMO_NAMES = ("demo", "stsb-paraphrase")
+DEMO_DESCRIPTION = "Given a sentence, retrieve sentences that paraphrase it"
+DEMO_THRESHOLD = 4.0
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+FORMS = ("give 'demo' (the built-in stsb-paraphrase task), a BEIR folder (corpus.jsonl, queries.jsonl, "
+         "qrels/<split>.tsv), or a 🤗 dataset folder or hub id in MTEB's layout (configs corpus, queries, default)")
+_HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class RetrievalData:
+    """A retrieval task's data: what to encode on each side and which documents each query should find.
+
+    Every query has at least one relevant document, every relevant id is in ``corpus``, and no text is
+    empty: the loaders check it and raise a one-line ``DataError`` otherwise.
+
+    :param name: what the data is called (a folder's name, a hub id, ``stsb-paraphrase``).
+    :param queries: query id → text, in the order of the input; only queries with a relevant document.
+    :param corpus: corpus id → text (a BEIR title joined to its text), in the order of the input.
+    :param relevant: query id → the ids of its relevant documents.
+    :param description: one sentence that says what the task is (what ``Instruct: {task}`` prompts fill in).
+    :param dropped_queries: queries left out for having no relevant document (for BEIR and 🤗 data, among
+        the queries the split's qrels name; queries it never names belong to other splits, uncounted)."""
+
+    name: str
+    queries: dict[str, str]
+    corpus: dict[str, str]
+    relevant: dict[str, frozenset[str]]
+    description: str = DEFAULT_DESCRIPTION
+    dropped_queries: int = field(default=0, compare=False)
+
+    @property
+    def n_relevant(self) -> int:
+        """The number of (query, relevant document) pairs."""
+        return sum(len(v) for v in self.relevant.values())
+
+    def summary(self) -> str:
+        """One line: the name and the sizes, and how many queries were left out.
+
+        :returns: e.g. ``stsb-paraphrase: 259 queries, 2,647 documents, 260 relevant pairs (3 queries ...)``."""
+        left = (f" ({self.dropped_queries:,} {'query' if self.dropped_queries == 1 else 'queries'} without a relevant "
+                "document left out)") if self.dropped_queries else ""
+        return (f"{self.name}: {len(self.queries):,} queries, {len(self.corpus):,} documents, "
+                f"{self.n_relevant:,} relevant pairs{left}")
+
+    def fingerprint(self) -> str:
+        """A hash of the content scored (queries, corpus, judgments, each in order), not of the name or
+        description: a score measured on one copy of the data is never returned for another.
+
+        :returns: the first 16 hex digits of a sha256."""
+        return self._digest
+
+    @cached_property
+    def _digest(self) -> str:
+        h = hashlib.sha256()
+
+        def put(part: str, strings: Iterable[str]) -> None:
+            """Each string with its length in front: no two different contents hash the same text."""
+            h.update(f"{part}\n".encode())
+            it = iter(strings)
+            while chunk := "".join(f"{len(x)}:{x}" for x in itertools.islice(it, 8192)):  # bounded memory
+                h.update(chunk.encode("utf-8", "surrogatepass"))
+
+        put("queries", (x for item in self.queries.items() for x in item))
+        put("corpus", (x for item in self.corpus.items() for x in item))
+        put("relevant", (x for q in self.queries for x in (q, str(len(self.relevant[q])), *sorted(self.relevant[q]))))
+        return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RetrievalFormat:
+    """How to read a retrieval data set's judgments.
+
+    :param relevant_from: the lowest qrel score that counts as relevant (None: scores must be 0 or 1)."""
+
+    relevant_from: float | None = None
+
+    @classmethod
+    def parse(cls, relevant_from: str | float | None = None) -> "RetrievalFormat":
+        """The format as a user writes it.
+
+        :param relevant_from: a number above 0, or None.
+        :returns: the format.
+        :raises promptsearch.errors.DataError: for a value that is not a number above 0."""
+        return cls(_threshold(relevant_from))
+
+
+def _threshold(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"relevant_from={value!r} is not a number; give the lowest qrel score that counts as "
+                        "relevant, e.g. relevant_from=1") from None
+    if not math.isfinite(number) or number <= 0:
+        raise DataError(f"relevant_from={value!r}: give a number above 0 (a score of 0 marks a document judged not "
+                        "relevant)")
+    return number
+
+
+# ---- checks shared by every form ------------------------------------------------------------------------------------
+
+def _id(value, where: str, what: str) -> str:
+    """An id as text: strings as they are, integers written out (MTEB casts ids to strings too)."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise DataError(f"{where}: {what} {value!r} is not an id; give a non-empty string")
+
+
+def _text(value, where: str, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text")
+    return value
+
+
+def _document(title, text, where: str) -> str:
+    """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``."""
+    joined = f"{_text(title, where, 'the title')} {_text(text, where, 'the text')}".strip()
+    if not joined:
+        raise DataError(f"{where}: a document with neither title nor text; give it a text or remove it")
+    return joined
+
+
+def _put(table: dict[str, str], key: str, value: str, where: str, what: str) -> None:
+    if key in table:
+        raise DataError(f"{where}: {what} id {key!r} appears twice; give every {what} its own id")
+    table[key] = value
+
+
+def _relevant(name: str, queries: dict[str, str], corpus: dict[str, str],
+              judged: dict[str, dict[str, float]], relevant_from: float | None,
+              qrel_where: dict[tuple[str, str], str]) -> tuple[dict[str, str], dict[str, frozenset[str]], int]:
+    """The queries with a relevant document, their relevant ids, and how many judged queries had none.
+
+    ``judged``: query id → corpus id → score (binary judgments come as 1.0). ``qrel_where``: where each
+    judgment was read, for the errors."""
+    if not corpus:
+        raise DataError(f"{name}: the corpus is empty; give at least one document")
+    if not queries:
+        raise DataError(f"{name}: there are no queries; give at least one query")
+    graded = None
+    for q, docs in judged.items():
+        for d, score in docs.items():
+            where = qrel_where.get((q, d), name)
+            if q not in queries:
+                raise DataError(f"{where}: a qrel names query {q!r}, which is not among the queries; add the query "
+                                "or remove its qrels")
+            if d not in corpus:
+                raise DataError(f"{where}: a qrel names document {d!r}, which is not in the corpus; add the document "
+                                "or remove the qrel")
+            if graded is None and score not in (0, 1):
+                graded = (where, score)
+    if graded is not None and relevant_from is None:
+        where, score = graded
+        raise DataError(f"{where}: graded relevance (score {score:g}); the metrics count a document as relevant or "
+                        "not: say the lowest score that counts with relevant_from=, e.g. relevant_from=1")
+    cut = 1.0 if relevant_from is None else relevant_from
+    relevant: dict[str, frozenset[str]] = {}
+    dropped = 0
+    for q in queries:
+        if q not in judged:
+            continue
+        found = frozenset(d for d, score in judged[q].items() if score >= cut)
+        if found:
+            relevant[q] = found
+        else:
+            dropped += 1
+    if not relevant:
+        why = "relevant" if relevant_from is None else f"scored {cut:g} or more"
+        raise DataError(f"{name}: no query has a document judged {why}; check the qrels (and relevant_from=)")
+    return {q: t for q, t in queries.items() if q in relevant}, relevant, dropped
+
+
+def _build(name: str, queries: dict[str, str], corpus: dict[str, str], judged: dict[str, dict[str, float]],
+           relevant_from: float | None, description: str | None,
+           qrel_where: dict[tuple[str, str], str] | None = None) -> RetrievalData:
+    kept, relevant, dropped = _relevant(name, queries, corpus, judged, relevant_from, qrel_where or {})
+    return RetrievalData(name, kept, corpus, relevant, _description(description), dropped)
+
+
+def _description(description: str | None) -> str:
+    if description is None:
+        return DEFAULT_DESCRIPTION
+    if not (isinstance(description, str) and description.strip()):
+        raise DataError(f"description={description!r}: give one sentence that says what the task is")
+    return description.strip()
+
+
+def _judge(judged: dict[str, dict[str, float]], q: str, d: str, score: float, where: str) -> None:
+    """Record one judgment; the same pair twice must say the same (BEIR keeps the last silently)."""
+    docs = judged.setdefault(q, {})
+    if d in docs and docs[d] != score:
+        raise DataError(f"{where}: query {q!r} and document {d!r} are judged twice, {docs[d]:g} and {score:g}; keep "
+                        "one")
+    docs[d] = score
+
+
+def _score(value, where: str) -> float:
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: score {value!r} is not a number") from None
+    if not math.isfinite(score):
+        raise DataError(f"{where}: score {value!r} is not a finite number; fix or remove the qrel")
+    return score
+
+
+# ---- Python dicts ---------------------------------------------------------------------------------------------------
+
+def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: str = "dicts",
+               description: str | None = None, relevant_from: float | None = None) -> RetrievalData:
+    """Retrieval data from the dicts sentence-transformers' ``InformationRetrievalEvaluator`` takes.
+
+    :param queries: query id → text.
+    :param corpus: corpus id → text, or → ``{"title": ..., "text": ...}`` as BEIR's loader gives it (joined
+        as BEIR joins them).
+    :param relevant_docs: query id → a set (or list) of relevant corpus ids, or → {corpus id: score} as
+        BEIR's loader gives qrels (binary unless ``relevant_from`` is given).
+    :param name: what to call the data.
+    :param description: one sentence saying what the task is (None: ``Given a query, retrieve relevant passages``).
+    :param relevant_from: with scored judgments, the lowest score that counts as relevant.
+    :returns: the data; queries without a relevant document left out and counted.
+    :raises promptsearch.errors.DataError: for empty or malformed dicts, ids that collide, empty texts,
+        judgments naming an unknown id, graded scores without ``relevant_from``, or no relevant document."""
+    cut = _threshold(relevant_from)
+    for arg, value in (("queries", queries), ("corpus", corpus), ("relevant_docs", relevant_docs)):
+        if not isinstance(value, Mapping):
+            raise DataError(f"{arg}= must be a dict (id → ...), not {type(value).__name__}")
+    q_table: dict[str, str] = {}
+    for key, text in queries.items():
+        qid = _id(key, name, "query")
+        if not _text(text, f"{name}: query {qid!r}", "its text").strip():
+            raise DataError(f"{name}: query {qid!r} is empty; give it a text or remove it")
+        _put(q_table, qid, text, name, "query")
+    c_table: dict[str, str] = {}
+    for key, doc in corpus.items():
+        cid = _id(key, name, "document")
+        where = f"{name}: document {cid!r}"
+        if isinstance(doc, Mapping):
+            text = _document(doc.get("title"), doc.get("text"), where)
+        else:
+            text = _text(doc, where, "its text")
+            if not text.strip():
+                raise DataError(f"{where} is empty; give it a text or remove it")
+        _put(c_table, cid, text, name, "document")
+    judged: dict[str, dict[str, float]] = {}
+    for key, docs in relevant_docs.items():
+        qid = _id(key, name, "query")
+        where = f"{name}: relevant_docs[{qid!r}]"
+        if isinstance(docs, Mapping):
+            pairs = [(_id(d, where, "document"), _score(s, where)) for d, s in docs.items()]
+        elif isinstance(docs, (set, frozenset, list, tuple)):
+            pairs = [(_id(d, where, "document"), 1.0) for d in docs]
+        else:
+            raise DataError(f"{where} is {type(docs).__name__}; give a set of corpus ids")
+        judged.setdefault(qid, {})
+        for d, s in pairs:
+            _judge(judged, qid, d, s, where)
+    # sentence-transformers' evaluator skips a query missing from relevant_docs: here it is left out and counted
+    for qid in q_table:
+        judged.setdefault(qid, {})
+    return _build(name, q_table, c_table, judged, cut, description)
+
+
+# ---- BEIR -----------------------------------------------------------------------------------------------------------
+
+def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSON Lines file."""
+    try:
+        f = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"missing {path}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv") \
+            from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {first_line(exc)}") from None
+    with f:
+        try:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}:{i}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line") \
+                        from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{path}:{i}: a JSON {type(row).__name__}, not an object with _id and text")
+                yield i, row
+        except UnicodeDecodeError:
+            raise DataError(f"{path} is not valid UTF-8; save it as UTF-8") from None
+
+
+def _field(row: dict, key: str, where: str):
+    if key not in row:
+        raise DataError(f"{where}: no {key!r} field; its fields are {', '.join(row) or 'none'}")
+    return row[key]
+
+
+def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], str]]:
+    """BEIR's qrels TSV: a header line, then ``query-id<TAB>corpus-id<TAB>score`` rows."""
+    try:
+        f = open(path, encoding="utf-8", newline="")
+    except FileNotFoundError:
+        splits = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
+        hint = f"; its splits are {', '.join(splits)} (split=)" if splits else ""
+        raise DataError(f"missing {path}{hint}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {first_line(exc)}") from None
+    judged: dict[str, dict[str, float]] = {}
+    where_of: dict[tuple[str, str], str] = {}
+    with f:
+        try:
+            # read as BEIR reads it: csv.reader, tab-separated, minimal quoting, the first line a header
+            for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL), 1):
+                if i == 1:
+                    if tuple(c.strip().lower() for c in row[:3]) != QRELS_HEADER:
+                        raise DataError(f"{path}:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
+                                        f"{row[:3]!r}; add the header line (BEIR skips the first line)")
+                    continue
+                if not row or not "".join(row).strip():
+                    continue
+                where = f"{path}:{i}"
+                if len(row) < 3:
+                    raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
+                                    f"{len(row)} field(s)")
+                q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
+                _judge(judged, q, d, _score(row[2].strip(), where), where)
+                where_of.setdefault((q, d), where)
+        except UnicodeDecodeError:
+            raise DataError(f"{path} is not valid UTF-8; save it as UTF-8") from None
+    if not where_of:
+        raise DataError(f"{path} holds no qrels; give rows of query-id, corpus-id, score under the header")
+    return judged, where_of
+
+
+def load_beir(folder, split: str = "test", relevant_from: float | None = None,
+              description: str | None = None) -> RetrievalData:
+    """A BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
+
+    Only the queries that the split's qrels name are kept (``queries.jsonl`` often holds every split's).
+
+    :param folder: the folder.
+    :param split: which ``qrels/<split>.tsv`` to read.
+    :param relevant_from: the lowest qrel score that counts as relevant (None: scores must be 0 or 1).
+    :param description: one sentence saying what the task is (None: the default).
+    :returns: the data, named after the folder (``name@split`` for a split other than test).
+    :raises promptsearch.errors.DataError: for a missing file or field, bad JSON, duplicate ids, empty texts,
+        qrels naming unknown ids, graded scores without ``relevant_from``, or no relevant document."""
+    cut = _threshold(relevant_from)
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise DataError(f"{root} is not a folder; {FORMS}")
+    corpus: dict[str, str] = {}
+    path = root / "corpus.jsonl"
+    for i, row in _jsonl(path):
+        where = f"{path}:{i}"
+        cid = _id(_field(row, "_id", where), where, "document")
+        _put(corpus, cid, _document(row.get("title"), row.get("text"), where), where, "document")
+    queries: dict[str, str] = {}
+    path = root / "queries.jsonl"
+    for i, row in _jsonl(path):
+        where = f"{path}:{i}"
+        qid = _id(_field(row, "_id", where), where, "query")
+        text = _text(_field(row, "text", where), where, "the text")
+        if not text.strip():
+            raise DataError(f"{where}: query {qid!r} is empty; give it a text or remove it")
+        _put(queries, qid, text, where, "query")
+    judged, where_of = _read_qrels(root / "qrels" / f"{split}.tsv")
+    name = root.resolve().name + ("" if split == "test" else f"@{split}")
+    return _build(name, queries, corpus, judged, cut, description, where_of)
+
+
+# ---- 🤗 datasets (MTEB's layout) ------------------------------------------------------------------------------------
+
+def _saved(path: Path) -> bool:
+    return any((path / f).exists() for f in ("dataset_dict.json", "state.json", "dataset_info.json"))
+
+
+def _hf_part(spec: str, config: str, split: str | None, configs: list[str]):
+    """One config's split as a ``datasets.Dataset`` (``split`` None: its first split, as mteb takes it)."""
+    import datasets  # lazy: start-up time
+
+    p = Path(spec).expanduser()
+    with _quiet_datasets():
+        try:
+            if p.is_dir() and _saved(p / config):
+                ds = datasets.load_from_disk(str(p / config))
+            else:
+                ds = datasets.load_dataset(str(p) if p.is_dir() else spec, config)
+        except DataError:
+            raise
+        except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ValueError, parser errors ...)
+            raise DataError(f"cannot load config {config!r} of {spec}: {first_line(exc, 160)}") from None
+    if isinstance(ds, datasets.DatasetDict):
+        names = list(ds)
+        if not names:
+            raise DataError(f"config {config!r} of {spec} holds no split")
+        if split is None:
+            return ds[names[0]]
+        if split not in ds:
+            raise DataError(f"config {config!r} of {spec} has no split {split!r}; its splits are {', '.join(names)} "
+                            "(split=)")
+        return ds[split]
+    if split is not None and getattr(ds, "split", None) not in (None, split):
+        raise DataError(f"config {config!r} of {spec} is the split {ds.split!r}, not {split!r} (split=)")
+    return ds
+
+
+def _column(ds, names: tuple[str, ...]) -> str | None:
+    return next((c for c in names if c in ds.column_names), None)
+
+
+def _need(ds, names: tuple[str, ...], spec: str, what: str) -> str:
+    col = _column(ds, names)
+    if col is None:
+        raise DataError(f"the {what} of {spec} have no column {names[0]!r}; their columns are "
+                        f"{', '.join(ds.column_names)}")
+    return col
+
+
+def _configs(spec: str) -> list[str]:
+    """The configs a dataset has: sub-folders saved with ``save_to_disk``, or what ``datasets`` lists."""
+    import datasets  # lazy: start-up time
+
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        saved = [c for c in ("corpus", "queries", "default", "qrels") if _saved(p / c)]
+        if saved:
+            return saved
+    elif not _HUB.match(spec):
+        raise DataError(f"{spec!r} is neither a folder nor a hub id (owner/name); {FORMS}")
+    else:
+        hub_offline_if_unreachable()  # fail at once, not after ~30 s of retries
+    with _quiet_datasets():
+        try:
+            return list(datasets.get_dataset_config_names(str(p) if p.is_dir() else spec))
+        except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ConnectionError ...)
+            if p.is_dir():
+                raise DataError(f"cannot load {p} as a 🤗 dataset ({first_line(exc, 160)}); {FORMS}") from None
+            raise DataError(f"cannot load {spec!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
+                            "is not reachable, download it elsewhere (git clone) and pass the local folder") from None
+
+
+def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
+            description: str | None = None) -> RetrievalData:
+    """A 🤗 dataset in MTEB's layout: configs ``corpus`` (``_id``, optional ``title``, ``text``),
+    ``queries`` (``_id``, ``text``) and ``default`` (qrels per split: ``query-id``, ``corpus-id``,
+    ``score``). ``id`` is read where ``_id`` is missing; a qrels config named ``qrels`` is read where
+    there is no ``default``, and qrels without a ``score`` column count every row relevant.
+
+    :param spec: a hub id (``mteb/scifact``) or a local folder: a hub clone, or ``save_to_disk`` outputs in
+        sub-folders ``corpus``, ``queries`` and ``default``.
+    :param split: the qrels split.
+    :param relevant_from: the lowest qrel score that counts as relevant (None: scores must be 0 or 1).
+    :param description: one sentence saying what the task is (None: the default).
+    :returns: the data, named after the spec (``spec@split`` for a split other than test).
+    :raises promptsearch.errors.DataError: for a dataset that cannot be loaded, a missing config, split or
+        column, duplicate ids, empty texts, qrels naming unknown ids, graded scores without ``relevant_from``,
+        or no relevant document."""
+    cut = _threshold(relevant_from)
+    configs = _configs(spec)
+    qrels_config = "default" if "default" in configs else "qrels" if "qrels" in configs else None
+    missing = [c for c in ("corpus", "queries") if c not in configs] + ([] if qrels_config else ["default"])
+    if missing:
+        raise DataError(f"{spec} has no config {missing[0]!r}; its configs are {', '.join(configs) or 'none'} "
+                        "(MTEB's layout: corpus, queries, default)")
+    corpus: dict[str, str] = {}
+    ds = _hf_part(spec, "corpus", None, configs)
+    id_col = _need(ds, ("_id", "id"), spec, "corpus")
+    text_col, title_col = _column(ds, ("text",)), _column(ds, ("title",))
+    if text_col is None and title_col is None:
+        raise DataError(f"the corpus of {spec} has no column 'text'; its columns are {', '.join(ds.column_names)}")
+    ids, texts = ds[id_col], ds[text_col] if text_col else [None] * len(ds)
+    titles = ds[title_col] if title_col else [None] * len(ds)
+    for i, (cid, title, text) in enumerate(zip(ids, titles, texts)):
+        where = f"{spec}: corpus row {i + 1}"
+        _put(corpus, _id(cid, where, "document"), _document(title, text, where), where, "document")
+    queries: dict[str, str] = {}
+    ds = _hf_part(spec, "queries", None, configs)
+    id_col, text_col = _need(ds, ("_id", "id"), spec, "queries"), _need(ds, ("text",), spec, "queries")
+    for i, (qid, text) in enumerate(zip(ds[id_col], ds[text_col])):
+        where = f"{spec}: queries row {i + 1}"
+        qid = _id(qid, where, "query")
+        if not _text(text, where, "the text").strip():
+            raise DataError(f"{where}: query {qid!r} is empty; give it a text or remove it")
+        _put(queries, qid, text, where, "query")
+    assert qrels_config is not None  # checked above
+    ds = _hf_part(spec, qrels_config, split, configs)
+    q_col, d_col = _need(ds, ("query-id",), spec, "qrels"), _need(ds, ("corpus-id",), spec, "qrels")
+    s_col = _column(ds, ("score",))
+    scores = ds[s_col] if s_col else [1.0] * len(ds)
+    judged: dict[str, dict[str, float]] = {}
+    where_of: dict[tuple[str, str], str] = {}
+    for i, (q, d, s) in enumerate(zip(ds[q_col], ds[d_col], scores)):
+        where = f"{spec}: {qrels_config}@{split} row {i + 1}"
+        q, d = _id(q, where, "query"), _id(d, where, "document")
+        _judge(judged, q, d, _score(s, where), where)
+        where_of.setdefault((q, d), where)
+    if not where_of:
+        raise DataError(f"the {split} qrels of {spec} are empty; give rows of query-id, corpus-id, score")
+    name = spec + ("" if split == "test" else f"@{split}")
+    return _build(name, queries, corpus, judged, cut, description, where_of)
+
+
+# ---- the demo task --------------------------------------------------------------------------------------------------
+
+def demo_task(data_dir=None) -> RetrievalData:
+    """``stsb-paraphrase``: paraphrase retrieval built offline from STS-B dev (the derivation is in the
+    module's docstring).
+
+    :param data_dir: the data folder (None: the default location).
+    :returns: the task (259 queries, 2,647 documents, 260 relevant pairs on the shipped STS-B dev).
+    :raises promptsearch.errors.DataError: where STS-B dev cannot be read."""
+    first, second, gold = read_stsb("dev", data_dir).subsets["dev"]
+    paraphrases: dict[str, list[str]] = {}
+    for a, b, y in zip(first, second, gold):
+        if y >= DEMO_THRESHOLD:
+            docs = paraphrases.setdefault(a, [])
+            if b not in docs:
+                docs.append(b)
+    documents = [s for s in dict.fromkeys(s for pair in zip(first, second) for s in pair) if s not in paraphrases]
+    width = max(4, len(str(max(len(documents), len(paraphrases)))))
+    doc_id = {s: f"d{i:0{width}d}" for i, s in enumerate(documents, 1)}
+    kept = [(a, [doc_id[b] for b in docs if b in doc_id]) for a, docs in paraphrases.items()]
+    queries, relevant = {}, {}
+    for i, (a, ids) in enumerate([(a, ids) for a, ids in kept if ids], 1):
+        queries[f"q{i:0{width}d}"] = a
+        relevant[f"q{i:0{width}d}"] = frozenset(ids)
+    return RetrievalData("stsb-paraphrase", queries, {i: s for s, i in doc_id.items()}, relevant, DEMO_DESCRIPTION,
+                         dropped_queries=len(kept) - len(queries))
+
+
+# ---- by name --------------------------------------------------------------------------------------------------------
+
+def load_retrieval(spec: str, data_dir=None, split: str = "test", fmt: RetrievalFormat | None = None,
+                   description: str | None = None) -> RetrievalData:
+    """Retrieval data named by one string.
+
+    :param spec: ``demo`` or ``stsb-paraphrase`` (the built-in task), a BEIR folder (one holding
+        ``corpus.jsonl``), or a 🤗 dataset folder or hub id in MTEB's layout.
+    :param data_dir: the data folder of the built-in task (None: the default location).
+    :param split: the qrels split of a BEIR or 🤗 data set.
+    :param fmt: how to read the judgments (``relevant_from``); None: scores must be 0 or 1.
+    :param description: one sentence saying what the task is (None: the data's default).
+    :returns: the data.
+    :raises promptsearch.errors.DataError: for a spec that is none of the three forms, or data that cannot be read."""
+    if isinstance(fmt, PairFormat):
+        raise DataError("columns= and subset_column= name the columns of sentence pairs; retrieval data has "
+                        "BEIR's or MTEB's fixed columns: drop them")
+    if fmt is not None and not isinstance(fmt, RetrievalFormat):
+        raise TypeError(f"fmt= must be a RetrievalFormat, not {type(fmt).__name__}")
+    relevant_from = fmt.relevant_from if fmt else None
+    if not isinstance(spec, str) or not spec.strip():
+        raise DataError(f"no retrieval data named; {FORMS}")
+    if spec.strip().lower() in DEMO_NAMES:
+        if split != "test":
+            raise DataError(f"the demo task has one split (from STS-B dev); drop split={split!r}")
+        if relevant_from is not None:
+            raise DataError("the demo task's judgments are binary (gold >= 4 on STS-B dev); drop relevant_from=")
+        data = demo_task(data_dir)
+        return data if description is None else replace(data, description=_description(description))
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        beir = (p / "corpus.jsonl").is_file() and ((p / "qrels" / f"{split}.tsv").is_file()
+                                                   or not (p / "README.md").is_file())
+        if beir:
+            return load_beir(p, split, relevant_from, description)
+        return load_hf(spec, split, relevant_from, description)
+    if p.exists():
+        raise DataError(f"{spec} is a file; {FORMS}")
+    if _HUB.match(spec):
+        return load_hf(spec, split, relevant_from, description)
+    raise DataError(f"no retrieval data {spec!r}; {FORMS}")
