@@ -132,11 +132,15 @@ class ModuleStack:
         """The modules after the Pooling (Dense, Normalize …), run on every pooled read-out."""
         return self.modules[self.pooling_index + 1 :]
 
-    def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
+    def describe(self, readout: str | None = None, prompt: str | None = None,
+                 prompts: dict[str, str] | None = None) -> str:
         """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
-        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
+        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it; ``prompts``: named prompts
+        instead, ``query prompt 'query: ', no document prompt``)."""
         mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode,
                                                              bool(self.pooling.include_prompt))
+        if prompts is not None:
+            prompt = next((p for p in prompts.values() if p), "")  # pooled without it: any prompt there is
         prompt = self.default_prompt if prompt is None else prompt
         parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
                                                                   else " without the prompt")]
@@ -151,7 +155,9 @@ class ModuleStack:
         words = " + ".join(parts)
         if self.max_seq_length and self.max_seq_length < 1_000_000:  # a tokenizer with no limit says 1e30
             words += f", {self.max_seq_length} tokens"
-        if prompt:
+        if prompts is not None:
+            words += "".join(f", {name} prompt {p!r}" if p else f", no {name} prompt" for name, p in prompts.items())
+        elif prompt:
             words += f", {'default ' if readout is None else ''}prompt {prompt!r}"
         return words
 
