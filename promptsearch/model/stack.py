@@ -157,16 +157,21 @@ class ModuleStack:
         :returns: those modules, in order (empty when the Pooling is last)."""
         return self.modules[self.pooling_index + 1 :]
 
-    def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
+    def describe(self, readout: str | None = None, prompt: str | None = None,
+                 prompts: dict[str, str] | None = None) -> str:
         """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
-        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it).
+        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it; ``prompts``: named prompts
+        instead, ``query prompt 'query: ', no document prompt``).
 
         :param readout: a pooled read-out to describe instead of the stack's own pooling (None: its own).
         :param prompt: the prompt to name (None: the default prompt; '': none).
+        :param prompts: named prompts (``query``, ``document``) to name instead of one prompt (None: ``prompt``).
         :returns: one line.
         :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
         mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode,
                                                              bool(self.pooling.include_prompt))
+        if prompts is not None:
+            prompt = next((p for p in prompts.values() if p), "")  # pooled without it: any prompt there is
         prompt = self.default_prompt if prompt is None else prompt
         parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
                                                                   else " without the prompt")]
@@ -181,7 +186,9 @@ class ModuleStack:
         words = " + ".join(parts)
         if self.max_seq_length and self.max_seq_length < 1_000_000:  # a tokenizer with no limit says 1e30
             words += f", {self.max_seq_length} tokens"
-        if prompt:
+        if prompts is not None:
+            words += "".join(f", {name} prompt {p!r}" if p else f", no {name} prompt" for name, p in prompts.items())
+        elif prompt:
             words += f", {'default ' if readout is None else ''}prompt {prompt!r}"
         return words
 
