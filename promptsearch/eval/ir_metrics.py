@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import DataError
+from ..fileio import put_in_place, temp_beside
 
 PRIMARY_METRIC = "ndcg@10"
 
@@ -60,8 +61,9 @@ class CorpusStore:
 
     Rows are stored as unit vectors (cosine, the only score read from them, does not depend on the length), so
     every component lies in [-1, 1] and float16 keeps each within its relative precision of 2^-11. The file is
-    written as ``PATH.partial`` and renamed to ``PATH`` when its last row arrives, so a complete file at ``PATH``
-    is never a half-written one; :meth:`open` reads it back (a cache: its path names what was encoded).
+    written as a temp file beside ``PATH`` and put in place when its last row arrives (``promptsearch.fileio``), so a
+    file at ``PATH`` is never a half-written one, and two processes writing the same store do not mix their rows;
+    :meth:`open` reads it back (a cache: its path names what was encoded).
 
     :param path: the file to write (``.npy``; a cache folder such as ``promptsearch.paths.cache_dir()``).
     :param n: number of rows.
@@ -75,9 +77,8 @@ class CorpusStore:
         self.path = Path(path)
         self.n, self.dim = int(n), int(dim)
         self._rows = 0
-        self._partial = self.path.with_name(self.path.name + ".partial")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: Any = open(self._partial, "wb")
+        fd, self._temp = temp_beside(self.path)
+        self._file: Any = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_1_0(
             self._file, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f2")), "fortran_order": False,
                          "shape": (self.n, self.dim)})
@@ -108,7 +109,7 @@ class CorpusStore:
             raise DataError(f"the corpus store {path} is truncated: delete it and encode the corpus again")
         self = cls.__new__(cls)
         self.path, self.n, self.dim = path, int(shape[0]), int(shape[1])
-        self._rows, self._partial, self._file, self._offset = self.n, path, None, offset
+        self._rows, self._temp, self._file, self._offset = self.n, str(path), None, offset
         return self
 
     def __len__(self) -> int:
@@ -131,7 +132,7 @@ class CorpusStore:
         :raises promptsearch.DataError: for a wrong shape, more rows than ``n``, or a value that is not finite."""
         if self._file is None:
             raise DataError(f"the corpus store {self.path} is complete (or discarded): it takes no more rows")
-        x = torch.as_tensor(np.asarray(rows) if not isinstance(rows, torch.Tensor) else rows).detach().cpu()
+        x = rows.detach().cpu() if isinstance(rows, torch.Tensor) else torch.from_numpy(np.array(rows))
         if x.dim() != 2 or x.shape[1] != self.dim:
             raise DataError(f"rows for the corpus store must be (m, {self.dim}); got {tuple(x.shape)}")
         if self._rows + x.shape[0] > self.n:
@@ -145,14 +146,14 @@ class CorpusStore:
         if self.complete:
             self._file.close()
             self._file = None
-            os.replace(self._partial, self.path)
+            put_in_place(self._temp, self.path)
 
     def discard(self) -> None:
-        """Stop writing and delete the unfinished file (nothing when the store is complete)."""
+        """Stop writing and delete the unfinished temp file (nothing when the store is complete)."""
         if self._file is not None:
             self._file.close()
             self._file = None
-            self._partial.unlink(missing_ok=True)
+            Path(self._temp).unlink(missing_ok=True)
 
     def __enter__(self) -> CorpusStore:
         return self

@@ -13,13 +13,14 @@ numbers <= 1, each 2^-53)."""
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from promptsearch.errors import DataError
+from promptsearch.errors import DataError, PromptSearchError
 from promptsearch.eval.ir_metrics import PRIMARY_METRIC, CorpusStore, Cutoffs, retrieval_metrics, retrieval_top_k
 
 # more cut-offs than the defaults, so every metric is checked at a k below and above the relevant-set sizes
@@ -225,6 +226,7 @@ def written_store(path, corpus, pieces):
     start = 0
     for size in pieces:
         assert not store.complete and not path.exists() and store.rows == start
+        assert len(list(path.parent.glob(f".{path.name}.*"))) == 1  # a temp file beside it, until the last row
         store.append(corpus[start:start + size])
         start += size
     assert start == len(corpus)
@@ -235,7 +237,10 @@ def test_store_writes_in_chunks_and_reads_back(tmp_path):
     _, c, _, _, _ = random_task(5, n_corpus=503)
     path = tmp_path / "corpus.npy"
     store = written_store(path, c, [100, 1, 302, 100])
-    assert store.complete and path.exists() and not (tmp_path / "corpus.npy.partial").exists()
+    assert store.complete and [p.name for p in tmp_path.iterdir()] == ["corpus.npy"]  # the temp file became it
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # the usual permissions, not mkstemp's 0600
     unit = c / np.linalg.norm(c, axis=1, keepdims=True)
     stored = np.load(path, mmap_mode="r")  # a plain .npy file: numpy reads it without promptsearch
     assert stored.dtype == np.float16 and stored.shape == (503, 24)
@@ -275,6 +280,10 @@ def test_store_scores_within_float16_rounding_of_float32(tmp_path):
 
 
 def test_store_refuses_what_it_cannot_hold(tmp_path):
+    with pytest.raises(PromptSearchError, match="cannot write /proc/no-such/c.npy: .*; choose a writable output path"):
+        CorpusStore("/proc/no-such/c.npy", 4, 3)
+    with pytest.raises(DataError, match="needs n >= 1 and dim >= 1"):
+        CorpusStore(tmp_path / "c.npy", 0, 3)
     store = CorpusStore(tmp_path / "c.npy", 4, 3)
     with pytest.raises(DataError, match=r"must be \(m, 3\)"):
         store.append(np.ones((2, 5)))
