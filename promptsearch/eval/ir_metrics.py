@@ -29,10 +29,9 @@ plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`
 re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
 process. ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a
 2-core CPU: 120 MB measured for a CorpusStore against 114 MB from the terms above; 252 MB through an ``np.memmap``;
-1,004 MB for the full matrix. A :class:`CorpusStore` keeps a
-corpus's vectors as float16 on disk and reads them with plain reads, so a chunk is all that is resident; an
-``np.memmap`` works too, but the pages it touches count in the process's resident memory (the whole file, by the
-end) until the kernel drops them.
+1,004 MB for the full matrix. A :class:`CorpusStore` keeps a corpus's vectors as float16 on disk and reads them
+with plain reads, so a chunk is all that is resident; an ``np.memmap`` works too, but the pages it touches count in
+the process's resident memory (the whole file, by the end) until the kernel drops them.
 """
 
 from __future__ import annotations

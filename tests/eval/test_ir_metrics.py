@@ -33,7 +33,7 @@ class _FixedVectors:
     """The one method the evaluator calls when given corpus embeddings: a query's text is its id -> its vector."""
 
     def __init__(self, query_ids, query_emb):
-        self.vectors = dict(zip(query_ids, torch.as_tensor(np.asarray(query_emb, dtype=np.float32))))
+        self.vectors = dict(zip(query_ids, torch.as_tensor(np.asarray(query_emb))))
 
     def encode_query(self, texts, **kwargs):
         return torch.stack([self.vectors[t] for t in texts])
@@ -96,6 +96,16 @@ def test_equals_the_evaluator_with_defaults_and_tensors():
     want = evaluator_metrics(q, c, qids, cids, rel, 50_000)
     assert retrieval_metrics(torch.from_numpy(q), torch.from_numpy(c), qids, cids, rel) == want
     assert retrieval_metrics(q, c, qids, cids, {k: list(v) for k, v in rel.items()}) == want  # lists as sets
+
+
+def test_equals_the_evaluator_in_float64():
+    """float64 vectors are scored in float64, as the evaluator's cos_sim keeps them."""
+    q, c, qids, cids, rel = random_task(10, n_queries=20, n_corpus=300)
+    q, c = q.astype(np.float64) + 1e-9, c.astype(np.float64)  # values float32 cannot hold
+    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=64, cutoffs=CUT)
+    assert got == evaluator_metrics(q, c, qids, cids, rel, 64, **KS)
+    s64, _ = retrieval_top_k(q, c, cids, 5)
+    assert s64.dtype == np.float64
 
 
 def exact_task(seed, n_queries=40, n_corpus=300, dim=16):
