@@ -84,3 +84,10 @@ def test_distributed_speed(tiny_bert_dir, postgres_url):
     assert "storage overhead (2 candidates" in out and "ms a candidate" in out
     assert "one-process" in out and "1-worker" in out and "2-workers" not in out
     assert out.count("same path and scores") == 2 and "DIFFERENT" not in out
+
+
+def test_retrieval_memory():
+    out = bench("retrieval_memory.py", "--corpus", 3000, "--queries", 40, "--dim", 16, "--chunk-size", 700)
+    assert "CorpusStore (float16), chunked" in out and "np.memmap (float16), chunked" in out
+    assert "full matrix (float32 corpus)" in out and "estimate for the CorpusStore run:" in out
+    assert "full matrix / CorpusStore:" in out and "store and memmap give the same metrics: yes" in out
