@@ -21,21 +21,54 @@ def atomic_replace(path: str | os.PathLike, write: Callable[[str], None], mode: 
         p = Path(os.path.realpath(p))
     if mode is None and p.exists():
         mode = p.stat().st_mode & 0o7777  # a rewritten file keeps its permissions
+    fd, tmp = temp_beside(p)
+    os.close(fd)
+    try:
+        write(tmp)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _cannot_write(p, exc) from None
+        raise
+    put_in_place(tmp, p, mode)
+    return p
+
+
+def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """A new temp file in ``path``'s folder (made if missing), for a file written over many calls and then put in
+    place with :func:`put_in_place` (what :func:`atomic_replace` does in one call).
+
+    :param path: the file it will become.
+    :returns: (open descriptor, temp path).
+    :raises promptsearch.PromptSearchError: when the folder cannot be written."""
+    p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        os.close(fd)
-        try:
-            write(tmp)
-            os.chmod(tmp, (0o666 & ~_UMASK) if mode is None else mode)  # mkstemp makes 0600
-            os.replace(tmp, p)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        return tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     except OSError as exc:
-        raise PromptSearchError(f"cannot write {p}: {exc.strerror or exc}; choose a writable output path") from None
-    return p
+        raise _cannot_write(p, exc) from None
+
+
+def put_in_place(tmp: str | os.PathLike, path: str | os.PathLike, mode: int | None = None) -> None:
+    """Give the finished temp file ``tmp`` the usual permissions (``mode``, default 0666 less the umask) and
+    ``os.replace`` it onto ``path``; on failure it is deleted.
+
+    :param tmp: a finished file from :func:`temp_beside`.
+    :param path: where it goes.
+    :param mode: its permissions (default 0666 less the umask).
+    :raises promptsearch.PromptSearchError: when it cannot be put there."""
+    try:
+        os.chmod(tmp, (0o666 & ~_UMASK) if mode is None else mode)  # mkstemp makes 0600
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _cannot_write(path, exc) from None
+
+
+def _cannot_write(path: str | os.PathLike, exc: OSError) -> PromptSearchError:
+    return PromptSearchError(f"cannot write {path}: {exc.strerror or exc}; choose a writable output path")
 
 
 def atomic_write(path: str | os.PathLike, text: str) -> None:

@@ -92,3 +92,10 @@ def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
     got = json.loads((tmp_path / "r.json").read_text())
     assert "one pair" in out and "4 query prompts over one document prompt" in out and "x one pair" in out
     assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]
+
+
+def test_retrieval_memory():
+    out = bench("retrieval_memory.py", "--corpus", 3000, "--queries", 40, "--dim", 16, "--chunk-size", 700)
+    assert "CorpusStore (float16), chunked" in out and "np.memmap (float16), chunked" in out
+    assert "full matrix (float32 corpus)" in out and "estimate for the CorpusStore run:" in out
+    assert "full matrix / CorpusStore:" in out and "store and memmap give the same metrics: yes" in out

@@ -7,15 +7,13 @@ import sys
 import time
 
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
-from ..encoding.reps import rep_from_key, rep_from_options
-from ..errors import PromptSearchError, worded
+from ..encoding.reps import rep_named
+from ..errors import worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
 from ..eval.predict import check_sentences, format_predictions, head_note, predict, top_k_note
 from ..eval.tables import check_report_file, eval_output, report, report_templates, table9
-from ..library import resolve_key
 from ..model.saved import read_config
-from ..representation import ensemble_key, is_key
 from . import options as o
 
 
@@ -26,20 +24,7 @@ def cmd_eval(args) -> int:
     if args.template_dir and not (args.template or args.pooling):  # the directory supplies the template (and layer)
         enc = o.encoder(args, args.template_dir)
         template, denoise, layer, readout = enc.folder_options(args.denoise, args.layer, args.readout)
-    if readout is not None and not template:
-        raise PromptSearchError("--readout says how a --template's pass becomes a vector: give a --template (and no "
-                                "--pooling)")
-    if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser
-        if readout is not None or args.layer is not None or args.pooling:
-            raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop --readout, "
-                                    "--layer and --pooling, or give the template alone")
-        rep = rep_from_key(ensemble_key(resolve_key(t, args.demos) if is_key(t) else o.template(args, t).text
-                                      for t in template), denoise)
-    elif template or args.pooling or denoise or layer is not None:
-        rep = rep_from_options(template and [o.template(args, t) for t in template], denoise, args.pooling, args.head,
-                               layer, readout)
-    else:
-        rep = None  # no template, no pooling: the model's own representation, as sentence-transformers computes it
+    rep = rep_named(template, denoise, args.pooling, args.head, layer, readout, args.demos)  # None: the model's own
     enc = enc or (o.encoder(args, args.template_dir) if args.template_dir else o.encoder(args))
     own = rep is None
     rep = enc.resolve(enc.own_rep() if rep is None else rep)  # a Ditto head checked against the model before any pass

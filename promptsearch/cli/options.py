@@ -7,9 +7,10 @@ import sys
 from ..data import DataOptions, PairFormat
 from ..encoding import PromptEncoder
 from ..encoding.batching import precision_choice
-from ..errors import PromptSearchError, worded
+from ..errors import worded
 from ..library import resolve_template
 from ..model.saved import template_dir_config
+from ..train.loop import check_compat
 
 
 def show(args):
@@ -57,9 +58,8 @@ def encoder(args, path=None, training: bool = False, settings: dict | None = Non
     finetune (checked first; its own model, template and vectors). ``settings``: what the library decided over the
     flags (``bf16``, ``add_period``, ``max_length``, ``compat``: a resumed file's precision, a worker's search);
     ``pinned``: the results file whose precision a resumed run keeps."""
-    if training and args.compat == "reference":
-        raise PromptSearchError("--compat reference reproduces the reference's evaluation inputs; training uses the "
-                                "default inputs, so drop --compat")
+    if training:
+        check_compat(args.compat)  # before the model loads
     kw = dict(device=args.device, mask_head=args.mlm_head, batch_size=args.batch_size, max_tokens=args.max_tokens,
               bf16=args.bf16, add_period=args.add_period, max_length=args.max_length, show_progress_bar=show(args),
               data_dir=args.data_dir)  # where static-debiased and anisotropy find the Wikipedia sample

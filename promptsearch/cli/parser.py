@@ -454,14 +454,16 @@ def build_parser() -> Parser:
     _retrieval(sub)
     ex = _command(sub, "export", "train:cmd_export", help="write a searched representation as a plain "
                                                           "sentence-transformers model folder")
-    ex.add_argument("results", nargs="?", help="a results JSON: its chosen representation, of its model")
+    ex.add_argument("results", nargs="?", help="a results JSON: its chosen representation, of its model (a "
+                                               "retrieval search's: its query and document prompts, for "
+                                               "encode_query / encode_document)")
     ex.add_argument("--template", metavar="KEY", help="a representation instead, e.g. 'query: [X] @sentence-mean' "
                                                       "(with --model)")
     ex.add_argument("--model", default=None, help="the model (default: the results file's, else 'default')")
     ex.add_argument("--out", required=True, help="a new (or empty) folder for the model")
     ex.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
                     help="with --template: the longest input in tokens (default: the model's; a results file's is the "
-                         "length it was scored with)")
+                         "length it was scored with; a retrieval results file's: the model's, or this)")
     pl = _command(sub, "plot", "search:cmd_plot", help="pictures of a results file: a greedy path, an Optuna study, "
                                                        "scores")
     pl.add_argument("results", help="a results JSON written by a search")

@@ -17,7 +17,7 @@ from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
 from ..search.distributed import WorkQueue, serve
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
-from ..search.optuna_search import OptunaSearch, default_storage, default_study_name
+from ..search.optuna_search import OptunaSearch
 from ..search.plots import plot_results
 from ..search.racing import Racing
 from ..search.results import kept_precision, scored_settings
@@ -120,12 +120,11 @@ def cmd_score(args) -> int:
 
 def cmd_optuna(args) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    strat = OptunaSearch(storage=args.storage or default_storage(args.out), trials=args.trials, grammar=args.grammar,
-                         study_name=args.study_name or default_study_name(args.model, args.dataset, args.denoise,
-                                                                          args.pareto),
-                         seed=args.seed, prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
-                         layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
-                         announce=lambda line: print(line, file=sys.stderr))
+    strat = OptunaSearch.beside(args.out, args.model, args.dataset, args.denoise, args.storage, args.study_name,
+                                trials=args.trials, grammar=args.grammar, seed=args.seed, prune=not args.no_prune,
+                                show_progress_bar=o.show(args), pareto=args.pareto, layers=args.layers,
+                                batch=args.batch_trials, readouts=args.readouts,
+                                announce=lambda line: print(line, file=sys.stderr))
     res = _run(args, strat, strat.check_datasets, lambda sets: args.compare and Results.load(args.compare))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")
     return 0

@@ -6,13 +6,12 @@ import sys
 from pathlib import Path
 
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
-from ..encoding.batching import bf16_supported
 from ..fileio import check_writable
 from ..library import default_template
 from ..model.loading import DEFAULT_MODEL, default_model_path
 from ..search.results import Results
 from ..search.validate import known_scores
-from ..train.export import check_export, export_representation, export_target
+from ..train.export import check_export, export_representation, export_retrieval, export_target, retrieval_answer
 from ..train.finetune import FinetuneConfig, choose_training, finetune, prepare_encoder
 from ..train.finetune import summary_line as finetune_line
 from ..train.head import HeadConfig, HeadData, HeadTrainSettings, head_model, run_train_head
@@ -102,8 +101,7 @@ def cmd_train_head(args) -> int:
     if line := o.precision_line(args, model.word_embeddings.device):
         print(line, file=sys.stderr)
     settings = HeadTrainSettings(epochs=args.epochs, batch_size=args.head_batch_size, lr=args.lr, seed=args.seed,
-                                 bf16=(args.bf16 if args.bf16 is not None
-                                       else bf16_supported(model.word_embeddings.device)))
+                                 bf16=args.bf16)
     data = HeadData(heldout=args.heldout, cache_dir=args.cache_dir, describe={"corpus": corpus_parts(args.corpus)})
     rep = run_train_head(model, sentences, args.out, cfg, settings, data, show_progress_bar=not args.quiet)
     print(f"{rep.summary()}\nwrote {rep.path} (best epoch {rep.history.best_epoch}); use it with --mlm-head {rep.path}")
@@ -111,8 +109,14 @@ def cmd_train_head(args) -> int:
 
 
 def cmd_export(args) -> int:
-    """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch)."""
+    """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch); a
+    retrieval search's query and document prompts as one that encode_query / encode_document read."""
     out = check_export(args.out, bool(args.results), args.template)
+    if args.results and (answer := retrieval_answer(args.results, args.model)) is not None:
+        print(export_retrieval(answer.model, answer.query, answer.document, answer.readout, out,
+                               str(default_model_path()) if answer.model == DEFAULT_MODEL else None, args.max_length,
+                               document_readout=answer.document_readout))
+        return 0
     model, k, length = export_target(Results.load(args.results) if args.results else None, args.template, args.model,
                                      args.max_length, o.say)
     print(export_representation(model, k, out, str(default_model_path()) if model == DEFAULT_MODEL else None, length))

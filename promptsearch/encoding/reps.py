@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from ..errors import PromptSearchError
-from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key, is_mask
+from ..library import resolve_key, resolve_template
+from ..representation import POOLED_READOUTS, READOUTS, Representation, ensemble_key, entry_key, is_key, is_mask
 from ..template import Template
 
 # "first-last" averages the embedding-layer output (hidden_states[0]) and the last layer,
@@ -467,6 +468,38 @@ def rep_from_options(template: str | Template | list | None = None, denoise: boo
         raise PromptSearchError("pooling=ditto needs head=L-H (find the best with 'promptsearch ditto-search')")
     return rep(template or None, denoise, None if pooling == "mask" else pooling,
                head=head if pooling == "ditto" else None, layer=layer)
+
+
+def rep_named(template: list[str] | None = None, denoise: bool = False, pooling: str | None = None,
+              head: str | None = None, layer: int | None = None, readout: str | None = None,
+              demos: str | None = None) -> Rep | None:
+    """The representation a command's options name, as ``eval`` reads them: templates (shipped names, text, or
+    results-entry keys such as ``T @mean`` / ``A + B``, which name their read-out and layer themselves) with a
+    read-out, layer and denoising, or a baseline pooling; None when nothing is named (the model's own
+    representation). The one place the combinations that clash are refused.
+
+    :param template: the templates given (several: their ensemble), or None.
+    :param denoise: subtract the template bias from [MASK] states.
+    :param pooling: a baseline pooling, or with a template ``mask`` / ``topk-static``.
+    :param head: Ditto's attention head ``L-H`` (with ``pooling="ditto"``).
+    :param layer: the layer a [MASK] state is read at (None: the last).
+    :param readout: how a template's pass becomes a vector (None: its [MASK] state).
+    :param demos: a demonstrations file put before each template.
+    :returns: the representation, or None for the model's own.
+    :raises promptsearch.PromptSearchError: for options that clash (one line naming them)."""
+    if readout is not None and not template:
+        raise PromptSearchError("readout= says how a template's pass becomes a vector: give a template= (and no "
+                                "pooling=)")
+    if template and any(is_key(t) for t in template):  # results-entry keys ('T @layer L', 'T @mean'): one parser
+        if readout is not None or layer is not None or pooling:
+            raise PromptSearchError("a results-entry key names its read-out (and layer) itself: drop readout=, "
+                                    "layer= and pooling=, or give the template alone")
+        return rep_from_key(ensemble_key(resolve_key(t, demos) if is_key(t) else resolve_template(t, demos).text
+                                         for t in template), denoise)
+    if template or pooling or denoise or layer is not None:
+        return rep_from_options(template and [resolve_template(t, demos) for t in template], denoise, pooling, head,
+                                layer, readout)
+    return None
 
 
 # ---- biased tokens for static-debiased (PromptBERT Appendix A.1) ----------------------------

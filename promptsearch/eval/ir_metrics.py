@@ -15,20 +15,30 @@ The evaluator's definitions, kept here to the last bit (``tests/eval/test_ir_met
   min(number relevant, k) hits at the top;
 - ``map@k``: the sum of precision@rank at each hit within the top k, divided by min(k, number relevant).
 
-Memory is bounded: the corpus is read ``chunk_size`` rows at a time and each chunk's scores are folded into a running
-top-``max k`` per query, so the (queries x corpus) score matrix never exists. Beyond the queries' own vectors, one
-call holds about ``chunk_size x (n_queries x 4 + dim x 6)`` bytes for a chunk (its float32 scores, the float16 rows
-read and their float32 copy; ``x 4`` instead of ``x 6`` for a float32 array in memory, which is sliced, not read)
-plus ``n_queries x max_k x 40`` bytes of top-k state and ``n_corpus x 8`` for the corpus ids' order.
-``benchmarks/retrieval_memory.py`` measures it. A :class:`CorpusStore` keeps a corpus's vectors as float16 on disk
-and reads them with plain reads, so a chunk is all that is resident; an ``np.memmap`` works too, but the pages it
-touches count in the process's resident memory until the kernel drops them.
+Memory is bounded: the corpus is read ``chunk_size`` rows at a time into one buffer, normalised there, scored against
+every query into one score buffer, and each chunk's top ``max k`` folded into a running top-k per query, so the
+(queries x corpus) score matrix never exists. The buffers are allocated once per call, not per chunk. Beyond the
+caller's own arrays, one call's peak is about
+
+    chunk_size x (4 x n_queries + 4 x dim)    the float32 rows and their float32 scores (x 8 each in float64)
+  + chunk_size x 2 x dim                      the float16 rows read from a CorpusStore (not for an array)
+  + n_queries x max_k x 110                   the running top-k and its merge with a chunk's
+  + n_corpus x 60                             the corpus ids' order (a sorted Python list while it is built)
+
+plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`` bytes while those rows are
+re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
+process. ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a
+2-core CPU: 120 MB measured for a CorpusStore against 114 MB from the terms above; 252 MB through an ``np.memmap``;
+1,004 MB for the full matrix. A :class:`CorpusStore` keeps a corpus's vectors as float16 on disk and reads them
+with plain reads, so a chunk is all that is resident; an ``np.memmap`` works too, but the pages it touches count in
+the process's resident memory (the whole file, by the end) until the kernel drops them.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence, Union, overload
 
@@ -37,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import DataError
+from ..fileio import put_in_place, temp_beside
 
 PRIMARY_METRIC = "ndcg@10"
 
@@ -49,8 +60,9 @@ class CorpusStore:
 
     Rows are stored as unit vectors (cosine, the only score read from them, does not depend on the length), so
     every component lies in [-1, 1] and float16 keeps each within its relative precision of 2^-11. The file is
-    written as ``PATH.partial`` and renamed to ``PATH`` when its last row arrives, so a complete file at ``PATH``
-    is never a half-written one; :meth:`open` reads it back (a cache: its path names what was encoded).
+    written as a temp file beside ``PATH`` and put in place when its last row arrives (``promptsearch.fileio``), so a
+    file at ``PATH`` is never a half-written one, and two processes writing the same store do not mix their rows;
+    :meth:`open` reads it back (a cache: its path names what was encoded).
 
     :param path: the file to write (``.npy``; a cache folder such as ``promptsearch.paths.cache_dir()``).
     :param n: number of rows.
@@ -64,9 +76,8 @@ class CorpusStore:
         self.path = Path(path)
         self.n, self.dim = int(n), int(dim)
         self._rows = 0
-        self._partial = self.path.with_name(self.path.name + ".partial")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: Any = open(self._partial, "wb")
+        fd, self._temp = temp_beside(self.path)
+        self._file: Any = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_1_0(
             self._file, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f2")), "fortran_order": False,
                          "shape": (self.n, self.dim)})
@@ -97,7 +108,7 @@ class CorpusStore:
             raise DataError(f"the corpus store {path} is truncated: delete it and encode the corpus again")
         self = cls.__new__(cls)
         self.path, self.n, self.dim = path, int(shape[0]), int(shape[1])
-        self._rows, self._partial, self._file, self._offset = self.n, path, None, offset
+        self._rows, self._temp, self._file, self._offset = self.n, str(path), None, offset
         return self
 
     def __len__(self) -> int:
@@ -120,7 +131,7 @@ class CorpusStore:
         :raises promptsearch.DataError: for a wrong shape, more rows than ``n``, or a value that is not finite."""
         if self._file is None:
             raise DataError(f"the corpus store {self.path} is complete (or discarded): it takes no more rows")
-        x = torch.as_tensor(np.asarray(rows) if not isinstance(rows, torch.Tensor) else rows).detach().cpu()
+        x = rows.detach().cpu() if isinstance(rows, torch.Tensor) else torch.from_numpy(np.array(rows))
         if x.dim() != 2 or x.shape[1] != self.dim:
             raise DataError(f"rows for the corpus store must be (m, {self.dim}); got {tuple(x.shape)}")
         if self._rows + x.shape[0] > self.n:
@@ -134,14 +145,14 @@ class CorpusStore:
         if self.complete:
             self._file.close()
             self._file = None
-            os.replace(self._partial, self.path)
+            put_in_place(self._temp, self.path)
 
     def discard(self) -> None:
-        """Stop writing and delete the unfinished file (nothing when the store is complete)."""
+        """Stop writing and delete the unfinished temp file (nothing when the store is complete)."""
         if self._file is not None:
             self._file.close()
             self._file = None
-            self._partial.unlink(missing_ok=True)
+            Path(self._temp).unlink(missing_ok=True)
 
     def __enter__(self) -> CorpusStore:
         return self
@@ -167,20 +178,24 @@ class CorpusStore:
         """The rows in order, ``chunk_size`` at a time, read from the file (only the chunk is resident).
 
         :param chunk_size: rows a chunk (the last may be shorter).
-        :returns: an iterator of (first row's index, float32 tensor ``(rows, dim)``).
+        :returns: an iterator of (first row's index, float32 tensor ``(rows, dim)``, a new one each chunk).
         :raises promptsearch.DataError: while rows are missing."""
         self._check_complete()
         chunk_size = _positive(chunk_size, "chunk_size")
+        buf = np.empty((min(chunk_size, self.n), self.dim), dtype="<f2")
         with open(self.path, "rb", buffering=0) as f:
             for start in range(0, self.n, chunk_size):
-                m = min(chunk_size, self.n - start)
-                buf = np.empty((m, self.dim), dtype="<f2")
-                f.seek(self._offset + 2 * start * self.dim)
-                if f.readinto(buf.data.cast("B")) != buf.nbytes:
-                    raise DataError(f"the corpus store {self.path} is truncated: delete it and encode again")
-                rows = torch.from_numpy(buf).to(torch.float32)
-                del buf  # only the float32 chunk stays while it is scored
-                yield start, rows
+                m = self._read(f, start, buf)
+                yield start, torch.from_numpy(buf[:m]).to(torch.float32)
+
+    def _read(self, f: Any, start: int, buf: np.ndarray) -> int:
+        """Read rows from ``start`` into ``buf`` (float16 ``(rows, dim)``) with a plain read: ``min(len(buf), n -
+        start)`` rows, their number returned."""
+        m = min(len(buf), self.n - start)
+        f.seek(self._offset + 2 * start * self.dim)
+        if f.readinto(buf[:m].data.cast("B")) != 2 * m * self.dim:
+            raise DataError(f"the corpus store {self.path} is truncated: delete it and encode the corpus again")
+        return m
 
 
 CorpusEmbeddings = Union[np.ndarray, torch.Tensor, CorpusStore]
@@ -219,19 +234,30 @@ def _corpus_layout(corpus: CorpusEmbeddings) -> tuple[int, torch.dtype]:
     return int(shape[1]), torch.float64 if wide else torch.float32
 
 
-def _corpus_chunks(corpus: CorpusEmbeddings, chunk_size: int, dtype: torch.dtype) -> Iterator[tuple[int, torch.Tensor]]:
-    """(start, rows) of the corpus in ``dtype``, ``chunk_size`` rows at a time: each chunk a tensor of its own
-    (a copy, never a view of the caller's array), so it may be changed in place."""
+def _fill_chunks(corpus: CorpusEmbeddings, work: torch.Tensor) -> Iterator[tuple[int, int]]:
+    """Copy the corpus into ``work`` (``(chunk_size, dim)``, the scoring dtype), one chunk at a time: (start, rows)
+    for each, the rows in ``work[:rows]``. One buffer for every chunk: memory is allocated once, not per chunk (a
+    freed chunk-sized block that the allocator keeps would add to the peak), and the caller's array is never
+    changed (the rows are normalised in ``work``)."""
+    chunk_size = len(work)
     if isinstance(corpus, CorpusStore):
-        for start, rows in corpus.chunks(chunk_size):
-            yield start, rows.to(dtype)
+        corpus._check_complete()
+        buf = np.empty((chunk_size, corpus.dim), dtype="<f2")
+        with open(corpus.path, "rb", buffering=0) as f:
+            for start in range(0, corpus.n, chunk_size):
+                m = corpus._read(f, start, buf)
+                work[:m].copy_(torch.from_numpy(buf[:m]))
+                yield start, m
         return
+    as_numpy = work.numpy()
     for start in range(0, len(corpus), chunk_size):
         part = corpus[start:start + chunk_size]
+        m = len(part)
         if isinstance(part, torch.Tensor):
-            yield start, part.detach().to("cpu", dtype, copy=True)
-        else:  # np.array copies: a read-only memmap's rows become a writable array (torch warns on read-only ones)
-            yield start, torch.from_numpy(np.array(part, dtype=torch.empty(0, dtype=dtype).numpy().dtype))
+            work[:m].copy_(part.detach())
+        else:  # numpy casts float16 (a memmap's pages read here) into the buffer
+            np.copyto(as_numpy[:m], part, casting="same_kind")
+        yield start, m
 
 
 def _ids(ids: Sequence[str], rows: int, name: str, emb: str) -> list[str]:
@@ -280,13 +306,18 @@ def _top_k(q: torch.Tensor, corpus_emb: CorpusEmbeddings, corpus_ids: list[str],
     rank[torch.tensor(sorted(range(n), key=corpus_ids.__getitem__), dtype=torch.long)] = torch.arange(n)
     best_v = torch.empty((q.shape[0], 0), dtype=dtype)
     best_i = torch.empty((q.shape[0], 0), dtype=torch.long)
-    for start, rows in _corpus_chunks(corpus_emb, chunk_size, dtype):
-        _check_finite(rows, "corpus_emb", start)
-        rows.div_(rows.norm(2, dim=-1, keepdim=True).clamp_min(_EPS))  # F.normalize's arithmetic, in place
-        scores = torch.mm(q, rows.T)
-        del rows
-        kk = min(k, scores.shape[1])
-        if kk < scores.shape[1]:
+    work = torch.empty((min(chunk_size, n), dim), dtype=dtype)
+    score_buf = torch.empty(q.shape[0] * len(work), dtype=dtype)
+    group = max(1, q.shape[0] // 8)  # tied rows re-ranked this many at a time: their int64 keys stay small
+    for start, m in _fill_chunks(corpus_emb, work):
+        rows = work[:m]
+        norms = rows.norm(2, dim=-1, keepdim=True)
+        if not bool(torch.isfinite(norms).all()):
+            _check_finite(rows, "corpus_emb", start)
+        rows.div_(norms.clamp_min(_EPS))  # F.normalize's arithmetic, in place
+        scores = torch.mm(q, rows.T, out=score_buf[:q.shape[0] * m].view(q.shape[0], m))
+        kk = min(k, m)
+        if kk < m:
             # one more than kept: a tie across the cut shows as the (kk+1)-th score equal to the kk-th
             v, i = torch.topk(scores, kk + 1, dim=1, largest=True, sorted=True)
             tied = v[:, kk] == v[:, kk - 1]
@@ -294,16 +325,15 @@ def _top_k(q: torch.Tensor, corpus_emb: CorpusEmbeddings, corpus_ids: list[str],
             if bool(tied.any()):
                 # torch.topk breaks ties arbitrarily: those rows take their tied entries with the lowest ids, as
                 # the evaluator does (scores above the cut first, then the ties by id, then the rest)
-                r = tied.nonzero().squeeze(1)
-                sub, cut = scores[r], v[r, kk - 1:kk]
-                chunk_rank = rank[start:start + scores.shape[1]]
-                keys = torch.where(sub > cut, chunk_rank, 2 * n)
-                keys = torch.where(sub == cut, chunk_rank + n, keys)
-                pick = keys.topk(kk, dim=1, largest=False).indices
-                i[r], v[r] = pick, sub.gather(1, pick)
-        else:
+                chunk_rank = rank[start:start + m]
+                for r in tied.nonzero().squeeze(1).split(group):
+                    sub, cut = scores[r], v[r, kk - 1:kk]
+                    keys = torch.where(sub > cut, chunk_rank, 2 * n)
+                    keys = torch.where(sub == cut, chunk_rank + n, keys)
+                    pick = keys.topk(kk, dim=1, largest=False).indices
+                    i[r], v[r] = pick, sub.gather(1, pick)
+        else:  # the whole chunk is kept
             v, i = scores, torch.arange(kk).expand_as(scores)
-        del scores
         # fold into the running top-k under (-score, id): sort by id, then (stably) by score
         cat_v, cat_i = torch.cat([best_v, v], dim=1), torch.cat([best_i, i + start], dim=1)
         order = rank[cat_i].argsort(dim=1)
@@ -313,8 +343,32 @@ def _top_k(q: torch.Tensor, corpus_emb: CorpusEmbeddings, corpus_ids: list[str],
     return best_v.numpy(), best_i.numpy()
 
 
-def _metric_ks(name: str, ks: Sequence[int]) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(_positive(k, name) for k in ks))
+@dataclass(frozen=True)
+class Cutoffs:
+    """The k of each metric, named and defaulted as ``InformationRetrievalEvaluator``'s arguments are (an empty
+    tuple leaves that metric out; duplicates are dropped).
+
+    :raises promptsearch.DataError: for a k below 1, or no k at all."""
+
+    mrr_at_k: Sequence[int] = (10,)
+    ndcg_at_k: Sequence[int] = (10,)
+    accuracy_at_k: Sequence[int] = (1, 3, 5, 10)
+    precision_recall_at_k: Sequence[int] = (1, 3, 5, 10)
+    map_at_k: Sequence[int] = (100,)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            ks = getattr(self, f.name)
+            if isinstance(ks, (int, np.integer)):
+                raise DataError(f"{f.name}= must be a sequence of whole numbers, e.g. ({ks},), got {ks!r}")
+            object.__setattr__(self, f.name, tuple(dict.fromkeys(_positive(k, f.name) for k in ks)))
+        if self.max_k == 0:
+            raise DataError("no cut-off given: pass at least one k in ndcg_at_k=, mrr_at_k=, map_at_k=, ...")
+
+    @property
+    def max_k(self) -> int:
+        """The largest k of any metric: how many documents each query's ranking keeps."""
+        return max((k for f in fields(self) for k in getattr(self, f.name)), default=0)
 
 
 def _sequential_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -326,27 +380,19 @@ def _sequential_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 @overload
 def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEmbeddings, query_ids: Sequence[str],
-                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *,
-                      mrr_at_k: Sequence[int] = ..., ndcg_at_k: Sequence[int] = ..., accuracy_at_k: Sequence[int] = ...,
-                      precision_recall_at_k: Sequence[int] = ..., map_at_k: Sequence[int] = ...,
+                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *, cutoffs: Cutoffs | None = ...,
                       chunk_size: int = ..., per_query: Literal[False] = ...) -> dict[str, float]: ...
 
 
 @overload
 def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEmbeddings, query_ids: Sequence[str],
-                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *,
-                      mrr_at_k: Sequence[int] = ..., ndcg_at_k: Sequence[int] = ..., accuracy_at_k: Sequence[int] = ...,
-                      precision_recall_at_k: Sequence[int] = ..., map_at_k: Sequence[int] = ...,
+                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *, cutoffs: Cutoffs | None = ...,
                       chunk_size: int = ..., per_query: Literal[True]) -> dict[str, Any]: ...
 
 
 def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEmbeddings, query_ids: Sequence[str],
-                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *,
-                      mrr_at_k: Sequence[int] = (10,), ndcg_at_k: Sequence[int] = (10,),
-                      accuracy_at_k: Sequence[int] = (1, 3, 5, 10),
-                      precision_recall_at_k: Sequence[int] = (1, 3, 5, 10), map_at_k: Sequence[int] = (100,),
-                      chunk_size: int = 50_000,
-                      per_query: bool = False) -> dict[str, Any]:
+                      corpus_ids: Sequence[str], relevant: Mapping[str, Any], *, cutoffs: Cutoffs | None = None,
+                      chunk_size: int = 50_000, per_query: bool = False) -> dict[str, Any]:
     """nDCG, MRR, MAP, recall, precision and accuracy at k of cosine retrieval, the numbers
     ``InformationRetrievalEvaluator`` gives for the same vectors (see the module docstring for the definitions).
 
@@ -357,11 +403,7 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
         without one: drop them before, as ``promptsearch.data.retrieval`` does).
     :param corpus_ids: the corpus rows' ids (equal scores rank by ascending id, as in the evaluator).
     :param relevant: query id -> the relevant corpus ids (binary relevance; entries for other queries are ignored).
-    :param mrr_at_k: cut-offs for ``mrr@k``.
-    :param ndcg_at_k: cut-offs for ``ndcg@k``.
-    :param accuracy_at_k: cut-offs for ``accuracy@k``.
-    :param precision_recall_at_k: cut-offs for ``precision@k`` and ``recall@k``.
-    :param map_at_k: cut-offs for ``map@k``.
+    :param cutoffs: the k of each metric (default: the evaluator's, ``Cutoffs()``).
     :param chunk_size: corpus rows scored at once (memory, not the result, depends on it).
     :param per_query: also return ``"per_query"``: metric name -> float64 array over the queries in ``query_ids``
         order (what a query contributes to the mean; ``accuracy@k`` 0 or 1).
@@ -370,32 +412,31 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
     :raises promptsearch.DataError: for mismatched shapes or ids, duplicate ids, a query without relevant documents,
         a relevant id not in ``corpus_ids``, an empty corpus, vectors that are not finite, or a cut-off below 1."""
     chunk_size = _positive(chunk_size, "chunk_size")
-    ks = {"accuracy": _metric_ks("accuracy_at_k", accuracy_at_k),
-          "precision_recall": _metric_ks("precision_recall_at_k", precision_recall_at_k),
-          "mrr": _metric_ks("mrr_at_k", mrr_at_k), "ndcg": _metric_ks("ndcg_at_k", ndcg_at_k),
-          "map": _metric_ks("map_at_k", map_at_k)}
-    max_k = max((k for group in ks.values() for k in group), default=0)
-    if max_k == 0:
-        raise DataError("no cut-off given: pass at least one k in ndcg_at_k=, mrr_at_k=, map_at_k=, ...")
+    cutoffs = Cutoffs() if cutoffs is None else cutoffs
+    max_k = cutoffs.max_k
     q = _as_matrix(query_emb, "query_emb")
     query_ids = _ids(query_ids, q.shape[0], "query_ids", "query_emb")
     corpus_ids = _ids(corpus_ids, len(corpus_emb), "corpus_ids", "corpus_emb")
     if not corpus_ids:
         raise DataError("corpus_emb= is empty: there is nothing to retrieve")
-    where = {cid: j for j, cid in enumerate(corpus_ids)}
-    n_rel = np.empty(len(query_ids), dtype=np.int64)
-    rel_codes: list[int] = []
-    for qi, qid in enumerate(query_ids):
+    wanted: dict[str, set[str]] = {}
+    for qid in query_ids:
         docs = relevant.get(qid)
         if not docs:
             raise DataError(f"query {qid!r} has no relevant document in relevant=: drop it from query_ids= (the "
                             "evaluator leaves such queries out)")
-        missing = [d for d in docs if d not in where]
+        wanted[qid] = set(docs)
+    # the relevant documents' rows, found in one pass (no id -> row map of the whole corpus)
+    needed = set().union(*wanted.values())
+    row_of = {cid: j for j, cid in enumerate(corpus_ids) if cid in needed}
+    n_rel = np.array([len(docs) for docs in wanted.values()], dtype=np.int64)
+    rel_codes: list[int] = []
+    for qi, (qid, docs) in enumerate(wanted.items()):
+        missing = sorted(docs - row_of.keys())
         if missing:
             raise DataError(f"relevant= names corpus id {missing[0]!r} for query {qid!r}, but corpus_ids= has no such "
                             "id")
-        n_rel[qi] = len(set(docs))
-        rel_codes.extend(qi * len(corpus_ids) + where[d] for d in set(docs))
+        rel_codes.extend(qi * len(corpus_ids) + row_of[d] for d in docs)
     _, top = _top_k(q, corpus_emb, corpus_ids, max_k, chunk_size)
     codes = np.arange(len(query_ids), dtype=np.int64)[:, None] * len(corpus_ids) + top
     hits = np.zeros((len(query_ids), max_k), dtype=np.float64)  # fewer than max_k columns when the corpus is small
@@ -404,31 +445,31 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
     n_q = len(query_ids)
     out: dict[str, Any] = {}
     each: dict[str, Any] = {}  # metric -> float64 (n_queries,)
-    for k in ks["accuracy"]:
+    for k in cutoffs.accuracy_at_k:
         found = hits[:, :k].any(axis=1)
         out[f"accuracy@{k}"] = int(found.sum()) / n_q
         each[f"accuracy@{k}"] = found.astype(np.float64)
-    for k in ks["precision_recall"]:
+    for k in cutoffs.precision_recall_at_k:
         correct = hits[:, :k].sum(axis=1)  # whole numbers: exact in any order
         each[f"precision@{k}"] = correct / k
         each[f"recall@{k}"] = correct / n_rel
-    for k in ks["precision_recall"]:
+    for k in cutoffs.precision_recall_at_k:
         out[f"precision@{k}"] = float(np.mean(each[f"precision@{k}"]))
-    for k in ks["precision_recall"]:
+    for k in cutoffs.precision_recall_at_k:
         out[f"recall@{k}"] = float(np.mean(each[f"recall@{k}"]))
     discount = 1.0 / np.log2(np.arange(max_k, dtype=np.float64) + 2)
-    for k in ks["ndcg"]:
+    for k in cutoffs.ndcg_at_k:
         dcg = _sequential_sum(hits[:, :k] * discount[:k])
         ideal = np.cumsum(discount[:k])[np.minimum(n_rel, k) - 1]
         each[f"ndcg@{k}"] = dcg / ideal
         out[f"ndcg@{k}"] = float(np.mean(each[f"ndcg@{k}"]))
-    for k in ks["mrr"]:
+    for k in cutoffs.mrr_at_k:
         window = hits[:, :k]
         first = window.argmax(axis=1)
         rr = np.where(window.any(axis=1), 1.0 / (first + 1), 0.0)
         each[f"mrr@{k}"] = rr
         out[f"mrr@{k}"] = float(_sequential_sum(rr)) / n_q
-    for k in ks["map"]:
+    for k in cutoffs.map_at_k:
         window = hits[:, :k]
         precision_at_rank = np.cumsum(window, axis=1) / np.arange(1, k + 1)
         ap = _sequential_sum(np.where(window > 0, precision_at_rank, 0.0)) / np.minimum(k, n_rel)

@@ -82,7 +82,14 @@ class ModuleStack:
     """A model's sentence-transformers modules: its ``transformer`` (running promptsearch's encoder), the
     ``modules`` after it (one of them the Pooling, at ``pooling_index``), its ``prompts`` and
     ``default_prompt_name``; ``saved``: read from the folder's ``modules.json`` (False: sentence-transformers'
-    default stack for a plain checkpoint)."""
+    default stack for a plain checkpoint).
+
+    :param transformer: the stack's first module, sentence-transformers' ``Transformer``.
+    :param modules: the modules after it, in order (the Pooling among them).
+    :param pooling_index: the Pooling's index in ``modules``.
+    :param prompts: the folder's prompts, by name.
+    :param default_prompt_name: the prompt ``encode`` uses when given none (None: no prompt).
+    :param saved: whether the stack was read from the folder's ``modules.json``."""
 
     transformer: Transformer
     modules: list[torch.nn.Module]
@@ -94,31 +101,47 @@ class ModuleStack:
 
     @property
     def pooling(self):
+        """The stack's own Pooling module.
+
+        :returns: sentence-transformers' ``Pooling``, ``modules[pooling_index]``."""
         return self.modules[self.pooling_index]
 
     @property
     def max_seq_length(self) -> int | None:
-        """The longest input sentence-transformers feeds (``max_seq_length``), special tokens included."""
+        """The longest input sentence-transformers feeds (``max_seq_length``), special tokens included.
+
+        :returns: the Transformer's ``max_seq_length`` (None: it sets none)."""
         return self.transformer.max_seq_length
 
     @property
     def default_prompt(self) -> str:
-        """The prompt ``encode`` prepends when given none ('' when the folder names no default)."""
+        """The prompt ``encode`` prepends when given none ('' when the folder names no default).
+
+        :returns: the prompt's text."""
         return (self.prompts.get(self.default_prompt_name) or "") if self.default_prompt_name else ""
 
     @property
     def dimension(self) -> int:
-        """The token embeddings' width (what Pooling reads)."""
+        """The token embeddings' width (what Pooling reads).
+
+        :returns: the Pooling's ``embedding_dimension``."""
         return int(self.pooling.embedding_dimension)
 
     def own(self) -> Representation:
-        """The model's own representation: its default prompt, pooled as its Pooling module pools."""
+        """The model's own representation: its default prompt, pooled as its Pooling module pools.
+
+        :returns: ``default_prompt + "[X]"`` with the Pooling's mode as its read-out.
+        :raises promptsearch.TemplateError: for a pooling mode that is not one of sentence-transformers'."""
         p = self.pooling
         return Representation.of(self.default_prompt + "[X]", readout=readout_of(p.pooling_mode, p.include_prompt))
 
     def pooling_for(self, readout: str):
         """The Pooling module a pooled read-out runs: the folder's own when it pools that way, else one
-        made like it with the read-out's mode and ``include_prompt``."""
+        made like it with the read-out's mode and ``include_prompt``.
+
+        :param readout: a pooled read-out name (``mean``, ``sentence-cls`` ...).
+        :returns: the Pooling module (one per read-out is made, then reused).
+        :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
         mode, include = pooling_of(readout)
         p = self.pooling
         if p.pooling_mode == mode and (bool(p.include_prompt) == include or mode == "lasttoken"):
@@ -129,14 +152,26 @@ class ModuleStack:
         return self._variants[readout]
 
     def after_pooling(self) -> list[torch.nn.Module]:
-        """The modules after the Pooling (Dense, Normalize …), run on every pooled read-out."""
+        """The modules after the Pooling (Dense, Normalize …), run on every pooled read-out.
+
+        :returns: those modules, in order (empty when the Pooling is last)."""
         return self.modules[self.pooling_index + 1 :]
 
-    def describe(self, readout: str | None = None, prompt: str | None = None) -> str:
+    def describe(self, readout: str | None = None, prompt: str | None = None,
+                 prompts: dict[str, str] | None = None) -> str:
         """The stack in words, e.g. ``CLS pooling + Dense 384→256 + Normalize, 128 tokens, default prompt
-        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it)."""
+        'query: '`` (``readout``/``prompt``: as a pooled read-out would run it; ``prompts``: named prompts
+        instead, ``query prompt 'query: ', no document prompt``).
+
+        :param readout: a pooled read-out to describe instead of the stack's own pooling (None: its own).
+        :param prompt: the prompt to name (None: the default prompt; '': none).
+        :param prompts: named prompts (``query``, ``document``) to name instead of one prompt (None: ``prompt``).
+        :returns: one line.
+        :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
         mode, include = pooling_of(readout) if readout else (self.pooling.pooling_mode,
                                                              bool(self.pooling.include_prompt))
+        if prompts is not None:
+            prompt = next((p for p in prompts.values() if p), "")  # pooled without it: any prompt there is
         prompt = self.default_prompt if prompt is None else prompt
         parts = [f"{_MODE_WORDS.get(mode, mode)} pooling" + ("" if include or mode == "lasttoken" or not prompt
                                                                   else " without the prompt")]
@@ -151,7 +186,9 @@ class ModuleStack:
         words = " + ".join(parts)
         if self.max_seq_length and self.max_seq_length < 1_000_000:  # a tokenizer with no limit says 1e30
             words += f", {self.max_seq_length} tokens"
-        if prompt:
+        if prompts is not None:
+            words += "".join(f", {name} prompt {p!r}" if p else f", no {name} prompt" for name, p in prompts.items())
+        elif prompt:
             words += f", {'default ' if readout is None else ''}prompt {prompt!r}"
         return words
 
@@ -189,7 +226,17 @@ def _checkpoint_view(path: str):
 def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
-    the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is."""
+    the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is.
+
+    :param path: a model folder, or a Hugging Face hub id.
+    :param encoder: the weights the stack's Transformer runs (None: its own, loaded here on the CPU); the
+        modules after it are moved to its device and floating-point dtype.
+    :returns: the stack.
+    :raises promptsearch.errors.ModelError: when sentence-transformers cannot read ``path``, or the stack does
+        not start with a feature-extraction Transformer, sends queries and documents different ways (Router,
+        Asym), has other than one Pooling module, concatenates pooling modes, or passes its modules forward
+        arguments."""
+
     from sentence_transformers import SentenceTransformer  # lazy: start-up time
     from sentence_transformers.util import load_file_path  # lazy: start-up time
 

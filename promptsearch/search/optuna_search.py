@@ -76,6 +76,25 @@ class OptunaSearch(Strategy):
     started: float = 0.0
     _grammar: Grammar | None = field(default=None, repr=False)
 
+    @classmethod
+    def beside(cls, out, model: str, dataset: str, denoise: bool, storage: str | None = None,
+               study_name: str | None = None, **settings) -> "OptunaSearch":
+        """An Optuna search whose study is ``storage`` / ``study_name`` when given, else a SQLite study beside the
+        results file (:func:`default_storage`) named after the model, data and variant (:func:`default_study_name`):
+        the same run then resumes the same study.
+
+        :param out: the results file the run writes (its ``.db`` sibling holds the default study).
+        :param model: the model as the user named it.
+        :param dataset: the dev set(s) the study scores on.
+        :param denoise: whether the templates are scored denoised.
+        :param storage: an Optuna RDB URL (None: the default beside ``out``).
+        :param study_name: the study's name (None: the default for this model, data and variant).
+        :param settings: the search's other fields (``trials``, ``grammar``, ``seed``, ``pareto`` ...).
+        :returns: the search."""
+        pareto = bool(settings.get("pareto", False))
+        return cls(storage=storage or default_storage(out),
+                   study_name=study_name or default_study_name(model, dataset, denoise, pareto), **settings)
+
     def settings(self) -> dict:
         return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
                 "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch,

@@ -33,7 +33,10 @@ from .validate import validate
 class Told:
     """What a strategy is told of the candidates it proposed: their full-set scores (in candidate order; a
     race: its finalists', in candidate order) and, of a race, the candidates dropped before a full-set
-    score (``{"template", "rung"}``)."""
+    score (``{"template", "rung"}``).
+
+    :param scores: the full-set scores, in candidate order.
+    :param dropped: a race's candidates dropped before the full set, each ``{"template", "rung"}``."""
 
     scores: list[Score]
     dropped: list[dict] = field(default_factory=list)
@@ -42,7 +45,13 @@ class Told:
 @dataclass(frozen=True)
 class Judged:
     """A step judged: the gain of ``after`` over ``before`` (points ×100), its paired-bootstrap standard
-    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did."""
+    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did.
+
+    :param gain: the gain, points ×100.
+    :param se: its paired-bootstrap standard error.
+    :param need: the gain it had to beat.
+    :param taken: whether the step is taken."""
+
 
     gain: float
     se: float
@@ -76,7 +85,15 @@ def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judg
 
 
 class Runner:
-    """Runs one strategy with one scorer into one results file (see the module's description)."""
+    """Runs one strategy with one scorer into one results file (see the module's description).
+
+    :param strategy: what proposes the candidates (its ``min_gain`` judges steps; its ``show_progress_bar``,
+        when it has one, False: no progress bars).
+    :param scorer: what scores them.
+    :param results: the results the run writes, saved after every record (a resumed run's path is recorded
+        again).
+    :cvar CHUNK: candidates scored together (what an interrupt can lose)."""
+
 
     CHUNK = 16  # candidates scored together (what an interrupt can lose)
 

@@ -41,7 +41,16 @@ class Scored:
     """What was scored and how it scored — what a fresh :class:`Score` and a results file's entry
     (:class:`~promptsearch.search.results.Entry`) both are: the template, its read-out (a layer, a pooled
     read-out, or an ensemble's members), the objective's Spearman × 100, each dev set's when there are
-    several, denoised or not, seconds."""
+    several, denoised or not, seconds.
+
+    :param template: the template text (an ensemble's: its members' keys joined by " + ").
+    :param spearman: the objective's Spearman ×100.
+    :param denoise: whether the [MASK] states were denoised (False for a pooled read-out).
+    :param seconds: the encoding time it took (0.0 when it came from the cache, or is an ensemble's).
+    :param sets: each dev set's Spearman ×100, when the objective spans several (None: one set).
+    :param layer: the [MASK] state's layer (None: the last hidden state).
+    :param members: an ensemble's members (None: not an ensemble).
+    :param readout: a pooled read-out (None: the [MASK] or last-token state)."""
 
     template: str
     spearman: float
@@ -74,7 +83,10 @@ class Scored:
 
 @dataclass
 class Score(Scored):
-    """A score as a scorer returns it: also whether it came from the cache, and in which precision."""
+    """A score as a scorer returns it: also whether it came from the cache, and in which precision.
+
+    :param cached: whether it came from the score cache.
+    :param precision: the precision it was computed in (the scorer's reference precision)."""
 
     cached: bool = False
     precision: str = ""  # the precision it was computed in (the scorer's reference precision)
@@ -88,14 +100,29 @@ class Scorer:
     the one way to score), :meth:`similarities`, :meth:`gain` and :meth:`se` (a step's noise), :meth:`cached`,
     :meth:`check`, :meth:`numbers` (what changes a score) and :meth:`on` (another data set); for screening
     (racing, pruning rungs) :meth:`at_layer`, :meth:`encode_pairs`, :meth:`record` and :meth:`count_time`;
-    for distributed work :meth:`distribute`, :meth:`measure`, :meth:`record_measured` and :meth:`remote_rung`."""
+    for distributed work :meth:`distribute`, :meth:`measure`, :meth:`record_measured` and :meth:`remote_rung`.
+
+    :param encoder: the encoder whose representations are scored.
+    :param dataset: the dev set, several joined by commas (``"stsb-dev,sick-trial"``), or a ``DevSets``.
+    :param denoise: which variant a [MASK] state's score is: denoised or raw (one pass computes, and the cache
+        keeps, both; a pooled read-out is never denoised).
+    :param data: where the sets are read from and in which columns.
+    :param cache: the score cache file (None or True: the default, ``$PROMPTSEARCH_CACHE`` or
+        ``$XDG_CACHE_HOME/promptsearch/scores.jsonl``, by default ~/.cache/promptsearch/scores.jsonl; False: no
+        cache). A file that cannot be read is said once, and scoring goes on without it.
+    :param screening: the precision screening (racing and pruning rungs) encodes in: "auto" (the encoder's
+        own), "fp32", "bf16" or "int8".
+    :param objective: several dev sets' score: the "mean" or the "min" of their Spearmans.
+    :raises promptsearch.PromptSearchError: for an unknown ``screening`` precision or ``objective``, a
+        ``dataset`` that is empty, names a group of test sets or names one set twice, or a ``cache`` that is a
+        folder or not a score cache.
+    :raises promptsearch.errors.DataError: for a set that cannot be read, or two sets holding the same pairs."""
 
     def __init__(self, encoder: PromptEncoder, dataset: str | DevSets = DEV_SET, denoise: bool = True,
                  data: DataOptions = DataOptions(), cache: str | os.PathLike | bool | None = None,
                  screening: str = "auto", objective: str = "mean"):
-        """``data``: where the sets are read from and in which columns; ``cache``: the score cache file
-        (None: the default, ``$PROMPTSEARCH_CACHE`` or ~/.cache/promptsearch/scores.jsonl; False: no cache)."""
         self.encoder = encoder
+
         if screening not in ("auto",) + PromptEncoder.PRECISIONS:
             raise PromptSearchError(f"unknown precision {screening!r}; choose auto, fp32, bf16 or int8")
         self.screening_precision = encoder.precision if screening == "auto" else screening
@@ -222,7 +249,10 @@ class Scorer:
     def screening_encoder(self) -> PromptEncoder:
         """The encoder racing and pruning rungs run on (``screening``): the reference encoder
         itself unless another precision was asked for (int8: a quantized copy, made once).
-        Anything with ``template_states`` and ``precision`` may be set in its place."""
+        Anything with ``template_states`` and ``precision`` may be set in its place.
+
+        :returns: the screening encoder."""
+
         if self._screening is None:
             self._screening = self.encoder.with_precision(self.screening_precision)
         return self._screening

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import sentence_transformers
@@ -26,8 +27,8 @@ from ..fileio import check_writable
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
-from ..representation import Representation
-from ..template import quote
+from ..representation import Representation, readout_of
+from ..template import SENT, quote
 
 MODULE_REF = "promptsearch.train.export.PromptModule"
 
@@ -136,13 +137,74 @@ def pooling_config(dimension: int, mode: str, include_prompt: bool) -> dict:
     return cfg
 
 
-def _consumer_notes(k: Representation, stack) -> list[str]:
+@dataclass(frozen=True)
+class FolderSpec:
+    """What a sentence-transformers folder over a model's module stack computes: its one Pooling (``mode``,
+    ``include_prompt``) and the prompts its encode methods prepend — ``prompts`` names ``query`` (what
+    ``encode_query`` prepends) and ``document`` (``encode_document``), ``default_prompt_name`` the one plain
+    ``encode`` prepends (None: none). ``title``: what it computes, in words (the model card's heading);
+    ``retrieval``: the two sides are the point (the card shows ``encode_query`` / ``encode_document``)."""
+
+    mode: str
+    include_prompt: bool
+    prompts: dict[str, str]
+    default_prompt_name: str | None
+    title: str
+    retrieval: bool = False
+
+    @property
+    def readout(self) -> str:
+        """The pooled read-out name of the Pooling (``sentence-mean`` …)."""
+        return readout_of(self.mode, self.include_prompt)
+
+    @classmethod
+    def of(cls, k: Representation) -> "FolderSpec":
+        """One representation: its prompt stored as ``query`` and ``document`` and made the default, so
+        ``encode``, ``encode_query`` and ``encode_document`` all give ``k``.
+
+        :param k: a prompt pooled by one of sentence-transformers' modes (checked by the caller).
+        :returns: the spec."""
+        pooling = k.st_pooling
+        assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
+        prompt = k.prompt or ""
+        return cls(*pooling, {"query": prompt, "document": prompt}, "query" if prompt else None, k.text)
+
+    @classmethod
+    def of_retrieval(cls, query: Representation, document: Representation) -> "FolderSpec":
+        """A query and a document representation in one folder: ``query``'s prompt stored as ``query``,
+        ``document``'s as ``document``, no default (plain ``encode`` adds no prompt). One Pooling serves both:
+        the same mode, and the same ``include_prompt`` where it matters (a side with no prompt pools alike either
+        way: sentence-transformers measures no prompt length for an empty prompt).
+
+        :param query: the query side: a prompt pooled by one of sentence-transformers' modes.
+        :param document: the document side, likewise.
+        :returns: the spec.
+        :raises promptsearch.PromptSearchError: for a side sentence-transformers cannot compute, or sides that
+            need two Pooling modules (sentence-transformers' Router, which export does not write)."""
+        for side, k in (("query", query), ("document", document)):
+            if (why := k.why_not_sentence_transformers()) is not None:
+                raise PromptSearchError(f"the {side} side {quote(k.shown)} cannot be a sentence-transformers prompt: "
+                                        f"{why}")
+        (mq, iq), (md, idoc) = query.st_pooling or ("", True), document.st_pooling or ("", True)
+        prompted = {inc for k, m, inc in ((query, mq, iq), (document, md, idoc)) if k.prompt and m != "lasttoken"}
+        if mq != md or len(prompted) > 1:
+            raise PromptSearchError(f"the query is read out by {query.readout} and the document by {document.readout}:"
+                                    " that needs a Pooling module for each (sentence-transformers' Router), which "
+                                    "export does not write; choose one read-out for both sides")
+        title = f"query {quote(query.shown)}, document {quote(document.shown)}"
+        return cls(mq, next(iter(prompted), True), {"query": query.prompt or "", "document": document.prompt or ""},
+                   None, title, retrieval=True)
+
+
+def _consumer_notes(spec: FolderSpec, stack) -> list[str]:
     """What some consumers of the folder do differently, said rather than hidden."""
-    pooling = k.st_pooling
-    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
-    mode, include = pooling
+    mode, include = spec.mode, spec.include_prompt
     notes = []
-    if k.prompt:
+    if spec.retrieval and any(spec.prompts.values()):
+        notes.append("the prompts are applied by sentence-transformers' encode_query / encode_document (>= 5.0) and "
+                     "encode(prompt_name='query' / 'document') (>= 2.4); plain encode adds none; Text Embeddings "
+                     "Inference applies one to a request that names it (prompt_name), vLLM not at all")
+    elif any(spec.prompts.values()):
         notes.append("the prompt is applied by sentence-transformers >= 2.4 (encode, encode_query, encode_document); "
                      "Text Embeddings Inference applies it to a request that names the prompt 'query' (or when started "
                      "with that default prompt name), vLLM not at all")
@@ -174,14 +236,21 @@ def _dense_files(module, folder: Path) -> None:
     torch.save(state, folder / "pytorch_model.bin")
 
 
-def _model_card(k: Representation, model: str, description: str, notes: list[str]) -> str:
-    lines = [f"# {k.text}", "", f"A sentence-transformers model written by `promptsearch export`: the representation "
-             f"`{k.text}` of `{model}`.", "", f"- base model: `{model}`", f"- modules: {description}", "",
+def _model_card(spec: FolderSpec, model: str, description: str, notes: list[str]) -> str:
+    what = "the query and document prompts" if spec.retrieval else "the representation"
+    lines = [f"# {spec.title}", "", f"A sentence-transformers model written by `promptsearch export`: {what} "
+             f"`{spec.title}` of `{model}`.", "", f"- base model: `{model}`", f"- modules: {description}", "",
              "```python", "from sentence_transformers import SentenceTransformer", "",
-             "model = SentenceTransformer(\"path/to/this/folder\")",
-             "vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the "
-             "default",
-             "```", ""]
+             "model = SentenceTransformer(\"path/to/this/folder\")"]
+    if spec.retrieval:
+        lines += ["queries = model.encode_query([\"who plays the guitar ?\"])  # the query prompt "
+                  "(sentence-transformers < 5: encode(..., prompt_name=\"query\"))",
+                  "documents = model.encode_document([\"a man is playing a guitar .\"])  # the document prompt "
+                  "(< 5: prompt_name=\"document\")"]
+    else:
+        lines += ["vectors = model.encode([\"a man is playing a guitar .\"])  # the prompt, when there is one, is the "
+                  "default"]
+    lines += ["```", ""]
     if notes:
         lines += ["Other readers of this folder:", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(lines)
@@ -205,22 +274,23 @@ def _check_pooling_first(stack, model: str) -> None:
                                 "reader reads puts it there (1_Pooling)")
 
 
-def write_modules(folder: Path, stack, k: Representation, length: int | None, model: str) -> tuple[str, list[str]]:
-    """Every file of a sentence-transformers folder for ``k`` over ``stack`` but the transformer's weights and
-    tokenizer: modules.json, the Pooling set to ``k``, the stack's modules after it (Dense, Normalize …),
-    sentence_bert_config.json (``length``: the max length), the prompt as ``query`` and ``document``, the default,
-    and a model card.
+def write_modules(folder: Path, stack, spec: "FolderSpec | Representation", length: int | None,
+                  model: str) -> tuple[str, list[str]]:
+    """Every file of a sentence-transformers folder for ``spec`` over ``stack`` but the transformer's weights and
+    tokenizer: modules.json, the Pooling set to ``spec``'s, the stack's modules after it (Dense, Normalize …),
+    sentence_bert_config.json (``length``: the max length), the prompts and the default prompt name, and a model
+    card.
 
     :param folder: the folder to write into (it exists).
     :param stack: the model's sentence-transformers module stack (``promptsearch.model.stack.ModuleStack``).
-    :param k: the representation: a prompt pooled by one of sentence-transformers' modes.
+    :param spec: what the folder computes; a representation (a prompt pooled by one of sentence-transformers'
+        modes) stands for ``FolderSpec.of(k)``.
     :param length: the max length to write (None, or above a million: none).
     :param model: the model's name, for the model card and errors.
     :returns: ``(description, notes)``: the stack in words, and what other readers do differently.
     :raises promptsearch.PromptSearchError: for a stack whose Pooling is not the module after the Transformer."""
-    pooling = k.st_pooling
-    assert pooling is not None  # a prompt pooled by a sentence-transformers mode (the export checks it first)
-    mode, include = pooling
+    spec = spec if isinstance(spec, FolderSpec) else FolderSpec.of(spec)
+    mode, include = spec.mode, spec.include_prompt
     _check_pooling_first(stack, model)
     tr = stack.transformer
     sbert: dict[str, bool | int] = {"do_lower_case": bool(getattr(tr, "do_lower_case", False))}
@@ -241,19 +311,19 @@ def write_modules(folder: Path, stack, k: Representation, length: int | None, mo
             (folder / path).mkdir(exist_ok=True)  # a fine-tuning run writes its folder again at each better checkpoint
             m.save(str(folder / path))
         modules.append({"idx": i, "name": str(i), "path": path, "type": LEGACY + name})
-    prompt = k.prompt or ""
     st_cfg = {"__version__": {"sentence_transformers": sentence_transformers.__version__,
                               "transformers": transformers.__version__, "pytorch": torch.__version__},
-              "prompts": {"query": prompt, "document": prompt}, "default_prompt_name": "query" if prompt else None,
+              "prompts": dict(spec.prompts), "default_prompt_name": spec.default_prompt_name,
               "similarity_fn_name": "cosine"}
     for name, obj in (("modules.json", modules), ("sentence_bert_config.json", sbert),
                       ("config_sentence_transformers.json", st_cfg)):
         (folder / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    description = stack.describe(k.readout, prompt)
+    description = (stack.describe(spec.readout, prompts=spec.prompts) if spec.retrieval
+                   else stack.describe(spec.readout, spec.prompts["query"]))
     if stack.max_seq_length != length:
         description = description.replace(f"{stack.max_seq_length} tokens", f"{length} tokens")
-    notes = _consumer_notes(k, stack)
-    (folder / "README.md").write_text(_model_card(k, model, description, notes), encoding="utf-8")
+    notes = _consumer_notes(spec, stack)
+    (folder / "README.md").write_text(_model_card(spec, model, description, notes), encoding="utf-8")
     return description, notes
 
 
@@ -296,6 +366,57 @@ def export_target(results=None, template: str | None = None, model: str | None =
     return results.model or DEFAULT_MODEL, results.best.entry_key, max_length or scored
 
 
+@dataclass(frozen=True)
+class RetrievalAnswer:
+    """What a retrieval search chose (its results file's ``best``), on its ``model``: the ``query`` and
+    ``document`` prompts ("": none) and the pooled ``readout``; ``document_readout``: the document side's when a
+    hand-written file gives the sides two (None: ``readout``)."""
+
+    model: str
+    query: str
+    document: str
+    readout: str
+    document_readout: str | None = None
+
+
+def retrieval_answer(path, model: str | None = None) -> RetrievalAnswer | None:
+    """The answer of a retrieval results file (``"kind": "retrieval"``, written by the retrieval search): its
+    ``best`` (``{"query", "document", "readout"}``; ``readout`` may be ``{"query": R, "document": R}`` in a file
+    written by hand) and its ``model``.
+
+    :param path: a results file.
+    :param model: the model the caller names, when it does: it must be the file's.
+    :returns: the answer; None for a file that is not a retrieval results file (an STS search's, or none at all:
+        ``promptsearch.search.results.Results.load`` reads and judges those).
+    :raises promptsearch.PromptSearchError: for a retrieval results file with no ``best`` or a malformed one, or
+        another ``model``."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(d, dict) or d.get("kind") != "retrieval":
+        return None
+    best = d.get("best")
+    if not best:
+        raise PromptSearchError(f"{path} holds no chosen retrieval prompts yet (no \"best\"); export it when its "
+                                "search has scored them")
+    given = best.get("readout") if isinstance(best, dict) else None
+    sides = given if isinstance(given, dict) else {"query": given, "document": given}
+    fields = {"query": best.get("query") if isinstance(best, dict) else None,
+              "document": best.get("document") if isinstance(best, dict) else None,
+              "readout": sides.get("query"), "document readout": sides.get("document")}
+    if bad := [name for name, v in fields.items() if not isinstance(v, str)]:
+        raise PromptSearchError(f"{path}: its \"best\" gives no {' / '.join(bad)} as text; a retrieval results file's "
+                                "best is {\"query\": PROMPT, \"document\": PROMPT, \"readout\": READOUT}")
+    if not isinstance(d.get("model"), str) or not d["model"]:
+        raise PromptSearchError(f"{path} names no model (\"model\"); a retrieval results file names the one it scored")
+    if model and model != d["model"]:
+        raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
+    query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
+    return RetrievalAnswer(d["model"], query, document, readout,
+                           None if document_readout == readout else document_readout)
+
+
 def export_representation(model: str, k: Representation, out, model_path: str | None = None,
                           max_length: int | None = None) -> str:
     """Write a sentence-transformers folder for the representation ``k`` of ``model`` (a prompt pooled one of
@@ -322,6 +443,58 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
                  "pooled read-out (P[X] @mean …)") if not k.members and not k.pooled else ""
         raise PromptSearchError(f"{quote(k.text)} cannot be a sentence-transformers folder: {why}{extra}")
 
+    description, notes = _write_folder(model, FolderSpec.of(k), out, model_path, max_length)
+    lines = [f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {k.text} of {model}",
+             f"  {description}"]
+    return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def export_retrieval(model: str, query: str, document: str, readout: str, out, model_path: str | None = None,
+                     max_length: int | None = None, document_readout: str | None = None) -> str:
+    """Write a sentence-transformers folder for a retrieval answer of ``model``: the model's own module stack (as
+    ``export_representation`` writes it) with the Pooling set to ``readout`` and ``prompts`` =
+    ``{"query": query, "document": document}``, no default prompt. Then ``SentenceTransformer(out).encode_query``
+    gives ``query + "[X]"`` pooled by ``readout`` (``Representation.of(query + "[X]", readout=readout)``, as
+    promptsearch scored it), ``encode_document`` likewise with ``document``, and plain ``encode`` adds no prompt
+    (sentence-transformers' ``encode_query`` reads the prompt named ``query``, ``encode_document`` the first of
+    ``document``, ``passage``, ``corpus``; an empty prompt is no prompt, and keeps ``encode`` from falling back to a
+    default). Refused with a one-line reason before anything is written: a side sentence-transformers cannot
+    compute, or sides that would need two Pooling modules (sentence-transformers' Router, which this does not
+    write). The folder appears whole or not at all.
+
+    :param model: the model as the user named it (``"default"``, a hub id, a folder), named in the model card.
+    :param query: the query prompt: text before the query ("": none).
+    :param document: the document prompt: text before the document ("": none).
+    :param readout: a pooled read-out (``mean``, ``sentence-mean``, ``cls`` …), for both sides.
+    :param out: the folder to write (it must not exist, or be empty).
+    :param model_path: where the model is read from, when not ``model`` itself.
+    :param max_length: the max length the prompts were scored with (None: the model's own).
+    :param document_readout: the document side's read-out when it is not ``readout`` (a hand-written results
+        file); export takes it only where one Pooling module computes both.
+    :returns: what was written (what ``encode_query`` / ``encode_document`` give) and the notes that apply, a few
+        lines.
+    :raises promptsearch.PromptSearchError: for a prompt or read-out sentence-transformers cannot compute, sides
+        needing different modules, an unfinished fine-tuning folder, or a module stack whose Pooling is not the
+        module after the Transformer; ``promptsearch.errors.ModelError`` for a model that cannot be read."""
+    kq = Representation.of(query + SENT, readout=readout)
+    kd = Representation.of(document + SENT, readout=document_readout or readout)
+    description, notes = _write_folder(model, FolderSpec.of_retrieval(kq, kd), out, model_path, max_length)
+    lines = [f"wrote {out}: SentenceTransformer({str(out)!r}), the retrieval prompts of {model}:",
+             f"  .encode_query(queries) gives {kq.shown}",
+             f"  .encode_document(documents) gives {kd.shown}",
+             "  .encode(texts) adds no prompt", f"  {description}"]
+    return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
+                  max_length: int | None) -> tuple[str, list[str]]:
+    """The one way an export writes its folder: the model's own stack read by sentence-transformers, the
+    transformer's weights and tokenizer (``max_length``, when given, as its limit) and ``write_modules``
+    written into a temporary folder beside ``out``, which then becomes ``out`` whole.
+
+    :returns: ``(description, notes)`` from ``write_modules``.
+    :raises promptsearch.PromptSearchError: for an unfinished fine-tuning folder or a module stack whose Pooling
+        is not the module after the Transformer (before anything is written)."""
     check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
     stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
     _check_pooling_first(stack, model)  # before anything is written (write_modules checks it for finetune too)
@@ -336,7 +509,7 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
             if length and length < 1_000_000:
                 tr.tokenizer.model_max_length = length
             tr.tokenizer.save_pretrained(tmp)
-        description, notes = write_modules(tmp, stack, k, length, model)
+        description, notes = write_modules(tmp, stack, spec, length, model)
         public(tmp)
         if out.is_dir():
             out.rmdir()  # an empty folder given as --out (the command refuses one that holds anything)
@@ -344,9 +517,7 @@ def export_representation(model: str, k: Representation, out, model_path: str | 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    lines = [f"wrote {out}: SentenceTransformer({str(out)!r}).encode(sentences) gives {k.text} of {model}",
-             f"  {description}"]
-    return "\n".join(lines + [f"note: {n}" for n in notes])
+    return description, notes
 
 
 def public(folder: Path) -> None:

@@ -44,6 +44,7 @@ from .loop import (
     Trainee,
     TraineeState,
     TrainRun,
+    check_compat,
     checkpoint_path,
     end_checkpoint,
     sentences_per_second,
@@ -120,7 +121,8 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     :returns: ``{"dev_set", "start_dev", "best_dev", "steps", "seconds", "steps_per_second",
         "train_sentences_per_second", "history", "device", "processes"}``.
     :raises promptsearch.PromptSearchError: for views that cannot differ, a checkpoint in ``out_dir`` of other
-        settings, or a dev set that cannot be read or scored."""
+        settings, or a dev set that cannot be read or scored, or an encoder with ``compat="reference"``."""
+    check_compat(enc.compat)
     acc = Accelerator()
     out = Path(out_dir)
     # identical views with no dropout would train nothing: refused before anything is written

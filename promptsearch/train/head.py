@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -33,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..encoding.batching import pad
+from ..encoding.batching import bf16_supported, pad
 from ..errors import PromptSearchError, worded
 from ..fileio import atomic_replace, atomic_write
 from ..model import load_model
@@ -217,9 +217,19 @@ class HeadTrainSettings(TrainSettings):
     epochs: int = 6
     weight_decay: float = 0.01
     warmup: float = 0.05
-    bf16: bool = False  # autocast the head's matmuls (AMX CPUs, GPUs): ~25 % faster steps on CPU
+    # autocast the head's matmuls (AMX CPUs, GPUs: ~25 % faster steps on CPU); None: the device's default precision
+    # (encoding.batching.precision_choice: measured on a CPU), decided by :meth:`on`
+    bf16: bool | None = None
 
     RECORD_ORDER = ("epochs", "batch_size", "lr", "weight_decay", "warmup", "seed", "bf16")
+
+    def on(self, device) -> "HeadTrainSettings":
+        """These settings with ``bf16`` decided for ``device`` (as given, or the device's default precision when
+        None), so the record and a resume key name the precision the run used.
+
+        :param device: the device the head trains on.
+        :returns: settings whose ``bf16`` is True or False."""
+        return self if self.bf16 is not None else replace(self, bf16=bf16_supported(torch.device(device)))
 
     def record(self) -> dict:
         """The settings as ``train-head.json`` and a resume checkpoint's key have always written them
@@ -244,6 +254,7 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
     Keeps the weights of the epoch with the best held-out top-5. With ``checkpoint`` the
     state after every epoch is saved there and a re-run resumes from it.
     """
+    settings = settings.on(head.embed.device)  # bf16=None: the device's default precision
     torch.manual_seed(settings.seed)
     n = len(train.states)
     steps_per_epoch = max(1, math.ceil(n / settings.batch_size))
@@ -338,7 +349,7 @@ class _HeadTrainee(Trainee):
     def step(self, ix) -> torch.Tensor:
         x = self.train.states[ix].to(self.dev).float()
         y = self.train.targets[ix].to(self.dev)
-        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.settings.bf16):
+        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=bool(self.settings.bf16)):
             logits = self.head(x).float()
         if self.mask_out is not None:
             logits = logits.index_fill(1, self.mask_out, float("-inf"))
@@ -433,7 +444,8 @@ def run_train_head(model, sentences: Sequence[str], out_dir: str | Path, cfg: He
     cache = Path(data.cache_dir) if data.cache_dir else cache_dir_path() / "head"
     heldout, rate = data.heldout, data.rate
     sentences = dedupe(sentences)
-    masking = Masking(rate, settings.seed, 64, settings.bf16)
+    settings = settings.on(model.word_embeddings.device)  # bf16=None: the device's default precision, decided once
+    masking = Masking(rate, settings.seed, 64, bool(settings.bf16))
     key = corpus_key(model, sentences, masking)  # names the states file and the checkpoint
     states = cached_states(model, sentences, cache, layers=(cfg.layer,), masking=masking,
                            show_progress_bar=show_progress_bar, key=key)[cfg.layer]

@@ -26,6 +26,7 @@ from .loop import (
     Trainee,
     TraineeState,
     TrainRun,
+    check_compat,
     checkpoint_path,
     end_checkpoint,
     sentences_per_second,
@@ -40,7 +41,13 @@ CHECKPOINT = "optiprompt-checkpoint.pt"
 @dataclass
 class OptiPromptConfig(TrainConfig):
     """OptiPrompt: the template whose vectors are trained and for how many steps; the rest is
-    :class:`~promptsearch.train.loop.TrainConfig` (batches of 64, lr 3e-3, a dev score every 50 steps)."""
+    :class:`~promptsearch.train.loop.TrainConfig` (batches of 64, lr 3e-3, a dev score every 50 steps).
+
+    :param template: the template whose literal tokens become trained vectors.
+    :param steps: the optimisation steps.
+    :param batch_size: sentences per step (None: 64).
+    :param lr: Adam's learning rate (None: 3e-3).
+    :param eval_steps: score the dev set every this many steps, and at the end (None: 50)."""
 
     template: str
     steps: int = 200
@@ -56,13 +63,24 @@ class OptiPromptConfig(TrainConfig):
     @property
     def step(self) -> Step:
         """Unsupervised SimCSE over the template's [MASK] states (:mod:`.step`): the same template
-        twice, dropout making the two views differ."""
+        twice, dropout making the two views differ.
+
+        :returns: the training step's settings (the template parsed; this config's denoising, temperature,
+            token limit and micro-batches).
+        :raises promptsearch.TemplateError: for a template that does not parse."""
         t = Template.parse(self.template).text
         return Step("unsup", (t, t), self.denoise, self.temperature, self.max_seq_length, self.micro_batch,
                     self.micro_tokens)
 
 
 def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
+    """The vectors OptiPrompt starts from: the static word embeddings of the template's literal tokens (every
+    token but [X]'s, [MASK] and the special tokens), those before [X] first.
+
+    :param enc: the encoder.
+    :param template: the template.
+    :returns: a float32 ``(tokens, hidden size)`` copy on the encoder's device, detached from the model.
+    :raises promptsearch.TemplateError: for a template this model cannot fill."""
     r = enc.rendered(template)
     sb, sa = r.soft_slots()
     ids = [r.before[i] for i in sb] + [r.after[i] for i in sa]
@@ -72,7 +90,24 @@ def initial_vectors(enc: PromptEncoder, template: str) -> torch.Tensor:
 def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfig, out_dir, model_name: str,
                      run: TrainRun = TrainRun()) -> dict:
     """Train, keep the best vectors on the dev set (``run.dev_dataset``), save them to ``out_dir``; returns a
-    summary. ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column."""
+    summary. ``corpus``: a list of sentences or a ``datasets.Dataset`` with one text column.
+
+    The encoder's weights are frozen (and stay so); it is left with the best vectors set, in eval mode.
+
+    :param enc: the encoder; its compatibility must not be ``"reference"``.
+    :param corpus: the training sentences.
+    :param cfg: the settings; its ``history`` is filled with the dev evaluations.
+    :param out_dir: the folder the vectors are saved to (made when missing); the resume checkpoint is kept in
+        its ``resume/`` until the run ends (and after, with ``run.keep_checkpoint``).
+    :param model_name: the base model's name, written into the saved config.
+    :param run: the dev set, data options, resuming, keeping the checkpoint, and how scores are found.
+    :returns: ``{"dev_set", "manual_dev", "best_dev", "steps", "batch_size", "lr", "seconds",
+        "train_sentences_per_second", "history"}``: the manual template's dev score and the best vectors', rounded
+        to 4 places, and the run's settings and times.
+    :raises promptsearch.PromptSearchError: for an encoder with ``compat="reference"``.
+    :raises promptsearch.TemplateError: for a template that does not parse, or that this model cannot fill.
+    :raises promptsearch.errors.DataError: for a dev set that cannot be read."""
+    check_compat(enc.compat)  # compat="reference" is for evaluation inputs
     template = Template.parse(cfg.template).text
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,7 +150,12 @@ def train_optiprompt(enc: PromptEncoder, corpus: list[str], cfg: OptiPromptConfi
 @dataclass
 class OptiPromptState(TraineeState):
     """OptiPrompt's part of the resume checkpoint: the template, its vectors now and at the best dev score, the
-    optimizer."""
+    optimizer.
+
+    :param template: the template trained.
+    :param soft: its vectors now.
+    :param optimizer: the optimizer's state dict.
+    :param best_vec: the vectors at the best dev score."""
 
     template: str
     soft: torch.Tensor
@@ -150,7 +190,14 @@ class _OptiPromptee(Trainee):
 
 
 def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool = False) -> str:
-    """What a finished OptiPrompt run says, under the name of the set that chose the vectors."""
+    """What a finished OptiPrompt run says, under the name of the set that chose the vectors.
+
+    :param summary: what ``train_optiprompt`` returned.
+    :param cfg: the run's settings.
+    :param out: where the vectors were saved.
+    :param several_seeds: name the run's seed (one of several).
+    :returns: one line."""
+
     dev = summary["dev_set"]
     return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
             f"{summary['manual_dev']:.2f} (manual template) -> {summary['best_dev']:.2f} (best vectors) in "

@@ -19,7 +19,12 @@ SEEDS_FILE = "seeds.json"
 
 
 def parse_seeds(text: str | None, default: int) -> list[int]:
-    """``0,1,2`` (several runs, reported as mean ± std) or ``[default]`` when ``text`` is None."""
+    """``0,1,2`` (several runs, reported as mean ± std) or ``[default]`` when ``text`` is None.
+
+    :param text: seeds separated by commas (None: ``default`` alone).
+    :param default: the seed when ``text`` is None.
+    :returns: the seeds in the order given, each once.
+    :raises promptsearch.PromptSearchError: for a seed that is not a whole number of 0 or more, or no seed."""
     if text is None:
         return [default]
     try:
@@ -35,7 +40,11 @@ def parse_seeds(text: str | None, default: int) -> list[int]:
 
 
 def seed_outputs(out, seeds: Sequence[int]) -> list[Path]:
-    """Where each seed's run goes: ``out`` itself for one seed, ``out/seed-N`` for several."""
+    """Where each seed's run goes: ``out`` itself for one seed, ``out/seed-N`` for several.
+
+    :param out: the run's output folder.
+    :param seeds: the seeds.
+    :returns: one folder per seed, in the order of ``seeds`` (nothing is created)."""
     return [Path(out)] if len(seeds) == 1 else [Path(out) / f"seed-{s}" for s in seeds]
 
 
@@ -45,7 +54,18 @@ def seeds_report(before: Callable[[], PromptEncoder], after: Callable[[Path], Pr
     """The before/after table of a training run of representation ``r`` (``before()`` the start
     encoder, ``after(dir)`` a trained one, each built when needed; each score found by ``run.scores``, on
     ``run.data``: through the score cache, scores already measured cost no pass); with several seeds, one row
-    per seed and the mean ± std, also written to ``out/seeds.json``."""
+    per seed and the mean ± std, also written to ``out/seeds.json``.
+
+    :param before: makes the encoder training started from.
+    :param after: makes the encoder trained into a folder (one of ``seed_outputs(out, seeds)``).
+    :param r: the representation trained and scored.
+    :param tasks: the tasks scored (as ``promptsearch.data.expand_tasks`` gives them).
+    :param out: the run's output folder.
+    :param seeds: the seeds trained with.
+    :param labels: the two rows' labels: before, after.
+    :param run: how scores are found (``run.scores``) and on which data (``run.data``).
+    :returns: the table as Markdown (with several seeds, followed by a line naming the seeds and files)."""
+
     denoise = getattr(r, "denoise", False)
 
     def scores(enc):

@@ -13,25 +13,27 @@ numbers <= 1, each 2^-53)."""
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from promptsearch.errors import DataError
-from promptsearch.eval.ir_metrics import PRIMARY_METRIC, CorpusStore, retrieval_metrics, retrieval_top_k
+from promptsearch.errors import DataError, PromptSearchError
+from promptsearch.eval.ir_metrics import PRIMARY_METRIC, CorpusStore, Cutoffs, retrieval_metrics, retrieval_top_k
 
 # more cut-offs than the defaults, so every metric is checked at a k below and above the relevant-set sizes
 KS = dict(mrr_at_k=(1, 3, 10), ndcg_at_k=(1, 5, 10, 20), accuracy_at_k=(1, 3, 5, 10),
           precision_recall_at_k=(1, 3, 5, 10, 50), map_at_k=(5, 100))
+CUT = Cutoffs(**KS)
 
 
 class _FixedVectors:
     """The one method the evaluator calls when given corpus embeddings: a query's text is its id -> its vector."""
 
     def __init__(self, query_ids, query_emb):
-        self.vectors = dict(zip(query_ids, torch.as_tensor(np.asarray(query_emb, dtype=np.float32))))
+        self.vectors = dict(zip(query_ids, torch.as_tensor(np.asarray(query_emb))))
 
     def encode_query(self, texts, **kwargs):
         return torch.stack([self.vectors[t] for t in texts])
@@ -40,6 +42,7 @@ class _FixedVectors:
 def evaluator_metrics(query_emb, corpus_emb, query_ids, corpus_ids, relevant, chunk_size, **ks):
     """sentence-transformers' own numbers: its evaluator with cosine, given the corpus vectors (a float16 array is
     converted to float32 by its cos_sim, as ours is)."""
+    # lazy: sentence-transformers takes seconds to import, and only the comparisons need it
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
     from sentence_transformers.util import cos_sim
 
@@ -84,7 +87,7 @@ def test_primary_metric_and_keys():
 def test_equals_the_evaluator_on_random_vectors(chunk_size):
     q, c, qids, cids, rel = random_task(1)
     want = evaluator_metrics(q, c, qids, cids, rel, chunk_size, **KS)
-    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, **KS)
+    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
     assert got == want
 
 
@@ -93,6 +96,16 @@ def test_equals_the_evaluator_with_defaults_and_tensors():
     want = evaluator_metrics(q, c, qids, cids, rel, 50_000)
     assert retrieval_metrics(torch.from_numpy(q), torch.from_numpy(c), qids, cids, rel) == want
     assert retrieval_metrics(q, c, qids, cids, {k: list(v) for k, v in rel.items()}) == want  # lists as sets
+
+
+def test_equals_the_evaluator_in_float64():
+    """float64 vectors are scored in float64, as the evaluator's cos_sim keeps them."""
+    q, c, qids, cids, rel = random_task(10, n_queries=20, n_corpus=300)
+    q, c = q.astype(np.float64) + 1e-9, c.astype(np.float64)  # values float32 cannot hold
+    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=64, cutoffs=CUT)
+    assert got == evaluator_metrics(q, c, qids, cids, rel, 64, **KS)
+    s64, _ = retrieval_top_k(q, c, cids, 5)
+    assert s64.dtype == np.float64
 
 
 def exact_task(seed, n_queries=40, n_corpus=300, dim=16):
@@ -113,7 +126,7 @@ def test_exact_ties_rank_by_corpus_id_whatever_the_chunk_size():
     assert all(np.sort(row)[-101] == np.sort(row)[-100] for row in scores)  # every query has a tie across the cut
     results, tops = [], []
     for chunk_size in (300, 64, 7):
-        got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, **KS)
+        got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
         assert got == evaluator_metrics(q, c, qids, cids, rel, chunk_size, **KS), chunk_size
         results.append(got)
         tops.append(retrieval_top_k(q, c, cids, 100, chunk_size=chunk_size))
@@ -132,11 +145,10 @@ def test_a_tie_is_won_by_the_smaller_id_not_the_earlier_row(chunk_size):
     # rows: "b" (relevant), "c", "a": "b" and "a" equal the query; "a" < "b", so "a" ranks first
     q = np.array([[1.0, 0.0]], dtype=np.float32)
     c = np.array([[1.0, 0.0], [0.6, 0.8], [2.0, 0.0]], dtype=np.float32)
-    got = retrieval_metrics(q, c, ["q"], ["b", "c", "a"], {"q": {"b"}}, chunk_size=chunk_size, mrr_at_k=(1, 2),
-                            accuracy_at_k=(1, 2), ndcg_at_k=(2,), precision_recall_at_k=(1,), map_at_k=(2,))
+    ks = dict(mrr_at_k=(1, 2), accuracy_at_k=(1, 2), ndcg_at_k=(2,), precision_recall_at_k=(1,), map_at_k=(2,))
+    got = retrieval_metrics(q, c, ["q"], ["b", "c", "a"], {"q": {"b"}}, chunk_size=chunk_size, cutoffs=Cutoffs(**ks))
     assert got["accuracy@1"] == 0 and got["accuracy@2"] == 1 and got["mrr@1"] == 0 and got["mrr@2"] == 0.5
-    assert got == evaluator_metrics(q, c, ["q"], ["b", "c", "a"], {"q": {"b"}}, chunk_size, mrr_at_k=(1, 2),
-                                    accuracy_at_k=(1, 2), ndcg_at_k=(2,), precision_recall_at_k=(1,), map_at_k=(2,))
+    assert got == evaluator_metrics(q, c, ["q"], ["b", "c", "a"], {"q": {"b"}}, chunk_size, **ks)
 
 
 def test_hand_computed_definitions():
@@ -148,7 +160,7 @@ def test_hand_computed_definitions():
     at = {r: cids[r - 1] for r in range(1, 31)}  # rank -> id
     rel = {"A": {at[3], at[11]}, "B": {at[10]}, "C": {at[r] for r in range(1, 13)}, "D": {at[11]}}
     q = np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (4, 1))
-    got = retrieval_metrics(q, c, list(rel), cids, rel, chunk_size=7, **KS)
+    got = retrieval_metrics(q, c, list(rel), cids, rel, chunk_size=7, cutoffs=CUT)
 
     def dcg(ranks, k):
         return sum(1 / math.log2(r + 1) for r in ranks if r <= k)
@@ -182,7 +194,7 @@ def test_hand_computed_definitions():
 
 def test_per_query_follows_query_order():
     q, c, qids, cids, rel = random_task(4, n_queries=25, n_corpus=200)
-    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=64, per_query=True, **KS)
+    got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=64, per_query=True, cutoffs=CUT)
     each = got.pop("per_query")
     assert set(each) == set(got)
     for name, values in each.items():
@@ -190,11 +202,11 @@ def test_per_query_follows_query_order():
         assert values.mean() == pytest.approx(got[name], rel=0, abs=1e-12), name
     assert set(np.unique(each["accuracy@10"])) <= {0.0, 1.0}
     # the same queries in reverse order: the arrays reverse, the means do not change
-    back = retrieval_metrics(q[::-1], c, qids[::-1], cids, rel, chunk_size=64, per_query=True, **KS)["per_query"]
+    back = retrieval_metrics(q[::-1], c, qids[::-1], cids, rel, chunk_size=64, per_query=True, cutoffs=CUT)["per_query"]
     for name in each:
         assert np.array_equal(back[name], each[name][::-1]), name
     # one query's values are its own: that query alone gives them
-    alone = retrieval_metrics(q[3:4], c, qids[3:4], cids, rel, chunk_size=64, **KS)
+    alone = retrieval_metrics(q[3:4], c, qids[3:4], cids, rel, chunk_size=64, cutoffs=CUT)
     assert {n: float(v[3]) for n, v in each.items()} == pytest.approx(alone, abs=1e-15)
     assert len({round(float(v), 9) for v in each["ndcg@10"]}) > 5  # queries differ: the test can tell them apart
 
@@ -211,7 +223,7 @@ def test_equals_the_evaluator_on_a_tiny_models_vectors(bert_enc, sentences):
     qids = [f"p{i}" for i in range(60)]
     rel = {f"p{i}": {cids[corpus_text.index(seconds[i])]} for i in range(60)}
     for chunk_size in (len(cids), 64, 9):
-        got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, **KS)
+        got = retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
         assert got == evaluator_metrics(q, c, qids, cids, rel, chunk_size, **KS), chunk_size
     assert 0 < got["mrr@10"] < 1
 
@@ -224,6 +236,7 @@ def written_store(path, corpus, pieces):
     start = 0
     for size in pieces:
         assert not store.complete and not path.exists() and store.rows == start
+        assert len(list(path.parent.glob(f".{path.name}.*"))) == 1  # a temp file beside it, until the last row
         store.append(corpus[start:start + size])
         start += size
     assert start == len(corpus)
@@ -234,7 +247,10 @@ def test_store_writes_in_chunks_and_reads_back(tmp_path):
     _, c, _, _, _ = random_task(5, n_corpus=503)
     path = tmp_path / "corpus.npy"
     store = written_store(path, c, [100, 1, 302, 100])
-    assert store.complete and path.exists() and not (tmp_path / "corpus.npy.partial").exists()
+    assert store.complete and [p.name for p in tmp_path.iterdir()] == ["corpus.npy"]  # the temp file became it
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # the usual permissions, not mkstemp's 0600
     unit = c / np.linalg.norm(c, axis=1, keepdims=True)
     stored = np.load(path, mmap_mode="r")  # a plain .npy file: numpy reads it without promptsearch
     assert stored.dtype == np.float16 and stored.shape == (503, 24)
@@ -252,9 +268,9 @@ def test_store_writes_in_chunks_and_reads_back(tmp_path):
 def test_store_equals_the_evaluator_on_its_float16_rows(tmp_path, chunk_size):
     q, c, qids, cids, rel = random_task(6, n_corpus=503)
     store = written_store(tmp_path / "c.npy", c, [250, 253])
-    got = retrieval_metrics(q, store, qids, cids, rel, chunk_size=chunk_size, **KS)
+    got = retrieval_metrics(q, store, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
     assert got == evaluator_metrics(q, store.array, qids, cids, rel, chunk_size, **KS)
-    assert got == retrieval_metrics(q, store.array, qids, cids, rel, chunk_size=chunk_size, **KS)  # the memmap
+    assert got == retrieval_metrics(q, store.array, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)  # the memmap
 
 
 def test_store_scores_within_float16_rounding_of_float32(tmp_path):
@@ -274,6 +290,10 @@ def test_store_scores_within_float16_rounding_of_float32(tmp_path):
 
 
 def test_store_refuses_what_it_cannot_hold(tmp_path):
+    with pytest.raises(PromptSearchError, match="cannot write /proc/no-such/c.npy: .*; choose a writable output path"):
+        CorpusStore("/proc/no-such/c.npy", 4, 3)
+    with pytest.raises(DataError, match="needs n >= 1 and dim >= 1"):
+        CorpusStore(tmp_path / "c.npy", 0, 3)
     store = CorpusStore(tmp_path / "c.npy", 4, 3)
     with pytest.raises(DataError, match=r"must be \(m, 3\)"):
         store.append(np.ones((2, 5)))
@@ -331,8 +351,6 @@ GOOD = dict(query_ids=["q1", "q2"], corpus_ids=["a", "b", "c"], relevant={"q1": 
     (dict(corpus_emb=np.array([[1, 0, 0], [0, 1, 0], [np.nan, 0, 0]], dtype=np.float32)),
      "corpus_emb= row 2 is not finite"),
     (dict(chunk_size=0), "chunk_size= must be a whole number >= 1, got 0"),
-    (dict(ndcg_at_k=(10, 0)), "ndcg_at_k= must be a whole number >= 1, got 0"),
-    (dict(mrr_at_k=(), ndcg_at_k=(), accuracy_at_k=(), precision_recall_at_k=(), map_at_k=()), "no cut-off given"),
 ])
 def test_bad_input_is_one_line(change, message):
     args = dict(query_emb=Q2, corpus_emb=C3, **GOOD)
@@ -343,13 +361,34 @@ def test_bad_input_is_one_line(change, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("ks, message", [
+    (dict(ndcg_at_k=(10, 0)), "ndcg_at_k= must be a whole number >= 1, got 0"),
+    (dict(map_at_k=100), "map_at_k= must be a sequence of whole numbers, e.g. (100,)"),
+    (dict(mrr_at_k=(), ndcg_at_k=(), accuracy_at_k=(), precision_recall_at_k=(), map_at_k=()), "no cut-off given"),
+])
+def test_bad_cutoffs_are_one_line(ks, message):
+    with pytest.raises(DataError) as e:
+        Cutoffs(**ks)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cutoffs_keep_the_evaluators_defaults_and_drop_repeats():
+    assert Cutoffs() == Cutoffs(mrr_at_k=[10], ndcg_at_k=(10,), accuracy_at_k=(1, 3, 5, 10),
+                                precision_recall_at_k=(1, 3, 5, 10), map_at_k=(100,))
+    assert Cutoffs().max_k == 100 and Cutoffs(ndcg_at_k=(10, 10, 5), map_at_k=()).ndcg_at_k == (10, 5)
+    q, c, qids, cids, rel = random_task(9, n_queries=5, n_corpus=50)
+    got = retrieval_metrics(q, c, qids, cids, rel, cutoffs=Cutoffs(mrr_at_k=(), ndcg_at_k=(3,), accuracy_at_k=(),
+                                                                   precision_recall_at_k=(), map_at_k=()))
+    assert list(got) == ["ndcg@3"]
+
+
 def test_the_corpus_is_scored_only_in_chunks(monkeypatch):
     """No score matrix wider than chunk_size columns is ever made (the bound the module docstring states)."""
     q, c, qids, cids, rel = random_task(8, n_corpus=503)
     widths, mm = [], torch.mm
 
-    def recording_mm(a, b):
-        out = mm(a, b)
+    def recording_mm(a, b, **kw):
+        out = mm(a, b, **kw)
         widths.append(out.shape[1])
         return out
 

@@ -180,3 +180,15 @@ def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     line = _one_line(capsys, main(["worker", "--storage", url, "--study-name", "nosuch", "--wait", "0", "-q"]),
                      "'nosuch'")
     assert "promptsearch-work-0123456789ab" in line
+
+
+def test_the_default_study_lies_beside_the_results_file_named_after_model_data_and_variant(tmp_path):
+    from promptsearch.search.optuna_search import OptunaSearch
+
+    s = OptunaSearch.beside(tmp_path / "best.json", "org/model x", "stsb-dev", True, trials=3)
+    assert s.storage == f"sqlite:///{(tmp_path / 'best.db').resolve()}" and s.trials == 3
+    assert s.study_name == "promptsearch-org-model-x-stsb-dev-denoised"
+    pareto = OptunaSearch.beside(tmp_path / "b.json", "m", "stsb-dev", False, pareto=True)
+    assert pareto.study_name.endswith("raw-pareto")
+    given = OptunaSearch.beside(tmp_path / "b.json", "m", "stsb-dev", False, "sqlite:///x.db", "mine")
+    assert (given.storage, given.study_name) == ("sqlite:///x.db", "mine")

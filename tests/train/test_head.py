@@ -241,3 +241,16 @@ def test_head_training_resumes_from_its_checkpoint_in_either_layout(layout, tmp_
     fresh, full = run()
     assert seen == [3] and hist.epochs == full.epochs and hist.best_epoch == full.best_epoch
     assert all(torch.equal(a, b) for a, b in zip(head.state_dict().values(), fresh.state_dict().values()))
+
+
+def test_the_head_trains_in_the_devices_default_precision_unless_told(monkeypatch):
+    """bf16=None is decided by the library (the device's measured or pinned precision), as the command line's
+    default once was there alone; a given precision stays."""
+    from promptsearch.train.head import HeadTrainSettings
+
+    for pin, want in (("bf16", True), ("fp32", False)):
+        monkeypatch.setenv("PROMPTSEARCH_PRECISION", pin)
+        got = HeadTrainSettings().on("cpu")
+        assert got.bf16 is want and got.record()["bf16"] is want
+    assert HeadTrainSettings(bf16=False).on("cpu").bf16 is False
+    assert HeadTrainSettings().bf16 is None

@@ -594,3 +594,17 @@ def test_what_finetune_trains_of_a_search_is_decided_by_the_library(tmp_path):
         choose_training("unsup", results=Results.load(tmp_path / "best.json"), say=said.append)
     assert choose_training("unsup", [PAPER_T], Results.load(tmp_path / "best.json"), say=said.append).templates == \
         [PAPER_T, PAPER_T]
+
+
+def test_training_refuses_the_reference_inputs_in_the_library(tiny_bert_dir, tmp_path):
+    """compat="reference" reproduces the reference's evaluation inputs: finetune and optiprompt refuse an encoder
+    made with it (the command line refuses the flag before the model loads)."""
+    from promptsearch.errors import PromptSearchError
+
+    enc = make_encoder(tiny_bert_dir, compat="reference")
+    with pytest.raises(PromptSearchError, match="compat=reference"):
+        train_optiprompt(enc, ["a b c"] * 4, OptiPromptConfig(PAPER_T, steps=1), tmp_path / "o", "tiny")
+    with pytest.raises(PromptSearchError, match="compat=reference"):
+        finetune(enc, ["a b c"] * 4, FinetuneConfig("unsup", [PAPER_T, PAPER_T.replace("means", "is")]), tmp_path / "f",
+                 "tiny")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "f").exists()

@@ -1,0 +1,209 @@
+"""Export of a retrieval answer (issue 48): a sentence-transformers folder whose ``encode_query`` and
+``encode_document`` give the query and document prompts as promptsearch scored them, read by sentence-transformers
+alone (another process that cannot import promptsearch), from the library and from a retrieval results file.
+
+The reference vectors are promptsearch's own (``encode_reps`` of ``Representation.of(prompt + "[X]", readout)``),
+which go through sentence-transformers' modules on the same token ids in float32: the two sides differ only by how
+the rows are batched and padded, ~1e-7 on these O(1) vectors; ``vec_tol("fp32", ...)`` (1e-5) is the suite's bar
+for that."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from conftest import _sentences, make_encoder, run_child, vec_tol
+
+from promptsearch.cli import main
+from promptsearch.encoding.reps import rep_from_key
+from promptsearch.errors import PromptSearchError
+from promptsearch.representation import Representation
+from promptsearch.train.export import export_retrieval
+
+TEXTS = _sentences(24)
+TOL = vec_tol("fp32", None, None)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def ours(enc, texts, prompt: str, readout: str) -> np.ndarray:
+    """promptsearch's vectors of ``prompt + "[X]"`` pooled by ``readout``: what a retrieval search scores."""
+    rep = rep_from_key(Representation.of(prompt + "[X]", readout=readout))
+    return enc.encode_reps(texts, [rep])[rep]
+
+
+def st_model(folder):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(folder), device="cpu")  # no trust_remote_code
+
+
+@pytest.fixture(scope="module")
+def prompted_source(tiny_bert_dir, tmp_path_factory):
+    """A sentence-transformers folder of the tiny BERT with a stack of its own (CLS pooling, Dense, Normalize,
+    20 tokens) and a default prompt 'own: ', which the export must keep out of encode_query / encode_document."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    tr = Transformer(str(tiny_bert_dir), max_seq_length=20)
+    torch.manual_seed(3)
+    mods = [tr, Pooling(32, pooling_mode="cls"), Dense(32, 16, activation_function=torch.nn.Tanh()), Normalize()]
+    out = tmp_path_factory.mktemp("src") / "st"
+    SentenceTransformer(modules=mods, prompts={"query": "own: "}, default_prompt_name="query",
+                        device="cpu").save(str(out))
+    return out
+
+
+@pytest.mark.parametrize("query, document, readout, include_prompt", [
+    ("this sentence : ", "means : ", "sentence-mean", False),  # words of the tiny vocabulary ('query' is [UNK])
+    ("", "means : ", "sentence-cls", False),  # no query prompt: [X] @cls, one Pooling (include_prompt=False) for both
+    ("Instruct: find the sentence\nQuery: ", "", "mean", True),
+    ("", "", "max", True),
+])
+def test_encode_query_and_encode_document_give_what_was_scored(prompted_source, tmp_path, query, document, readout,
+                                                              include_prompt):
+    out = tmp_path / "out"
+    said = export_retrieval(str(prompted_source), query, document, readout, out)
+    cfg = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert cfg["prompts"] == {"query": query, "document": document} and cfg["default_prompt_name"] is None
+    pool = json.loads((out / "1_Pooling" / "config.json").read_text())
+    mode = readout.removeprefix("sentence-")
+    assert pool[f"pooling_mode_{mode}_token" if mode == "cls" else f"pooling_mode_{mode}_tokens"] is True
+    assert pool.get("include_prompt", True) is include_prompt
+    modules = json.loads((out / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "Pooling", "Dense", "Normalize"]
+    assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 20  # the source's
+    enc = make_encoder(prompted_source)
+    st = st_model(out)
+    want_q, want_d = ours(enc, TEXTS, query, readout), ours(enc, TEXTS, document, readout)
+    np.testing.assert_allclose(st.encode_query(TEXTS), want_q, rtol=0, atol=TOL)
+    np.testing.assert_allclose(st.encode_document(TEXTS), want_d, rtol=0, atol=TOL)
+    np.testing.assert_allclose(st.encode(TEXTS), ours(enc, TEXTS, "", readout), rtol=0, atol=TOL)  # no prompt
+    if query != document:  # the two sides really differ (the check above could not pass with one prompt for both)
+        assert np.abs(want_q - want_d).max() > 100 * TOL
+    lines = said.splitlines()
+    assert lines[1] == f"  .encode_query(queries) gives {Representation.of(query + '[X]', readout=readout).shown}"
+    assert lines[2] == f"  .encode_document(documents) gives " \
+                       f"{Representation.of(document + '[X]', readout=readout).shown}"
+    assert all("\n" not in line for line in lines)  # a prompt's newline shown escaped: one line each
+
+
+def test_sides_read_out_two_ways_that_one_pooling_computes_are_exported(tiny_bert_dir, tmp_path):
+    """A hand-written answer may give the sides two read-outs: mean for a query with no prompt and sentence-mean for
+    a prompted document are one Pooling (include_prompt=False changes nothing where there is no prompt)."""
+    out = tmp_path / "out"
+    export_retrieval(str(tiny_bert_dir), "", "this sentence : ", "mean", out, document_readout="sentence-mean")
+    enc, st = make_encoder(tiny_bert_dir), st_model(out)
+    np.testing.assert_allclose(st.encode_query(TEXTS), ours(enc, TEXTS, "", "mean"), rtol=0, atol=TOL)
+    np.testing.assert_allclose(st.encode_document(TEXTS), ours(enc, TEXTS, "this sentence : ", "sentence-mean"), rtol=0,
+                               atol=TOL)
+
+
+@pytest.mark.parametrize("query, document, readout, document_readout, message", [
+    ("q: ", "d: ", "mean", "cls", "Router"),
+    ("q: ", "d: ", "mean", "sentence-mean", "Router"),  # both prompted: include_prompt differs
+    ("q: ", "d: ", "mask", None, "reads the [MASK] state"),
+    ("q: ", "d [MASK] : ", "sentence-mean", None, "the document side"),
+    ("q: ", "d: ", "maxi", None, "unknown read-out 'maxi'"),
+])
+def test_what_one_folder_cannot_compute_is_refused_before_anything_is_written(tiny_bert_dir, tmp_path, query,
+                                                                              document, readout, document_readout,
+                                                                              message):
+    with pytest.raises(PromptSearchError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
+        export_retrieval(str(tiny_bert_dir), query, document, readout, tmp_path / "out",
+                         document_readout=document_readout)
+    assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # no folder, no half-written temporary one
+
+
+def _results(path, best, model="default", **extra) -> str:
+    """A retrieval results file as the retrieval search writes it (interface 3), by hand."""
+    d = {"kind": "retrieval", "version": 1, "model": model,
+         "data": {"name": "hand", "fingerprint": "0" * 16, "queries": 2, "corpus": 3}, "precision": "fp32",
+         "entries": [], "own": {"query": "", "document": "", "readout": "mean"}, **extra}
+    if best is not None:
+        d["best"] = best
+    path.write_text(json.dumps(d), encoding="utf-8")
+    return str(path)
+
+
+def test_a_retrieval_results_file_exports_for_encode_query_and_encode_document_without_promptsearch(
+        default_enc, tmp_path, capsys):
+    """`promptsearch export RESULTS --out DIR` on a retrieval results file of the default model: the folder's
+    encode_query / encode_document, in a process that cannot import promptsearch, give the vectors promptsearch
+    computes for the file's best prompts."""
+    query, document = "Instruct: Given a query, retrieve relevant passages\nQuery: ", "passage: "
+    res = _results(tmp_path / "r.json", {"query": query, "document": document, "readout": "sentence-mean"})
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["export", res, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"wrote {out}: SentenceTransformer({str(out)!r}), the retrieval prompts of default:"
+    assert printed[1:4] == ["  .encode_query(queries) gives Instruct: Given a query, retrieve relevant passages\\n"
+                            "Query: [X] @sentence-mean",
+                            "  .encode_document(documents) gives passage: [X] @sentence-mean",
+                            "  .encode(texts) adds no prompt"]
+    assert printed[4].startswith("  mean pooling without the prompt + Normalize, 256 tokens, query prompt ")
+    want_q, want_d = ours(default_enc, TEXTS, query, "sentence-mean"), ours(default_enc, TEXTS, document,
+                                                                            "sentence-mean")
+    code = f"""
+import sys, json, importlib.abc
+class NoPromptsearch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "promptsearch":
+            raise ImportError("promptsearch is not installed here")
+sys.meta_path.insert(0, NoPromptsearch())
+import warnings; warnings.simplefilter("ignore")
+from sentence_transformers import SentenceTransformer
+st = SentenceTransformer({str(out)!r}, device="cpu")
+texts = {TEXTS!r}
+q, d, e = st.encode_query(texts), st.encode_document(texts), st.encode(texts)
+assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)
+print(json.dumps([q.tolist(), d.tolist(), e.tolist()]))
+"""
+    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    q, d, e = (np.array(v) for v in json.loads(done.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(q, want_q, rtol=0, atol=TOL)
+    np.testing.assert_allclose(d, want_d, rtol=0, atol=TOL)
+    np.testing.assert_allclose(e, ours(default_enc, TEXTS, "", "mean"), rtol=0, atol=TOL)
+    assert np.abs(want_q - want_d).max() > 100 * TOL  # the sides differ: a swapped or shared prompt would fail
+
+
+@pytest.mark.parametrize("best, argv, message", [
+    (None, [], 'holds no chosen retrieval prompts yet (no "best")'),
+    ({"query": "q: ", "readout": "mean"}, [], 'its "best" gives no document as text'),
+    ({"query": "q: ", "document": "d: ", "readout": {"query": "mean", "document": "cls"}}, [], "Router"),
+    ({"query": "q: ", "document": "d: ", "readout": "mask"}, [], "reads the [MASK] state"),
+    ({"query": "q: ", "document": "d: ", "readout": "mean"}, ["--model", "other"], "drop --model"),
+    ({"query": "q: ", "document": "d: ", "readout": "mean"}, ["--template", "[X] @mean"], "one of the two"),
+])
+def test_a_bad_retrieval_results_file_is_one_line(tiny_bert_dir, tmp_path, capsys, best, argv, message):
+    res = _results(tmp_path / "r.json", best, model=str(tiny_bert_dir))
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["export", res, "--out", str(out), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # nothing written
+
+
+def test_a_retrieval_results_file_of_a_tiny_model_exports_through_the_command(tiny_bert_dir, tmp_path, capsys):
+    """The file's model is the one exported (here a folder, not the default), and --model naming it is accepted."""
+    res = _results(tmp_path / "r.json", {"query": "this : ", "document": "", "readout": "cls"},
+                   model=str(tiny_bert_dir))
+    out = tmp_path / "out"
+    assert main(["export", res, "--out", str(out), "--model", str(tiny_bert_dir)]) == 0
+    enc, st = make_encoder(tiny_bert_dir), st_model(out)
+    np.testing.assert_allclose(st.encode_query(TEXTS), ours(enc, TEXTS, "this : ", "cls"), rtol=0, atol=TOL)
+    np.testing.assert_allclose(st.encode_document(TEXTS), ours(enc, TEXTS, "", "cls"), rtol=0, atol=TOL)
