@@ -53,6 +53,30 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
+def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_the_same(tiny_bert_encoder_only_dir,
+                                                                                     beir, tmp_path, capsys):
+    from sentence_transformers import SentenceTransformer
+
+    from promptsearch.data.retrieval import load_retrieval
+    from promptsearch.eval.ir_metrics import retrieval_metrics
+
+    out = tmp_path / "r.json"
+    assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+                 "--no-cache", "--readouts", "cls", "-q"]) == 0
+    assert main(["export", str(out), "--out", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    d = json.loads(out.read_text())
+    best = next(e for e in d["entries"] if {k: e[k] for k in ("query", "document", "readout")} == d["best"])
+    m = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    assert m.prompts["query"] == d["best"]["query"] and m.prompts["document"] == d["best"]["document"]
+    data = load_retrieval(str(beir))
+    q = m.encode_query([data.queries[i] for i in data.queries])
+    c = m.encode_document([data.corpus[i] for i in data.corpus])
+    got = retrieval_metrics(q, c, list(data.queries), list(data.corpus), data.relevant)
+    # the search scored a float16 copy of the corpus vectors: rankings equal up to its rounding
+    assert got["ndcg@10"] == pytest.approx(best["metrics"]["ndcg@10"], abs=0.02)
+
+
 def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_bert_dir, beir, tmp_path, capsys):
     out = tmp_path / "r.json"
     out.write_text(json.dumps({"kind": "retrieval", "version": 1, "model": str(tiny_bert_dir), "data": {},
