@@ -178,3 +178,15 @@ def test_a_prompt_the_model_cannot_read_is_skipped_and_said(enc, tmp_path):
     assert RetrievalCandidate.of(long, "", "mean") not in task.scored and len(res.entries) == 2
     assert res.steps[0]["skipped"][0]["query"] == long and "no room" in res.steps[0]["skipped"][0]["why"]
     assert said[0].startswith("step query: 2 candidates (1 this model cannot read: ")
+
+
+def test_a_resumed_run_keeps_the_precision_its_file_was_scored_in(tmp_path):
+    from promptsearch.search.retrieval import resumed_precision
+
+    out = tmp_path / "r.json"
+    assert resumed_precision(out, None) == (None, None)  # no file: as asked
+    RetrievalResults.open(out, "tiny", results().data, "bf16", {}).save()
+    assert resumed_precision(out, None) == (True, str(out))  # not asked: the file's
+    assert resumed_precision(out, False) == (False, None)  # asked: as asked (open() then refuses the other precision)
+    (tmp_path / "sts.json").write_text("{}")
+    assert resumed_precision(tmp_path / "sts.json", None) == (None, None)  # not a retrieval file: open() says so
