@@ -212,3 +212,14 @@ def test_every_function_local_import_says_why_it_is_not_at_the_top():
     silent = [f"{f}:{n}: {line.strip()}" for f, n, line in local
               if not re.search(r"#\s*(?!noqa\b|type:)\w", line)]
     assert silent == [], "\n".join(silent)
+
+
+def test_the_step_rule_is_written_once():
+    """STS steps and retrieval steps are judged by one rule (issue 47 item 2): one ``Judged`` class, and the
+    comparison of a gain with its threshold in one place."""
+    classes = [str(p.relative_to(PKG)) for p in _sources()
+               for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+               if isinstance(n, ast.ClassDef) and n.name == "Judged"]
+    assert classes == ["search/runner.py"]
+    rules = [str(p.relative_to(PKG)) for p in _sources() if "gain > need" in p.read_text(encoding="utf-8")]
+    assert rules == ["search/runner.py"]

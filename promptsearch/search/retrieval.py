@@ -38,6 +38,7 @@ from ..eval.retrieval import RetrievalCandidate
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
+from .runner import Judged
 
 KIND = "retrieval"
 VERSION = 1
@@ -117,20 +118,6 @@ def check_pooled(readouts: Sequence[str]) -> list[str]:
 
 
 # ---- the step rule --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Judged:
-    """A step judged: the mean per-query gain of nDCG@10, its standard error, the threshold and whether taken."""
-
-    gain: float
-    se: float
-    need: float
-    taken: bool
-
-    def to_json(self) -> dict:
-        return {"gain": round(self.gain, 6), "se": round(self.se, 6), "min_gain": round(self.need, 6),
-                "taken": self.taken}
-
-
 def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto") -> Judged:
     """The step rule: ``after`` is taken over ``before`` only when the mean of the per-query differences (its
     nDCG@10 minus the lead's: the gain of the mean) is above ``min_gain`` ("auto" or None: that mean's standard
@@ -143,8 +130,7 @@ def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = 
     d = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
     gain = float(d.mean()) if len(d) else 0.0
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
-    need = se if min_gain in (None, "auto") else float(min_gain)
-    return Judged(gain, se, need, bool(gain > need))
+    return Judged.of(gain, se, min_gain)  # the one step rule (search.runner)
 
 
 # ---- the results file -----------------------------------------------------------------------------------
@@ -423,7 +409,7 @@ class RetrievalSearch:
             new = lead
         else:
             j = judge(lead.per_query, best.per_query, self.min_gain)
-            row.update(j.to_json())
+            row.update({**j.rounded(6), "taken": j.taken})
             new = best if j.taken else lead
         self.results.steps.append(row)
         self.results.save()
@@ -455,7 +441,8 @@ class RetrievalSearch:
         else:
             j = judge(own.per_query, challenger.per_query, self.min_gain)
             taken = j.taken and lead.candidate != own_c  # only the steps' lead can be the answer
-            res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.to_json()}
+            res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.rounded(6),
+                           "taken": j.taken}
             res.best = lead.candidate if taken else own_c
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),

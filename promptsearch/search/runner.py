@@ -58,13 +58,34 @@ class Judged:
     need: float
     taken: bool
 
+    @classmethod
+    def of(cls, gain: float, se: float, min_gain: float | str | None = "auto", differs: bool = True) -> "Judged":
+        """The step rule, the one place it is written (STS steps and retrieval steps both judge by it): a step is
+        taken only when ``after`` differs from ``before`` and its gain is above ``min_gain`` ("auto" or None: the
+        gain's own standard error).
+
+        :param gain: the gain of ``after`` over ``before``.
+        :param se: the gain's standard error.
+        :param min_gain: the gain it must exceed; "auto" or None: ``se``.
+        :param differs: whether ``after`` is another candidate than ``before`` (no candidate steps to itself).
+        :returns: the judgement."""
+        need = se if min_gain in (None, "auto") else float(min_gain)  # type: ignore[arg-type]
+        return cls(gain, se, need, bool(differs and gain > need))
+
     @property
     def noise(self) -> dict:
         """The gain, its error and the threshold as a results file records them.
 
         :returns: ``{"gain", "se", "min_gain"}``, each rounded to 4 places.
         """
-        return {"gain": round(self.gain, 4), "se": round(self.se, 4), "min_gain": round(self.need, 4)}
+        return self.rounded(4)
+
+    def rounded(self, places: int) -> dict:
+        """The gain, its error and the threshold rounded to ``places``.
+
+        :param places: decimal places.
+        :returns: ``{"gain", "se", "min_gain"}``."""
+        return {"gain": round(self.gain, places), "se": round(self.se, places), "min_gain": round(self.need, places)}
 
 
 def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
@@ -80,8 +101,7 @@ def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judg
     :returns: the gain, its standard error, the threshold, and whether the step is taken.
     """
     gain, se = scorer.gain(before, after, seed=seed)
-    need = se if min_gain in (None, "auto") else float(min_gain)
-    return Judged(gain, se, need, Representation.parse(before) != Representation.parse(after) and gain > need)
+    return Judged.of(gain, se, min_gain, Representation.parse(before) != Representation.parse(after))
 
 
 class Runner:
