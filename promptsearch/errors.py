@@ -32,10 +32,10 @@ wording: Callable[[str], str] | None = None
 
 
 def note(message: str) -> None:
-    """A line for the user that is not an error (stderr), worded by :data:`wording` when set."""
+    """A line for the user that is not an error (stderr), worded by ``wording`` when set."""
     print(worded(message), file=sys.stderr)
 
 
 def worded(message: str) -> str:
-    """``message`` as :func:`note` would word it."""
+    """``message`` as ``note`` would word it."""
     return wording(message) if wording else message

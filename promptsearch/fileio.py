@@ -37,7 +37,7 @@ def atomic_replace(path: str | os.PathLike, write: Callable[[str], None], mode: 
 
 def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
     """A new temp file in ``path``'s folder (made if missing), for a file written over many calls and then put in
-    place with :func:`put_in_place` (what :func:`atomic_replace` does in one call).
+    place with ``put_in_place`` (what ``atomic_replace`` does in one call).
 
     :param path: the file it will become.
     :returns: (open descriptor, temp path).
@@ -54,7 +54,7 @@ def put_in_place(tmp: str | os.PathLike, path: str | os.PathLike, mode: int | No
     """Give the finished temp file ``tmp`` the usual permissions (``mode``, default 0666 less the umask) and
     ``os.replace`` it onto ``path``; on failure it is deleted.
 
-    :param tmp: a finished file from :func:`temp_beside`.
+    :param tmp: a finished file from ``temp_beside``.
     :param path: where it goes.
     :param mode: its permissions (default 0666 less the umask).
     :raises promptsearch.PromptSearchError: when it cannot be put there."""
@@ -96,7 +96,7 @@ def hold_write_lock(path: str | os.PathLike) -> None:
     """Take the lock on ``path`` for the rest of this process (kept until it exits; taking it again in
     the same process is a no-op), or raise a one-line error naming the process that holds it.
 
-    The file itself is replaced at every write (:func:`atomic_replace`), so the lock lives on a
+    The file itself is replaced at every write (``atomic_replace``), so the lock lives on a
     hidden file beside it, ``.NAME.lock``. The kernel drops it when the process ends, killed or not."""
     try:
         import fcntl  # here, not at the top: POSIX only

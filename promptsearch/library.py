@@ -153,7 +153,7 @@ def resolve_template(text: str | Template, demos: str | None = None) -> Template
 
 
 def resolve_key(text: str, demos: str | None = None) -> Template | str:
-    """A template as :func:`resolve_template` gives it, or a results-entry key naming a layer or an
+    """A template as ``resolve_template`` gives it, or a results-entry key naming a layer or an
     ensemble (``T @layer L``, ``A + B``: each member resolved, the key returned as text).
 
     :param text: a template, a shipped template's name or a representation's key.

@@ -1,20 +1,20 @@
 """A representation: one frozen value for what turns a sentence into a vector.
 
-A :class:`Representation` is a template (or a sentence-transformers prompt: ``query: [X]``) read out
+A ``Representation`` is a template (or a sentence-transformers prompt: ``query: [X]``) read out
 one way — its [MASK] state (a causal LM's last-token state), at ``layer`` when not the last; or its
 pass pooled by ``readout`` — or an ``ensemble`` of such members. It is built where text or a folder
-enters (:meth:`Representation.parse`, :meth:`Representation.of`,
-:meth:`promptsearch.encoding.encoder.PromptEncoder.own_representation`) and passed down as an object;
-:attr:`~Representation.text` writes the key a results file and the command line use (``T``, ``T @layer L``,
+enters (``Representation.parse``, ``Representation.of``,
+``promptsearch.encoding.encoder.PromptEncoder.own_representation``) and passed down as an object;
+``text`` writes the key a results file and the command line use (``T``, ``T @layer L``,
 ``P[X] @mean``, ``A + B``). This module alone reads and writes that text, and alone compares read-out names.
 
-Pooled read-outs are sentence-transformers' :class:`Pooling` modes (``cls``, ``max``, ``mean``,
+Pooled read-outs are sentence-transformers' ``Pooling`` modes (``cls``, ``max``, ``mean``,
 ``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``); ``sentence-MODE`` is the same mode with
 ``include_prompt=False`` (the prompt's tokens left out of the pooling). A representation whose template
 is a prompt before ``[X]`` and nothing after it is *sentence-transformers' own*: it is computed through
 the model folder's sentence-transformers modules exactly as ``SentenceTransformer.encode(sentences,
 prompt=P)`` computes it (its tokenization of ``P + sentence`` as one string, its max length, its Pooling,
-the folder's Dense and Normalize), and exports as such a folder (:attr:`Representation.st_pooling`).
+the folder's Dense and Normalize), and exports as such a folder (``Representation.st_pooling``).
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def is_mask(readout: str | None) -> bool:
 class Representation:
     """What a results entry, a candidate and an export are, as one object: a template read at its [MASK]
     (causal: last-token) state — at ``layer`` when not the last — or its pass pooled by ``readout``; or an
-    ``ensemble`` of such members. :meth:`parse` reads the text form (``T``, ``T @layer L``, ``T @mean``,
-    ``A + B``) and :attr:`text` writes it: the only code that does either.
+    ``ensemble`` of such members. ``parse`` reads the text form (``T``, ``T @layer L``, ``T @mean``,
+    ``A + B``) and ``text`` writes it: the only code that does either.
 
     Build one with ``of``, ``parse`` or ``ensemble`` rather than by its fields, which are not checked.
 
@@ -171,7 +171,7 @@ class Representation:
     @classmethod
     def split(cls, text: str) -> "Representation":
         """One member's text with its layer or read-out suffix split off, the template left as written
-        (a key already made by :attr:`text`; :meth:`of` parses the template)."""
+        (a key already made by ``text``; ``of`` parses the template)."""
         for r in sorted(POOLED_READOUTS, key=len, reverse=True):
             if text.endswith(" @" + r):
                 return cls(text[: -len(r) - 2], readout=r)

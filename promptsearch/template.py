@@ -116,7 +116,7 @@ class Template:
 
     def render(self, tokenizer, causal: bool = False, pooled: bool = False) -> "RenderedTemplate":
         """Token ids for ``tokenizer``; ``causal``: for a causal LM (no [MASK]; the last token is read);
-        ``pooled``: for a pooled read-out (:data:`POOLED_READOUTS`), where a template needs no [MASK].
+        ``pooled``: for a pooled read-out (``POOLED_READOUTS``), where a template needs no [MASK].
 
         :param tokenizer: a Hugging Face tokenizer.
         :param causal: render for a causal LM.

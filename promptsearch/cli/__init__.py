@@ -1,7 +1,7 @@
 """The ``promptsearch`` command line: a thin layer over the library.
 
-:mod:`.parser` holds every subcommand's flags; a command's module (:mod:`.evaluate`, :mod:`.search`,
-:mod:`.train`) loads when it runs, so ``--help`` and usage errors answer at once. This module reads the
+``parser`` holds every subcommand's flags; a command's module (``evaluate``, ``search``,
+``train``) loads when it runs, so ``--help`` and usage errors answer at once. This module reads the
 arguments, runs the command and turns errors and interrupts into one line."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The library names what a caller can change as Python parameters (``dataset=``, ``layers='3,4'``,
 ``denoise=True``); the command line says the same things as its flags (``--dataset``,
-``--layers 3,4``, ``--denoise``). :func:`as_flags` rewrites a library message for the command line."""
+``--layers 3,4``, ``--denoise``). ``as_flags`` rewrites a library message for the command line."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def show(args):
 def precision_line(args, device, bf16: bool | None = None, pinned: str | None = None) -> str | None:
     """The precision a command runs in and why, one line for stderr (None with ``-q``): ``bf16`` as the
     library decided it (None: ``--bf16``/``--no-bf16`` as given), ``pinned`` the results file whose precision a
-    resumed run keeps (:func:`~promptsearch.search.results.kept_precision`)."""
+    resumed run keeps (``kept_precision``)."""
     if args.quiet:
         return None
     bf16 = args.bf16 if bf16 is None else bf16

@@ -17,7 +17,7 @@ def default_corpus_path(data_dir=None) -> Path:
 
 def load_corpus(data_dir=None, limit: int | None = None) -> list[str]:
     """The Wikipedia sample in the data folder's ``train/`` (one sentence a line, blank lines
-    skipped). A user's corpus goes through :func:`promptsearch.data.user.load_texts`.
+    skipped). A user's corpus goes through ``promptsearch.data.user.load_texts``.
 
     :param data_dir: the data folder (None: the default location).
     :param limit: keep the first this many sentences (None: all).

@@ -1,7 +1,7 @@
 """STS readers: SentEval-layout STS12–16, STS-B, SICK.
 
 The data directory comes from ``--data-dir`` or ``PROMPTSEARCH_DATA_DIR`` (see
-:mod:`promptsearch.paths`).
+``promptsearch.paths``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks by name: the built-in STS sets, or any data set a user names (see :mod:`.user`)."""
+"""Tasks by name: the built-in STS sets, or any data set a user names (see ``user``)."""
 
 from __future__ import annotations
 
@@ -102,15 +102,15 @@ def resolved_task(task: str) -> tuple:
 
 @dataclass(frozen=True)
 class DevSets:
-    """The dev set(s) a search scores on, parsed once where the text enters (:meth:`parse`) and passed on
+    """The dev set(s) a search scores on, parsed once where the text enters (``parse``) and passed on
     as this object: the ``names`` in order, written back as ``stsb-dev`` or ``stsb-dev,sick-trial``
-    (:attr:`text`, what a results file and a score cache record)."""
+    (``text``, what a results file and a score cache record)."""
 
     names: tuple[str, ...]
 
     @classmethod
     def parse(cls, spec: "str | DevSets") -> "DevSets":
-        """``spec`` read once (a :class:`DevSets` is returned as it is); a one-line error for a bad one.
+        """``spec`` read once (a ``DevSets`` is returned as it is); a one-line error for a bad one.
 
         :param spec: ``stsb-dev``, ``stsb-dev,sick-trial`` ..., or a ``DevSets``.
         :returns: the dev sets.

@@ -8,7 +8,7 @@ A data set is named by one string:
   (``sentence-transformers/stsb@validation``, ``PhilipMay/stsb_multi_mt:de@dev``), used where
   the hub is reachable; a folder at that path is read instead (``datasets`` does the same).
 
-Pair columns default to the first of :data:`PAIR_COLUMNS` the data has; ``columns=(a, b, score)``
+Pair columns default to the first of ``PAIR_COLUMNS`` the data has; ``columns=(a, b, score)``
 overrides. Scores may be on any scale (Spearman ignores it). ``subset_column`` groups the pairs
 into subsets for SentEval's "all" aggregation.
 """
@@ -337,7 +337,7 @@ def _check_column_types(ds, spec: str, text_cols, score_col: str, subset_col: st
 
 
 def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
-    """Labelled sentence pairs from a user data set, as :class:`STSData` (scored like the built-ins).
+    """Labelled sentence pairs from a user data set, as ``STSData`` (scored like the built-ins).
 
     A repeated pair is kept, with a warning on stderr.
 
@@ -406,7 +406,7 @@ def load_pairs(spec: str, fmt: PairFormat | None = None) -> STSData:
 
 def load_texts(spec: str, text_column: str | None = None):
     """A training corpus: a ``.txt`` (one sentence a line), a table file or dataset with a text
-    column (``text_column`` or the first of :data:`TEXT_COLUMNS`), or a hub id. Returned as a
+    column (``text_column`` or the first of ``TEXT_COLUMNS``), or a hub id. Returned as a
     memory-mapped ``datasets.Dataset`` with one column ``text`` and no blank rows.
 
     :param spec: a file, a saved dataset folder or a hub id.

@@ -84,14 +84,14 @@ def budget_batches(lengths: Sequence[int] | np.ndarray, max_tokens: int,
 
 
 def bf16_supported(device: torch.device) -> bool:
-    """Whether bf16 autocast is the faster precision on ``device`` (see :func:`precision_choice`)."""
+    """Whether bf16 autocast is the faster precision on ``device`` (see ``precision_choice``)."""
     return precision_choice(device)[0]
 
 
 def precision_choice(device: torch.device) -> tuple[bool, str]:
     """(bf16?, why) — the default precision for ``device``: ``$PROMPTSEARCH_PRECISION`` when it names one; on a GPU,
     bf16 where it has bf16 tensor cores (compute capability 8.0 and newer); on a CPU, the precision measured faster
-    there (:func:`~.precision.cpu_choice`: timed once, cached per CPU and torch version)."""
+    there (``cpu_choice``: timed once, cached per CPU and torch version)."""
     device = torch.device(device)
     pinned = forced()
     if pinned:

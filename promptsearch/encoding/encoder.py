@@ -1,10 +1,10 @@
-"""PromptEncoder: sentences → vectors, for any representation (:mod:`promptsearch.encoding.reps`).
+"""PromptEncoder: sentences → vectors, for any representation (``promptsearch.encoding.reps``).
 
 The shape follows ``SentenceTransformer.encode``: deduplicate, sort by length, batch, one
 progress bar, return a numpy array in input order. Inference runs under
 ``torch.inference_mode`` and, where bf16 is the faster precision (measured on a CPU, GPUs with bf16
-tensor cores: :func:`~.batching.precision_choice`), under bf16 autocast. The [MASK] machinery (template rendering,
-the forward, denoising) is the :class:`~promptsearch.encoding.prompt.PromptModule` in ``self.prompt``.
+tensor cores: ``precision_choice``), under bf16 autocast. The [MASK] machinery (template rendering,
+the forward, denoising) is the ``PromptModule`` in ``self.prompt``.
 """
 
 from __future__ import annotations
@@ -300,13 +300,13 @@ class PromptEncoder:
     ) -> np.ndarray:
         """Encode sentences; returns a float32 array ``(n, hidden)`` in input order.
 
-        Give a :class:`~promptsearch.encoding.reps.Rep`, or the words for one: with ``template``
+        Give a ``Rep``, or the words for one: with ``template``
         the vector is the last hidden state at [MASK] (minus the template bias when ``denoise``);
         ``pooling="topk-static"`` gives Eq. 3 instead: the MLM head's top-k tokens' static
         embeddings weighted by probability. Without a template, ``pooling`` picks one of the paper's
         baselines: ``cls``, ``mean``, ``first-last``, ``static``, ``static-debiased``; with neither, the vectors
         are the model's own representation, what ``SentenceTransformer(model).encode(sentences)`` gives
-        (:meth:`own_representation`). A prompt pooled as sentence-transformers pools it is
+        (``own_representation``). A prompt pooled as sentence-transformers pools it is
         ``rep=PromptPool("query: [X]", "sentence-mean")``.
         Representations with more settings come as ``rep``: ``rep=rep(T, layer=4)`` reads the
         template's state at another layer (as ``hidden_states`` counts them: 0 the embeddings; default
@@ -417,7 +417,7 @@ class PromptEncoder:
     def own_representation(self) -> Representation:
         """The model's own representation: what ``SentenceTransformer(model).encode(sentences)`` computes (its
         folder's prompt and pooling, or sentence-transformers' default stack for a plain checkpoint); for a folder
-        promptsearch trained, the representation it was trained and saved with (:meth:`folder_representation`:
+        promptsearch trained, the representation it was trained and saved with (``folder_representation``:
         what its sentence-transformers module computes)."""
         trained = self.folder_representation()
         return trained[0] if trained is not None else self.model.stack().own()
@@ -558,7 +558,7 @@ class PromptEncoder:
 
     def template_pooled(self, sentences: Sequence[str], templates: Sequence[str | Template],
                         batch_size: int | None = None, show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
-        """Each template's pass pooled every way (:data:`~promptsearch.representation.TEMPLATE_READOUTS` order),
+        """Each template's pass pooled every way (``TEMPLATE_READOUTS`` order),
         {template: (3, n, hidden)}. Sentences fill [X] whitespace-collapsed, with no period added (as
         sentence-transformers feeds them: ``[X] @mean`` is the model's plain mean pooling).
 
@@ -602,7 +602,7 @@ class PromptEncoder:
     def template_states(self, sentences: Sequence[str], templates: Sequence[str | Template], denoise: bool = True,
                         batch_size: int | None = None, show_progress_bar: bool | None = None,
                         layers: Sequence[int | None] | None = None) -> list[PromptStates | dict[int, PromptStates]]:
-        """:meth:`prompt_states` of several templates at once, in the order given: each sentence is
+        """``prompt_states`` of several templates at once, in the order given: each sentence is
         tokenized once, each template's rows go in token-budget batches of their own (``max_tokens``
         padded tokens; at most ``batch_size`` rows when given; a causal LM's templates that share a
         prefix share its passes) and the states come back in one copy.

@@ -1,10 +1,10 @@
 """How a template and a sentence become model inputs: one object per compatibility mode.
 
-:class:`PromptInputs` (the default) tokenizes the template's pieces and the sentence apart and
+``PromptInputs`` (the default) tokenizes the template's pieces and the sentence apart and
 splices them, so a sentence's tokens are the same in every template and truncation happens
-inside [X]. :class:`ReferenceInputs` (``compat="reference"``) feeds what kongds/Prompt-BERT's
+inside [X]. ``ReferenceInputs`` (``compat="reference"``) feeds what kongds/Prompt-BERT's
 ``evaluation.py`` feeds: the filled template tokenized as one string, and a template-only input
-whose positions start at 0. A :class:`~promptsearch.encoding.prompt.PromptModule` holds one.
+whose positions start at 0. A ``PromptModule`` holds one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class PromptInputs:
 
     def rows(self, sentences: Sequence[str], template: Template, pooled: bool = False) -> ListRows:
         """(input ids, [MASK] index, sentence token count) for each prepared sentence, spliced from
-        the sentences' cached tokens (:class:`~.rows.SplicedRows`: no row built until a batch needs it);
+        the sentences' cached tokens (``SplicedRows``: no row built until a batch needs it);
         ``pooled``: for a pooled read-out (the template may have no [MASK])."""
         r = self.module.rendered(template, pooled)
         flat, starts, n = self.module.sentence_arrays(sentences, template, pooled)

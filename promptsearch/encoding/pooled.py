@@ -3,7 +3,7 @@
 ``SentenceTransformer.encode(sentences, prompt=P)`` tokenizes ``P + sentence`` as one string (its
 Transformer module's ``preprocess``: its tokenizer, its max length, ``do_lower_case``; the prompt's
 token count for ``include_prompt=False``), runs the transformer, then its Pooling, Dense and Normalize
-modules. This module calls those very functions and modules (:class:`~promptsearch.model.stack.ModuleStack`),
+modules. This module calls those very functions and modules (``ModuleStack``),
 with promptsearch's batching around them: sentences deduplicated, each tokenized once (the bulk by the
 tokenizer's backend once it gave ``preprocess``'s ids on the longest and shortest texts), rows cut into
 token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
@@ -138,7 +138,7 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
     """{read-out: (n, dim)} for the sentences under ``prompt``, each pooled read-out as sentence-transformers
     computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s
     ``max_length`` option, when set, in place of the folder's max length:
-    :attr:`~.encoder.PromptEncoder.pooled_max_length`)."""
+    ``pooled_max_length``)."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:

@@ -5,7 +5,7 @@ EPYC with AVX512-BF16 and no AMX it measured 0.79x float32's time for a [MASK] t
 1.6x in another, depending on the kernels torch picked. So on first use the encoder's work is timed both ways (a
 BERT-shaped stack of 2 layers, 384 wide, on 16 sentences of 32 tokens; rounds interleaved; about a second), and the
 answer is cached per CPU model, thread count and torch version in ``<cache dir>/precision.json``. bf16 is chosen only
-when it takes under :data:`BF16_BELOW` of float32's time: its rounding costs the scores a little, so it must buy
+when it takes under ``BF16_BELOW`` of float32's time: its rounding costs the scores a little, so it must buy
 clearly more speed than measurement noise. ``PROMPTSEARCH_PRECISION=fp32|bf16`` (or a command's ``--bf16`` /
 ``--no-bf16``) overrides the measurement; deleting the cache file measures again.
 """
@@ -109,7 +109,7 @@ def _read(path: Path) -> dict:
 
 def cpu_choice(measure=None) -> tuple[bool, str]:
     """(bf16?, why) on this CPU: the cached measurement for this machine, or a new one by ``measure`` (default
-    :func:`measure_ratio`), then cached."""
+    ``measure_ratio``), then cached."""
     measure = measure or measure_ratio
     path, key = cache_path(), machine_key()
     known = _read(path)

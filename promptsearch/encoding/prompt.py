@@ -1,6 +1,6 @@
 """The prompt as an ``nn.Module``: template → token ids → model forward → [MASK] states.
 
-:class:`PromptModule` owns the encoder (a submodule), the soft prompts (OptiPrompt vectors,
+``PromptModule`` owns the encoder (a submodule), the soft prompts (OptiPrompt vectors,
 Parameters in a ``ParameterDict``) and the template-bias cache. The cache is keyed by the
 weights' version, so ``.to()``, ``train()``, ``state_dict()``, an optimizer step and DDP just
 work: nobody sets attributes on it from outside or clears a cache by hand.
@@ -134,7 +134,7 @@ class PromptModule(nn.Module):
 
     def sentence_arrays(self, sentences: Sequence[str], template: str | Template,
                         pooled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`sentence_ids` as arrays: (every sentence's whole tokens in one flat array, each
+        """``sentence_ids`` as arrays: (every sentence's whole tokens in one flat array, each
         one's start in it, each one's token count truncated so the template fits). The arrays of
         the last sentence set are kept, so the templates of one call splice from one copy."""
         r = self.rendered(template, pooled)
@@ -150,11 +150,11 @@ class PromptModule(nn.Module):
 
     def input_rows(self, sentences: Sequence[str], template: str | Template, pooled: bool = False) -> ListRows:
         """(input ids, [MASK] index, template-bias length) for each prepared sentence, as a
-        :class:`~.rows.ListRows` (a sequence of those tuples, with their lengths as arrays).
+        ``ListRows`` (a sequence of those tuples, with their lengths as arrays).
 
         By default the template's pieces and the sentence are tokenized apart and the bias length
         is the sentence's token count. ``compat="reference"`` tokenizes the filled template as one
-        string, as kongds/Prompt-BERT's ``evaluation.py`` does (:class:`ReferenceInputs`). ``pooled``: rows
+        string, as kongds/Prompt-BERT's ``evaluation.py`` does (``ReferenceInputs``). ``pooled``: rows
         for a pooled read-out (always the default inputs: the reference only reads [MASK])."""
         if pooled:
             return PromptInputs.rows(self.inputs, sentences, Template.parse(template), pooled=True)
@@ -222,7 +222,7 @@ class PromptModule(nn.Module):
         gradients are off). ``readout``: the template's pass pooled that way instead — a prompt before [X]
         through the model's sentence-transformers stack (the sentences as text, ``max_length`` tokens at most),
         any other template by promptsearch's rendering (mean, sentence-mean, cls; sentence ids as
-        :meth:`sentence_ids` gives them with ``pooled``).
+        ``sentence_ids`` gives them with ``pooled``).
         """
         t = Template.parse(template)
         if not is_mask(readout):
@@ -301,7 +301,7 @@ class PromptModule(nn.Module):
                                 output_hidden_states=hidden_states, **extra)
 
     def _states(self, batch: tuple, template: Template, layers: Sequence[int] | None = None) -> torch.Tensor:
-        """:meth:`states_for_rows` of one uploaded batch."""
+        """``states_for_rows`` of one uploaded batch."""
         o = self._forward(batch, template, hidden_states=layers is not None)
         read = batch[2]
         at = (torch.arange(len(read), device=read.device), read)
@@ -321,7 +321,7 @@ class PromptModule(nn.Module):
         scored with it (mixing templates moves fp32 states by ~1e-7, enough to reorder near-tied
         cosines); a template's last, partial batch is all that mixing would fill. A causal LM's
         templates with the same prefix up to [X] share the prefix and sentence passes instead, each
-        suffix branched off (:mod:`.branching`)."""
+        suffix branched off (``branching``)."""
         nl = 1 if layers is None else len(layers)
         groups: dict[tuple, list[Template]] = {}  # causal LMs: templates by prefix ids, branched (see .branching)
         for t, r in rows.items():
@@ -361,8 +361,8 @@ class PromptModule(nn.Module):
                            bar=None) -> dict[str, np.ndarray]:
         """Every template's rows pooled three ways from one pass, (3, n_rows, hidden) each: the mean over
         all tokens, over the sentence's tokens and the closing special tokens, and the first token's state
-        (the order of :data:`~promptsearch.representation.TEMPLATE_READOUTS`). Token-budget batches of one
-        template each, as :meth:`rows_states`."""
+        (the order of ``TEMPLATE_READOUTS``). Token-budget batches of one
+        template each, as ``rows_states``."""
         plan = {t: budget_batches(r.lengths, max_tokens, max_rows) for t, r in rows.items()}
         if bar is not None:
             bar.total = sum(map(len, plan.values()))

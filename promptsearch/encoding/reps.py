@@ -1,12 +1,12 @@
 """Sentence representations: one small frozen object per representation, resolved once.
 
-A template representation reads the last hidden state at [MASK] (:class:`MaskState`, Eq. 2,
-optionally denoised) or averages the MLM head's top-k static embeddings (:class:`TopKStatic`,
+A template representation reads the last hidden state at [MASK] (``MaskState``, Eq. 2,
+optionally denoised) or averages the MLM head's top-k static embeddings (``TopKStatic``,
 Eq. 3). A pooling baseline reads a plain ``[CLS] sentence [SEP]`` pass: each one says which
 outputs it needs (every layer's hidden states, attention maps, or no forward pass at all) and
-pools a :class:`Batch` into ``(batch, hidden)``. Each object carries its own parameters —
+pools a ``Batch`` into ``(batch, hidden)``. Each object carries its own parameters —
 Ditto its (layer, head), static-debiased its token ids — so an encoder holds no per-call
-representation state. :func:`rep` builds one from the words the CLI and ``encode`` take.
+representation state. ``rep`` builds one from the words the CLI and ``encode`` take.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ class Batch:
 class Rep:
     """A sentence representation. Subclasses are frozen dataclasses (hashable: results are keyed by them).
 
-    Each one says how it is computed: ``prompt`` (read from a template pass, :meth:`from_states`)
-    or a plain-sentence pass (:meth:`Pooling.pool`); :meth:`resolve` fills in what it needs from
-    an encoder (a checked head, token ids); :meth:`fields` is its JSON form."""
+    Each one says how it is computed: ``prompt`` (read from a template pass, ``from_states``)
+    or a plain-sentence pass (``Pooling.pool``); ``resolve`` fills in what it needs from
+    an encoder (a checked head, token ids); ``fields`` is its JSON form."""
 
     prompt: ClassVar[bool] = False  # computed from a template's [MASK] states
 
@@ -68,7 +68,7 @@ class Rep:
         return (self,)
 
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
-        """This representation from its parts' vectors (in :meth:`parts` order)."""
+        """This representation from its parts' vectors (in ``parts`` order)."""
         return vectors[0]
 
 
@@ -143,7 +143,7 @@ class PromptPool(Rep):
     """A template's pass pooled instead of read at [MASK].
 
     A prompt before [X] and nothing after it (``query: [X]``, ``[X]``) is pooled as sentence-transformers
-    pools it (:mod:`.pooled`): ``P + sentence`` tokenized as one string, the model's sentence-transformers
+    pools it (``pooled``): ``P + sentence`` tokenized as one string, the model's sentence-transformers
     stack with its Pooling set to ``readout`` (``mean``, ``cls``, ``max`` …; ``sentence-MODE``:
     ``include_prompt=False``), its Dense and Normalize after it — ``SentenceTransformer.encode(sentences,
     prompt=P)``'s vectors. Any other template (text after [X], a [MASK]) is rendered by promptsearch, its
@@ -301,7 +301,7 @@ class Static(Pooling):
 @dataclass(frozen=True)
 class StaticDebiased(Pooling):
     """Static embeddings without the biased tokens (Appendix A.1). ``token_ids`` is the set to
-    drop; ``None`` until resolved against a tokenizer and corpus (:func:`biased_token_ids`)."""
+    drop; ``None`` until resolved against a tokenizer and corpus (``biased_token_ids``)."""
 
     token_ids: frozenset[int] | None = None
     name: ClassVar[str] = "static-debiased"
@@ -433,7 +433,7 @@ def rep(template: str | Template | None = None, denoise: bool = False, pooling: 
 def rep_from_key(key: "str | Template | Representation", denoise: bool = False) -> Rep:
     """How the encoder computes a representation (given as the object, or as its key text): a template's [MASK]
     (last-token) state, minus its bias when ``denoise``, at its layer; a prompt's pass pooled (never denoised); the
-    ensemble of several. The one conversion from a :class:`~promptsearch.representation.Representation`.
+    ensemble of several. The one conversion from a ``Representation``.
 
     :param key: a ``Representation``, its key text (``T``, ``T @layer L``, ``P[X] @mean``, ``A + B``) or a
         ``Template``.
@@ -448,9 +448,9 @@ def rep_from_key(key: "str | Template | Representation", denoise: bool = False) 
 
 def rep_from_options(template: str | Template | list | None = None, denoise: bool = False, pooling: str | None = None,
                      head: str | None = None, layer: int | None = None, readout: str | None = None) -> Rep:
-    """:func:`rep` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
+    """``rep`` from a command's options: ``--template`` with ``--pooling`` mask/topk-static, or a
     pooling (``ditto`` with ``--head``), with the one-line errors for the combinations that clash.
-    Several templates (a list) are their :class:`Ensemble`."""
+    Several templates (a list) are their ``Ensemble``."""
     if isinstance(template, list) and len(template) > 1:
         members = (rep_from_options(t, denoise, pooling, head, layer, readout) for t in template)
         return Ensemble(tuple(cast("MaskState | PromptPool", m) for m in members))  # Ensemble checks each

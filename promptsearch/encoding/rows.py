@@ -1,10 +1,10 @@
 """One template's model inputs over a sentence set, as arrays, padded a batch at a time in numpy.
 
-A row is (input ids, read-out index, template-bias length). :class:`SplicedRows` holds them
+A row is (input ids, read-out index, template-bias length). ``SplicedRows`` holds them
 without building them: the template's ``before`` and ``after`` ids and every sentence's
 (truncated) tokens in one flat array, so a batch's padded ids are a few array operations
 whatever its size, and the row lengths, read-out indices and bias lengths are arrays the
-batching and the bias cache read at once. :class:`ListRows` gives the same interface to rows
+batching and the bias cache read at once. ``ListRows`` gives the same interface to rows
 built one by one (``compat="reference"``, training batches). Indexing either gives the row tuple.
 """
 
@@ -48,7 +48,7 @@ class ListRows(Sequence):
         return ids, att.astype(np.int64), self.read[idx] + shift, shift
 
     def padded_batches(self, batches: Sequence[np.ndarray], pad_id: int, side: str = "right", cells: int = 1 << 22):
-        """:meth:`padded` of each batch, in order, equal to padding each alone: consecutive batches
+        """``padded`` of each batch, in order, equal to padding each alone: consecutive batches
         are padded together to the first one's width (batches come longest first; at most ``cells``
         ids at a time) and each is then cut back to its own width, a view."""
         i = 0

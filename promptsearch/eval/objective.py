@@ -1,6 +1,6 @@
 """A search objective over one or several dev sets: ``--dataset stsb-dev,sick-trial --objective mean``.
 
-:class:`Objective` looks like one :class:`~.sts.STSEvaluator` to the scorer, racing and the
+``Objective`` looks like one ``STSEvaluator`` to the scorer, racing and the
 pruner — one list of distinct sentences, pairs indexed into it, gold scores — and adds ``groups``
 (which set each pair belongs to). Its number is the mean (or the min) of each set's Spearman ×100.
 Over a single set it is that set's evaluator exactly: the same sentences in the same order, the
@@ -113,7 +113,7 @@ class Objective(IndexedPairs):
 
     def spearman(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> float:
         """The objective over the given pairs (all of them by default; there every set's score must
-        be defined, as :meth:`STSEvaluator.spearman` requires).
+        be defined, as ``STSEvaluator.spearman`` requires).
 
         :param vecs: vectors of ``sentences``, in that order.
         :param pairs: the pairs to score (indices or a slice; default all).

@@ -1,6 +1,6 @@
 """STS evaluation: Spearman ×100 of cosine similarity, SentEval's "all" aggregation.
 
-:class:`STSEvaluator` is the one place an STS number is computed: ``eval``, ``report``, the
+``STSEvaluator`` is the one place an STS number is computed: ``eval``, ``report``, the
 search scorer (with progressive subsets for the pruner), Ditto's head search and training's
 dev evaluation all go through it.
 """
@@ -41,7 +41,7 @@ def rounding_spread(sims: np.ndarray, dim: int) -> float:
 
 def constant_up_to_rounding(sims: np.ndarray, dim: int, exact=None) -> bool:
     """Whether similarities vary no more than their own rounding: their order, and a Spearman of it, is noise.
-    A spread above :func:`rounding_spread` is real; below it, ``exact()`` (the same cosines in float64) decides:
+    A spread above ``rounding_spread`` is real; below it, ``exact()`` (the same cosines in float64) decides:
     rounding alone made the spread when the exact cosines span no more than twice the largest rounding error
     of ``sims`` (``sims`` - exact), or than float64 rounding itself ((2 dim + 4) eps64)."""
     sims = np.asarray(sims)
@@ -67,7 +67,7 @@ def spearman100(pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.n
 
 class IndexedPairs:
     """Sentence pairs as rows ``ia``/``ib`` of one list of vectors, with their ``gold`` scores (an
-    :class:`STSEvaluator`'s, or several sets' together in an :class:`~.objective.Objective`)."""
+    ``STSEvaluator``'s, or several sets' together in an ``Objective``)."""
 
     ia: np.ndarray
     ib: np.ndarray
@@ -77,7 +77,7 @@ class IndexedPairs:
         return cosine(vecs[self.ia[pairs]], vecs[self.ib[pairs]])
 
     def exact(self, vecs: np.ndarray, pairs: np.ndarray | slice = slice(None)) -> Callable[[], np.ndarray]:
-        """The pairs' cosines in float64, when asked for (:func:`constant_up_to_rounding`)."""
+        """The pairs' cosines in float64, when asked for (``constant_up_to_rounding``)."""
         return lambda: cosine(vecs[self.ia[pairs]].astype(np.float64), vecs[self.ib[pairs]].astype(np.float64))
 
 
@@ -159,7 +159,7 @@ class STSEvaluator(IndexedPairs):
 
     def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None,
                  subsets: bool = True) -> dict[Rep, dict]:
-        """Encode, then score: {rep: :meth:`score`} — the one evaluation call of ``eval``, ``report``,
+        """Encode, then score: {rep: ``score``} — the one evaluation call of ``eval``, ``report``,
         the search scorer and training's dev evaluation.
 
         :param encoder: the encoder.
@@ -176,7 +176,7 @@ class STSEvaluator(IndexedPairs):
                  exact=None) -> float:
         """The gold scores vary (checked on loading), so NaN means the similarities do not: never a
         number to record or rank. Nor is a number whose similarities ``sims`` (of ``dim``-component vectors;
-        ``exact``: the same in float64) differ by their rounding alone (:func:`constant_up_to_rounding`): it
+        ``exact``: the same in float64) differ by their rounding alone (``constant_up_to_rounding``): it
         ranks float noise."""
         where = f"subset {subset!r} of {self.name}" if subset and len(self.subsets) > 1 else self.name
         if not np.isfinite(value):
@@ -191,7 +191,7 @@ class STSEvaluator(IndexedPairs):
 
 
 def score_task(data: STSData, lookup: dict[str, np.ndarray] | Callable[[list[str]], np.ndarray]) -> dict:
-    """:meth:`STSEvaluator.score` for vectors given by sentence (a dict or a function of a list).
+    """``STSEvaluator.score`` for vectors given by sentence (a dict or a function of a list).
 
     :param data: the task's pairs.
     :param lookup: sentence → vector, or a function from a list of sentences to their vectors.
@@ -215,9 +215,9 @@ def evaluators(tasks: Sequence[str], data: DataOptions = DataOptions()) -> dict[
 def evaluate_reps(encoder: PromptEncoder, reps: Sequence[Rep], tasks: Sequence[str] | dict[str, STSEvaluator],
                   data: DataOptions = DataOptions()) -> dict[Rep, dict[str, dict]]:
     """{rep: {task: {"spearman", "subsets", "pairs"}}} for every rep and task (names, or
-    evaluators from :func:`evaluators`).
+    evaluators from ``evaluators``).
 
-    Each task is encoded on its own (its :class:`STSEvaluator`'s sentences), so a task's
+    Each task is encoded on its own (its ``STSEvaluator``'s sentences), so a task's
     numbers do not depend on which other tasks were asked for.
 
     :param encoder: the encoder.

@@ -135,8 +135,8 @@ def report_templates(enc, templates=None, readout: str | None = None):
 
 def report(enc, tasks, model: str, templates=None, demos=None, data: DataOptions = DataOptions(), json_path=None,
            log=print) -> str:
-    """``promptsearch report``: :func:`report_reps` (the Ditto head found is ``log``-ged) scored by
-    :func:`report_table`."""
+    """``promptsearch report``: ``report_reps`` (the Ditto head found is ``log``-ged) scored by
+    ``report_table``."""
     reps, (layer, h, s) = report_reps(enc, templates, demos, data)
     log(f"best Ditto head on STS-B dev: {layer}-{h} ({s:.2f})")
     return report_table(enc, reps, tasks, model, data, json_path)
@@ -186,7 +186,7 @@ def table9(enc, template: str, tasks, data: DataOptions = DataOptions()) -> str:
 
 def eval_output(rep, res: dict[str, dict], tasks, anisotropy: float | None = None, as_json: bool = False,
                 markdown: bool = False, subsets: bool = False) -> str:
-    """What ``promptsearch eval`` prints for one representation: JSON (:func:`scores_json`), or the
+    """What ``promptsearch eval`` prints for one representation: JSON (``scores_json``), or the
     table (with anisotropy) and, if asked, each task's per-subset Spearman."""
     if as_json:
         return json.dumps(scores_json(res, {} if anisotropy is None else {"anisotropy": round(anisotropy, 3)}),

@@ -78,9 +78,9 @@ class LoadedModel:
     _stack: "ModuleStack | None" = field(default=None, repr=False)  # read on first use (see stack())
 
     def stack(self) -> "ModuleStack":
-        """The model's sentence-transformers module stack (:mod:`.stack`), read on first use by
-        sentence-transformers itself, its Transformer running :attr:`encoder`. A one-line
-        :class:`ModelError` when sentence-transformers cannot read it or this tool cannot run it as is."""
+        """The model's sentence-transformers module stack (``stack``), read on first use by
+        sentence-transformers itself, its Transformer running ``encoder``. A one-line
+        ``ModelError`` when sentence-transformers cannot read it or this tool cannot run it as is."""
         if self._stack is None or self._stack.transformer.auto_model is not self.encoder:
             self._stack = load_stack(self.path or self.name, self.encoder)
         return self._stack
@@ -136,7 +136,7 @@ class LoadedModel:
         Any state works, a denoised one too (the head is applied directly, not through a
         forward pass). BERT-likes (``cls``), RoBERTa-likes (``lm_head``) and DistilBERT are
         recognised; other heads fall back to the output embeddings. A head given to
-        :func:`load_model` (``train-head``) comes first. Without any head the states are
+        ``load_model`` (``train-head``) comes first. Without any head the states are
         projected on the word embeddings — a stand-in, reported as such.
         """
         if self.mask_head is not None:
@@ -199,7 +199,7 @@ def _check_device(device) -> None:
 
 
 def check_model_path(name: str) -> str:
-    """The path or hub id ``name`` names ("default": the bundled MiniLM); a one-line :class:`ModelError` for a path
+    """The path or hub id ``name`` names ("default": the bundled MiniLM); a one-line ``ModelError`` for a path
     that does not exist or is a file.
 
     :param name: ``"default"``, a Hugging Face id or a path.
@@ -216,7 +216,7 @@ def check_model_path(name: str) -> str:
 
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None, verbose: bool = True,
                mask_head: str | None = None) -> LoadedModel:
-    """Load a model by name; raise :class:`ModelError` with a one-line fix on failure.
+    """Load a model by name; raise ``ModelError`` with a one-line fix on failure.
 
     ``mask_head``: a ``head.safetensors`` from ``train-head`` to predict [MASK] tokens with (it
     takes precedence over the checkpoint's own head); ``"none"`` for no trained head. By
@@ -318,7 +318,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
 def checkpoint_folder(path: str) -> str:
     """Where a model folder's Hugging Face checkpoint is: the folder itself, or — in sentence-transformers' oldest
     layout, ``0_Transformer/`` and no ``config.json`` beside ``modules.json`` — the subfolder modules.json names
-    first. (Only that path is read here; the stack itself is read by sentence-transformers: :mod:`.stack`.)
+    first. (Only that path is read here; the stack itself is read by sentence-transformers: ``stack``.)
 
     :param path: a model folder or hub id.
     :returns: the folder (or id) holding ``config.json``."""
@@ -384,7 +384,7 @@ def _mask_head_path(name: str, mask_head: str | None) -> Path | None:
 
 def model_fingerprint(model: LoadedModel) -> str:
     """A short hash of the model's weights (a few tensors), so a retrained checkpoint at the same path never reuses
-    stale scores or cached states (its tokenizer: :func:`tokenizer_fingerprint`, recorded beside it).
+    stale scores or cached states (its tokenizer: ``tokenizer_fingerprint``, recorded beside it).
 
     :param model: the loaded model.
     :returns: 12 hexadecimal characters."""

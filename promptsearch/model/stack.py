@@ -4,14 +4,14 @@
 ``sentence_transformers.models.*`` one, ``pooling_mode_*_tokens`` booleans and all), its Pooling,
 Dense and Normalize modules, its max length and its prompts; a plain Hugging Face checkpoint gets
 sentence-transformers' default stack (a Transformer and mean pooling; last-token pooling for a
-``*ForCausalLM``). :func:`load_stack` does exactly that, then points the stack's Transformer at the
+``*ForCausalLM``). ``load_stack`` does exactly that, then points the stack's Transformer at the
 encoder promptsearch already loaded, so one set of weights serves [MASK] templates and pooled
 read-outs alike. The Transformer's own weights are not read twice: it is loaded on the ``meta``
 device, unless a module after it (a Dense) holds weights, which sentence-transformers would then put
 on ``meta`` too; that folder is read in full, and its Transformer's copy dropped.
 
 A pooled representation is this stack with its Pooling module's mode and ``include_prompt`` set by
-the representation (:meth:`ModuleStack.pooling_for`): the Dense, Normalize and max length stay the
+the representation (``ModuleStack.pooling_for``): the Dense, Normalize and max length stay the
 folder's. A stack this tool cannot run as sentence-transformers does is refused with one line that
 names the module, never replaced by something else.
 """
@@ -226,7 +226,7 @@ def _checkpoint_view(path: str):
 def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
-    the encoder to use). A one-line :class:`ModelError` for a stack this tool cannot run as is.
+    the encoder to use). A one-line ``ModelError`` for a stack this tool cannot run as is.
 
     :param path: a model folder, or a Hugging Face hub id.
     :param encoder: the weights the stack's Transformer runs (None: its own, loaded here on the CPU); the

@@ -1,7 +1,7 @@
-"""Template search: strategies propose templates, one :class:`Scorer` scores them, one
-:class:`~.runner.Runner` records them in one :class:`Results` file.
+"""Template search: strategies propose templates, one ``Scorer`` scores them, one
+``Runner`` records them in one ``Results`` file.
 
-A strategy subclasses :class:`~.strategy.Strategy` (a ``name``, a ``settings()`` dict,
+A strategy subclasses ``Strategy`` (a ``name``, a ``settings()`` dict,
 ``propose(runner)`` and no-op hooks); it asks the runner to score candidates (cached, never computed
 twice) and is told their scores; the runner adds them to the results (saved atomically after each
 one), so a run can be interrupted and resumed.
@@ -31,7 +31,7 @@ def run_settings(strategy: Strategy, scorer: Scorer) -> dict:
 
 
 def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "default") -> None:
-    """Refuse, writing nothing, a results file ``out`` that :func:`run_strategy` would refuse to resume."""
+    """Refuse, writing nothing, a results file ``out`` that ``run_strategy`` would refuse to resume."""
     Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
                          numbers=scorer.numbers())
 
@@ -40,7 +40,7 @@ def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
                  validate_on=DEFAULT_VALIDATE_ON, validate_top: int | None = None, show_progress_bar=None,
                  announce=None) -> Results:
     """Open (or resume) the results file, run the strategy, validate on the held-out ``validate_on`` tasks
-    (:mod:`.validate`) the chosen representation and the best [MASK] template (``validate_top=None``), or
+    (``validate``) the chosen representation and the best [MASK] template (``validate_top=None``), or
     besides them the best ``validate_top`` templates, the model's own and the strategy's extras (a greedy
     path), or nothing (``validate_top=0``); return the results."""
     if not isinstance(strategy, Strategy):

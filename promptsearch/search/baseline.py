@@ -1,7 +1,7 @@
 """The model's own representation as every search's first candidate, and the rule that keeps it.
 
 Before a strategy runs, the model's own representation
-(:meth:`~promptsearch.encoding.encoder.PromptEncoder.own_representation`:
+(``own_representation``:
 what ``SentenceTransformer(model).encode`` computes, read from the model's sentence-transformers
 stack; a folder promptsearch trained: what it was trained with) is scored and put in the results.
 After it, the strategy's answer replaces it only when it is ahead by more than its
@@ -19,7 +19,7 @@ from ..representation import Representation
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
 from .state import Spread, Verdict
 
-# ``runner``: a :class:`~promptsearch.search.runner.Runner` (not imported: the runner imports this module)
+# ``runner``: a ``Runner`` (not imported: the runner imports this module)
 
 
 def score_own(runner) -> Representation:
@@ -37,7 +37,7 @@ def score_own(runner) -> Representation:
 
 def settle(runner) -> None:
     """Choose between the strategy's answer and the model's own representation (kept unless the step rule,
-    :func:`~promptsearch.search.runner.judge`, takes the answer), and record the verdict and the spread.
+    ``judge``, takes the answer), and record the verdict and the spread.
 
     :param runner: the ``Runner`` of the search, after its strategy proposed.
     """

@@ -14,7 +14,7 @@ path, the scores and the results file equal a single-process run's. The score ca
 results file stay the driver's.
 
 Faults: a worker beats the storage's heartbeat while it works (one thread,
-:class:`~promptsearch.search.study.Heartbeats`, as an Optuna search's batch does); a killed worker's
+``Heartbeats``, as an Optuna search's batch does); a killed worker's
 job goes stale after the grace period and is failed and queued again (the storage's stale-trial
 callback, or the driver), and a worker interrupted with Ctrl-C fails its job at once. A job's
 result is taken once, from its first complete trial. Workers with another model, data, precision
@@ -86,7 +86,7 @@ def _unpack(d: dict) -> np.ndarray:
 
 def spec_of(scorer: Scorer, model: str) -> dict:
     """What a worker must reproduce: the model (name and weights), the sets (names and contents),
-    and every setting that changes a number (:meth:`Scorer.numbers`)."""
+    and every setting that changes a number (``Scorer.numbers``)."""
     return {"model": model, "dataset": scorer.dataset, "denoise": scorer.denoise, "objective": scorer.objective,
             "screening": scorer.screening_precision, "numbers": scorer.numbers()}
 
@@ -173,9 +173,9 @@ def claim(study: optuna.Study, only: set[str] | None = None) -> tuple[optuna.Tri
 
 def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | None = None,
                  patience: float = 90) -> bool:
-    """Claim the oldest waiting job (:func:`claim`), do it and report it (its result a user attribute,
+    """Claim the oldest waiting job (``claim``), do it and report it (its result a user attribute,
     the trial told complete); False if none was waiting. While it runs the job beats the storage's
-    heartbeat (:class:`~promptsearch.search.study.Heartbeats`, the storage ``study`` was opened with):
+    heartbeat (``Heartbeats``, the storage ``study`` was opened with):
     a killed worker's job goes stale and is queued again. An interrupt or an error while it runs fails
     the job (the driver queues it again) and is raised. The writes wait out a database restart
     (``patience`` seconds)."""
@@ -284,7 +284,7 @@ class WorkQueue:
     # ---- what the scorer and racing ask ---------------------------------------------------------
     def full(self, scorer: Scorer, keys: list[Representation]) -> dict[Representation, Score]:
         """Full-set scores of ``keys`` at ``scorer``'s layer: recorded, kept and cached by the driver's
-        scorer exactly as :meth:`Scorer.record` does (a job names its key as text: the storage's)."""
+        scorer exactly as ``Scorer.record`` does (a job names its key as text: the storage's)."""
         jobs = {k: Job("full", k.text, scorer.layer) for k in keys}
         got = self.run(list(jobs.values()))
         out = {}

@@ -10,7 +10,7 @@ paired bootstrap resamples of the dev pairs (within each set when there are seve
 is taken only when it is more than one standard error ahead; ``min_gain=0`` is the paper's rule
 (any gain). Each step records its gain, that error and the threshold in the path.
 
-By default each step is a race (:mod:`.racing`): candidates are screened on growing subsets of
+By default each step is a race (``racing``): candidates are screened on growing subsets of
 the dev pairs and only the finalists get a full-set score; ``racing=None`` scores every
 candidate on the full set (the paper's protocol). Either way the step's winner and every number
 in the path are full-set scores in the reference precision.
@@ -344,7 +344,7 @@ def _averaged(members: list[Representation]) -> Representation:
 
 def format_path(path: list[PathStep], results: Results | None = None, width: int | None = None) -> str:
     """The search path as a Table 4-style table (with held-out columns where the results have them), within
-    ``width`` columns (default: the terminal's, at least 80; see :func:`_layout`)."""
+    ``width`` columns (default: the terminal's, at least 80; see ``_layout``)."""
     dataset = results.dataset if results is not None else DEV_SET
     sets = results.set_names if results is not None and len(results.set_names) > 1 else []  # each set's column
     val = sets + ((results.validation or {}).get("tasks", []) if results is not None else [])

@@ -5,7 +5,7 @@ Each trial picks one option per grammar slot (``trial.suggest_categorical``). It
 on 1/8, 1/4, 1/2 and then all of the dev pairs (a fixed random order), reporting each
 partial Spearman; ``SuccessiveHalvingPruner`` stops bad templates early. A template scored
 before (by any strategy) is answered from the cache. Trials are asked ``batch`` at a time
-(:mod:`.study`) and each rung of a batch's trials still in is one encoding call (:mod:`.progressive`).
+(``study``) and each rung of a batch's trials still in is one encoding call (``progressive``).
 
 The study lives in any Optuna RDB storage (``sqlite:///study.db``, PostgreSQL, MySQL), so
 re-running the same command resumes it and several workers — processes or machines pointed
@@ -80,7 +80,7 @@ class OptunaSearch(Strategy):
     def beside(cls, out, model: str, dataset: str, denoise: bool, storage: str | None = None,
                study_name: str | None = None, **settings) -> "OptunaSearch":
         """An Optuna search whose study is ``storage`` / ``study_name`` when given, else a SQLite study beside the
-        results file (:func:`default_storage`) named after the model, data and variant (:func:`default_study_name`):
+        results file (``default_storage``) named after the model, data and variant (``default_study_name``):
         the same run then resumes the same study.
 
         :param out: the results file the run writes (its ``.db`` sibling holds the default study).
@@ -193,7 +193,7 @@ class OptunaSearch(Strategy):
         return {**scorer.numbers(), "denoise": scorer.denoise}
 
     def distributions(self, layers: list[int], pooled_only: bool = False) -> dict:
-        """Each trial parameter's options as :meth:`_suggest` asks them."""
+        """Each trial parameter's options as ``_suggest`` asks them."""
         out = {name: CategoricalDistribution(list(opts)) for name, opts in self.load_grammar().slots.items()}
         if self._readouts():
             out["readout"] = CategoricalDistribution(self._readouts() if pooled_only else ["mask"] + self._readouts())

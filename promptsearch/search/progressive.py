@@ -2,9 +2,9 @@
 
 Each rung encodes, for every template still in, only the sentences new to it — the templates that
 need the same sentences in one ``template_states`` call — and gives each its Spearman on the
-rung's pairs. The last rung is the full set: scored, recorded and cached as :meth:`Scorer.score`
+rung's pairs. The last rung is the full set: scored, recorded and cached as ``Scorer.score``
 does. With a screening precision other than the reference one, the partial rungs run in it and
-the full set is :meth:`Scorer.score`'s.
+the full set is ``Scorer.score``'s.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Progressive:
         self.scorer.count_time(self.seconds.pop(t, 0.0))
 
     def finish(self, templates: list[str | Template]) -> dict[str, Score]:
-        """Each template's full-set score (recorded and cached as :meth:`Scorer.score` does)."""
+        """Each template's full-set score (recorded and cached as ``Scorer.score`` does)."""
         ts = list(dict.fromkeys(Template.parse(t).text for t in templates))
         sc = self.scorer
         if not self.reuse:
@@ -82,7 +82,7 @@ class Progressive:
 def score_progressive(scorer: Scorer, template: str | Template, rungs: list[int],
                       seed: int = 0) -> Iterator[tuple[int, float]]:
     """One template's Spearman on growing random subsets of the pairs: yields (n_pairs, score), the
-    last the full set's (cached like :meth:`Scorer.score`)."""
+    last the full set's (cached like ``Scorer.score``)."""
     run = Progressive(scorer, seed)
     t = Template.parse(template).text
     for r in sorted({min(r, run.n) for r in rungs} - {run.n}):

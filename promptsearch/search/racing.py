@@ -13,7 +13,7 @@ candidates are ranked by their Spearman on the rung's pairs and two rules drop c
   see the README's "Faster search").
 
 After the last rung (or once no more than ``finalists`` are left), the best ``finalists`` survivors are scored on
-the full set by :meth:`Scorer.score`: in the reference precision, one pass over every sentence
+the full set by ``Scorer.score``: in the reference precision, one pass over every sentence
 exactly as ``eval`` does, cached. Those are the only numbers a race returns; rung scores (which
 may come from a cheaper screening precision, see ``Scorer(screening=...)``) decide who is
 dropped and are never recorded. Sentences encoded at one rung are reused at the next.

@@ -63,7 +63,7 @@ def _now() -> str:
 
 @dataclass
 class Entry(Scored):
-    """A results file's entry: a :class:`~promptsearch.search.scorer.Scored` (for an ensemble ``template`` is
+    """A results file's entry: a ``Scored`` (for an ensemble ``template`` is
     its members' keys joined by " + "), with where it came from, when it was first scored (1-based) and its
     held-out scores (the top-k after a search)."""
 
@@ -150,7 +150,7 @@ class Results:
     @classmethod
     def check_resume(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
                      numbers: dict | None = None) -> None:
-        """Refuse, in one line, what :meth:`open` would refuse of an existing file at ``path``, writing nothing (a
+        """Refuse, in one line, what ``open`` would refuse of an existing file at ``path``, writing nothing (a
         command checks it before it makes anything else, e.g. a work study's database). The parameters are
         ``open``'s; a ``path`` that is None or names no file has nothing to check.
 
@@ -212,7 +212,7 @@ class Results:
     @classmethod
     def load(cls, path) -> "Results":
         """A results file read back (schema checked; one-line error if it is not one), to read —
-        :meth:`open` is the way to write to one.
+        ``open`` is the way to write to one.
 
         :param path: the results file.
         :returns: the results (to read).
@@ -319,7 +319,7 @@ class Results:
         return next((e for e in self.ranked() if not e.members and _reads_mask(e)), None)
 
     def answer_first(self) -> list[Entry]:
-        """:meth:`ranked`, with the chosen entry (``x_chosen``) moved to the front.
+        """``ranked``, with the chosen entry (``x_chosen``) moved to the front.
 
         :returns: the entries.
         """
@@ -539,7 +539,7 @@ def _seal(e: Entry) -> str:
 
 
 def _numbers_differ(was: dict, now: dict) -> str:
-    """What differs between two :meth:`Scorer.numbers` records, in words ('' when nothing does)."""
+    """What differs between two ``Scorer.numbers`` records, in words ('' when nothing does)."""
     # the precision first: it explains "batches"
     for k in sorted(set(was) | set(now), key=lambda k: (k != "precision", k)):
         a, b = was.get(k), now.get(k)
@@ -591,7 +591,7 @@ def _reads_mask(e: Entry) -> bool:
 
 
 def top_templates(path, k: int = 2) -> list[Entry]:
-    """:meth:`Results.top_templates` of the results file at ``path``."""
+    """``Results.top_templates`` of the results file at ``path``."""
     return Results.load(path).top_templates(k)
 
 
@@ -613,7 +613,7 @@ def kept_precision(out, bf16: bool | None) -> tuple[bool | None, str | None]:
 
 def scored_settings(numbers: dict, bf16: bool | None = None, add_period: bool | None = None,
                     max_length: int | None = None) -> dict:
-    """The encoder settings that compute scores as ``numbers`` (:meth:`Scorer.numbers`, what a results file or a
+    """The encoder settings that compute scores as ``numbers`` (``Scorer.numbers``, what a results file or a
     work study records) says they were computed: its precision and period unless given, its compat setting (what a
     worker of a distributed search scores with), and the ``max_length`` option unless given. The numbers record that
     option only through its effects: the [MASK] inputs' limit (``max_length``: the option within the model's

@@ -1,14 +1,14 @@
 """The one runner every search goes through: strategies propose, the runner records.
 
 As Optuna's ``study.ask`` / ``study.tell`` with the one loop of ``_optimize.py`` that records every
-trial: a :class:`~promptsearch.search.strategy.Strategy` asks the runner to score candidates and is
-told their scores (:meth:`Runner.score`), asks it to judge a step (:meth:`Runner.step`) and names its
-answer (:meth:`Runner.choose`). Only the runner writes the results: it adds each score as it comes,
+trial: a ``Strategy`` asks the runner to score candidates and is
+told their scores (``Runner.score``), asks it to judge a step (``Runner.step``) and names its
+answer (``Runner.choose``). Only the runner writes the results: it adds each score as it comes,
 keeps the path, saves after every record and shows progress. The step rule — is the candidate ahead
-of the one before by more than its noise? — is :func:`judge`, here and nowhere else.
+of the one before by more than its noise? — is ``judge``, here and nowhere else.
 
-:meth:`Runner.run` is a whole search: the model's own representation scored first
-(:mod:`.baseline`), the strategy's proposals, the verdict against the model's own representation,
+``Runner.run`` is a whole search: the model's own representation scored first
+(``baseline``), the strategy's proposals, the verdict against the model's own representation,
 held-out validation.
 """
 
@@ -129,7 +129,7 @@ class Runner:
         set ``CHUNK`` at a time, or raced (``racing``: screened on growing subsets, the finalists scored on the
         full set). ``desc``: the progress bar's label (None: no bar). ``record``: "all", "new" (only the keys
         the results do not hold yet: the model's own representation keeps its source) or "none" (scores
-        told, not recorded: :meth:`record` one later). ``together``: all in one scorer call (a template at
+        told, not recorded: ``record`` one later). ``together``: all in one scorer call (a template at
         several layers: one pass), not ``CHUNK`` at a time.
 
         :param candidates: representations, or their text.
@@ -180,7 +180,7 @@ class Runner:
         return self.results.add(score, source)
 
     def judge(self, before, after, seed: int) -> Judged:
-        """:func:`judge` with the strategy's ``min_gain``.
+        """``judge`` with the strategy's ``min_gain``.
 
         :param before: the representation stepped from.
         :param after: the representation stepped to.
@@ -230,7 +230,7 @@ class Runner:
 
     def keep(self, entries: Sequence[Entry] = (), **records) -> None:
         """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,
-        ``pareto``, ``generated``, ``baseline``, ``spread``: :class:`Results` fields), saved.
+        ``pareto``, ``generated``, ``baseline``, ``spread``: ``Results`` fields), saved.
 
         :param entries: entries scored elsewhere, added to the results as they are.
         :param records: results fields to set, by name.
@@ -247,7 +247,7 @@ class Runner:
     # ---- a whole search -----------------------------------------------------------------------
     def run(self, validate_on=(), validate_top: int | None = None, show_progress_bar=None, announce=None) -> Results:
         """The model's own representation scored, the strategy's proposals, the verdict, held-out validation
-        (see :func:`~promptsearch.search.run_strategy`); the results.
+        (see ``run_strategy``); the results.
 
         :param validate_on: the held-out tasks to validate on (empty: none).
         :param validate_top: how many of the best to validate (None: the answer and the best template; 0: none).

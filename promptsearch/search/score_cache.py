@@ -2,7 +2,7 @@
 
 Appending one line per score makes the cache safe to interrupt: a line cut by an interrupted
 write is skipped (with one warning) when the file is read again. The keys are the
-:class:`~promptsearch.search.scorer.Scorer`'s.
+``Scorer``'s.
 """
 
 from __future__ import annotations

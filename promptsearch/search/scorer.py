@@ -38,8 +38,8 @@ from .score_cache import append_scores, load_scores
 
 @dataclass
 class Scored:
-    """What was scored and how it scored — what a fresh :class:`Score` and a results file's entry
-    (:class:`~promptsearch.search.results.Entry`) both are: the template, its read-out (a layer, a pooled
+    """What was scored and how it scored — what a fresh ``Score`` and a results file's entry
+    (``Entry``) both are: the template, its read-out (a layer, a pooled
     read-out, or an ensemble's members), the objective's Spearman × 100, each dev set's when there are
     several, denoised or not, seconds.
 
@@ -96,11 +96,11 @@ class Scorer:
     """Scores representations on a dataset (default STS-B dev), or several (``"stsb-dev,sick-trial"``: the
     ``objective``, mean or min, of their Spearmans), with a persistent cache of each set's score.
 
-    Its surface: :meth:`score` (one representation or a list: a template, at a layer, pooled, an ensemble —
-    the one way to score), :meth:`similarities`, :meth:`gain` and :meth:`se` (a step's noise), :meth:`cached`,
-    :meth:`check`, :meth:`numbers` (what changes a score) and :meth:`on` (another data set); for screening
-    (racing, pruning rungs) :meth:`at_layer`, :meth:`encode_pairs`, :meth:`record` and :meth:`count_time`;
-    for distributed work :meth:`distribute`, :meth:`measure`, :meth:`record_measured` and :meth:`remote_rung`.
+    Its surface: ``score`` (one representation or a list: a template, at a layer, pooled, an ensemble —
+    the one way to score), ``similarities``, ``gain`` and ``se`` (a step's noise), ``cached``,
+    ``check``, ``numbers`` (what changes a score) and ``on`` (another data set); for screening
+    (racing, pruning rungs) ``at_layer``, ``encode_pairs``, ``record`` and ``count_time``;
+    for distributed work ``distribute``, ``measure``, ``record_measured`` and ``remote_rung``.
 
     :param encoder: the encoder whose representations are scored.
     :param dataset: the dev set, several joined by commas (``"stsb-dev,sick-trial"``), or a ``DevSets``.
@@ -180,7 +180,7 @@ class Scorer:
         """This scorer reading ``layer`` (as ``hidden_states`` counts them; None: the last hidden state):
         the same encoder, data, cache and work tally. The last layer is the template's own read-out: this
         scorer itself (one key, one score; ``T @layer L`` for the last L would be ``T`` scored twice).
-        :meth:`score` reads a key's layer itself; a view is for screening at a layer (racing, pruning rungs).
+        ``score`` reads a key's layer itself; a view is for screening at a layer (racing, pruning rungs).
 
         :param layer: the hidden-state index to read; None: the last hidden state.
         :returns: the scorer reading that layer (this one for the last layer).
@@ -288,7 +288,7 @@ class Scorer:
 
     def numbers(self) -> dict:
         """Everything that changes a score, as a results file records it: a resumed run with another
-        value is refused (:meth:`Results.open`), so one file never ranks numbers computed two ways.
+        value is refused (``Results.open``), so one file never ranks numbers computed two ways.
 
         :returns: the settings as a JSON-ready dict.
         """
@@ -346,9 +346,9 @@ class Scorer:
 
     @staticmethod
     def representation(key: str | Template | Representation) -> Representation:
-        """What :meth:`score` reads ``key`` as: a template, ``T @layer L``, ``T @mean`` or an ensemble's members
-        joined by `` + `` (text), a :class:`~promptsearch.template.Template`, or a
-        :class:`~promptsearch.representation.Representation` as it is.
+        """What ``score`` reads ``key`` as: a template, ``T @layer L``, ``T @mean`` or an ensemble's members
+        joined by `` + `` (text), a ``Template``, or a
+        ``Representation`` as it is.
 
         :param key: a representation: text, a ``Template`` or a ``Representation``.
         :returns: the ``Representation`` it reads as.
@@ -371,7 +371,7 @@ class Scorer:
         return rep_from_key(k if k.readout else Representation(k.template, self.layer), denoise)
 
     def check(self, key: str | Template | Representation) -> None:
-        """Refuse a representation the model cannot read (one :class:`~promptsearch.errors.TemplateError`: a
+        """Refuse a representation the model cannot read (one ``TemplateError``: a
         template that leaves no room for a sentence, a read-out the model lacks), encoding nothing.
 
         :param key: a representation: text, a ``Template`` or a ``Representation``.
@@ -412,14 +412,14 @@ class Scorer:
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, representations, fresh: bool = False):
         """Full-set scores: the one way to score. ``representations``: one (a template, ``T @layer L``,
-        ``T @mean``, an ensemble; text, a :class:`~promptsearch.template.Template` or a
-        :class:`~promptsearch.representation.Representation`) gives its :class:`Score`; a list gives theirs,
+        ``T @mean``, an ensemble; text, a ``Template`` or a
+        ``Representation``) gives its ``Score``; a list gives theirs,
         in order.
 
         A single representation is scored for the scorer's denoise setting (both variants cached); the
         ones not cached are encoded together, each layer's in one call and a template asked at several
         layers in one pass (its states at every layer), each scored as if alone. An ensemble is the mean of
-        its members' normalized vectors (kept from their scores with :meth:`keep_vectors`, else encoded),
+        its members' normalized vectors (kept from their scores with ``keep_vectors``, else encoded),
         scored like a template but not cached. ``fresh`` skips the cache lookup (training evaluates the same
         template as weights change).
 
@@ -462,7 +462,7 @@ class Scorer:
 
     def _score_many(self, ts: list[Representation], fresh: bool = False) -> list[Score]:
         """Scores of this view's keys, in order; the ones not cached are encoded in one call
-        (:meth:`PromptEncoder.encode_templates`: tokenized once, one copy back), each scored as if alone."""
+        (``PromptEncoder.encode_templates``: tokenized once, one copy back), each scored as if alone."""
         hits = {t: None if fresh else self._cached_sets(t) for t in ts}
         todo = list(dict.fromkeys(t for t in ts if hits[t] is None))
         out = {t: self._score(t, self.evaluator.value(h), 0.0, self._sets(h), cached=True) for t, h in hits.items()
@@ -508,14 +508,14 @@ class Scorer:
 
     def _keep(self, k: Representation, vecs: np.ndarray, vectors: bool | None = None) -> None:
         """Keep a template's pair similarities (and its normalized vectors: ``vectors``, by default
-        whether :meth:`keep_vectors` is on)."""
+        whether ``keep_vectors`` is on)."""
         self._sims[k] = self.evaluator.similarities(vecs)
         if self._keep_vectors if vectors is None else vectors:
             self._vecs[k] = normalized(vecs)
 
     def _vectors(self, key: Representation) -> np.ndarray:
         """A member's L2-normalized vectors of the scorer's sentences (the run's variant, its layer): kept
-        from its score when :meth:`keep_vectors` is on, else encoded."""
+        from its score when ``keep_vectors`` is on, else encoded."""
         view, k = self._view(key)
         if k not in view._vecs:
             view._encode_one(k, vectors=True)
@@ -542,7 +542,7 @@ class Scorer:
              seed: int = 0) -> tuple[float, float]:
         """(objective of ``after`` − objective of ``before``, the paired-bootstrap standard error of that
         difference), ×100, on the scorer's pairs: how much of a gain is noise. Either may be any
-        representation (:meth:`similarities`).
+        representation (``similarities``).
 
         :param before: the representation: text, a ``Template`` or a ``Representation`` compared from.
         :param after: the representation: text, a ``Template`` or a ``Representation`` compared to.
@@ -562,7 +562,7 @@ class Scorer:
 
     def record(self, template: str | Template | Representation, vecs: dict[bool, np.ndarray], seconds: float) -> Score:
         """A template's vectors of every sentence at this view's layer (raw at False, denoised at True: both, or
-        the run's variant) scored on the full set: kept, timed, counted and cached like :meth:`score`'s
+        the run's variant) scored on the full set: kept, timed, counted and cached like ``score``'s
         (progressive scoring completes its rungs' vectors into a full-set score with it).
 
         :param template: the template (single representation) the vectors are of.
@@ -587,7 +587,7 @@ class Scorer:
 
     # ---- distributed work (search/distributed.py) -------------------------------------------
     def distribute(self, queue) -> None:
-        """Hand full-set scores and racing rungs to a :class:`~promptsearch.search.distributed.WorkQueue`'s
+        """Hand full-set scores and racing rungs to a ``WorkQueue``'s
         workers (and this process), at every layer (None: score here again).
 
         :param queue: a ``WorkQueue``, or None to score in this process again.
@@ -599,7 +599,7 @@ class Scorer:
     def measure(self, key: str | Representation) -> tuple[dict[bool, dict[str, float]], np.ndarray, float]:
         """A worker's full-set job: one single representation's scores of both variants, set by set, the
         run's variant's pair similarities and the seconds it took, neither kept nor cached here (the
-        driver records them with :meth:`record_measured`).
+        driver records them with ``record_measured``).
 
         :param key: a single representation (text or ``Representation``).
         :returns: ``(scores by variant then set, the run's variant's pair similarities, seconds)``.
@@ -613,7 +613,7 @@ class Scorer:
 
     def record_measured(self, key: Representation, scores: dict[bool, dict[str, float]], sims: np.ndarray,
                         seconds: float) -> Score:
-        """A :meth:`measure` done elsewhere (a worker) recorded at this view's layer as a score computed here
+        """A ``measure`` done elsewhere (a worker) recorded at this view's layer as a score computed here
         is: its similarities kept, timed, counted, cached.
 
         :param key: the representation measured.

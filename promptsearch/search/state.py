@@ -1,20 +1,20 @@
 """What a search leaves in its results file besides the scores, as typed records.
 
 Each record is one field of the results file (``results.schema.json`` checks its shape when a file
-is read), built from it by :meth:`from_json` and written back by :meth:`to_json`; the code between
+is read), built from it by ``from_json`` and written back by ``to_json``; the code between
 reads attributes, never dictionary keys:
 
 ============== ======================== ==========================================================
 file field     record                   written by
 ============== ======================== ==========================================================
-``path``       list of :class:`PathStep` greedy: one record per step of its path (Table 4)
-``x_baseline`` :class:`Verdict`         every search: the model's own representation, and whether
+``path``       list of ``PathStep`` greedy: one record per step of its path (Table 4)
+``x_baseline`` ``Verdict``         every search: the model's own representation, and whether
                                         the search's best beat it beyond its noise
-``x_spread``   :class:`Spread`          every search: min / median / max of what was scored
-``x_study``    :class:`StudyRef`        Optuna: where the study lives, trials finished and pruned
-``x_pareto``   :class:`ParetoFront`     Optuna over several dev sets: the non-dominated entries
-``x_generated`` :class:`Generated`      t5 / mlm: templates generated, pairs used, kept
-``x_races``    :class:`RaceState` each  racing (greedy), one per race: its rungs done, who is left, who
+``x_spread``   ``Spread``          every search: min / median / max of what was scored
+``x_study``    ``StudyRef``        Optuna: where the study lives, trials finished and pruned
+``x_pareto``   ``ParetoFront``     Optuna over several dev sets: the non-dominated entries
+``x_generated`` ``Generated``      t5 / mlm: templates generated, pairs used, kept
+``x_races``    ``RaceState`` each  racing (greedy), one per race: its rungs done, who is left, who
                                         was dropped, the finalists — so an interrupted race resumes
 ============== ======================== ==========================================================
 """
@@ -80,7 +80,7 @@ class PathStep(_Record):
 
     @property
     def key(self) -> str:
-        """Its :attr:`entry_key` as text.
+        """Its ``entry_key`` as text.
 
         :returns: the key's text.
         """
@@ -215,7 +215,7 @@ class Generated(_Record):
 
 @dataclass
 class RaceState(_Record):
-    """One race's resumable state (``x_races`` holds one per race, by :func:`~promptsearch.search.racing.race_key`):
+    """One race's resumable state (``x_races`` holds one per race, by ``race_key``):
     the ``contenders`` still racing and the ``rungs_done`` (once a rung ran), each one ``dropped``
     ({"template", "rung": pairs seen}), the ``final``-ists once it is decided, and the ``known`` candidates an
     earlier version recorded as cached (they resume as they began)."""

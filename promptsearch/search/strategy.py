@@ -1,7 +1,7 @@
 """The one protocol every search strategy follows (as Optuna's samplers share ``BaseSampler``): a
-strategy proposes, the :class:`~promptsearch.search.runner.Runner` records.
+strategy proposes, the ``Runner`` records.
 
-A strategy has a name, its settings, and :meth:`Strategy.propose`: it asks the runner to score
+A strategy has a name, its settings, and ``Strategy.propose``: it asks the runner to score
 candidates (``runner.score(candidates, source)``) and is told their scores, asks it whether a step is
 ahead of the one before by more than its noise (``runner.step``), and names its answer
 (``runner.choose``). It never writes the results itself: the runner alone adds scores, keeps the path,
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # "Runner": search.runner.Runner, which imports this module (
 
 
 class Strategy:
-    """Subclass it and write :meth:`propose`; scores are cached (never computed twice) and recorded as they
+    """Subclass it and write ``propose``; scores are cached (never computed twice) and recorded as they
     come, so a run can be interrupted and resumed."""
 
     name: str = "strategy"
@@ -49,8 +49,8 @@ class Strategy:
         return False
 
     def propose(self, runner) -> None:
-        """The search: candidates proposed to ``runner`` (:meth:`Runner.score`), steps judged by it
-        (:meth:`Runner.step`), the answer named (:meth:`Runner.choose`).
+        """The search: candidates proposed to ``runner`` (``Runner.score``), steps judged by it
+        (``Runner.step``), the answer named (``Runner.choose``).
 
         :param runner: the ``Runner`` that scores, records and judges for the strategy.
         :raises NotImplementedError: always here; a subclass writes the search.

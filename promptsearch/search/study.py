@@ -1,6 +1,6 @@
 """An Optuna study's plumbing for batches of trials: RDB storage with heartbeats, trials asked
 several at a time (``study.ask()``, then ``tell``) so one encoding pass holds several candidates,
-their heartbeats while they run (:class:`Heartbeats`: the one heartbeat, which the work queue of
+their heartbeats while they run (``Heartbeats``: the one heartbeat, which the work queue of
 ``distributed`` uses too), and interrupts held back around storage writes. Only Optuna's public API
 is used: ``study.ask``/``tell``, the storage's heartbeat and its stale-trial callback.
 
@@ -174,7 +174,7 @@ def sqlite_file(url: str) -> Path | None:
 def check_storage(url: str, grace: int = 90) -> None:
     """Refuse a storage that cannot be used, creating nothing: a URL that is not a database's, a SQLite
     file whose folder is missing or not writable (a new file is made only when the search starts), an
-    existing file that is not a database; a server that cannot be reached (:func:`open_storage`)."""
+    existing file that is not a database; a server that cannot be reached (``open_storage``)."""
     path = sqlite_file(url)
     if path is None:
         if _parsed(url).get_backend_name() != "sqlite":
@@ -218,7 +218,7 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
 
     Workers started together on a fresh database race to create its tables; the loser retries and
     then finds them. A server that cannot be reached, refuses the login or needs a driver that is
-    not installed is one :class:`~promptsearch.errors.PromptSearchError` within seconds, no retries.
+    not installed is one ``PromptSearchError`` within seconds, no retries.
     """
     from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError  # lazy: start-up time
 
@@ -280,8 +280,8 @@ class Heartbeats:
     thread, recorded in ``storage`` (the RDB storage the study was opened with) every
     ``heartbeat_interval`` seconds, as ``study.optimize`` records it for its one trial: a killed
     process's trials go stale and are failed and retried (the storage's callback, see
-    :func:`fail_stale_trials`). The one heartbeat of both the Optuna search and the work queue.
-    A missed beat in the thread (a locked database) is not an error; :meth:`beat` raises one."""
+    ``fail_stale_trials``). The one heartbeat of both the Optuna search and the work queue.
+    A missed beat in the thread (a locked database) is not an error; ``beat`` raises one."""
 
     def __init__(self, storage: optuna.storages.BaseStorage, study: optuna.Study, trials: list):
         interval = getattr(storage, "get_heartbeat_interval", lambda: None)()  # None: a storage without heartbeats
@@ -327,7 +327,7 @@ def fail_stale_trials(study: optuna.Study) -> None:
 
 def ask(study: optuna.Study) -> optuna.Trial:
     """``study.ask()``: the oldest waiting (enqueued) trial, claimed for this process, or a new one. Its
-    warning that heartbeats belong to ``study.optimize`` is silenced: :class:`Heartbeats` records them."""
+    warning that heartbeats belong to ``study.optimize`` is silenced: ``Heartbeats`` records them."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used with Study.optimize")
         return study.ask()

@@ -1,7 +1,7 @@
 """Held-out validation of a search's winners: the top-k templates (by the scoring set) scored on
 other data sets, so one can see whether a search over-fits its dev set.
 
-Each held-out score is a :class:`Scorer` score on that task (the one evaluator, the reference
+Each held-out score is a ``Scorer`` score on that task (the one evaluator, the reference
 precision, the same cache), so it equals what ``promptsearch eval`` prints for the template.
 """
 
@@ -91,10 +91,10 @@ def held_out_tasks(spec: str, top: int | None, data: DataOptions = DataOptions()
 
 def known_scores(enc, r, tasks, data: DataOptions = DataOptions()) -> dict[str, dict]:
     """``{task: {"spearman"}}`` of representation ``r`` (a ``MaskState`` or ``PromptPool``) on each task, each a
-    :class:`Scorer` score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
+    ``Scorer`` score (what ``eval`` prints): a score any earlier run measured with the same weights, data and
     settings — the search's held-out validation, an earlier seed's or run's start row — comes from the score cache
     instead of another pass. A trainer's ``TrainRun(scores=known_scores)``
-    (:data:`promptsearch.train.loop.TaskScores`).
+    (``promptsearch.train.loop.TaskScores``).
 
     :param enc: the encoder (model) to score with.
     :param r: the representation: a ``MaskState`` or a ``PromptPool``.

@@ -1,7 +1,7 @@
 """sentence-transformers export: ``SentenceTransformer(dir).encode(...)`` gives the same
 vectors as ``PromptEncoder.from_pretrained(dir).encode(...)``.
 
-The directory's ``modules.json`` names one module, :class:`PromptModule`: it wraps the
+The directory's ``modules.json`` names one module, ``PromptModule``: it wraps the
 prompt (template, [MASK] state, denoising) around the encoder, so tokenization, template
 rendering and bias subtraction are promptsearch's own code on both paths.
 """
@@ -345,7 +345,7 @@ def check_export(out, results: bool, template: str | None) -> Path:
 def export_target(results=None, template: str | None = None, model: str | None = None, max_length: int | None = None,
                   say=None) -> tuple[str, Representation, int | None]:
     """What an export writes, ``(model, representation, max length)``: a search's ``results`` (a
-    :class:`~promptsearch.search.results.Results`, loaded by the caller) give their chosen representation, their
+    ``Results``, loaded by the caller) give their chosen representation, their
     model (``model``, when given, must be it) and the max length it was scored with (``max_length``, when given,
     must be it); else the ``template`` key, on ``model`` (None: the default model) at ``max_length``. What a reader
     should know of the results' answer (an entry edited by hand) is told to ``say`` (default: stderr)."""

@@ -6,7 +6,7 @@
   denoised; the entailment is the positive, every other entailment and every contradiction
   in the batch a negative.
 
-Large batches on small memory use gradient caching (:mod:`.step`, shared with OptiPrompt).
+Large batches on small memory use gradient caching (``step``, shared with OptiPrompt).
 Runs on CPU, one GPU or several through ``accelerate launch -m promptsearch finetune``.
 """
 
@@ -61,7 +61,7 @@ DEFAULTS = {"unsup": {"lr": 1e-5, "batch_size": 256}, "sup": {"lr": 5e-5, "batch
 @dataclass
 class FinetuneConfig(TrainConfig):
     """Prompt-contrastive fine-tuning: the mode, the templates (unsup: two views), how long, the read-out
-    trained; the rest is :class:`~promptsearch.train.loop.TrainConfig` (lr and batch size by mode, a dev
+    trained; the rest is ``TrainConfig`` (lr and batch size by mode, a dev
     score every 25 steps, denoised).
 
     :param mode: ``"unsup"`` (two views of a sentence through two templates, SimCSE-style) or ``"sup"`` (NLI
@@ -99,7 +99,7 @@ class FinetuneConfig(TrainConfig):
 
     @property
     def step(self) -> Step:
-        """What one training step compares (:mod:`.step`)."""
+        """What one training step compares (``step``)."""
         return Step(self.mode, tuple(self.templates), self.denoise, self.temperature, self.max_seq_length,
                     self.micro_batch, self.micro_tokens, self.layer, self.readout)
 
@@ -108,7 +108,7 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
              announce=None) -> dict:
     """Train, evaluate on the dev set every ``eval_steps``, keep the best weights in ``out_dir``. The
     resume checkpoint (``out_dir/resume/``) is removed when training ends unless ``run.keep_checkpoint``.
-    ``announce(views)``: called with :func:`views_note`'s line once the run is past its checks (a checkpoint of
+    ``announce(views)``: called with ``views_note``'s line once the run is past its checks (a checkpoint of
     other settings, views that cannot differ), before anything is written.
 
     :param enc: the encoder to train (from ``prepare_encoder``).
@@ -213,7 +213,7 @@ class _Finetunee(Trainee):
     def __init__(self, enc, cfg: FinetuneConfig, acc, parts: tuple, dev: DevEval, save, start_score: float,
                  settings: dict | None = None):
         """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder;
-        ``settings``: what changes the numbers (:func:`run_settings`), kept in the checkpoint."""
+        ``settings``: what changes the numbers (``run_settings``), kept in the checkpoint."""
         self.enc, self.cfg, self.acc, self.dev, self.save, self.start_score = enc, cfg, acc, dev, save, start_score
         self.settings = settings
         # (steps, evaluations, seconds of the start's dev evaluation or None), set once the run is planned
@@ -306,7 +306,7 @@ def check_resumable(ck: Checkpoint, settings: dict, out: Path) -> None:
 
 def mark_unfinished(out: Path) -> None:
     """Mark ``out`` as holding a run that has not finished (removed when it does): the model there is the best
-    checkpoint so far, which promptsearch refuses to score or load (:func:`~promptsearch.model.saved.read_config`)."""
+    checkpoint so far, which promptsearch refuses to score or load (``read_config``)."""
     atomic_write(out / UNFINISHED, "promptsearch finetune has not finished training this folder: the model here is "
                  "its best checkpoint so far. Re-run the same finetune command to resume it.\n")
 
@@ -379,7 +379,7 @@ def save_model(enc: PromptEncoder, out: Path, cfg: FinetuneConfig, model_name: s
 
 
 class SearchResults(Protocol):
-    """What fine-tuning reads of a search's results (a :class:`promptsearch.search.results.Results`, loaded by
+    """What fine-tuning reads of a search's results (a ``promptsearch.search.results.Results``, loaded by
     the caller: train/ does not import search/)."""
 
     path: Any
@@ -429,7 +429,7 @@ def choose_templates(mode: str, templates=(), results: SearchResults | None = No
 
 @dataclass(frozen=True)
 class TrainingChoice:
-    """What a fine-tuning run trains (:func:`choose_training`): its templates (unsup: the two views), an
+    """What a fine-tuning run trains (``choose_training``): its templates (unsup: the two views), an
     OptiPrompt run's vectors on the first (or None), the read-out layer (None: the last) and the pooled
     read-out (None: the [MASK] state)."""
 
@@ -475,7 +475,7 @@ def choose_training(mode: str, templates=(), results: SearchResults | None = Non
 
 def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=None) -> PromptEncoder:
     """The encoder to fine-tune: a masked LM (one-line error for a causal LM), with an OptiPrompt
-    run's vectors (``soft``, from :func:`choose_templates`) on its template.
+    run's vectors (``soft``, from ``choose_templates``) on its template.
 
     :param enc: the encoder.
     :param model_name: the model's name, for the error.

@@ -11,7 +11,7 @@ Checkpoints without an MLM head (the bundled MiniLM is one) cannot say which tok
 3. report held-out masked-token top-1 / top-5 accuracy next to a unigram model (the most
    frequent training targets) measured on the same held-out tokens.
 
-The head and its file format live in :mod:`promptsearch.model.mask_head`; this module is
+The head and its file format live in ``promptsearch.model.mask_head``; this module is
 the training job (corpus, state collection and cache, training loop, report).
 """
 
@@ -149,7 +149,7 @@ def corpus_key(model, sentences: Sequence[str], masking: Masking = Masking()) ->
 
 def cached_states(model, sentences, cache_dir: str | Path, layers=(-1,), masking: Masking = Masking(), batch_size=128,
                   show_progress_bar=True, key: str | None = None) -> dict[int, MaskedStates]:
-    """:func:`collect_states`, saved under ``cache_dir`` keyed by model, corpus and settings
+    """``collect_states``, saved under ``cache_dir`` keyed by model, corpus and settings
     (one file holds every layer collected; a layer it lacks means collecting again)."""
     key = key or corpus_key(model, sentences, masking)
     path = Path(cache_dir) / f"states-{key}.safetensors"
@@ -208,7 +208,7 @@ def head_accuracy(head: MaskHead, states: torch.Tensor, targets: torch.Tensor, b
 
 @dataclass(kw_only=True)
 class HeadTrainSettings(TrainSettings):
-    """The head trainer's :class:`~promptsearch.train.loop.TrainSettings` (its own defaults) and what it
+    """The head trainer's ``TrainSettings`` (its own defaults) and what it
     adds: epochs over the cached states, AdamW's weight decay, the warmup share, bf16 autocast."""
 
     lr: float = 2e-3
@@ -218,7 +218,7 @@ class HeadTrainSettings(TrainSettings):
     weight_decay: float = 0.01
     warmup: float = 0.05
     # autocast the head's matmuls (AMX CPUs, GPUs: ~25 % faster steps on CPU); None: the device's default precision
-    # (encoding.batching.precision_choice: measured on a CPU), decided by :meth:`on`
+    # (encoding.batching.precision_choice: measured on a CPU), decided by ``on``
     bf16: bool | None = None
 
     RECORD_ORDER = ("epochs", "batch_size", "lr", "weight_decay", "warmup", "seed", "bf16")
@@ -249,7 +249,7 @@ def train_head(head: MaskHead, train: MaskedStates, test: MaskedStates, settings
                on_epoch: Callable[[int, Accuracy, float], None] | None = None,
                show_progress_bar: bool = True) -> HeadHistory:
     """Full-softmax cross-entropy on cached states; AdamW, linear warmup then cosine decay — in the one
-    training loop (:func:`~promptsearch.train.loop.train_loop`), an evaluation at the end of each epoch.
+    training loop (``train_loop``), an evaluation at the end of each epoch.
 
     Keeps the weights of the epoch with the best held-out top-5. With ``checkpoint`` the
     state after every epoch is saved there and a re-run resumes from it.

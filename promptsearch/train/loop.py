@@ -1,6 +1,6 @@
-"""What the trainers share: one training loop (:func:`train_loop`, the objective plugged in as a
-:class:`Trainee`), one config base (:class:`TrainConfig`), sentence batches, dev evaluation, typed
-resumable checkpoints (:class:`Checkpoint`)."""
+"""What the trainers share: one training loop (``train_loop``, the objective plugged in as a
+``Trainee``), one config base (``TrainConfig``), sentence batches, dev evaluation, typed
+resumable checkpoints (``Checkpoint``)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ class TrainSettings:
 @dataclass(kw_only=True)
 class TrainConfig(TrainSettings):
     """What every template trainer is configured by (prompt-contrastive fine-tuning, OptiPrompt): the
-    :class:`TrainSettings`, gradient-cached micro-batches, the contrastive loss's temperature, the
+    ``TrainSettings``, gradient-cached micro-batches, the contrastive loss's temperature, the
     token limit, how often the dev set is scored, denoising, and the dev history the run fills. A subclass adds
     what it trains and sets its own defaults (``None``: that default).
 
@@ -148,7 +148,7 @@ class TrainConfig(TrainSettings):
 
 
 # How a representation's scores on tasks are found: ``scores(encoder, r, tasks, data) -> {task: {"spearman"}}``.
-# :func:`fresh_scores` measures them; ``promptsearch.search.validate.known_scores`` (what the command line passes)
+# ``fresh_scores`` measures them; ``promptsearch.search.validate.known_scores`` (what the command line passes)
 # takes a score an earlier run measured with the same weights, data and settings from the score cache.
 TaskScores = Callable[[PromptEncoder, "MaskState | PromptPool", Sequence[str], DataOptions], dict]
 
@@ -177,7 +177,7 @@ class TrainRun:
     """How a training run is run, whatever it trains: the dev set that chooses the checkpoint, where
     its data is and whether progress shows (``data``), whether a checkpoint in the output folder is
     resumed, whether that checkpoint is kept when training ends, and how the untrained start's scores
-    are found (``scores``: :data:`TaskScores`; the default measures them).
+    are found (``scores``: ``TaskScores``; the default measures them).
 
     :param dev_dataset: the dev set scored at each evaluation; its best score chooses what is kept.
     :param data: where the data is read from, in which columns, and whether progress shows.
@@ -387,7 +387,7 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, d) -> "Checkpoint | None":
-        """A checkpoint as :meth:`save` lays it out (flat); None for anything else.
+        """A checkpoint as ``save`` lays it out (flat); None for anything else.
 
         :param d: what ``torch.load`` read from a checkpoint file.
         :returns: the checkpoint (the keys other than ``step``, ``best``, ``history`` and ``rng`` are its
@@ -430,7 +430,7 @@ def end_checkpoint(path: Path, keep: bool) -> None:
 
 # ---- the one training loop ------------------------------------------------------------------------
 class Trainee:
-    """What :func:`train_loop` trains: prompt-contrastive fine-tuning, OptiPrompt and the [MASK] head each
+    """What ``train_loop`` trains: prompt-contrastive fine-tuning, OptiPrompt and the [MASK] head each
     subclass it with their objective and what they keep; the hooks not needed do nothing.
 
     :cvar desc: the progress bar's label.
@@ -510,7 +510,7 @@ class Schedule:
     eval_steps: int
 
     def batches(self, data, start: int):
-        """(step, items) from step ``start`` on: :func:`batches` (a subclass may order its data otherwise).
+        """(step, items) from step ``start`` on: ``batches`` (a subclass may order its data otherwise).
 
         :param data: the training data (a list or a ``datasets.Dataset``).
         :param start: the first step.

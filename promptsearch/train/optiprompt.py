@@ -4,7 +4,7 @@ The template's literal tokens (all but [X], [MASK] and special tokens) become tr
 vectors initialised from their static embeddings. The loss is unsupervised SimCSE: each
 sentence passes twice with dropout on; the two [MASK] states are positives, the rest of
 the batch negatives (temperature 0.05). Only the vectors change. Large batches are
-micro-batched with gradient caching (:mod:`.step`, shared with ``finetune``).
+micro-batched with gradient caching (``step``, shared with ``finetune``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ CHECKPOINT = "optiprompt-checkpoint.pt"
 @dataclass
 class OptiPromptConfig(TrainConfig):
     """OptiPrompt: the template whose vectors are trained and for how many steps; the rest is
-    :class:`~promptsearch.train.loop.TrainConfig` (batches of 64, lr 3e-3, a dev score every 50 steps).
+    ``TrainConfig`` (batches of 64, lr 3e-3, a dev score every 50 steps).
 
     :param template: the template whose literal tokens become trained vectors.
     :param steps: the optimisation steps.
@@ -62,7 +62,7 @@ class OptiPromptConfig(TrainConfig):
 
     @property
     def step(self) -> Step:
-        """Unsupervised SimCSE over the template's [MASK] states (:mod:`.step`): the same template
+        """Unsupervised SimCSE over the template's [MASK] states (``step``): the same template
         twice, dropout making the two views differ.
 
         :returns: the training step's settings (the template parsed; this config's denoising, temperature,

@@ -1,6 +1,6 @@
 """One contrastive training step, shared by ``finetune`` and ``optiprompt``.
 
-A :class:`Step` says what the loss compares: ``unsup``, a sentence's two views are its [MASK]
+A ``Step`` says what the loss compares: ``unsup``, a sentence's two views are its [MASK]
 states under ``templates[0]`` and ``templates[-1]`` (the same template twice in OptiPrompt:
 dropout makes the views differ), in-batch negatives; ``sup``, NLI triplets under one template.
 
@@ -10,7 +10,7 @@ respect to those vectors are computed once over the full batch (so every in-batc
 counts), then each micro-batch is recomputed with the same dropout RNG and back-propagated
 with its slice of that gradient. The result equals the full-batch gradient.
 
-:func:`train_step` returns the loss as a device tensor: reading it (``float(loss)``) waits for
+``train_step`` returns the loss as a device tensor: reading it (``float(loss)``) waits for
 the device, so the trainers read it only when they log.
 """
 
