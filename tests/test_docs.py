@@ -71,10 +71,8 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
 
 def test_docstrings_name_things_plainly_not_by_sphinx_roles():
     """mkdocstrings shows a sphinx role (:class:`~a.B`) as literal text on the site: names are written ``B``."""
-    import re
-
     role = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const):`")
-    pkg = Path(__file__).resolve().parents[1] / "promptsearch"
+    pkg = REPO / "promptsearch"
     found = [f"{p.relative_to(pkg)}:{i}" for p in sorted(pkg.rglob("*.py"))
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if role.search(line)]
     assert not found, found[:10]
