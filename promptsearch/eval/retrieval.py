@@ -247,7 +247,7 @@ class RetrievalTask:
         if not self._noted_float16:
             self._noted_float16 = True
             gib = len(self.corpus_ids) * dim * 4 / 2 ** 30
-            note(f"note: the corpus's float32 vectors take {gib:.2f} GiB, above float16_above_gib="
+            note(f"note: the corpus's float32 vectors take {gib:.3g} GiB, above float16_above_gib="
                  f"{self.float16_above_gib:g}: they are stored in float16, so the metrics differ from "
                  "sentence-transformers' evaluator's by float16 rounding")
 
