@@ -76,6 +76,17 @@ def at_least(minimum: int, kind=int):
 positive = at_least(0, float)
 
 
+def non_negative(text: str) -> float:
+    """An argparse type: a finite number of at least 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {text}")
+    return v
+
+
 def layer_numbers(text: str):
     """An argparse type: ``all``, or read-out layers as ``hidden_states`` indices ("3,4,5"; negative counts
     from the end) — parsed here, once; whether the model has them is checked when it is loaded."""
@@ -351,8 +362,12 @@ def _retrieval(sub) -> None:
     g.add_argument("--prompts", default="retrieval", metavar="FILE",
                    help="the prompt library: a .json file with 'query' and 'document' lists of {prompt, source} "
                         "(default: the shipped one)")
-    g.add_argument("--cache-dir", default=None, help="where corpus vectors are kept (float16, memory-mapped; default "
+    g.add_argument("--cache-dir", default=None, help="where corpus vectors are kept (default "
                                                      "~/.cache/promptsearch/retrieval)")
+    g.add_argument("--float16-above-gib", type=non_negative, default=None, metavar="GIB",
+                   help="keep the corpus's vectors in float16 when their float32 size is above GIB (default 2; 0: "
+                        "always): half the disk, the metrics then off sentence-transformers' by float16 rounding "
+                        "(float32 below it: the same numbers)")
     g.add_argument("--no-cache", action="store_true", help="keep no corpus vectors after the run")
 
 

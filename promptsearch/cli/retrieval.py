@@ -6,7 +6,7 @@ import shlex
 from typing import cast
 
 from ..data.retrieval import RetrievalFormat, load_retrieval
-from ..eval.retrieval import RetrievalTask, sample_queries
+from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, sample_queries
 from ..fileio import check_writable
 from ..search.retrieval import RetrievalResults, RetrievalSearch, check_pooled, resumed_precision, summary
 from . import options as o
@@ -31,7 +31,9 @@ def cmd_retrieval(args) -> int:
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
-    task = RetrievalTask(data, cache_dir=False if args.no_cache else args.cache_dir, show_progress_bar=o.show(args))
+    task = RetrievalTask(data, cache_dir=False if args.no_cache else args.cache_dir, show_progress_bar=o.show(args),
+                         float16_above_gib=FLOAT16_ABOVE_GIB if args.float16_above_gib is None
+                         else args.float16_above_gib)
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         search = RetrievalSearch(task, enc, results, readouts=readouts, min_gain=args.min_gain or "auto",

@@ -21,17 +21,19 @@ every query into one score buffer, and each chunk's top ``max k`` folded into a 
 caller's own arrays, one call's peak is about
 
     chunk_size x (4 x n_queries + 4 x dim)    the float32 rows and their float32 scores (x 8 each in float64)
-  + chunk_size x 2 x dim                      the float16 rows read from a CorpusStore (not for an array)
+  + chunk_size x 2 x dim                      the float16 rows read from a float16 CorpusStore (not for an
+                                              array; a float32 store is read straight into the float32 rows)
   + n_queries x max_k x 110                   the running top-k and its merge with a chunk's
   + n_corpus x 60                             the corpus ids' order (a sorted Python list while it is built)
 
 plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`` bytes while those rows are
 re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
 process. ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a
-2-core CPU: 120 MB measured for a CorpusStore against 114 MB from the terms above; 252 MB through an ``np.memmap``;
-1,004 MB for the full matrix. A :class:`CorpusStore` keeps a corpus's vectors as float16 on disk and reads them
-with plain reads, so a chunk is all that is resident; an ``np.memmap`` works too, but the pages it touches count in
-the process's resident memory (the whole file, by the end) until the kernel drops them.
+2-core CPU: 120 MB measured for a float16 CorpusStore against 114 MB from the terms above; 252 MB through an
+``np.memmap``; 1,004 MB for the full matrix. A :class:`CorpusStore` keeps a corpus's vectors on disk (float32 as
+given, or float16 unit vectors for half the size) and reads them with plain reads, so a chunk is all that is
+resident; an ``np.memmap`` works too, but the pages it touches count in the process's resident memory (the whole
+file, by the end) until the kernel drops them.
 """
 
 from __future__ import annotations
@@ -55,11 +57,14 @@ _EPS = 1e-12  # F.normalize's default, as sentence-transformers' cos_sim uses it
 
 
 class CorpusStore:
-    """A corpus's vectors as a float16 ``(n, dim)`` array in a ``.npy`` file: written in chunks (:meth:`append`),
-    read in chunks (:meth:`chunks`) as float32 tensors, or mapped whole (:attr:`array`).
+    """A corpus's vectors as a float32 or float16 ``(n, dim)`` array in a ``.npy`` file: written in chunks
+    (:meth:`append`), read in chunks (:meth:`chunks`) as float32 tensors, or mapped whole (:attr:`array`).
 
-    Rows are stored as unit vectors (cosine, the only score read from them, does not depend on the length), so
-    every component lies in [-1, 1] and float16 keeps each within its relative precision of 2^-11. The file is
+    float32 rows are stored as given, unnormalised: the rows read back are the vectors appended, bit for bit, so
+    cosine scores from them are the ones sentence-transformers' evaluator computes from the same embeddings
+    (``cos_sim`` normalises each side itself). float16 rows are stored as unit vectors (cosine, the only score read
+    from them, does not depend on the length), so every component lies in [-1, 1] and float16 keeps each within its
+    relative precision of 2^-11: half the size, scores within float16 rounding of float32's. The file is
     written as a temp file beside ``PATH`` and put in place when its last row arrives (``promptsearch.fileio``), so a
     file at ``PATH`` is never a half-written one, and two processes writing the same store do not mix their rows;
     :meth:`open` reads it back (a cache: its path names what was encoded).
@@ -67,19 +72,23 @@ class CorpusStore:
     :param path: the file to write (``.npy``; a cache folder such as ``promptsearch.paths.cache_dir()``).
     :param n: number of rows.
     :param dim: vector size.
-    :raises promptsearch.DataError: for ``n`` or ``dim`` below 1.
+    :param dtype: ``"float16"`` (unit rows, half the size; the default) or ``"float32"`` (rows as given).
+    :raises promptsearch.DataError: for ``n`` or ``dim`` below 1, or another ``dtype``.
     """
 
-    def __init__(self, path: str | os.PathLike, n: int, dim: int) -> None:
+    def __init__(self, path: str | os.PathLike, n: int, dim: int, dtype: str = "float16") -> None:
         if int(n) < 1 or int(dim) < 1:
             raise DataError(f"a CorpusStore needs n >= 1 and dim >= 1 (got n={n}, dim={dim})")
+        if dtype not in _DTYPES:
+            raise DataError(f"dtype={dtype!r}: a CorpusStore holds 'float32' or 'float16' rows")
+        self.dtype: np.dtype = _DTYPES[dtype]
         self.path = Path(path)
         self.n, self.dim = int(n), int(dim)
         self._rows = 0
         fd, self._temp = temp_beside(self.path)
         self._file: Any = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_1_0(
-            self._file, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f2")), "fortran_order": False,
+            self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
                          "shape": (self.n, self.dim)})
         self._offset = self._file.tell()
 
@@ -89,7 +98,8 @@ class CorpusStore:
 
         :param path: the ``.npy`` file a :class:`CorpusStore` wrote.
         :returns: the store, ready to read.
-        :raises promptsearch.DataError: when the file is missing, not a float16 2-d ``.npy`` file, or short."""
+        :raises promptsearch.DataError: when the file is missing, not a float32 or float16 2-d ``.npy`` file, or
+            short."""
         path = Path(path)
         try:
             with open(path, "rb") as f:
@@ -102,12 +112,13 @@ class CorpusStore:
                 offset = f.tell()
         except (OSError, ValueError) as e:
             raise DataError(f"cannot read the corpus store {path}: {e}") from None
-        if dtype != np.dtype("<f2") or fortran or len(shape) != 2 or min(shape) < 1:
-            raise DataError(f"{path} is not a corpus store (a float16 (n, dim) array): dtype {dtype}, shape {shape}")
-        if path.stat().st_size != offset + 2 * shape[0] * shape[1]:
+        if dtype not in _DTYPES.values() or fortran or len(shape) != 2 or min(shape) < 1:
+            raise DataError(f"{path} is not a corpus store (a float32 or float16 (n, dim) array): dtype {dtype}, "
+                            f"shape {shape}")
+        if path.stat().st_size != offset + dtype.itemsize * shape[0] * shape[1]:
             raise DataError(f"the corpus store {path} is truncated: delete it and encode the corpus again")
         self = cls.__new__(cls)
-        self.path, self.n, self.dim = path, int(shape[0]), int(shape[1])
+        self.path, self.n, self.dim, self.dtype = path, int(shape[0]), int(shape[1]), np.dtype(dtype)
         self._rows, self._temp, self._file, self._offset = self.n, str(path), None, offset
         return self
 
@@ -125,7 +136,7 @@ class CorpusStore:
         return self._rows == self.n
 
     def append(self, rows: np.ndarray | torch.Tensor) -> None:
-        """Write the next rows, as unit vectors in float16; the last row completes the file.
+        """Write the next rows (float32: as given; float16: as unit vectors); the last row completes the file.
 
         :param rows: ``(m, dim)`` vectors (any float dtype).
         :raises promptsearch.DataError: for a wrong shape, more rows than ``n``, or a value that is not finite."""
@@ -139,8 +150,9 @@ class CorpusStore:
                             "were given")
         x = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
         _check_finite(x, "rows", self._rows)
-        unit = F.normalize(x, p=2, dim=-1, eps=_EPS)
-        self._file.write(unit.numpy().astype("<f2", copy=False).tobytes())
+        if self.dtype == np.float16:
+            x = F.normalize(x, p=2, dim=-1, eps=_EPS)
+        self._file.write(x.numpy().astype(self.dtype, copy=False).tobytes())
         self._rows += x.shape[0]
         if self.complete:
             self._file.close()
@@ -168,11 +180,11 @@ class CorpusStore:
 
     @property
     def array(self) -> np.memmap:
-        """The whole store as a read-only float16 ``np.memmap`` ``(n, dim)``.
+        """The whole store as a read-only ``np.memmap`` ``(n, dim)`` of its dtype.
 
         :raises promptsearch.DataError: while rows are missing."""
         self._check_complete()
-        return np.memmap(self.path, dtype="<f2", mode="r", offset=self._offset, shape=(self.n, self.dim))
+        return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self._offset, shape=(self.n, self.dim))
 
     def chunks(self, chunk_size: int) -> Iterator[tuple[int, torch.Tensor]]:
         """The rows in order, ``chunk_size`` at a time, read from the file (only the chunk is resident).
@@ -182,21 +194,24 @@ class CorpusStore:
         :raises promptsearch.DataError: while rows are missing."""
         self._check_complete()
         chunk_size = _positive(chunk_size, "chunk_size")
-        buf = np.empty((min(chunk_size, self.n), self.dim), dtype="<f2")
+        buf = np.empty((min(chunk_size, self.n), self.dim), dtype=self.dtype)
         with open(self.path, "rb", buffering=0) as f:
             for start in range(0, self.n, chunk_size):
                 m = self._read(f, start, buf)
-                yield start, torch.from_numpy(buf[:m]).to(torch.float32)
+                yield start, torch.from_numpy(buf[:m].astype(np.float32))  # a copy: buf is read into again
 
     def _read(self, f: Any, start: int, buf: np.ndarray) -> int:
-        """Read rows from ``start`` into ``buf`` (float16 ``(rows, dim)``) with a plain read: ``min(len(buf), n -
-        start)`` rows, their number returned."""
+        """Read rows from ``start`` into ``buf`` (the store's dtype, ``(rows, dim)``, C-contiguous) with a plain
+        read: ``min(len(buf), n - start)`` rows, their number returned."""
         m = min(len(buf), self.n - start)
-        f.seek(self._offset + 2 * start * self.dim)
-        if f.readinto(buf[:m].data.cast("B")) != 2 * m * self.dim:
+        size = self.dtype.itemsize
+        f.seek(self._offset + size * start * self.dim)
+        if f.readinto(buf[:m].data.cast("B")) != size * m * self.dim:
             raise DataError(f"the corpus store {self.path} is truncated: delete it and encode the corpus again")
         return m
 
+
+_DTYPES: dict[str, np.dtype] = {"float32": np.dtype("<f4"), "float16": np.dtype("<f2")}
 
 CorpusEmbeddings = Union[np.ndarray, torch.Tensor, CorpusStore]
 
@@ -242,11 +257,13 @@ def _fill_chunks(corpus: CorpusEmbeddings, work: torch.Tensor) -> Iterator[tuple
     chunk_size = len(work)
     if isinstance(corpus, CorpusStore):
         corpus._check_complete()
-        buf = np.empty((chunk_size, corpus.dim), dtype="<f2")
+        direct = corpus.dtype == np.float32 and work.dtype == torch.float32  # read straight into the work rows
+        buf = work.numpy() if direct else np.empty((chunk_size, corpus.dim), dtype=corpus.dtype)
         with open(corpus.path, "rb", buffering=0) as f:
             for start in range(0, corpus.n, chunk_size):
                 m = corpus._read(f, start, buf)
-                work[:m].copy_(torch.from_numpy(buf[:m]))
+                if not direct:
+                    work[:m].copy_(torch.from_numpy(buf[:m]))
                 yield start, m
         return
     as_numpy = work.numpy()

@@ -7,11 +7,15 @@ so that one Pooling module serves ``encode_query`` and ``encode_document`` alike
 :class:`RetrievalTask` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does
 (cosine, :func:`~promptsearch.eval.ir_metrics.retrieval_metrics`), with the cost kept to what differs between
 them: the queries are encoded once per distinct (query prompt, read-out) and the corpus once per distinct
-(document prompt, read-out). Corpus vectors go, unit length, into a float16 file
-(:class:`~promptsearch.eval.ir_metrics.CorpusStore`, read a chunk at a time) in the cache folder, keyed by the
-model's weights and tokenizer, its sentence-transformers stack, the precision, the corpus's contents and the
-document side: a rerun reads them back instead of encoding the corpus again, and the corpus never has to fit in
-memory as float32.
+(document prompt, read-out). Corpus vectors go into a file (:class:`~promptsearch.eval.ir_metrics.CorpusStore`,
+read a chunk at a time) in the cache folder, keyed by the model's weights and tokenizer, its sentence-transformers
+stack, the precision, the corpus's contents, the document side and the file's dtype: a rerun reads them back instead
+of encoding the corpus again, and the corpus never has to fit in memory.
+
+The file holds the vectors in float32 as encoded, so the metrics are the numbers sentence-transformers'
+``InformationRetrievalEvaluator`` gives for the exported model (the same cosines of the same vectors), unless the
+corpus's float32 vectors would take more than ``float16_above_gib``: then they are stored as float16 unit vectors
+(half the disk), and a note says the metrics then differ from sentence-transformers' by float16 rounding.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..encoding.reps import rep_from_key
-from ..errors import DataError
+from ..errors import DataError, note
 from ..model import model_fingerprint
 from ..model.loading import tokenizer_fingerprint
 from ..paths import cache_dir as default_cache_root
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from ..encoding import PromptEncoder
 
 ENCODE_CHUNK = 8192  # corpus texts encoded per call (then written to the store): what bounds the float32 in memory
+FLOAT16_ABOVE_GIB = 2.0  # a corpus whose float32 vectors exceed this many GiB is stored in float16
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,10 @@ class RetrievalTask:
         removed with this task, so nothing outlives the run).
     :param chunk_size: corpus rows scored against the queries at a time (``retrieval_metrics``'s).
     :param show_progress_bar: show encoding progress (None: the encoder's setting).
+    :param float16_above_gib: store a corpus's vectors in float16 when their float32 size (documents x dimensions
+        x 4 bytes) is above this many GiB (0: always float16); float32 otherwise, where the metrics equal
+        sentence-transformers' evaluator's.
+    :raises promptsearch.DataError: for no queries, an empty corpus, or a negative ``float16_above_gib``.
 
     ``corpus_encodings`` counts the corpus encodings this task computed (one per distinct document prompt and
     read-out), ``corpus_passes`` the passes over the corpus they took (one per distinct document prompt: its
@@ -150,9 +159,14 @@ class RetrievalTask:
     primary_metric = PRIMARY_METRIC
 
     def __init__(self, data: "RetrievalData", cache_dir: str | os.PathLike | bool | None = None,
-                 chunk_size: int = 50_000, show_progress_bar: bool | None = None):
+                 chunk_size: int = 50_000, show_progress_bar: bool | None = None,
+                 float16_above_gib: float = FLOAT16_ABOVE_GIB):
         if not data.queries or not data.corpus:
             raise DataError(f"{data.name}: {'no queries' if not data.queries else 'an empty corpus'} to score")
+        if not float16_above_gib >= 0:  # NaN too
+            raise DataError(f"float16_above_gib={float16_above_gib}: give a size in GiB >= 0")
+        self.float16_above_gib = float(float16_above_gib)
+        self._noted_float16 = False
         self.data = data
         self.query_ids = list(data.queries)
         self.corpus_ids = list(data.corpus)
@@ -221,10 +235,34 @@ class RetrievalTask:
         return {"name": self.data.name, "fingerprint": self.data.fingerprint(), "queries": len(self.query_ids),
                 "corpus": len(self.corpus_ids)}
 
-    def _store_path(self, enc_key: str, side: Representation) -> Path:
-        name = hashlib.sha256(json.dumps([enc_key, self.corpus_fingerprint, side.text],
+    def corpus_dtype(self, dim: int) -> str:
+        """The dtype the corpus's vectors of ``dim`` dimensions are stored in: ``"float32"`` unless their float32 size
+        is above ``float16_above_gib``.
+
+        :param dim: the vectors' size.
+        :returns: ``"float32"`` or ``"float16"``."""
+        return "float16" if len(self.corpus_ids) * int(dim) * 4 > self.float16_above_gib * 2 ** 30 else "float32"
+
+    def _note_float16(self, dim: int) -> None:
+        if not self._noted_float16:
+            self._noted_float16 = True
+            gib = len(self.corpus_ids) * dim * 4 / 2 ** 30
+            note(f"note: the corpus's float32 vectors take {gib:.3g} GiB, above float16_above_gib="
+                 f"{self.float16_above_gib:g}: they are stored in float16, so the metrics differ from "
+                 "sentence-transformers' evaluator's by float16 rounding")
+
+    def _store_path(self, enc_key: str, side: Representation, dtype: str) -> Path:
+        name = hashlib.sha256(json.dumps([enc_key, self.corpus_fingerprint, side.text, dtype],
                                          ensure_ascii=False).encode("utf-8")).hexdigest()[:24]
         return self.cache_dir / f"corpus-{name}.npy"
+
+    def _cached(self, enc_key: str, side: Representation) -> CorpusStore | None:
+        """The stored vectors of ``side`` in the dtype this task stores them in, if a complete store is there."""
+        for dtype in ("float32", "float16"):
+            store = _stored(self._store_path(enc_key, side, dtype), len(self.corpus_ids))
+            if store is not None and store.dtype == np.dtype(dtype) and self.corpus_dtype(store.dim) == dtype:
+                return store
+        return None
 
     # ---- encoding -------------------------------------------------------------------------------------
     def query_vectors(self, enc: "PromptEncoder", sides: Sequence[Representation]) -> dict[Representation, np.ndarray]:
@@ -248,7 +286,8 @@ class RetrievalTask:
 
     def corpus_vectors(self, enc: "PromptEncoder",
                        sides: Sequence[Representation]) -> dict[Representation, CorpusStore]:
-        """The corpus's vectors under each document side, as a float16 :class:`CorpusStore` in the cache folder:
+        """The corpus's vectors under each document side, as a :class:`CorpusStore` in the cache folder (float32, or
+        float16 above ``float16_above_gib``, with a note):
         read back when an earlier call or run stored them, else encoded and written ``ENCODE_CHUNK`` texts at a
         time (at most that many float32 vectors in memory per side); sides with the same prompt share one pass
         over the corpus (their read-outs pooled from it).
@@ -261,8 +300,10 @@ class RetrievalTask:
         for side in dict.fromkeys(sides):
             if (ek, side) in self._corpus:
                 continue
-            store = _stored(self._store_path(ek, side), len(self.corpus_ids))
+            store = self._cached(ek, side)
             if store is not None:
+                if store.dtype == np.float16:
+                    self._note_float16(store.dim)
                 self._corpus[(ek, side)] = store
                 self.corpus_reused += 1
             else:
@@ -278,14 +319,19 @@ class RetrievalTask:
                                               show_progress_bar=self.show_progress_bar)
                         for side, r in reps.items():
                             if side not in writers:
-                                writers[side] = CorpusStore(self._store_path(ek, side), len(texts), got[r].shape[1])
+                                dim = got[r].shape[1]
+                                dtype = self.corpus_dtype(dim)
+                                if dtype == "float16":
+                                    self._note_float16(dim)
+                                writers[side] = CorpusStore(self._store_path(ek, side, dtype), len(texts), dim,
+                                                            dtype=dtype)
                             writers[side].append(got[r])
             finally:
                 for w in writers.values():
                     w.discard()  # an interrupted write leaves no partial file (a complete one is kept)
             self.corpus_passes += 1
             for side in group:
-                self._corpus[(ek, side)] = CorpusStore.open(self._store_path(ek, side))
+                self._corpus[(ek, side)] = CorpusStore.open(writers[side].path)
                 self.corpus_encodings += 1
         return {side: self._corpus[(ek, side)] for side in sides}
 

@@ -1,6 +1,7 @@
 """Retrieval metrics (issue 48, item 3): ``retrieval_metrics`` gives the numbers sentence-transformers'
 ``InformationRetrievalEvaluator`` gives on the same vectors (random, tied, a tiny model's), whatever the chunk size;
-a hand-computed case pins each definition; the float16 ``CorpusStore`` stays within float16 rounding.
+a hand-computed case pins each definition; a float32 ``CorpusStore`` gives its rows back bit for bit (the evaluator's
+numbers exactly), a float16 one stays within float16 rounding.
 
 Tolerance against the evaluator: none (``==``). Both sides compute each chunk's scores with the same ``torch.mm`` on
 the same normalised float32 rows (equal shapes: the same chunk size), rank them under the same order, and form each
@@ -289,6 +290,30 @@ def test_store_scores_within_float16_rounding_of_float32(tmp_path):
     assert diff.max() > tol / 100  # the bound is not loose by orders of magnitude
 
 
+@pytest.mark.parametrize("chunk_size", [503, 64, 7])
+def test_a_float32_store_holds_the_rows_as_given_and_equals_the_evaluator_on_them(tmp_path, chunk_size):
+    """float32 rows are stored unnormalised, bit for bit: read back (whole, in chunks, or scored a chunk at a time
+    straight from the file) they give exactly the evaluator's numbers on the caller's array."""
+    q, c, qids, cids, rel = random_task(6, n_corpus=503)
+    c = c * np.linspace(0.5, 3, len(c), dtype=np.float32)[:, None]  # lengths far from 1: a normalised copy would show
+    path = tmp_path / "c.npy"
+    with CorpusStore(path, len(c), c.shape[1], dtype="float32") as store:
+        store.append(c[:250])
+        store.append(torch.from_numpy(c[250:]))
+    again = CorpusStore.open(path)
+    assert again.dtype == np.float32 and np.load(path).dtype == np.float32
+    assert np.array_equal(again.array, c) and np.array_equal(torch.cat([t for _, t in again.chunks(64)]).numpy(), c)
+    got = retrieval_metrics(q, again, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
+    assert got == evaluator_metrics(q, c, qids, cids, rel, chunk_size, **KS)
+    assert got == retrieval_metrics(q, c, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
+    # float64 queries score in float64, the float32 rows converted (not read straight into the float64 buffer)
+    q64 = q.astype(np.float64)
+    assert retrieval_metrics(q64, again, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT) == \
+        retrieval_metrics(q64, c.astype(np.float64), qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT)
+    with pytest.raises(DataError, match="dtype='float64': a CorpusStore holds 'float32' or 'float16' rows"):
+        CorpusStore(tmp_path / "d.npy", 3, 2, dtype="float64")
+
+
 def test_store_refuses_what_it_cannot_hold(tmp_path):
     with pytest.raises(PromptSearchError, match="cannot write /proc/no-such/c.npy: .*; choose a writable output path"):
         CorpusStore("/proc/no-such/c.npy", 4, 3)
@@ -319,9 +344,9 @@ def test_store_left_unfinished_leaves_nothing(tmp_path):
 
 
 def test_store_open_refuses_other_files(tmp_path):
-    np.save(tmp_path / "f32.npy", np.ones((3, 2), dtype=np.float32))
+    np.save(tmp_path / "f64.npy", np.ones((3, 2), dtype=np.float64))
     with pytest.raises(DataError, match="is not a corpus store"):
-        CorpusStore.open(tmp_path / "f32.npy")
+        CorpusStore.open(tmp_path / "f64.npy")
     with pytest.raises(DataError, match="cannot read the corpus store"):
         CorpusStore.open(tmp_path / "missing.npy")
     written_store(tmp_path / "c.npy", np.ones((3, 2), dtype=np.float32), [3])

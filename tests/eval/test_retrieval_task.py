@@ -64,26 +64,70 @@ def test_read_outs_of_one_document_prompt_share_one_pass(enc, data, tmp_path):
     assert task.corpus_encodings == 4 and task.corpus_passes == 1 and calls["corpus"] == 1
 
 
-def test_metrics_equal_ir_metrics_on_the_encoders_own_vectors(enc, data, tmp_path):
-    c = RetrievalCandidate.of("query: ", "passage: ", "sentence-mean")
-    task = RetrievalTask(data, cache_dir=False)
-    got = task.evaluate(enc, [c], per_query=True)[c]
-    qids, cids = list(data.queries), list(data.corpus)
+def own_vectors(enc, data, c):
+    """The encoder's own query and corpus vectors of candidate ``c`` (float32), encoded apart from any task."""
     rq, rd = rep_from_key(c.side("query")), rep_from_key(c.side("document"))
-    q = enc.encode_reps([data.queries[i] for i in qids], [rq])[rq]
-    d = enc.encode_reps([data.corpus[i] for i in cids], [rd])[rd]
-    with CorpusStore(tmp_path / "c.npy", len(cids), d.shape[1]) as w:  # the same float16 unit vectors
-        w.append(d)
-    stored = CorpusStore.open(tmp_path / "c.npy")
-    unit = d / np.linalg.norm(d, axis=1, keepdims=True)
-    assert np.abs(np.asarray(stored.array, dtype=np.float32) - unit).max() <= 2 ** -11  # float16's half-ulp at 1
-    want = retrieval_metrics(q, stored, qids, cids, data.relevant, per_query=True)
+    q = enc.encode_reps([data.queries[i] for i in data.queries], [rq])[rq]
+    d = enc.encode_reps([data.corpus[i] for i in data.corpus], [rd])[rd]
+    return q, d
+
+
+def test_metrics_equal_ir_metrics_on_the_encoders_own_float32_vectors(enc, data, tmp_path):
+    """Below the size limit the corpus is stored in float32 as encoded: the rows read back are the encoder's vectors
+    bit for bit, so the metrics are those of ir_metrics on the vectors themselves, exactly (and ir_metrics equals
+    sentence-transformers' evaluator on the same vectors exactly: tests/eval/test_ir_metrics.py)."""
+    c = RetrievalCandidate.of("query: ", "passage: ", "sentence-mean")
+    task = RetrievalTask(data, cache_dir=tmp_path)
+    got = task.evaluate(enc, [c], per_query=True)[c]
+    q, d = own_vectors(enc, data, c)
+    (stored,) = task.corpus_vectors(enc, [c.side("document")]).values()
+    assert stored.dtype == np.float32 and np.array_equal(stored.array, d)  # as encoded: not normalised, not rounded
+    assert np.abs(np.linalg.norm(d, axis=1) - 1).max() > 1e-3  # (the check above could tell a normalised copy)
+    want = retrieval_metrics(q, d, list(data.queries), list(data.corpus), data.relevant, per_query=True)
     assert {k: v for k, v in got.items() if k != "per_query"} == {k: v for k, v in want.items() if k != "per_query"}
     np.testing.assert_array_equal(got["per_query"]["ndcg@10"], want["per_query"]["ndcg@10"])
     assert got["ndcg@10"] == pytest.approx(float(np.mean(got["per_query"]["ndcg@10"])), abs=1e-12)
-    # in float32 the ranking is the same up to float16's rounding: the scores stay close
-    f32 = retrieval_metrics(q, d, qids, cids, data.relevant)
-    assert abs(f32["ndcg@10"] - got["ndcg@10"]) < 0.05
+
+
+def test_above_the_size_limit_the_corpus_is_float16_with_a_note(enc, data, tmp_path, capsys):
+    """float16_above_gib=0 puts any corpus above the limit: its vectors are stored as float16 unit vectors, the
+    metrics are ir_metrics' on those rows exactly, a note says so once, and the cache keeps the two dtypes apart."""
+    c = RetrievalCandidate.of("query: ", "passage: ", "sentence-mean")
+    capsys.readouterr()
+    task = RetrievalTask(data, cache_dir=tmp_path, float16_above_gib=0)
+    got = task.evaluate(enc, [c, RetrievalCandidate.of("query: ", "passage: ", "mean")], per_query=True)[c]
+    err = capsys.readouterr().err.strip().splitlines()
+    gib = len(data.corpus) * 32 * 4 / 2 ** 30  # the tiny model's 32 dimensions
+    assert len(err) == 1 and err[0].startswith(f"note: the corpus's float32 vectors take {gib:.3g} GiB, above "
+                                               "float16_above_gib=0: they are stored in float16"), err
+    assert "differ from sentence-transformers' evaluator's by float16 rounding" in err[0]
+    qids, cids = list(data.queries), list(data.corpus)
+    q, d = own_vectors(enc, data, c)
+    stored = task.corpus_vectors(enc, [c.side("document")])[c.side("document")]
+    unit = d / np.linalg.norm(d, axis=1, keepdims=True)
+    assert stored.dtype == np.float16
+    assert np.abs(np.asarray(stored.array, dtype=np.float32) - unit).max() <= 2 ** -11  # float16's half-ulp at 1
+    with CorpusStore(tmp_path / "c.npy", len(cids), d.shape[1], dtype="float16") as w:  # the same float16 rows
+        w.append(d)
+    want = retrieval_metrics(q, CorpusStore.open(tmp_path / "c.npy"), qids, cids, data.relevant, per_query=True)
+    assert {k: v for k, v in got.items() if k != "per_query"} == {k: v for k, v in want.items() if k != "per_query"}
+    f32 = RetrievalTask(data, cache_dir=tmp_path).evaluate(enc, [c])[c]  # the float32 store: encoded, not reused
+    assert f32 == retrieval_metrics(q, d, qids, cids, data.relevant) and f32 != {k: got[k] for k in f32}
+    assert capsys.readouterr().err == ""  # no note below the limit
+    assert len(list(tmp_path.glob("corpus-*.npy"))) == 3  # two float16 read-outs, one float32: keyed by the dtype
+    again = RetrievalTask(data, cache_dir=tmp_path, float16_above_gib=0)
+    assert again.evaluate(enc, [c])[c] == {k: got[k] for k in f32} and again.corpus_reused == 1
+    assert "stored in float16" in capsys.readouterr().err  # read back from the cache, still noted
+
+
+def test_the_dtype_follows_the_float32_size_of_the_corpus(data):
+    n = len(data.corpus)
+    limit = n * 384 * 4 / 2 ** 30  # exactly the float32 size of 384-dimensional vectors
+    task = RetrievalTask(data, cache_dir=False, float16_above_gib=limit)
+    assert task.corpus_dtype(384) == "float32" and task.corpus_dtype(385) == "float16"  # above it, not at it
+    assert RetrievalTask(data, cache_dir=False).corpus_dtype(4096) == "float32"  # 2 GiB by default
+    with pytest.raises(DataError, match="float16_above_gib=-1"):
+        RetrievalTask(data, cache_dir=False, float16_above_gib=-1)
 
 
 def test_a_candidate_checks_its_prompts_and_read_out():
