@@ -219,13 +219,17 @@ class RetrievalTask:
 
     def numbers(self, enc: "PromptEncoder") -> dict:
         """Everything that changes a score besides the data, as a results file records it (a resumed run must
-        match): the model's weights, its tokenizer, its sentence-transformers stack, the longest input, and
-        outside float32 the batching.
+        match): the model's weights, its tokenizer, its sentence-transformers stack, the longest input, the dtype
+        the corpus's vectors are stored in, and outside float32 the batching.
 
         :param enc: the encoder.
         :returns: a JSON-ready dict."""
         out = {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer),
                "pooled": enc.pooled_signature(), "pooled_max_length": enc.pooled_max_length}
+        stack = enc.model.stack()  # the vectors' size after its Dense modules decides the corpus's dtype
+        dim = next((int(m.out_features) for m in reversed(stack.after_pooling()) if hasattr(m, "out_features")),
+                   stack.dimension)
+        out["corpus_dtype"] = self.corpus_dtype(dim)  # float16 and float32 scores never mix in one file
         if enc.precision != "fp32":
             out["batches"] = f"{enc.max_tokens}/{enc.batch_size or '-'}"
         return out

@@ -90,6 +90,10 @@ def test_a_corpus_above_the_float16_limit_is_noted_and_a_bad_limit_is_one_line(t
     notes = [x for x in capsys.readouterr().err.splitlines() if "float16" in x]
     assert len(notes) == 1 and "above --float16-above-gib 0: they are stored in float16" in notes[0], notes
     assert all(np.load(p, mmap_mode="r").dtype == np.float16 for p in (tmp_path / "cache").iterdir())
+    resumed = main(argv)  # the same file at the default limit would store float32: its scores are not mixed in
+    err = capsys.readouterr().err
+    assert resumed == 2 and "corpus_dtype" in err and "Traceback" not in err, err
+    assert json.loads(out.read_text())["numbers"]["corpus_dtype"] == "float16"
     code = main([*argv, "--out", str(tmp_path / "r2.json"), "--float16-above-gib", "-1"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--float16-above-gib: must be at least 0, not -1" in err
