@@ -26,8 +26,8 @@ def cmd_retrieval(args) -> int:
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
-    data = sample_queries(load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt,
-                                         description=args.description), args.queries, args.seed)
+    whole = load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt, description=args.description)
+    data = sample_queries(whole, args.queries, args.seed)
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
@@ -47,5 +47,8 @@ def cmd_retrieval(args) -> int:
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now, {len(res.entries) - search.scored_now} resumed from {res.path}")
     print("\n".join(summary(res)))
+    if len(data.queries) < len(whole.queries):  # a sample's best of many prompts can lose on the rest
+        print(f"scored on {len(data.queries):,} of {len(whole.queries):,} queries (--queries): before you ship it, "
+              "check the answer on all of them (the same command without --queries, another --out)")
     print(next_steps(res))
     return 0

@@ -334,7 +334,7 @@ def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: 
 def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
     """(line number, object) of each non-blank line of a JSON Lines file."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, encoding="utf-8-sig")  # -sig: a byte-order mark (some Windows editors write one) is skipped
     except FileNotFoundError:
         raise DataError(f"missing {path}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv") \
             from None
@@ -366,10 +366,11 @@ def _field(row: dict, key: str, where: str):
 def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], str]]:
     """BEIR's qrels TSV: a header line, then ``query-id<TAB>corpus-id<TAB>score`` rows."""
     try:
-        f = open(path, encoding="utf-8", newline="")
+        f = open(path, encoding="utf-8-sig", newline="")  # -sig: a byte-order mark before the header is skipped
     except FileNotFoundError:
         splits = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
-        hint = f"; its splits are {', '.join(splits)} (split=)" if splits else ""
+        hint = (f"; its splits are {', '.join(splits)} (split=)" if splits
+                else "; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
         raise DataError(f"missing {path}{hint}") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {first_line(exc)}") from None
@@ -422,6 +423,8 @@ def load_beir(folder, split: str = "test", relevant_from: float | None = None,
     for i, row in _jsonl(path):
         where = f"{path}:{i}"
         cid = _id(_field(row, "_id", where), where, "document")
+        if "text" not in row and "title" not in row:  # a misnamed field, not an empty document
+            raise DataError(f"{where}: no 'text' field (nor 'title'); its fields are {', '.join(row)}")
         _put(corpus, cid, _document(row.get("title"), row.get("text"), where), where, "document")
     queries: dict[str, str] = {}
     path = root / "queries.jsonl"
@@ -628,8 +631,11 @@ def load_retrieval(spec: str, data_dir=None, split: str = "test", fmt: Retrieval
         return data if description is None else replace(data, description=_description(description))
     p = Path(spec).expanduser()
     if p.is_dir():
-        beir = (p / "corpus.jsonl").is_file() and ((p / "qrels" / f"{split}.tsv").is_file()
-                                                   or not (p / "README.md").is_file())
+        # a hub clone (README.md with its configs) may hold BEIR files too; without a README, a folder with
+        # either .jsonl file is a BEIR folder, so a missing one is named as such
+        beir = ((p / "corpus.jsonl").is_file() and ((p / "qrels" / f"{split}.tsv").is_file()
+                                                    or not (p / "README.md").is_file())
+                or not (p / "README.md").is_file() and (p / "queries.jsonl").is_file())
         if beir:
             return load_beir(p, split, relevant_from, description)
         return load_hf(spec, split, relevant_from, description)

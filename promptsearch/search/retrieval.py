@@ -462,6 +462,7 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     lines = [f"top {min(top, len(res.entries))} of {len(res.entries)} by {METRIC}:"]
     for e in res.ranking()[:top]:
         lines.append(f"  {e.score:.4f}  {e.candidate.shown}")
+    lines += _path(res.steps)
     own = res.entries[res.own] if res.own in res.entries else None
     best = res.entries[res.best] if res.best in res.entries else None
     if own is not None:
@@ -485,6 +486,22 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
         lines.append(f"chosen: query prompt {json.dumps(best.candidate.query, ensure_ascii=False)}, document prompt "
                      f"{json.dumps(best.candidate.document, ensure_ascii=False)}, read-out {best.candidate.readout}   "
                      f"{METRIC} {best.score:.4f}")
+    return lines
+
+
+def _path(steps: list[dict]) -> list[str]:
+    """Each step's best against the lead it met, and whether it was taken: why a higher score in the ranking above
+    may not be the answer (a step's gain within its noise is not taken)."""
+    if not steps:
+        return []
+    lines = ["steps (each one's best against the lead so far, taken only when its gain is above the noise):"]
+    for s in steps:
+        if "gain" not in s:
+            lines.append(f"  {s['stage']}: the lead stayed best, {METRIC} {s['lead_ndcg']:.4f}")
+            continue
+        need = "" if s["min_gain"] == s["se"] else f", needed above {s['min_gain']:.4f}"
+        lines.append(f"  {s['stage']}: {_shown(s['best'])}  {s['best_ndcg']:.4f}, {s['gain']:+.4f} ± {s['se']:.4f} "
+                     f"over the lead{need}: {'taken' if s['taken'] else 'not taken'}")
     return lines
 
 

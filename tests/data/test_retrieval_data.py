@@ -184,7 +184,12 @@ BAD_BEIR = [
     ("duplicate query id", dict(queries=QUERIES + [QUERIES[0]]), r"queries.jsonl:5: query id 'q1' appears twice"),
     ("graded", dict(qrels=QRELS + [("q1", "d2", 3)]), r"graded relevance \(score 3\).*relevant_from="),
     ("no header", dict(header=False), r"test.tsv:1: expected the header"),
-    ("no title nor text", dict(corpus=CORPUS + [{"_id": "d9"}]), r"corpus.jsonl:6: .*neither title nor text"),
+    ("no title nor text", dict(corpus=CORPUS + [{"_id": "d9", "title": None, "text": None}]), r"corpus.jsonl:6: "
+                                                                                                 ".*neither title nor "
+                                                                                                 "text"),
+    ("a misnamed text field", dict(corpus=CORPUS + [{"_id": "d9", "body": "x"}]), r"corpus.jsonl:6: no 'text' field "
+                                                                                  r"\(nor 'title'\); its fields are "
+                                                                                  "_id, body$"),
     ("blank title and text", dict(corpus=CORPUS + [{"_id": "d9", "title": " ", "text": ""}]), r"neither title nor "
                                                                                                "text"),
     ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field"),
@@ -220,6 +225,25 @@ def test_bad_files_and_splits(tmp_path):
     with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
         f.write("\n")
     same_content(load_beir(folder))
+
+
+def test_a_beir_folder_missing_a_file_is_named_as_one(tmp_path):
+    """A BEIR folder without qrels/ or without corpus.jsonl is told what a BEIR folder holds (it was once read as a
+    🤗 dataset: "has no config 'corpus'"), and a byte-order mark before the first line is read past."""
+    folder = write_beir(tmp_path / "noqrels")
+    (folder / "qrels" / "test.tsv").unlink()
+    (folder / "qrels").rmdir()
+    with pytest.raises(DataError, match=r"missing .*test.tsv; a BEIR folder holds corpus.jsonl, queries.jsonl and "
+                                        r"qrels/<split>.tsv$"):
+        load_retrieval(str(folder))
+    folder = write_beir(tmp_path / "nocorpus")
+    (folder / "corpus.jsonl").unlink()
+    with pytest.raises(DataError, match=r"missing .*corpus.jsonl; a BEIR folder holds"):
+        load_retrieval(str(folder))
+    folder = write_beir(tmp_path / "bom")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    same_content(load_retrieval(str(folder)))
 
 
 def test_bad_hf_input(tmp_path):

@@ -88,6 +88,11 @@ def test_the_models_own_is_scored_first_and_kept_against_a_gain_within_the_noise
     assert res.steps[0]["stage"] == "query" and res.steps[0]["taken"] is False
     lines = summary(res)
     assert "nothing beats the model's own" in "\n".join(lines) and lines[-1].startswith("chosen: query prompt \"\"")
+    # the ranking's first is not the answer: the steps say why (its gain within the noise, not taken)
+    step = res.steps[0]
+    assert lines[1].endswith(barely.shown) and f"  query: {barely.shown}  {res.entries[barely].score:.4f}, " \
+        f"{step['gain']:+.4f} ± {step['se']:.4f} over the lead: not taken" in lines
+    assert sum(x.startswith(("  query: ", "  document: ", "  readout: ")) for x in lines) == 3  # one line a step
 
 
 def test_a_gain_beyond_the_noise_is_taken_and_the_next_steps_start_from_it(enc):
