@@ -227,8 +227,8 @@ class RetrievalTask:
         out = {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer),
                "pooled": enc.pooled_signature(), "pooled_max_length": enc.pooled_max_length}
         stack = enc.model.stack()  # the vectors' size after its Dense modules decides the corpus's dtype
-        dim = next((int(m.out_features) for m in reversed(stack.after_pooling()) if hasattr(m, "out_features")),
-                   stack.dimension)
+        dense = [int(getattr(m, "out_features")) for m in stack.after_pooling() if hasattr(m, "out_features")]
+        dim = dense[-1] if dense else stack.dimension
         out["corpus_dtype"] = self.corpus_dtype(dim)  # float16 and float32 scores never mix in one file
         if enc.precision != "fp32":
             out["batches"] = f"{enc.max_tokens}/{enc.batch_size or '-'}"
