@@ -28,27 +28,34 @@ def cmd_retrieval(args) -> int:
            else RetrievalFormat.parse(args.relevant_from))
     whole = load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt, description=args.description)
     data = sample_queries(whole, args.queries, args.seed)
+    sampled = len(data.queries) < len(whole.queries)
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
-    task = RetrievalTask(data, cache_dir=False if args.no_cache else args.cache_dir, show_progress_bar=o.show(args),
+    cache = False if args.no_cache else args.cache_dir
+    task = RetrievalTask(data, cache_dir=cache, show_progress_bar=o.show(args),
                          float16_above_gib=FLOAT16_ABOVE_GIB if args.float16_above_gib is None
                          else args.float16_above_gib)
+    # a sample's answer is checked against the model's own on all the queries
+    confirm = RetrievalTask(whole, cache_dir=cache, show_progress_bar=o.show(args),
+                            float16_above_gib=task.float16_above_gib) if sampled else None
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         search = RetrievalSearch(task, enc, results, readouts=readouts, min_gain=args.min_gain or "auto",
-                                 library=args.prompts, progress=None if args.quiet else o.say)
+                                 library=args.prompts, progress=None if args.quiet else o.say, confirm=confirm)
         if not args.quiet:
             o.say(f"data: {data.name}, {len(task.query_ids)} queries, {len(task.corpus_ids)} documents")
         res = search.run()
     finally:
         task.close()
+        if confirm is not None:
+            confirm.close()
     print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now, {len(res.entries) - search.scored_now} resumed from {res.path}")
     print("\n".join(summary(res)))
-    if len(data.queries) < len(whole.queries):  # a sample's best of many prompts can lose on the rest
-        print(f"scored on {len(data.queries):,} of {len(whole.queries):,} queries (--queries): before you ship it, "
-              "check the answer on all of them (the same command without --queries, another --out)")
+    if sampled:  # the search's scores are the sample's; its answer was checked on all (said in the summary)
+        print(f"searched on {len(data.queries):,} of {len(whole.queries):,} queries (--queries); the answer was "
+              "weighed against the model's own on all of them")
     print(next_steps(res))
     return 0

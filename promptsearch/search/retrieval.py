@@ -339,8 +339,9 @@ class RetrievalSearch:
 
     def __init__(self, task, enc, results: RetrievalResults, readouts: Sequence[str] | None = None,
                  min_gain: float | str | None = "auto", library: str = "retrieval",
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, confirm=None):
         self.task, self.enc, self.results = task, enc, results
+        self.confirm = confirm  # a task on all the queries when ``task`` holds a sample of them
         self.min_gain = min_gain
         self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
         self.queries = library_prompts("query", self.description, library)
@@ -415,6 +416,25 @@ class RetrievalSearch:
         self.results.save()
         return new
 
+    def _confirm(self, res: RetrievalResults, own_c: RetrievalCandidate) -> None:
+        """An answer chosen on a sample of the queries is weighed against the model's own once more on all of them
+        (the best of many prompts on a sample can lose on the rest): by the same step rule, or the model's own is the
+        answer. The corpus vectors of both are read back from the cache, or encoded once more without one.
+
+        :param res: the results, their answer chosen on the sample (not the model's own).
+        :param own_c: the model's own candidate."""
+        chosen = res.best
+        assert chosen is not None and self.confirm is not None
+        self._say(f"checking the answer against the model's own on all {len(self.confirm.query_ids):,} queries")
+        got = self.confirm.evaluate(self.enc, [own_c, chosen], per_query=True)
+        pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
+        j = judge(pq[own_c], pq[chosen], self.min_gain)
+        res.verdict = {**(res.verdict or {}), "all_queries": {
+            "queries": len(self.confirm.query_ids), "own": round(float(pq[own_c].mean()), 6),
+            "chosen": round(float(pq[chosen].mean()), 6), **j.rounded(6), "taken": j.taken}}
+        if not j.taken:
+            res.best = own_c
+
     def run(self) -> RetrievalResults:
         """The whole search: the model's own candidate, the three steps, the verdict (recorded and saved).
 
@@ -444,6 +464,8 @@ class RetrievalSearch:
             res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.rounded(6),
                            "taken": j.taken}
             res.best = lead.candidate if taken else own_c
+        if self.confirm is not None and res.best != own_c:
+            self._confirm(res, own_c)
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
@@ -468,14 +490,19 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     if own is not None:
         lines.append(f"the model's own: {own.candidate.shown}   {METRIC} {own.score:.4f}")
     v = res.verdict or {}
-    if best is not None and res.best == res.own:
+    if (a := v.get("all_queries")) is not None:
+        lines.append(f"checked on all {a['queries']:,} queries: the sample's choice scores {a['chosen']:.4f} {METRIC}, "
+                     f"the model's own {a['own']:.4f} ({a['gain']:+.4f} ± {a['se']:.4f}): "
+                     + ("the sample's choice stands" if a["taken"] else "the answer is the model's own"))
+    said = a is not None and not a["taken"]  # the check on all queries gave the model's own: said above
+    if best is not None and res.best == res.own and not said:
         if "gain" in v:
             lines.append(f"nothing beats the model's own beyond its noise: the best, {_shown(v['challenger'])}, is "
                          f"{v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query standard error) over it, not above "
                          f"{v['min_gain']:.4f}: the answer is the model's own")
         else:
             lines.append("the model's own scored best: it is the answer")
-    elif best is not None and own is not None:
+    elif best is not None and own is not None and res.best != res.own:
         lines.append(f"the chosen beats the model's own by {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query "
                      "standard error)")
     s = res.spread()

@@ -54,17 +54,17 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
-def test_a_sample_of_the_queries_says_to_check_the_answer_on_all(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+def test_a_sample_of_the_queries_says_its_answer_was_checked_on_all(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
     argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls", "-q",
             "--cache-dir", str(tmp_path / "cache")]
     assert main([*argv, "--out", str(tmp_path / "s.json"), "--queries", "5"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     i = lines.index("next:")
     assert lines[i - 2].startswith("chosen: query prompt ")
-    assert lines[i - 1] == ("scored on 5 of 20 queries (--queries): before you ship it, check the answer on all of "
-                            "them (the same command without --queries, another --out)")
+    assert lines[i - 1] == ("searched on 5 of 20 queries (--queries); the answer was weighed against the model's own "
+                            "on all of them")
     assert main([*argv, "--out", str(tmp_path / "all.json"), "--queries", "20"]) == 0  # all of them: no such line
-    assert "scored on" not in capsys.readouterr().out
+    assert "searched on" not in capsys.readouterr().out
 
 
 def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_the_same(tiny_bert_encoder_only_dir,
@@ -149,7 +149,7 @@ def test_the_default_model_on_the_demo_task(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     assert lines[-3].startswith("next:") and lines[-5].startswith("chosen: query prompt ")
-    assert lines[-4].startswith("scored on 20 of 259 queries (--queries): before you ship it, check the answer")
+    assert lines[-4].startswith("searched on 20 of 259 queries (--queries); the answer was weighed against")
     assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
     d = json.loads(out.read_text())
     assert d["data"] == {**d["data"], "name": "stsb-paraphrase", "queries": 20, "corpus": 2647}

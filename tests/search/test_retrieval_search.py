@@ -39,6 +39,7 @@ class FakeTask:
         self.scored: list[RetrievalCandidate] = []
         self.stop_after = stop_after
         self.corpus_encodings = 0
+        self.query_ids = [f"q{i}" for i in range(N)]
 
     def per_query(self, c):
         return np.clip(self.base + self.bonus.get(c, 0.0), 0, 1)
@@ -195,3 +196,24 @@ def test_a_resumed_run_keeps_the_precision_its_file_was_scored_in(tmp_path):
     assert resumed_precision(out, False) == (False, None)  # asked: as asked (open() then refuses the other precision)
     (tmp_path / "sts.json").write_text("{}")
     assert resumed_precision(tmp_path / "sts.json", None) == (None, None)  # not a retrieval file: open() says so
+
+
+def test_an_answer_chosen_on_a_sample_is_checked_on_all_the_queries(enc):
+    """The best of many prompts on a sample of the queries can lose on the rest (seen on the demo task: 40 queries
+    chose BGE's instruction, below the model's own on all 259): the answer is weighed against the model's own once
+    more on all the queries, by the same rule, and the model's own stays unless it wins there too."""
+    good_q = RetrievalCandidate.of("search_query: ", "", "mean")
+    own = own_candidate(enc)
+    for on_all, stands in ((-0.01, False), (0.0, False), (0.05, True)):
+        confirm = FakeTask({good_q: on_all})
+        res = RetrievalSearch(FakeTask({good_q: 0.05}), enc, results(), confirm=confirm).run()
+        assert confirm.scored == [own, good_q]  # only the two, once each
+        assert res.best == (good_q if stands else own)
+        a = res.verdict["all_queries"]
+        assert a["taken"] is stands and a["queries"] == N and a["chosen"] == pytest.approx(a["own"] + on_all, abs=1e-5)
+        said = [x for x in summary(res) if x.startswith("checked on all")]
+        assert len(said) == 1 and said[0].endswith("the sample's choice stands" if stands
+                                                   else "the answer is the model's own")
+    kept = FakeTask()
+    RetrievalSearch(FakeTask(), enc, results(), confirm=kept).run()
+    assert kept.scored == []  # the model's own chosen on the sample: nothing to check
