@@ -30,7 +30,7 @@ plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`
 re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
 process. ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a
 2-core CPU: 120 MB measured for a float16 CorpusStore against 114 MB from the terms above; 252 MB through an
-``np.memmap``; 1,004 MB for the full matrix. A :class:`CorpusStore` keeps a corpus's vectors on disk (float32 as
+``np.memmap``; 1,004 MB for the full matrix. A ``CorpusStore`` keeps a corpus's vectors on disk (float32 as
 given, or float16 unit vectors for half the size) and reads them with plain reads, so a chunk is all that is
 resident; an ``np.memmap`` works too, but the pages it touches count in the process's resident memory (the whole
 file, by the end) until the kernel drops them.
@@ -58,7 +58,7 @@ _EPS = 1e-12  # F.normalize's default, as sentence-transformers' cos_sim uses it
 
 class CorpusStore:
     """A corpus's vectors as a float32 or float16 ``(n, dim)`` array in a ``.npy`` file: written in chunks
-    (:meth:`append`), read in chunks (:meth:`chunks`) as float32 tensors, or mapped whole (:attr:`array`).
+    (``append``), read in chunks (``chunks``) as float32 tensors, or mapped whole (``array``).
 
     float32 rows are stored as given, unnormalised: the rows read back are the vectors appended, bit for bit, so
     cosine scores from them are the ones sentence-transformers' evaluator computes from the same embeddings
@@ -67,7 +67,7 @@ class CorpusStore:
     relative precision of 2^-11: half the size, scores within float16 rounding of float32's. The file is
     written as a temp file beside ``PATH`` and put in place when its last row arrives (``promptsearch.fileio``), so a
     file at ``PATH`` is never a half-written one, and two processes writing the same store do not mix their rows;
-    :meth:`open` reads it back (a cache: its path names what was encoded).
+    ``open`` reads it back (a cache: its path names what was encoded).
 
     :param path: the file to write (``.npy``; a cache folder such as ``promptsearch.paths.cache_dir()``).
     :param n: number of rows.
@@ -96,7 +96,7 @@ class CorpusStore:
     def open(cls, path: str | os.PathLike) -> CorpusStore:
         """A complete store written before.
 
-        :param path: the ``.npy`` file a :class:`CorpusStore` wrote.
+        :param path: the ``.npy`` file a ``CorpusStore`` wrote.
         :returns: the store, ready to read.
         :raises promptsearch.DataError: when the file is missing, not a float32 or float16 2-d ``.npy`` file, or
             short."""
@@ -132,7 +132,7 @@ class CorpusStore:
 
     @property
     def complete(self) -> bool:
-        """Whether every row is written (the file is then at :attr:`path`)."""
+        """Whether every row is written (the file is then at ``path``)."""
         return self._rows == self.n
 
     def append(self, rows: np.ndarray | torch.Tensor) -> None:
@@ -294,7 +294,7 @@ def retrieval_top_k(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEmbe
 
     :param query_emb: query vectors ``(n_queries, dim)``.
     :param corpus_emb: corpus vectors ``(n_corpus, dim)``: an array (a float16 ``np.memmap`` too), a tensor, or a
-        :class:`CorpusStore`.
+        ``CorpusStore``.
     :param corpus_ids: the corpus rows' ids (the tie order).
     :param k: how many to keep (at most ``n_corpus`` come back).
     :param chunk_size: corpus rows scored at once.
@@ -415,7 +415,7 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
 
     :param query_emb: query vectors ``(n_queries, dim)``, row i for ``query_ids[i]``.
     :param corpus_emb: corpus vectors ``(n_corpus, dim)``, row j for ``corpus_ids[j]``: an array (a float16
-        ``np.memmap`` too), a tensor, or a :class:`CorpusStore`.
+        ``np.memmap`` too), a tensor, or a ``CorpusStore``.
     :param query_ids: the queries' ids; each must have a non-empty set in ``relevant`` (the evaluator drops queries
         without one: drop them before, as ``promptsearch.data.retrieval`` does).
     :param corpus_ids: the corpus rows' ids (equal scores rank by ascending id, as in the evaluator).

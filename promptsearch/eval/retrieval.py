@@ -1,13 +1,13 @@
 """Retrieval as an evaluation task: queries × corpus × relevance judgements, scored by nDCG@10.
 
-A :class:`RetrievalCandidate` is what a retrieval search tries: a query prompt, a document prompt (each a
+A ``RetrievalCandidate`` is what a retrieval search tries: a query prompt, a document prompt (each a
 sentence-transformers prompt, the text before the input; "" for none) and one pooled read-out for both sides,
 so that one Pooling module serves ``encode_query`` and ``encode_document`` alike.
 
-:class:`RetrievalTask` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does
-(cosine, :func:`~promptsearch.eval.ir_metrics.retrieval_metrics`), with the cost kept to what differs between
+``RetrievalTask`` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does
+(cosine, ``retrieval_metrics``), with the cost kept to what differs between
 them: the queries are encoded once per distinct (query prompt, read-out) and the corpus once per distinct
-(document prompt, read-out). Corpus vectors go into a file (:class:`~promptsearch.eval.ir_metrics.CorpusStore`,
+(document prompt, read-out). Corpus vectors go into a file (``CorpusStore``,
 read a chunk at a time) in the cache folder, keyed by the model's weights and tokenizer, its sentence-transformers
 stack, the precision, the corpus's contents, the document side and the file's dtype: a rerun reads them back instead
 of encoding the corpus again, and the corpus never has to fit in memory.
@@ -290,7 +290,7 @@ class RetrievalTask:
 
     def corpus_vectors(self, enc: "PromptEncoder",
                        sides: Sequence[Representation]) -> dict[Representation, CorpusStore]:
-        """The corpus's vectors under each document side, as a :class:`CorpusStore` in the cache folder (float32, or
+        """The corpus's vectors under each document side, as a ``CorpusStore`` in the cache folder (float32, or
         float16 above ``float16_above_gib``, with a note):
         read back when an earlier call or run stored them, else encoded and written ``ENCODE_CHUNK`` texts at a
         time (at most that many float32 vectors in memory per side); sides with the same prompt share one pass

@@ -10,14 +10,14 @@ three steps, each over the lead so far:
 2. document prompts with the lead's query prompt;
 3. read-outs (the model's own and the other pooled ones it can give) with the lead's prompts.
 
-**The step rule** (:func:`judge`, as :func:`promptsearch.search.runner.judge` for STS): the step's best
+**The step rule** (``judge``, as ``promptsearch.search.runner.judge`` for STS): the step's best
 candidate replaces the lead only when its nDCG@10 is ahead by more than the noise — the standard error of the
 mean of the per-query nDCG@10 differences (the same queries under both, so paired; the limit of the paired
 bootstrap), or ``min_gain`` when one is given. **The verdict** is the same rule once more, the search's lead
 against the model's own candidate: the answer is the model's own unless the lead beats it beyond its noise,
 so the answer is never worse than what the model already gives.
 
-:class:`RetrievalResults` is the results file (JSON, ``"kind": "retrieval"``), rewritten atomically after each
+``RetrievalResults`` is the results file (JSON, ``"kind": "retrieval"``), rewritten atomically after each
 scored candidate so an interrupt keeps every score; a rerun with the same model, data and numbers resumes it
 (nothing scored twice), another run's file is refused with one line.
 """
