@@ -573,6 +573,9 @@ def load(path) -> dict:
     except (OSError, json.JSONDecodeError) as exc:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch "
                                 "search") from None
+    if isinstance(d, dict) and d.get("kind") == "retrieval":
+        raise PromptSearchError(f"{p} holds a retrieval search (promptsearch retrieval), not template scores: "
+                                "pass another file (a retrieval answer exports with promptsearch export)")
     if not isinstance(d, dict) or d.get("schema") not in READABLE:
         raise PromptSearchError(f"{p} is not a promptsearch results file (schema {SCHEMA_ID})")
     err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(d))

@@ -259,3 +259,14 @@ def test_late_or_unclear_training_and_dataset_input(tiny_bert_dir, tmp_path, cap
     assert re.search(r"finetune unsup: SICK-R trial [\d.]+ \(start\) -> ", capsys.readouterr().out)
     saved = json.loads((ft / "promptsearch.json").read_text())["finetune"]
     assert saved["dev_set"] == "sick-trial" and "dev" in saved and "stsb_dev" not in saved
+
+
+def test_a_retrieval_results_file_is_named_as_one_where_template_scores_are_read(tmp_path):
+    from promptsearch.errors import PromptSearchError
+    from promptsearch.search import Results
+
+    p = tmp_path / "retrieval.json"
+    p.write_text(json.dumps({"kind": "retrieval", "version": 1, "model": "default", "entries": []}))
+    with pytest.raises(PromptSearchError, match="holds a retrieval search") as e:
+        Results.load(p)
+    assert "promptsearch export" in str(e.value) and "\n" not in str(e.value)
