@@ -112,9 +112,9 @@ def cmd_export(args) -> int:
     """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch); a
     retrieval search's query and document prompts as one that encode_query / encode_document read."""
     out = check_export(args.out, bool(args.results), args.template)
-    if args.results and (answer := retrieval_answer(args.results, args.model)) is not None:
+    if args.results and (answer := retrieval_answer(args.results, args.model, args.max_length)) is not None:
         print(export_retrieval(answer.model, answer.query, answer.document, answer.readout, out,
-                               str(default_model_path()) if answer.model == DEFAULT_MODEL else None, args.max_length,
+                               str(default_model_path()) if answer.model == DEFAULT_MODEL else None, answer.max_length,
                                document_readout=answer.document_readout))
         return 0
     model, k, length = export_target(Results.load(args.results) if args.results else None, args.template, args.model,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..encoding.reps import rep_from_key
-from ..errors import DataError, note
+from ..errors import DataError, PromptSearchError, note
 from ..model import model_fingerprint
 from ..model.loading import tokenizer_fingerprint
 from ..paths import cache_dir as default_cache_root
@@ -47,6 +47,25 @@ if TYPE_CHECKING:
 
 ENCODE_CHUNK = 8192  # corpus texts encoded per call (then written to the store): what bounds the float32 in memory
 FLOAT16_ABOVE_GIB = 2.0  # a corpus whose float32 vectors exceed this many GiB is stored in float16
+
+
+def check_similarity(enc: "PromptEncoder") -> None:
+    """Refuse a model whose own similarity would rank otherwise than cosine: the metrics are computed on cosine
+    (as sentence-transformers' evaluator computes them for a cosine model), so a model that compares by dot
+    product without a Normalize module, or by Manhattan distance, would be scored by another measure than its
+    own. Cosine, and dot product or Euclidean distance on normalized vectors (the same ranking), pass.
+
+    :param enc: the encoder.
+    :raises promptsearch.PromptSearchError: for such a model (one line)."""
+    stack = enc.model.stack()
+    sim = stack.similarity
+    normalized = bool(stack.modules) and type(stack.modules[-1]).__name__ == "Normalize"
+    if sim == "cosine" or (sim in ("dot", "euclidean") and normalized):
+        return
+    how = "" if normalized else " on unnormalized vectors"
+    raise PromptSearchError(f"this model compares vectors by {sim} (its similarity_fn_name){how}; "
+                            "promptsearch scores retrieval by cosine, which would rank otherwise than the model does: "
+                            "use a model whose similarity is cosine")
 
 
 @dataclass(frozen=True)
@@ -330,6 +349,10 @@ class RetrievalTask:
                                 writers[side] = CorpusStore(self._store_path(ek, side, dtype), len(texts), dim,
                                                             dtype=dtype)
                             writers[side].append(got[r])
+            except OSError as exc:  # a full disk, a folder turned read-only: one line, nothing half-written kept
+                raise PromptSearchError(f"the corpus vectors could not be written in {self.cache_dir} "
+                                        f"({exc.strerror or exc}); free space there, give another cache_dir=, or "
+                                        "cache_dir=False") from None
             finally:
                 for w in writers.values():
                     w.discard()  # an interrupted write leaves no partial file (a complete one is kept)
@@ -354,7 +377,10 @@ class RetrievalTask:
         :param on_score: called with (candidate, metrics, seconds) as each candidate is scored (a search saves
             there, so an interrupt keeps every score made).
         :returns: each candidate → its metrics (fractions 0..1, as sentence-transformers reports them).
-        :raises promptsearch.TemplateError: for a prompt this model cannot read (one line)."""
+        :raises promptsearch.TemplateError: for a prompt this model cannot read (one line).
+        :raises promptsearch.PromptSearchError: for a model that compares vectors otherwise than by cosine (see
+            ``check_similarity``)."""
+        check_similarity(enc)
         cands = list(dict.fromkeys(candidates))
         t0 = time.perf_counter()
         queries = self.query_vectors(enc, [c.side("query") for c in cands])

@@ -89,7 +89,9 @@ class ModuleStack:
     :param pooling_index: the Pooling's index in ``modules``.
     :param prompts: the folder's prompts, by name.
     :param default_prompt_name: the prompt ``encode`` uses when given none (None: no prompt).
-    :param saved: whether the stack was read from the folder's ``modules.json``."""
+    :param saved: whether the stack was read from the folder's ``modules.json``.
+    :param similarity: how the model compares two vectors (its ``similarity_fn_name``: cosine, dot, euclidean,
+        manhattan)."""
 
     transformer: Transformer
     modules: list[torch.nn.Module]
@@ -98,6 +100,7 @@ class ModuleStack:
     default_prompt_name: str | None = None
     saved: bool = False
     _variants: dict = field(default_factory=dict, repr=False)
+    similarity: str = "cosine"
 
     @property
     def pooling(self):
@@ -296,4 +299,5 @@ def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack
         dtype = next(encoder.parameters()).dtype
         for m in rest:
             m.to(device=dev, dtype=dtype if dtype.is_floating_point else None)
-    return ModuleStack(first, rest, pools[0], dict(st.prompts), st.default_prompt_name, saved)
+    return ModuleStack(first, rest, pools[0], dict(st.prompts), st.default_prompt_name, saved,
+                       similarity=str(st.similarity_fn_name or "cosine"))

@@ -434,6 +434,7 @@ class RetrievalSearch:
             "chosen": round(float(pq[chosen].mean()), 6), **j.rounded(6), "taken": j.taken}}
         if not j.taken:
             res.best = own_c
+            res.verdict["kept"] = True  # the model's own is the answer after all
 
     def run(self) -> RetrievalResults:
         """The whole search: the model's own candidate, the three steps, the verdict (recorded and saved).

@@ -370,26 +370,29 @@ def export_target(results=None, template: str | None = None, model: str | None =
 class RetrievalAnswer:
     """What a retrieval search chose (its results file's ``best``), on its ``model``: the ``query`` and
     ``document`` prompts ("": none) and the pooled ``readout``; ``document_readout``: the document side's when a
-    hand-written file gives the sides two (None: ``readout``)."""
+    hand-written file gives the sides two (None: ``readout``); ``max_length``: the longest input it was scored with
+    (None: the file does not say; the model's own)."""
 
     model: str
     query: str
     document: str
     readout: str
     document_readout: str | None = None
+    max_length: int | None = None
 
 
-def retrieval_answer(path, model: str | None = None) -> RetrievalAnswer | None:
+def retrieval_answer(path, model: str | None = None, max_length: int | None = None) -> RetrievalAnswer | None:
     """The answer of a retrieval results file (``"kind": "retrieval"``, written by the retrieval search): its
     ``best`` (``{"query", "document", "readout"}``; ``readout`` may be ``{"query": R, "document": R}`` in a file
     written by hand) and its ``model``.
 
     :param path: a results file.
     :param model: the model the caller names, when it does: it must be the file's.
+    :param max_length: the max length the caller names, when it does: it must be the one the file was scored with.
     :returns: the answer; None for a file that is not a retrieval results file (an STS search's, or none at all:
         ``promptsearch.search.results.Results.load`` reads and judges those).
     :raises promptsearch.PromptSearchError: for a retrieval results file with no ``best`` or a malformed one, or
-        another ``model``."""
+        another ``model`` or ``max_length``."""
     try:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -413,8 +416,13 @@ def retrieval_answer(path, model: str | None = None) -> RetrievalAnswer | None:
     if model and model != d["model"]:
         raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
+    numbers = d["numbers"] if isinstance(d.get("numbers"), dict) else {}
+    scored = numbers["pooled_max_length"] if isinstance(numbers.get("pooled_max_length"), int) else None
+    if max_length is not None and scored is not None and max_length != scored:
+        raise PromptSearchError(f"{path} was scored with max_length={scored}; drop max_length= (the export keeps the "
+                                "length it was scored with)")
     return RetrievalAnswer(d["model"], query, document, readout,
-                           None if document_readout == readout else document_readout)
+                           None if document_readout == readout else document_readout, max_length or scored)
 
 
 def export_representation(model: str, k: Representation, out, model_path: str | None = None,

@@ -150,3 +150,40 @@ def test_a_query_sample_is_seeded_and_keeps_the_corpus(data):
     assert sample_queries(data, 10_000) is data
     with pytest.raises(DataError, match="queries=0"):
         sample_queries(data, 0)
+
+
+def test_a_model_that_ranks_by_another_similarity_is_refused(enc, data, tmp_path):
+    """The metrics are cosine: a model whose own similarity (its similarity_fn_name) ranks otherwise — dot product
+    on unnormalized vectors, Manhattan — would be scored by another measure than its own (found by review)."""
+    from promptsearch.errors import PromptSearchError
+
+    stack = enc.model.stack()
+    c = RetrievalCandidate.of("", "", "mean")
+    task = RetrievalTask(data, cache_dir=tmp_path)
+    try:
+        for sim in ("dot", "manhattan"):
+            stack.similarity = sim
+            with pytest.raises(PromptSearchError, match=f"compares vectors by {sim}"):
+                task.evaluate(enc, [c])
+        stack.similarity = "cosine"
+        assert task.evaluate(enc, [c])[c]["ndcg@10"] > 0
+    finally:
+        stack.similarity = "cosine"
+        task.close()
+
+
+def test_a_corpus_store_that_cannot_be_written_is_one_line(enc, data, tmp_path, monkeypatch):
+    from promptsearch.errors import PromptSearchError
+
+    def full(self, rows):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CorpusStore, "append", full)
+    task = RetrievalTask(data, cache_dir=tmp_path / "cache")
+    try:
+        with pytest.raises(PromptSearchError, match="No space left on device") as e:
+            task.evaluate(enc, [RetrievalCandidate.of("", "", "mean")])
+        assert "cache_dir=" in str(e.value) and "\n" not in str(e.value)
+        assert not [p for p in (tmp_path / "cache").glob("*") if p.suffix == ".npy"]  # nothing half-written kept
+    finally:
+        task.close()

@@ -210,6 +210,7 @@ def test_an_answer_chosen_on_a_sample_is_checked_on_all_the_queries(enc):
         assert confirm.scored == [own, good_q]  # only the two, once each
         assert res.best == (good_q if stands else own)
         a = res.verdict["all_queries"]
+        assert res.verdict["kept"] is (not stands)  # the flag says what ``best`` is
         assert a["taken"] is stands and a["queries"] == N and a["chosen"] == pytest.approx(a["own"] + on_all, abs=1e-5)
         said = [x for x in summary(res) if x.startswith("checked on all")]
         assert len(said) == 1 and said[0].endswith("the sample's choice stands" if stands

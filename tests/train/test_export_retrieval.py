@@ -268,3 +268,16 @@ def test_recorded_metrics_are_the_evaluators_on_the_default_models_export(defaul
     cands = [RetrievalCandidate.of("", "", "mean"), RetrievalCandidate.of("query: ", "passage: ", "sentence-mean")]
     ndcg = recorded_equals_the_evaluator("default", default_enc, data, cands, tmp_path)
     assert 0.5 < ndcg[0] < 1
+
+
+def test_the_export_keeps_the_max_length_the_search_scored_with(tiny_bert_dir, tmp_path, capsys):
+    """A search run with --max-length N scored inputs cut at N: its folder cuts them there too (found by review:
+    the export used the model's own length), and another --max-length is refused."""
+    best = {"query": "q: ", "document": "", "readout": "mean"}
+    res = _results(tmp_path / "r.json", best, model=str(tiny_bert_dir), numbers={"pooled_max_length": 12})
+    assert main(["export", res, "--out", str(tmp_path / "m")]) == 0
+    assert st_model(tmp_path / "m").max_seq_length == 12
+    capsys.readouterr()
+    assert main(["export", res, "--out", str(tmp_path / "m2"), "--max-length", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "scored with --max-length 12" in err and len(err.strip().splitlines()) == 1, err
