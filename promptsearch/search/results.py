@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import jsonschema
 
@@ -598,19 +599,23 @@ def top_templates(path, k: int = 2) -> list[Entry]:
     return Results.load(path).top_templates(k)
 
 
-def kept_precision(out, bf16: bool | None) -> tuple[bool | None, str | None]:
+def kept_precision(out, bf16: bool | None, precision_of: Callable[[str], str | None] | None = None,
+                   ) -> tuple[bool | None, str | None]:
     """The precision a run into the results file ``out`` computes in, as ``(bf16, pinned)``: ``bf16`` when it is
     given (the file then refuses a mismatch); else, when ``out`` holds scores computed in fp32 or bf16, that
     precision, with ``pinned`` the file (a resumed file keeps its precision: a CPU's default may differ from the one
-    that began it); else ``(None, None)``: the device's default."""
+    that began it); else ``(None, None)``: the device's default. ``precision_of`` reads the precision a file
+    records (None: a template search's results file; the retrieval search passes its own reader), raising
+    ``PromptSearchError`` for a file it cannot read (opening it then says what is wrong, in one line)."""
     if bf16 is not None or not out or not Path(out).is_file():
         return bf16, None
     try:
-        precision = (load(out).get("numbers") or {}).get("precision")
+        precision = (precision_of(str(out)) if precision_of is not None
+                     else (load(out).get("numbers") or {}).get("precision"))
     except PromptSearchError:
         return bf16, None  # opening it says what is wrong, in one line
     if precision in ("bf16", "fp32"):
-        return precision == "bf16", out
+        return precision == "bf16", str(out)
     return bf16, None
 
 

@@ -38,6 +38,7 @@ from ..eval.retrieval import RetrievalCandidate
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
+from .results import kept_precision
 from .runner import Judged
 
 KIND = "retrieval"
@@ -308,21 +309,13 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
 
 
 def resumed_precision(path, bf16: bool | None) -> tuple[bool | None, str | None]:
-    """The precision a run resuming ``path`` keeps: the file's when ``bf16`` is not given (None), and the file's
-    name that pins it; ``(bf16, None)`` otherwise or when there is no retrieval file there.
+    """The precision a run resuming ``path`` keeps: ``kept_precision`` with the retrieval file's reader.
 
     :param path: the results file (may not exist).
     :param bf16: the precision asked for (None: not asked).
-    :returns: ``(bf16, pinned)``."""
-    if bf16 is not None or not path or not Path(path).is_file():
-        return bf16, None
-    try:
-        old = RetrievalResults.load(path)
-    except PromptSearchError:
-        return bf16, None  # open() says what is wrong with it
-    if old.precision not in ("bf16", "fp32"):
-        return bf16, None
-    return old.precision == "bf16", str(path)
+    :returns: ``(bf16, pinned)``: the file's precision and its name when ``bf16`` is None and ``path`` is a
+        retrieval results file; ``(bf16, None)`` otherwise."""
+    return kept_precision(path, bf16, lambda p: RetrievalResults.load(p).precision)
 
 
 # ---- the search -----------------------------------------------------------------------------------------
