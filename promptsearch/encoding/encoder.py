@@ -369,6 +369,14 @@ class PromptEncoder:
         return self._pooled_signature
 
     @property
+    def batching(self) -> str:
+        """How rows are batched (token budget / row cap): outside fp32 a row's vector depends on the batch it is
+        padded in by more than the last digit, so scores and stored vectors are keyed by it there.
+
+        :returns: ``"<max_tokens>/<batch_size or ->"``."""
+        return f"{self.max_tokens}/{self.batch_size or '-'}"
+
+    @property
     def pooled_max_length(self) -> int | None:
         """The longest input a prompt's pooled read-out feeds, special tokens included: the ``max_length`` option
         when set (within the model's positions), else the model's own (its folder's ``max_seq_length``); None for

@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -205,7 +206,8 @@ class RetrievalTask:
         self.query_encodings = 0
         self._queries: dict[tuple[str, Representation], np.ndarray] = {}
         self._corpus: dict[tuple[str, Representation], CorpusStore] = {}
-        self._encoder_keys: dict[int, str] = {}
+        # per encoder, held weakly: a freed encoder's id reused by another never finds its record
+        self._encoder_records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def close(self) -> None:
         """Drop the vectors held and, for a task without a cache folder, its temporary folder."""
@@ -220,21 +222,32 @@ class RetrievalTask:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
     # ---- what the numbers depend on -----------------------------------------------------------------
+    def _encoder_record(self, enc: "PromptEncoder") -> dict:
+        """What a pooled vector depends on besides the text and the precision: the model's weights and tokenizer,
+        its sentence-transformers stack and max length (``pooled_signature``, ``pooled_max_length``) and, outside
+        float32, how rows are batched. Computed once per encoder (the tokenizer's fingerprint reads its whole
+        definition).
+
+        :param enc: the encoder.
+        :returns: a JSON-ready dict."""
+        rec = self._encoder_records.get(enc)
+        if rec is None:
+            rec = {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer),
+                   "pooled": enc.pooled_signature(), "pooled_max_length": enc.pooled_max_length}
+            if enc.precision != "fp32":
+                rec["batches"] = enc.batching
+            self._encoder_records[enc] = rec
+        return rec
+
     def encoder_key(self, enc: "PromptEncoder") -> str:
-        """What a pooled vector depends on besides the text: the model's weights and tokenizer, its
-        sentence-transformers stack and max length (``pooled_signature``), the precision and, outside float32,
-        how rows are batched.
+        """What a pooled vector depends on besides the text (``_encoder_record``'s values and the precision), as
+        the stored corpus vectors are named by it.
 
         :param enc: the encoder.
         :returns: a short text key."""
-        key = self._encoder_keys.get(id(enc))
-        if key is None:
-            parts = [model_fingerprint(enc.model), tokenizer_fingerprint(enc.tokenizer), enc.pooled_signature(),
-                     enc.precision]
-            if enc.precision != "fp32":
-                parts.append(f"{enc.max_tokens}/{enc.batch_size or '-'}")
-            key = self._encoder_keys[id(enc)] = ":".join(parts)
-        return key
+        rec = self._encoder_record(enc)
+        return ":".join([rec["model"], rec["tokenizer"], rec["pooled"], enc.precision]
+                        + ([rec["batches"]] if "batches" in rec else []))
 
     def numbers(self, enc: "PromptEncoder") -> dict:
         """Everything that changes a score besides the data, as a results file records it (a resumed run must
@@ -243,14 +256,13 @@ class RetrievalTask:
 
         :param enc: the encoder.
         :returns: a JSON-ready dict."""
-        out = {"model": model_fingerprint(enc.model), "tokenizer": tokenizer_fingerprint(enc.tokenizer),
-               "pooled": enc.pooled_signature(), "pooled_max_length": enc.pooled_max_length}
+        out = {k: v for k, v in self._encoder_record(enc).items() if k != "batches"}
         stack = enc.model.stack()  # the vectors' size after its Dense modules decides the corpus's dtype
         dense = [int(getattr(m, "out_features")) for m in stack.after_pooling() if hasattr(m, "out_features")]
         dim = dense[-1] if dense else stack.dimension
         out["corpus_dtype"] = self.corpus_dtype(dim)  # float16 and float32 scores never mix in one file
         if enc.precision != "fp32":
-            out["batches"] = f"{enc.max_tokens}/{enc.batch_size or '-'}"
+            out["batches"] = enc.batching
         return out
 
     def record(self) -> dict:

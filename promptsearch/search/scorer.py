@@ -281,11 +281,6 @@ class Scorer:
     def _count_work(self, precision: str, encodings: float) -> None:
         self.work[precision] = self.work.get(precision, 0.0) + encodings
 
-    def _batching(self) -> str:
-        """How rows are batched (token budget, row cap): in bf16 or int8 a row's state depends on the
-        batch it is padded in by more than the last digit, so a score is keyed by it there."""
-        return f"{self.encoder.max_tokens}/{self.encoder.batch_size or '-'}"
-
     def numbers(self) -> dict:
         """Everything that changes a score, as a results file records it: a resumed run with another
         value is refused (``Results.open``), so one file never ranks numbers computed two ways.
@@ -300,7 +295,7 @@ class Scorer:
                 "pooled": e.pooled_signature(),
                 "pooled_max_length": e.pooled_max_length,
                 "objective": self.objective if len(self.datasets) > 1 else None,
-                **({"batches": self._batching()} if e.precision != "fp32" else {})}
+                **({"batches": e.batching} if e.precision != "fp32" else {})}
 
     # ---- cache -------------------------------------------------------------------------------
     def _cache_key(self, template: str, denoise: bool, dataset: str | None = None) -> str:
@@ -314,14 +309,14 @@ class Scorer:
             return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template,
                                f"{dataset}:{self.data_fingerprints[dataset]}",
                                e.precision, f"st={e.pooled_signature()}"]
-                              + ([f"batches={self._batching()}"] if e.precision != "fp32" else []), ensure_ascii=False)
+                              + ([f"batches={e.batching}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
         soft_id = (hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12]
                    if soft is not None else None)
         return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise),
                            f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
-                          + ([f"batches={self._batching()}"] if e.precision != "fp32" else [])
+                          + ([f"batches={e.batching}"] if e.precision != "fp32" else [])
                           + (["compat=" + e.compat] if e.compat != "promptsearch" else [])
                           + ([f"layer={self.layer}"] if self.layer is not None else []),
                           ensure_ascii=False)
