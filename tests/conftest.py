@@ -4,6 +4,7 @@ No downloads: vocabularies are built from the STS-B dev sentences in the shared 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -103,6 +104,29 @@ def run_child(cmd: list, env: dict | None = None, timeout: float = 600, **kw) ->
 def run_cli(argv: list, env: dict | None = None, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     """``python -m promptsearch ARGV`` run to its end (see :func:`run_child`)."""
     return run_child([sys.executable, "-m", "promptsearch", *argv], env, timeout, **kw)
+
+
+_WITHOUT_PROMPTSEARCH = """
+import sys, json, importlib.abc
+class NoPromptsearch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "promptsearch":
+            raise ImportError("promptsearch is not installed here")
+sys.meta_path.insert(0, NoPromptsearch())
+import warnings; warnings.simplefilter("ignore")
+from sentence_transformers import SentenceTransformer
+"""
+
+
+def json_without_promptsearch(body: str, cwd, timeout: float = 300):
+    """Run ``body`` in a Python process that cannot import promptsearch (sentence-transformers imported, ``json``
+    and ``sys`` at hand), check promptsearch stayed out of it, and return the JSON its last line of output holds
+    (``body`` prints it): what a user without promptsearch gets from a folder it wrote."""
+    code = (_WITHOUT_PROMPTSEARCH + body.strip("\n") + "\n"
+            + 'assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)\n')
+    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=timeout, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(autouse=True)

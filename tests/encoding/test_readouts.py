@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import PAPER_T, make_encoder, run_child
+from conftest import PAPER_T, json_without_promptsearch, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.data import load_task
@@ -156,24 +156,11 @@ def test_export_round_trip_through_sentence_transformers(tiny_bert_dir, tmp_path
     assert abs(100 * theirs[key] - ours) < 0.01
     # another process in which promptsearch cannot be imported at all loads the folder the same way
     probe = ["two dogs run in the park .", "a man plays a guitar ."]
-    code = f"""
-import sys, json, importlib.abc
-class NoPromptsearch(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "promptsearch":
-            raise ImportError("promptsearch is not installed here")
-sys.meta_path.insert(0, NoPromptsearch())
-import warnings; warnings.simplefilter("ignore")
-from sentence_transformers import SentenceTransformer
+    got = json_without_promptsearch(f"""
 st = SentenceTransformer({str(folder)!r}, device="cpu")
-assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)
 print(json.dumps(st.encode({probe!r}).tolist()))
-"""
-    import sys
-
-    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    np.testing.assert_allclose(np.array(json.loads(done.stdout.strip().splitlines()[-1])), st.encode(probe), atol=1e-5)
+""", tmp_path)
+    np.testing.assert_allclose(np.array(got), st.encode(probe), atol=1e-5)
 
 
 @pytest.mark.parametrize("argv, message", [

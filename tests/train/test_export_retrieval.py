@@ -10,12 +10,11 @@ for that."""
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 
 import numpy as np
 import pytest
-from conftest import _sentences, make_encoder, run_child, vec_tol
+from conftest import _sentences, json_without_promptsearch, make_encoder, vec_tol
 
 from promptsearch.cli import main
 from promptsearch.encoding.reps import rep_from_key
@@ -156,24 +155,13 @@ def test_a_retrieval_results_file_exports_for_encode_query_and_encode_document_w
     assert printed[4].startswith("  mean pooling without the prompt + Normalize, 256 tokens, query prompt ")
     want_q, want_d = ours(default_enc, TEXTS, query, "sentence-mean"), ours(default_enc, TEXTS, document,
                                                                             "sentence-mean")
-    code = f"""
-import sys, json, importlib.abc
-class NoPromptsearch(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "promptsearch":
-            raise ImportError("promptsearch is not installed here")
-sys.meta_path.insert(0, NoPromptsearch())
-import warnings; warnings.simplefilter("ignore")
-from sentence_transformers import SentenceTransformer
+    got = json_without_promptsearch(f"""
 st = SentenceTransformer({str(out)!r}, device="cpu")
 texts = {TEXTS!r}
 q, d, e = st.encode_query(texts), st.encode_document(texts), st.encode(texts)
-assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)
 print(json.dumps([q.tolist(), d.tolist(), e.tolist()]))
-"""
-    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    q, d, e = (np.array(v) for v in json.loads(done.stdout.strip().splitlines()[-1]))
+""", tmp_path)
+    q, d, e = (np.array(v) for v in got)
     np.testing.assert_allclose(q, want_q, rtol=0, atol=TOL)
     np.testing.assert_allclose(d, want_d, rtol=0, atol=TOL)
     np.testing.assert_allclose(e, ours(default_enc, TEXTS, "", "mean"), rtol=0, atol=TOL)
