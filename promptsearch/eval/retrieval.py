@@ -91,7 +91,7 @@ class RetrievalCandidate:
         :param readout: a pooled read-out.
         :returns: the candidate.
         :raises promptsearch.TemplateError: for a prompt holding ``[X]`` or ``[MASK]``, or an unknown read-out."""
-        mode, include = pooling_of(readout)
+        mode, _ = pooling_of(readout)
         if not query and not document:
             readout = readout_of(mode, True)
         c = cls(query, document, readout)

@@ -44,11 +44,12 @@ class Told:
 
 @dataclass(frozen=True)
 class Judged:
-    """A step judged: the gain of ``after`` over ``before`` (points ×100), its paired-bootstrap standard
-    error, the threshold it had to beat (``min_gain``; auto: that error) and whether it did.
+    """A step judged: the gain of ``after`` over ``before`` (in the metric's own units: Spearman points ×100 for
+    STS, a fraction of nDCG@10 for retrieval), its standard error, the threshold it had to beat (``min_gain``;
+    auto: that error) and whether it did.
 
-    :param gain: the gain, points ×100.
-    :param se: its paired-bootstrap standard error.
+    :param gain: the gain, in the metric's units.
+    :param se: its standard error (STS: paired bootstrap; retrieval: of the mean per-query difference).
     :param need: the gain it had to beat.
     :param taken: whether the step is taken."""
 
