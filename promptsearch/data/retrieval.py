@@ -112,21 +112,33 @@ class RetrievalData:
         :returns: the first 16 hex digits of a sha256."""
         return self._digest
 
+    def corpus_fingerprint(self) -> str:
+        """A hash of the corpus alone (ids and texts, in order): what its encoded vectors depend on, whatever the
+        queries (a sample of the queries shares the corpus's stored vectors).
+
+        :returns: the first 16 hex digits of a sha256."""
+        return self._corpus_digest
+
     @cached_property
     def _digest(self) -> str:
-        h = hashlib.sha256()
+        return _hashed(("queries", self.queries.items()), ("corpus", self.corpus.items()),
+                       ("relevant", ((q, str(len(self.relevant[q])), *sorted(self.relevant[q])) for q in self.queries)))
 
-        def put(part: str, strings: Iterable[str]) -> None:
-            """Each string with its length in front: no two different contents hash the same text."""
-            h.update(f"{part}\n".encode())
-            it = iter(strings)
-            while chunk := "".join(f"{len(x)}:{x}" for x in itertools.islice(it, 8192)):  # bounded memory
-                h.update(chunk.encode("utf-8", "surrogatepass"))
+    @cached_property
+    def _corpus_digest(self) -> str:
+        return _hashed(("corpus", self.corpus.items()))
 
-        put("queries", (x for item in self.queries.items() for x in item))
-        put("corpus", (x for item in self.corpus.items() for x in item))
-        put("relevant", (x for q in self.queries for x in (q, str(len(self.relevant[q])), *sorted(self.relevant[q]))))
-        return h.hexdigest()[:16]
+
+def _hashed(*parts: tuple[str, Iterable[Iterable[str]]]) -> str:
+    """The first 16 hex digits of a sha256 over named parts, each a run of string groups, every string with its
+    length in front (no two different contents hash the same text), in bounded memory."""
+    h = hashlib.sha256()
+    for name, groups in parts:
+        h.update(f"{name}\n".encode())
+        it = (x for group in groups for x in group)
+        while chunk := "".join(f"{len(x)}:{x}" for x in itertools.islice(it, 8192)):
+            h.update(chunk.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -147,17 +147,6 @@ def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "Retr
                                relevant={q: data.relevant[q] for q in kept})
 
 
-def corpus_fingerprint(data: "RetrievalData") -> str:
-    """A hash of the corpus alone (ids and texts in order): what its stored vectors depend on, whatever the queries.
-
-    :param data: the retrieval data.
-    :returns: 16 hexadecimal characters."""
-    h = hashlib.sha256()
-    for k, v in data.corpus.items():
-        h.update(json.dumps([k, v], ensure_ascii=False).encode("utf-8"))
-    return h.hexdigest()[:16]
-
-
 class RetrievalTask:
     """Candidates scored on one retrieval data set, the corpus encoded once per document side.
 
@@ -190,7 +179,7 @@ class RetrievalTask:
         self.data = data
         self.query_ids = list(data.queries)
         self.corpus_ids = list(data.corpus)
-        self.corpus_fingerprint = corpus_fingerprint(data)
+        self.corpus_fingerprint = data.corpus_fingerprint()
         self._tmp: str | None = None
         if cache_dir is False:
             self._tmp = tempfile.mkdtemp(prefix="promptsearch-corpus-")
