@@ -233,16 +233,19 @@ def recorded_equals_the_evaluator(model, enc, data, candidates, tmp_path) -> lis
     return out
 
 
-def test_recorded_metrics_are_the_evaluators_on_the_exported_folder(tiny_bert_encoder_only_dir, tmp_path):
+@pytest.mark.parametrize("model", ["tiny_bert_encoder_only_dir", "tiny_roberta_dir", "tiny_xlmr_dir", "tiny_gpt2_dir"])
+def test_recorded_metrics_are_the_evaluators_on_the_exported_folder(model, request, tmp_path):
+    """WordPiece, byte-level BPE, SentencePiece and a causal LM's BPE: the prompt joined to the text as
+    sentence-transformers joins it, tokenized by each; the recorded metrics equal its evaluator's on each export."""
     from conftest import small_retrieval_data
 
     from promptsearch.eval.retrieval import RetrievalCandidate
 
+    folder = request.getfixturevalue(model)
     data = small_retrieval_data(20, 300)
     cands = [RetrievalCandidate.of("", "", "mean"),
              RetrievalCandidate.of("this sentence : ", "means : ", "sentence-mean")]
-    ndcg = recorded_equals_the_evaluator(str(tiny_bert_encoder_only_dir), make_encoder(tiny_bert_encoder_only_dir),
-                                         data, cands, tmp_path)
+    ndcg = recorded_equals_the_evaluator(str(folder), make_encoder(folder), data, cands, tmp_path)
     assert ndcg[0] != ndcg[1] and all(0 < x < 1 for x in ndcg)  # the two candidates rank differently, mid-range
 
 
