@@ -514,3 +514,18 @@ def small_retrieval_data(n_queries=30, n_other=200):
     keep = {c for q in qids for c in d.relevant[q]} | set(list(d.corpus)[:n_other])
     return from_dicts({q: d.queries[q] for q in qids}, {c: t for c, t in d.corpus.items() if c in keep},
                       {q: set(d.relevant[q]) for q in qids}, name="small")
+
+
+def beir_folder(folder, data):
+    """``data`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for cid, text in data.corpus.items():
+            f.write(json.dumps({"_id": cid, "title": "", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        for qid, text in data.queries.items():
+            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    (folder / "qrels").mkdir(exist_ok=True)
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{c}\t1" for q, cs in data.relevant.items() for c in sorted(cs)]
+    (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder

@@ -89,7 +89,7 @@ def test_the_command_line_says_a_parameter_as_its_flag():
     assert as_flags("fp32 (bf16=True forces it)", table) == "fp32 (--bf16 forces it)"
     assert as_flags("passed as mask_head=", table) == "passed as --mlm-head"
     # no such flags
-    assert as_flags("a=b and x.json=1 and strategy='greedy'", table) == "a=b and x.json=1 and strategy='greedy'"
+    assert as_flags("a=b and x.json=1 and flavour='greedy'", table) == "a=b and x.json=1 and flavour='greedy'"
 
 
 def test_an_api_caller_is_told_the_parameter_and_a_cli_user_the_flag(tiny_bert_dir, tmp_path, capsys):

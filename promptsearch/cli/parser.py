@@ -352,7 +352,9 @@ def _retrieval(sub) -> None:
                                                            "resumed")
     g.add_argument("--queries", type=at_least(1), default=None, metavar="N",
                    help="score a seeded random sample of N queries (quicker, noisier; the corpus stays whole)")
-    g.add_argument("--seed", type=at_least(0), default=0, help="the --queries sample's seed (default 0)")
+    g.add_argument("--seed", type=at_least(0), default=0,
+                   help="the --queries sample's seed and optuna's TPE seed (default 0; give each machine sharing a "
+                        "study its own)")
     g.add_argument("--readouts", default=None, metavar="LIST",
                    help="pooled read-outs the last step tries, comma-separated (default: mean, sentence-mean, cls, "
                         "sentence-cls, max, lasttoken; a causal LM: lasttoken, mean, sentence-mean); the model's own "
@@ -369,6 +371,19 @@ def _retrieval(sub) -> None:
                         "always): half the disk, the metrics then off sentence-transformers' by float16 rounding "
                         "(float32 below it: the same numbers)")
     g.add_argument("--no-cache", action="store_true", help="keep no corpus vectors after the run")
+    s = r.add_argument_group("strategy")
+    s.add_argument("--strategy", choices=("greedy", "optuna"), default="greedy",
+                   help="greedy: query prompts, then document prompts, then read-outs, each step taken beyond its "
+                        "noise (default); optuna: TPE over all three, query prompts also composed by the library's "
+                        "grammar (resumable, shareable across machines with --storage)")
+    s.add_argument("--trials", type=at_least(1), default=40, help="optuna: total finished trials for the study (all "
+                                                                  "processes together; default 40)")
+    s.add_argument("--storage", metavar="URL", help="optuna: the study's database (default: sqlite:///<out>.db beside "
+                                                    "--out); give postgresql://user:password@host/db and run the same "
+                                                    "command on other machines to share the study")
+    s.add_argument("--study-name", help="optuna: default promptsearch-retrieval-<model>-<data>-<fingerprint>")
+    s.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N",
+                   help="optuna: trials asked at once and scored together (default 8)")
 
 
 def _train_flags(p, out: str) -> None:

@@ -8,7 +8,9 @@ from typing import cast
 from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, sample_queries
 from ..fileio import check_writable
-from ..search.retrieval import RetrievalResults, RetrievalSearch, check_pooled, resumed_precision, summary
+from ..search.retrieval import GreedyRetrieval, RetrievalResults, RetrievalSearch, check_pooled, resumed_precision, summary
+from ..search.retrieval_optuna import OptunaRetrieval, default_storage
+from ..search.study import check_storage
 from . import options as o
 
 
@@ -23,6 +25,8 @@ def next_steps(res: RetrievalResults) -> str:
 
 def cmd_retrieval(args) -> int:
     check_writable(args.out, example="retrieval.json")
+    if args.strategy == "optuna":  # a storage that cannot be used is refused before anything loads
+        check_storage(args.storage or default_storage(args.out))
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
@@ -41,8 +45,13 @@ def cmd_retrieval(args) -> int:
                             float16_above_gib=task.float16_above_gib) if sampled else None
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
-        search = RetrievalSearch(task, enc, results, readouts=readouts, min_gain=args.min_gain or "auto",
-                                 library=args.prompts, progress=None if args.quiet else o.say, confirm=confirm)
+        strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
+                                           study_name=args.study_name, trials=args.trials, seed=args.seed,
+                                           batch=args.batch_trials, library=args.prompts, readouts=readouts)
+                    if args.strategy == "optuna" else None)
+        search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts),
+                                 min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
+                                 confirm=confirm)
         if not args.quiet:
             o.say(f"data: {data.name}, {len(task.query_ids)} queries, {len(task.corpus_ids)} documents")
         res = search.run()
@@ -50,9 +59,12 @@ def cmd_retrieval(args) -> int:
         task.close()
         if confirm is not None:
             confirm.close()
+    absorbed = strategy.absorbed if strategy is not None else 0
     print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
-          f"{search.scored_now} candidates scored now, {len(res.entries) - search.scored_now} resumed from {res.path}")
+          f"{search.scored_now} candidates scored now"
+          + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
+          + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}")
     print("\n".join(summary(res)))
     if sampled:  # the search's scores are the sample's; its answer was checked on all (said in the summary)
         print(f"searched on {len(data.queries):,} of {len(whole.queries):,} queries (--queries); the answer was "

@@ -250,6 +250,8 @@ class OptunaSearch(Strategy):
         opened = self.opened
         assert opened is not None  # open_study opened it
         self.done_before, self.started = finished_trials(study), time.time()
+        if self.seed is not None and self.done_before:  # a resumed study: the seed's first draws were made before
+            study.sampler = resumed_sampler(self.seed, self.done_before)
         study.set_user_attr("numbers", self.study_numbers(scorer))  # checked when the study is resumed (check_study)
         study.set_user_attr("model", results.model)
         study.set_user_attr("dataset", scorer.dataset)
@@ -424,6 +426,18 @@ def default_study_name(model: str, dataset: str, denoise: bool, pareto: bool = F
     """promptsearch-<model>-<dataset>-<denoised|raw>[-pareto]: one study per (model, data, variant, kind)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
     return f"promptsearch-{slug}-{dataset}-{'denoised' if denoise else 'raw'}" + ("-pareto" if pareto else "")
+
+
+def resumed_sampler(seed: int, done_before: int, n_startup_trials: int = 10) -> optuna.samplers.TPESampler:
+    """A seeded sampler for a study resumed with ``done_before`` finished trials: seeded with ``seed + done_before``,
+    so its random start-up draws are not the ones the first run drew (the same seed would propose the same
+    candidates again, each a wasted trial), and a rerun from the same state still draws the same.
+
+    :param seed: the seed asked for.
+    :param done_before: the study's finished trials when this run started.
+    :param n_startup_trials: the sampler's random start-up trials (the study's own count).
+    :returns: the sampler to use."""
+    return optuna.samplers.TPESampler(seed=seed + done_before, n_startup_trials=n_startup_trials)
 
 
 def default_storage(out) -> str:

@@ -2,8 +2,9 @@
 
 The model's own candidate is scored first — the prompts ``encode_query`` and ``encode_document`` use
 (sentence-transformers reads ``prompts["query"]`` for queries and the first of ``document``, ``passage``,
-``corpus`` for documents, else the default prompt) and the model's own pooling — then a greedy search in
-three steps, each over the lead so far:
+``corpus`` for documents, else the default prompt) and the model's own pooling — then a strategy
+(``RetrievalStrategy``: these greedy steps, ``GreedyRetrieval``, by default; Optuna's TPE over all three,
+``search.retrieval_optuna``) proposes the rest. The greedy search takes three steps, each over the lead so far:
 
 1. query prompts (``templates/retrieval.json``, ``{task}`` filled with the data's description) with the lead's
    document prompt and read-out: the corpus is encoded once for the whole step;
@@ -25,6 +26,7 @@ scored candidate so an interrupt keeps every score; a rerun with the same model,
 from __future__ import annotations
 
 import json
+import string
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +68,66 @@ def library_prompts(side: str, task: str, library: str = "retrieval") -> list[tu
     for x in items:
         out.setdefault(x["prompt"].replace("{task}", task.strip().rstrip(".")), str(x.get("source", "")))
     return list(out.items())
+
+
+@dataclass(frozen=True)
+class QueryGrammar:
+    """Query prompts composed from slots: ``format`` (``"{instruction}{label}{separator}"``) with one option of each
+    slot, ``{task}`` in an option filled with the data's task description (whitespace kept as written: a prompt's
+    newline is part of it).
+
+    :param format: the format string naming the slots.
+    :param slots: each slot's options, in order, each once.
+    :param source: where it comes from."""
+
+    format: str
+    slots: dict[str, tuple[str, ...]]
+    source: str = ""
+
+    @classmethod
+    def of_library(cls, task: str, library: str = "retrieval") -> "QueryGrammar | None":
+        """The library's ``query_grammar``, ``{task}`` filled (None: the library has none).
+
+        :param task: the task description.
+        :param library: a shipped library's name or a ``.json`` path.
+        :returns: the grammar, or None.
+        :raises promptsearch.PromptSearchError: for a grammar without a format naming slots that each hold a non-empty
+            list of strings."""
+        d = read_library(library).get("query_grammar")
+        if d is None:
+            return None
+        where = f"{library}: query_grammar"
+        if not isinstance(d, dict) or not isinstance(d.get("format"), str) or not isinstance(d.get("slots"), dict):
+            raise PromptSearchError(f"{where} needs a 'format' string and a 'slots' object")
+        try:
+            names = [f for _, f, _, _ in string.Formatter().parse(d["format"]) if f]
+        except ValueError as exc:
+            raise PromptSearchError(f"{where}: bad format string ({exc})") from None
+        filled = task.strip().rstrip(".")
+        slots: dict[str, tuple[str, ...]] = {}
+        for n in dict.fromkeys(names):
+            opts = d["slots"].get(n)
+            if not isinstance(opts, list) or not opts or not all(isinstance(o, str) for o in opts):
+                raise PromptSearchError(f"{where}: slot '{n}' used in the format needs a non-empty list of strings")
+            slots[n] = tuple(dict.fromkeys(o.replace("{task}", filled) for o in opts))
+        if not slots:
+            raise PromptSearchError(f"{where}: the format names no slot")
+        return cls(d["format"], slots, str(d.get("source", "")))
+
+    def render(self, choice: dict[str, str]) -> str:
+        """The prompt of one option a slot.
+
+        :param choice: slot → option.
+        :returns: the prompt."""
+        return self.format.format(**choice)
+
+    @property
+    def size(self) -> int:
+        """How many prompts it composes (with repeats)."""
+        n = 1
+        for o in self.slots.values():
+            n *= len(o)
+        return n
 
 
 def own_candidate(enc) -> RetrievalCandidate:
@@ -181,6 +243,7 @@ class RetrievalResults:
     verdict: dict | None = None
     steps: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    strategy: dict = field(default_factory=dict)  # the strategy that proposed the candidates and its settings
 
     @classmethod
     def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
@@ -254,6 +317,7 @@ class RetrievalResults:
             raise PromptSearchError(f"{p}: a retrieval results file with a missing or malformed field ({exc}); pass "
                                     "another out= (or delete the file)") from None
         res.verdict, res.steps, res.stats = d.get("verdict"), list(d.get("path") or []), dict(d.get("stats") or {})
+        res.strategy = dict(d.get("strategy") or {})
         return res
 
     def add(self, entry: RetrievalEntry) -> None:
@@ -284,7 +348,8 @@ class RetrievalResults:
                 **({"own": self.own.to_json()} if self.own else {}),
                 **({"best": self.best.to_json()} if self.best else {}),
                 **({"verdict": self.verdict} if self.verdict else {}),
-                "spread": self.spread(), "path": self.steps, "stats": self.stats}
+                "spread": self.spread(), "path": self.steps, "stats": self.stats,
+                **({"strategy": self.strategy} if self.strategy else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""
@@ -319,27 +384,86 @@ def resumed_precision(path, bf16: bool | None) -> tuple[bool | None, str | None]
 
 
 # ---- the search -----------------------------------------------------------------------------------------
+class RetrievalStrategy:
+    """What proposes a retrieval search's candidates after the model's own (the STS search's ``Strategy``, for
+    retrieval): ``propose`` asks the search to score candidates (``RetrievalSearch.score``, which records them) and
+    returns its lead, the candidate the verdict weighs against the model's own; ``settings`` is what the results file
+    records of it, ``stats`` what it adds to the run's stats. ``library`` (the prompt library: a shipped name or a
+    ``.json`` path) and ``readouts`` (the pooled read-outs tried; None: the model's defaults, see ``model_readouts``)
+    are its search space, which the search reads."""
+
+    name = "strategy"
+    library: str = "retrieval"
+    readouts: Sequence[str] | None = None
+
+    def settings(self) -> dict:
+        """The strategy as the results file records it.
+
+        :returns: a JSON-ready dict, ``{"name": ...}`` and its settings."""
+        return {"name": self.name}
+
+    def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
+        """The search after the model's own candidate.
+
+        :param search: the search (it scores and records).
+        :param own: the model's own candidate's entry, scored.
+        :returns: the lead, weighed against the model's own by the verdict.
+        :raises NotImplementedError: here; a subclass writes the search."""
+        raise NotImplementedError
+
+    def stats(self) -> dict:
+        """What the strategy adds to the run's stats (nothing by default).
+
+        :returns: a JSON-ready dict."""
+        return {}
+
+
+@dataclass
+class GreedyRetrieval(RetrievalStrategy):
+    """The greedy steps: query prompts with the lead's document prompt and read-out (the corpus encoded once for the
+    whole step), then document prompts, then read-outs, each step's best taken only by the step rule.
+
+    :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
+    :param library: the prompt library (a shipped name or a ``.json`` path)."""
+
+    readouts: Sequence[str] | None = None
+    library: str = "retrieval"
+    name = "greedy"
+
+    def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
+        lead = own
+        q_src = {RetrievalCandidate.of(q, lead.candidate.document, lead.candidate.readout): f"library: {s}"
+                 for q, s in search.queries}
+        lead = search._step("query", lead, [own.candidate, *q_src], q_src)
+        d_src = {RetrievalCandidate.of(lead.candidate.query, d, lead.candidate.readout): f"library: {s}"
+                 for d, s in search.documents}
+        lead = search._step("document", lead, [lead.candidate, *d_src], d_src)
+        r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in search.readouts]
+        return search._step("readout", lead, [lead.candidate, *r_cands], {})
+
+
 class RetrievalSearch:
     """The greedy search over query prompt, document prompt and read-out (see the module's description).
 
     :param task: the ``RetrievalTask`` (or any object with its ``evaluate``).
     :param enc: the encoder.
     :param results: where scores are recorded (resumed entries are not scored again).
-    :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
     :param min_gain: the gain a step must exceed ("auto": its standard error).
-    :param library: the prompt library (a shipped name or a ``.json`` path).
-    :param progress: told (one line) what each step is about to score; None: nothing said."""
+    :param progress: told (one line) what each step is about to score; None: nothing said.
+    :param confirm: a task on all the queries when ``task`` holds a sample of them (the answer is checked there).
+    :param strategy: what proposes the candidates after the model's own (a ``RetrievalStrategy``; None: the greedy
+        steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs."""
 
-    def __init__(self, task, enc, results: RetrievalResults, readouts: Sequence[str] | None = None,
-                 min_gain: float | str | None = "auto", library: str = "retrieval",
-                 progress: Callable[[str], None] | None = None, confirm=None):
+    def __init__(self, task, enc, results: RetrievalResults, strategy: RetrievalStrategy | None = None,
+                 min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None):
         self.task, self.enc, self.results = task, enc, results
+        self.strategy = strategy if strategy is not None else GreedyRetrieval()
         self.confirm = confirm  # a task on all the queries when ``task`` holds a sample of them
         self.min_gain = min_gain
         self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
-        self.queries = library_prompts("query", self.description, library)
-        self.documents = library_prompts("document", self.description, library)
-        self.readouts = model_readouts(enc, readouts)
+        self.queries = library_prompts("query", self.description, self.strategy.library)
+        self.documents = library_prompts("document", self.description, self.strategy.library)
+        self.readouts = model_readouts(enc, self.strategy.readouts)
         self.progress = progress
         self.scored_now = 0  # candidates scored by this process (not read back from the file)
 
@@ -438,15 +562,8 @@ class RetrievalSearch:
         own_c = own_candidate(self.enc)
         res.own = own_c
         own = self.score([own_c], "own")[0]
-        lead = own
-        q_src = {RetrievalCandidate.of(q, lead.candidate.document, lead.candidate.readout): f"library: {s}"
-                 for q, s in self.queries}
-        lead = self._step("query", lead, [own_c, *q_src], q_src)
-        d_src = {RetrievalCandidate.of(lead.candidate.query, d, lead.candidate.readout): f"library: {s}"
-                 for d, s in self.documents}
-        lead = self._step("document", lead, [lead.candidate, *d_src], d_src)
-        r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in self.readouts]
-        lead = self._step("readout", lead, [lead.candidate, *r_cands], {})
+        res.strategy = self.strategy.settings()
+        lead = self.strategy.propose(self, own)
         highest = res.ranking()[0]
         challenger = lead if lead.candidate != own_c else highest  # what the verdict weighs the model's own against
         if challenger.candidate == own_c:
@@ -464,7 +581,7 @@ class RetrievalSearch:
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
-                     "seconds": round(time.perf_counter() - t0, 3)}
+                     "seconds": round(time.perf_counter() - t0, 3), **self.strategy.stats()}
         res.save()
         return res
 

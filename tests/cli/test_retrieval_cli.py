@@ -5,29 +5,14 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cli, small_retrieval_data
+from conftest import beir_folder, run_cli, small_retrieval_data
 
 from promptsearch.cli import main
 
 
-def write_beir(folder, data):
-    """``data`` as a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for cid, text in data.corpus.items():
-            f.write(json.dumps({"_id": cid, "title": "", "text": text}) + "\n")
-    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
-        for qid, text in data.queries.items():
-            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
-    (folder / "qrels").mkdir(exist_ok=True)
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{c}\t1" for q, cs in data.relevant.items() for c in sorted(cs)]
-    (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def beir(tmp_path_factory):
-    return write_beir(tmp_path_factory.mktemp("beir") / "small", small_retrieval_data(20, 80))
+    return beir_folder(tmp_path_factory.mktemp("beir") / "small", small_retrieval_data(20, 80))
 
 
 def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
@@ -156,3 +141,27 @@ def test_the_default_model_on_the_demo_task(tmp_path):
     own = next(e for e in d["entries"] if e["source"] == "own")
     best = next(e for e in d["entries"] if {k: e[k] for k in ("query", "document", "readout")} == d["best"])
     assert best["metrics"]["ndcg@10"] >= own["metrics"]["ndcg@10"]  # never worse than the model's own
+
+
+def test_optuna_over_the_prompts_runs_end_to_end_and_resumes(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    out = tmp_path / "o.json"
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+            "--cache-dir", str(tmp_path / "cache"), "--strategy", "optuna", "--trials", "6", "--batch-trials", "3"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert "optuna: study 'promptsearch-retrieval-" in captured.err and (tmp_path / "o.db").is_file()  # beside --out
+    i = lines.index("next:")
+    assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
+    d = json.loads(out.read_text())
+    assert d["strategy"]["name"] == "optuna" and d["stats"]["study"]["complete"] + d["stats"]["study"]["pruned"] >= 6
+    n = len(d["entries"])
+    assert main([*argv[:-6], "--strategy", "optuna", "--trials", "9", "--batch-trials", "3", "-q"]) == 0  # resumed
+    again = capsys.readouterr().out
+    d2 = json.loads(out.read_text())
+    assert f"{n} resumed from {out}" in again and d2["stats"]["study"]["complete"] + d2["stats"]["study"]["pruned"] >= 9
+    # the resumed run's sampler does not draw the first run's candidates again (a seeded sampler restarted would)
+    assert len(d2["entries"]) > n
+    r = run_cli([*argv[:5], "--out", str(tmp_path / "bad.json"), *argv[7:], "--storage", "nonsense"], timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not a database URL" in r.stderr
+    assert not (tmp_path / "bad.json").exists()  # refused before the results file is opened

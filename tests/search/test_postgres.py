@@ -414,3 +414,48 @@ def test_workers_racing_to_create_the_schema_retry_only_what_the_other_created(m
         with pytest.raises(ProgrammingError):
             study_mod.open_storage("postgresql://u:p@/db?host=/nowhere")
         assert len(calls) == 1
+
+
+# ---- retrieval's optuna study shared by two processes ---------------------------------------------------
+_RETRIEVAL_BARRIER = """
+import os, sys, time
+from promptsearch.cli import main
+from promptsearch.search import retrieval_optuna
+folder, n, me = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+run = retrieval_optuna.OptunaRetrieval.propose
+def waiting_run(self, *a, **k):
+    open(os.path.join(folder, me), "w").close()
+    deadline = time.time() + 120
+    while len(os.listdir(folder)) < n and time.time() < deadline:
+        time.sleep(0.01)
+    return run(self, *a, **k)
+retrieval_optuna.OptunaRetrieval.propose = waiting_run
+sys.exit(main(sys.argv[4:]))
+"""
+
+
+def test_two_retrieval_processes_share_one_optuna_study_on_postgresql(postgres_url, tiny_bert_encoder_only_dir,
+                                                                       tmp_path):
+    from conftest import beir_folder, small_retrieval_data
+
+    beir = beir_folder(tmp_path / "beir", small_retrieval_data(12, 40))
+    met = tmp_path / "met"
+    met.mkdir()
+    args = ["retrieval", "--model", tiny_bert_encoder_only_dir, "--data", beir, "--strategy", "optuna", "--trials",
+            "10", "--batch-trials", "2", "--storage", postgres_url, "--study-name", "shared", "--no-bf16", "-q"]
+    procs = [spawn([sys.executable, "-c", _RETRIEVAL_BARRIER, met, "2", str(i)] + args
+                   + ["--out", tmp_path / f"w{i}.json", "--cache-dir", tmp_path / f"cache{i}", "--seed", str(i)],
+                   ONE_THREAD) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    study = optuna.load_study(study_name="shared", storage=storage_url(postgres_url))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert 10 <= len(done) <= 10 + 2 * 2  # each process's batch in flight may finish past the target
+    files = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
+    scores = [{(e["query"], e["document"], e["readout"]): e["metrics"]["ndcg@10"] for e in d["entries"]} for d in files]
+    trials = {(t.user_attrs["candidate"]["query"], t.user_attrs["candidate"]["document"],
+               t.user_attrs["candidate"]["readout"]): t.value for t in done}
+    assert any(set(trials) <= set(s) for s in scores)  # the process that finished last holds every complete trial
+    for s in scores:  # and a trial's score is the study's in every file that holds it
+        assert all(abs(s[c] - v) < 1e-6 for c, v in trials.items() if c in s)
+    assert all(f["stats"]["study"]["finished_now"] > 0 for f in files)  # both processes ran trials

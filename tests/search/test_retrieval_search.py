@@ -11,6 +11,7 @@ from conftest import make_encoder, small_retrieval_data
 from promptsearch.errors import PromptSearchError
 from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
 from promptsearch.search.retrieval import (
+    GreedyRetrieval,
     RetrievalResults,
     RetrievalSearch,
     judge,
@@ -100,7 +101,7 @@ def test_a_gain_beyond_the_noise_is_taken_and_the_next_steps_start_from_it(enc):
     good_q = RetrievalCandidate.of("search_query: ", "", "mean")
     good_qd = RetrievalCandidate.of("search_query: ", "passage: ", "mean")
     task = FakeTask({good_q: 0.05, good_qd: 0.08})
-    search = RetrievalSearch(task, enc, results(), readouts=["cls"])
+    search = RetrievalSearch(task, enc, results(), GreedyRetrieval(readouts=["cls"]))
     res = search.run()
     assert res.best == good_qd and res.verdict["kept"] is False and res.verdict["gain"] > res.verdict["se"]
     assert [s["stage"] for s in res.steps] == ["query", "document", "readout"]
@@ -166,7 +167,7 @@ def test_the_shipped_library_names_a_source_for_every_prompt():
 def test_a_real_task_runs_the_whole_search_on_a_tiny_model(enc, tmp_path):
     task = RetrievalTask(small_retrieval_data(20, 60), cache_dir=tmp_path / "cache")
     res = RetrievalSearch(task, enc, RetrievalResults.for_task(tmp_path / "r.json", "tiny", task, enc),
-                          readouts=["cls"]).run()
+                          GreedyRetrieval(readouts=["cls"])).run()
     assert res.own == own_candidate(enc) and res.best in res.entries
     # own + the document prompts tried + the lead's cls: each (document prompt, read-out) once
     sides = {(c.document, c.readout) for c in res.entries}
@@ -180,7 +181,8 @@ def test_a_prompt_the_model_cannot_read_is_skipped_and_said(enc, tmp_path):
     lib.write_text(json.dumps({"query": [{"prompt": "query: ", "source": "e5"}, {"prompt": long, "source": "long"}],
                                "document": [{"prompt": "", "source": "none"}]}))
     said, task = [], FakeTask()
-    res = RetrievalSearch(task, enc, results(), library=str(lib), readouts=[], progress=said.append).run()
+    res = RetrievalSearch(task, enc, results(), GreedyRetrieval(readouts=[], library=str(lib)),
+                          progress=said.append).run()
     assert RetrievalCandidate.of(long, "", "mean") not in task.scored and len(res.entries) == 2
     assert res.steps[0]["skipped"][0]["query"] == long and "no room" in res.steps[0]["skipped"][0]["why"]
     assert said[0].startswith("step query: 2 candidates (1 this model cannot read: ")

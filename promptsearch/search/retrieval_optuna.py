@@ -1,0 +1,280 @@
+"""Optuna over retrieval prompts: TPE over the query prompt, the document prompt and the read-out, in any Optuna RDB
+storage, so a rerun resumes the study and processes on several machines share it.
+
+Each trial picks (``trial.suggest_categorical``):
+
+- where its query prompt comes from (``query_from``): the library (``query``: the model's own query prompt or one of
+  the shipped ones) or the library's query grammar, one option a slot (``query.instruction``, ``query.label``,
+  ``query.separator``: 150 composed prompts with the shipped grammar, the shipped forms among them), so TPE learns
+  which parts help;
+- the document prompt (``document``: the model's own or a shipped one) and the read-out (``readout``).
+
+The model's own candidate is the study's first trial (enqueued), as it is the first candidate of every search. A
+trial is scored by the search (``RetrievalSearch.score``: the corpus encoded once per document prompt and read-out,
+kept on disk) and told its nDCG@10; its metrics and per-query nDCG@10 go into the trial's user attributes, so every
+process sharing the study reads the others' scores into its own results file and the verdict (the model's own unless
+beaten beyond the noise) weighs the same numbers wherever it is run. A candidate scored before — by this run, an
+earlier one, another process, or the greedy strategy into the same results file — is told its score without encoding.
+A prompt the model cannot read (no room left for the text) is told pruned, with the reason.
+
+``--trials N`` is the study's total of finished trials, all processes together (``ask_batch``); a killed process's
+trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_trials``), as in the STS search.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from ..errors import PromptSearchError
+from ..eval.retrieval import RetrievalCandidate
+from .optuna_search import resumed_sampler
+from .retrieval import METRIC, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
+from .study import Heartbeats, _shown, ask_batch, check_storage, existing_storage, fail_stale_trials, open_storage
+
+FROM_LIBRARY, FROM_GRAMMAR = "library", "grammar"
+
+
+@dataclass
+class Space:
+    """The trial parameters' options: the query prompts of the library (the model's own first), the query grammar (None:
+    none), the document prompts (the model's own first) and the read-outs (the model's own first)."""
+
+    queries: list[str]
+    grammar: QueryGrammar | None
+    documents: list[str]
+    readouts: list[str]
+
+    def distributions(self) -> dict[str, optuna.distributions.CategoricalDistribution]:
+        """Every parameter a trial may take, with its options (what a resumed study must still offer)."""
+        c = optuna.distributions.CategoricalDistribution
+        out = {"query": c(self.queries), "document": c(self.documents), "readout": c(self.readouts)}
+        if self.grammar is not None:
+            out["query_from"] = c([FROM_LIBRARY, FROM_GRAMMAR])
+            out.update({f"query.{n}": c(list(o)) for n, o in self.grammar.slots.items()})
+        return out
+
+    def suggest(self, trial: optuna.Trial) -> RetrievalCandidate:
+        """A trial's candidate, its parameters suggested.
+
+        :param trial: the trial.
+        :returns: the candidate."""
+        source = (trial.suggest_categorical("query_from", [FROM_LIBRARY, FROM_GRAMMAR]) if self.grammar is not None
+                  else FROM_LIBRARY)
+        if source == FROM_LIBRARY:
+            query = trial.suggest_categorical("query", self.queries)
+        else:
+            assert self.grammar is not None
+            query = self.grammar.render({n: trial.suggest_categorical(f"query.{n}", list(o))
+                                         for n, o in self.grammar.slots.items()})
+        return RetrievalCandidate.of(str(query), str(trial.suggest_categorical("document", self.documents)),
+                                     str(trial.suggest_categorical("readout", self.readouts)))
+
+    def own_params(self, own: RetrievalCandidate) -> dict:
+        """The parameters of the model's own candidate (enqueued as the study's first trial)."""
+        p = {"query": own.query, "document": own.document, "readout": own.readout}
+        return {**p, "query_from": FROM_LIBRARY} if self.grammar is not None else p
+
+
+def space_of(search: RetrievalSearch, own: RetrievalCandidate) -> Space:
+    """The search's options: its library's prompts and grammar, the model's own first on each side, its read-outs.
+
+    :param search: the search (its library prompts, task description, read-outs and strategy's library).
+    :param own: the model's own candidate.
+    :returns: the space."""
+    return Space(list(dict.fromkeys([own.query, *(q for q, _ in search.queries)])),
+                 QueryGrammar.of_library(search.description, search.strategy.library),
+                 list(dict.fromkeys([own.document, *(d for d, _ in search.documents)])),
+                 list(dict.fromkeys([own.readout, *search.readouts])))
+
+
+def default_storage(out) -> str:
+    """A SQLite study beside the results file (``retrieval.json`` → ``retrieval.db``)."""
+    return f"sqlite:///{Path(out).resolve().with_suffix('.db')}"
+
+
+def default_study_name(model: str, data: dict) -> str:
+    """promptsearch-retrieval-<model>-<data name>-<data fingerprint>: one study per model and data."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(data.get("name", "data"))).strip("-")[-40:] or "data"
+    return f"promptsearch-retrieval-{slug}-{name}-{str(data.get('fingerprint', ''))[:8]}"
+
+
+@dataclass
+class OptunaRetrieval(RetrievalStrategy):
+    """TPE over query prompt × document prompt × read-out (see the module's description).
+
+    :param storage: an Optuna RDB URL (``sqlite:///retrieval.db``, ``postgresql://user:password@host/db``).
+    :param study_name: the study's name (share it, with the storage, to run several processes on one study).
+    :param trials: the study's total of finished trials, all processes together.
+    :param seed: the TPE sampler's seed (None: random).
+    :param batch: trials asked at once and scored together (their query prompts encoded in one pass).
+    :param library: the prompt library (its prompts and its query grammar).
+    :param readouts: the pooled read-outs a trial may take (None: the model's defaults, see ``model_readouts``)."""
+
+    storage: str
+    study_name: str
+    trials: int = 40
+    seed: int | None = None
+    batch: int = 8
+    library: str = "retrieval"
+    readouts: list[str] | None = None
+    name = "optuna"  # type: ignore[misc]  # the strategy's name (a class attribute, not a field)
+    done_before: int = field(default=0, init=False)
+    finished_now: int = field(default=0, init=False)
+    absorbed: int = field(default=0, init=False)  # entries read from the study's trials of other runs
+    summary: dict = field(default_factory=dict, init=False)
+
+    @classmethod
+    def beside(cls, out, model: str, data: dict, storage: str | None = None, study_name: str | None = None,
+               **settings) -> "OptunaRetrieval":
+        """The strategy with its study in ``storage`` / ``study_name`` when given, else a SQLite file beside the
+        results file named after the model and the data: the same command resumes the same study.
+
+        :param out: the results file (its ``.db`` sibling holds the default study).
+        :param model: the model as named.
+        :param data: the data's record (``RetrievalTask.record``: its name and fingerprint).
+        :param storage: an RDB URL (None: beside ``out``).
+        :param study_name: the study's name (None: the default for this model and data).
+        :param settings: the other fields (``trials``, ``seed``, ``batch``, ``library``).
+        :returns: the strategy."""
+        return cls(storage=storage or default_storage(out), study_name=study_name or default_study_name(model, data),
+                   **settings)
+
+    def settings(self) -> dict:
+        return {"name": self.name, "storage": _shown(self.storage), "study_name": self.study_name,
+                "trials": self.trials, "seed": self.seed, "batch": self.batch}
+
+    def stats(self) -> dict:
+        return {"study": self.summary} if self.summary else {}
+
+    # ---- the study ------------------------------------------------------------------------------------
+    def record(self, search: RetrievalSearch) -> dict:
+        """What the study's scores depend on (a process joining it must match): the model's numbers, the data,
+        the precision."""
+        res = search.results
+        return {"model": res.model, "data": res.data.get("fingerprint"), "precision": res.precision,
+                "numbers": res.numbers}
+
+    def check(self, search: RetrievalSearch, space: Space) -> None:
+        """A study of this name already in the storage is joined only if its scores compare with this run's (the same
+        model numbers, data and precision) and it offers the same options for each parameter. Reads, writes nothing.
+
+        :param search: the search.
+        :param space: this run's options.
+        :raises promptsearch.PromptSearchError: otherwise (one line)."""
+        check_storage(self.storage)
+        storage = existing_storage(self.storage)
+        if storage is None:
+            return
+        try:
+            sid = storage.get_study_id_from_name(self.study_name)
+        except KeyError:
+            return
+        where = f"study {self.study_name!r} in {_shown(self.storage)}"
+        fresh = "give another study_name= (or delete the study) to start a new one"
+        was, mine = storage.get_study_user_attrs(sid).get("retrieval"), self.record(search)
+        if was is None:
+            raise PromptSearchError(f"{where} is not a retrieval study; {fresh}")
+        for k in ("model", "data", "precision", "numbers"):
+            if was.get(k) != mine[k]:
+                what = {"model": "another model", "data": "other data", "precision": f"precision {was.get(k)!r}",
+                        "numbers": "other model weights, tokenizer or settings"}[k]
+                raise PromptSearchError(f"{where} holds scores of {what}; its numbers would not compare with this "
+                                        f"run's: {fresh}")
+        now = space.distributions()
+        for t in storage.get_all_trials(sid, deepcopy=False):
+            for name, old in t.distributions.items():
+                if name in now and old != now[name]:
+                    raise PromptSearchError(f"{where} offers other options for {name} than this run (another prompt "
+                                            "library, task description or read-outs): run with the study's, or "
+                                            f"{fresh}")
+
+    def _absorb(self, study: optuna.Study, search: RetrievalSearch) -> dict[RetrievalCandidate, float]:
+        """Every complete trial's candidate and score; those the results do not hold (another process's, an earlier
+        run's) are added to them from the trial's user attributes."""
+        seen: dict[RetrievalCandidate, float] = {}
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            a = t.user_attrs
+            if "candidate" not in a or "per_query" not in a:
+                continue
+            c = RetrievalCandidate.from_json(a["candidate"])
+            seen[c] = float(t.value) if t.value is not None else float("nan")
+            if c not in search.results.entries:
+                self.absorbed += 1
+                search.results.add(RetrievalEntry(c, {k: float(v) for k, v in a.get("metrics", {}).items()},
+                                                  f"optuna: trial {t.number} (another run)",
+                                                  float(a.get("seconds", 0.0)),
+                                                  np.asarray(a["per_query"], dtype=np.float64)))
+        return seen
+
+    def propose(self, search: RetrievalSearch, own: RetrievalEntry) -> RetrievalEntry:
+        space = space_of(search, own.candidate)
+        self.check(search, space)
+        storage = open_storage(self.storage)
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
+                                    sampler=sampler, load_if_exists=True)
+        if "retrieval" not in study.user_attrs:
+            study.set_user_attr("retrieval", self.record(search))
+            if not study.trials:
+                study.enqueue_trial(space.own_params(own.candidate))  # the model's own: the first trial
+        self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
+        if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
+            study.sampler = resumed_sampler(self.seed, self.done_before)
+        search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {self.done_before} of "
+                    f"{self.trials} trials finished before; query prompts from the library ({len(space.queries)})"
+                    + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
+                    + f", {len(space.documents)} document prompts, {len(space.readouts)} read-outs")
+        while True:
+            fail_stale_trials(study)
+            known = self._absorb(study, search)
+            cands: dict[int, RetrievalCandidate] = {}
+            trials = ask_batch(study, self.batch, self.trials, lambda t: cands.__setitem__(t.number, space.suggest(t)))
+            if not trials:
+                break
+            told: set[int] = set()
+            try:
+                with Heartbeats(storage, study, trials):
+                    why = {t.number: search.unreadable(cands[t.number]) for t in trials}
+                    todo = [cands[t.number] for t in trials if why[t.number] is None
+                            and cands[t.number] not in known]
+                    search.score(todo, "optuna")
+                for t in trials:
+                    c = cands[t.number]
+                    t.set_user_attr("candidate", c.to_json())
+                    if why[t.number] is not None:
+                        t.set_user_attr("why", why[t.number])
+                        study.tell(t, state=TrialState.PRUNED)
+                    else:
+                        e = search.results.entries[c]
+                        t.set_user_attr("metrics", {k: round(float(v), 6) for k, v in e.metrics.items()})
+                        t.set_user_attr("per_query", [round(float(x), 6) for x in e.per_query])
+                        t.set_user_attr("seconds", round(e.seconds, 3))
+                        study.tell(t, e.score)
+                    told.add(t.number)
+                    self.finished_now += 1
+            except BaseException:  # an interrupt or an error: no trial of the batch is left running
+                for t in trials:
+                    if t.number not in told:
+                        try:
+                            study.tell(t, state=TrialState.FAIL)
+                        except Exception:  # noqa: BLE001 - already told, or the storage is gone: nothing to do
+                            pass
+                raise
+            best = max(search.results.entries.values(), key=lambda e: e.score)
+            done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.get_trials(deepcopy=False))
+            search._say(f"optuna: {done}/{self.trials} trials, best {METRIC} {best.score:.4f}  {best.candidate.shown}")
+        self._absorb(study, search)
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+        self.summary = {"name": self.study_name, "complete": states.count(TrialState.COMPLETE),
+                        "pruned": states.count(TrialState.PRUNED), "failed": states.count(TrialState.FAIL),
+                        "running": states.count(TrialState.RUNNING), "finished_now": self.finished_now,
+                        "from_other_runs": self.absorbed}
+        return search.results.ranking()[0]

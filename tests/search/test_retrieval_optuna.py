@@ -1,0 +1,192 @@
+"""Optuna over retrieval prompts: the model's own is the study's first trial, every trial's score is recorded in the
+study and the results file, a rerun resumes the study, another run sharing the storage reads the first one's scores
+instead of encoding them, the verdict is the greedy search's rule; bad input is one line."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import optuna
+import pytest
+from conftest import make_encoder
+
+from promptsearch.errors import PromptSearchError
+from promptsearch.eval.retrieval import RetrievalCandidate
+from promptsearch.search.retrieval import QueryGrammar, RetrievalResults, RetrievalSearch, own_candidate
+from promptsearch.search.retrieval_optuna import OptunaRetrieval, space_of
+
+N = 300  # queries
+
+
+@pytest.fixture(scope="module")
+def enc(tiny_bert_encoder_only_dir):
+    return make_encoder(tiny_bert_encoder_only_dir)
+
+
+class Task:
+    """Per-query nDCG@10 set by the test: a base for every candidate plus ``bonus(c)``; counts what it scores."""
+
+    def __init__(self, bonus=lambda c: 0.0, stop_after=None, wobble=0.002):
+        self.data = SimpleNamespace(description="Find the paraphrase")
+        self.base = np.random.default_rng(0).uniform(0.3, 0.7, N)
+        self.bonus, self.stop_after, self.sd = bonus, stop_after, wobble
+        self.scored: list[RetrievalCandidate] = []
+        self.query_ids = [f"q{i}" for i in range(N)]
+
+    def evaluate(self, enc, candidates, per_query=False, on_score=None):
+        out = {}
+        for c in candidates:
+            if self.stop_after is not None and len(self.scored) >= self.stop_after:
+                raise KeyboardInterrupt
+            # a small per-candidate wobble (seeded by the candidate) so scores differ, as real prompts' do
+            wobble = np.random.default_rng(abs(hash(c)) % 2**32).normal(0, self.sd, N)
+            pq = np.clip(self.base + self.bonus(c) + wobble, 0, 1)
+            m = {"ndcg@10": float(pq.mean()), "mrr@10": 0.5, "per_query": {"ndcg@10": pq}}
+            self.scored.append(c)
+            out[c] = m
+            if on_score is not None:
+                on_score(c, m, 0.01)
+        return out
+
+
+def results(path=None, numbers=None):
+    return RetrievalResults.open(path, "tiny", {"name": "fake", "fingerprint": "f" * 16, "queries": N, "corpus": 10},
+                                 "fp32", numbers or {"model": "abc"})
+
+
+def strategy(tmp_path, trials, name="s", **kw):
+    return OptunaRetrieval(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name=name, trials=trials, seed=0,
+                           batch=4, **kw)
+
+
+def finished(tmp_path, name="s"):
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'study.db'}")
+    return [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+
+
+def test_the_grammar_composes_query_prompts_with_the_task_filled_and_whitespace_kept():
+    g = QueryGrammar.of_library("Find the paraphrase.")
+    assert g is not None and g.size == 150 and set(g.slots) == {"instruction", "label", "separator"}
+    assert "Instruct: Find the paraphrase\n" in g.slots["instruction"]  # {task} filled, its full stop dropped
+    assert g.render({"instruction": "Instruct: Find the paraphrase\n", "label": "Query", "separator": ": "}) == \
+        "Instruct: Find the paraphrase\nQuery: "  # e5-instruct's form, newline and trailing space kept
+    shipped = {g.render({"instruction": i, "label": lab, "separator": s}) for i in g.slots["instruction"]
+               for lab in g.slots["label"] for s in g.slots["separator"]}
+    assert {"query: ", "search_query: ", "task: search result | query: "} <= shipped
+
+
+def test_a_library_without_a_grammar_has_none_and_a_bad_one_is_one_line(tmp_path):
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"query": [], "document": []}))
+    assert QueryGrammar.of_library("t", str(lib)) is None
+    lib.write_text(json.dumps({"query_grammar": {"format": "{a}{b}", "slots": {"a": ["x"]}}}))
+    with pytest.raises(PromptSearchError, match="slot 'b' used in the format needs a non-empty list of strings"):
+        QueryGrammar.of_library("t", str(lib))
+
+
+def test_the_models_own_is_the_first_trial_and_every_trial_is_recorded(enc, tmp_path):
+    task, res = Task(), results(tmp_path / "r.json")
+    out = RetrievalSearch(task, enc, res, strategy=strategy(tmp_path, 10)).run()
+    own = own_candidate(enc)
+    assert task.scored[0] == own and len(task.scored) == len(set(task.scored))  # the own first, nothing twice
+    trials = finished(tmp_path)
+    assert 10 <= len(trials) <= 10 + 3  # a batch in flight may pass the target
+    first = min(trials, key=lambda t: t.number)
+    assert RetrievalCandidate.from_json(first.user_attrs["candidate"]) == own
+    for t in trials:  # each trial's score and per-query nDCG@10 are the results file's
+        e = out.entries[RetrievalCandidate.from_json(t.user_attrs["candidate"])]
+        assert t.value == e.score and t.user_attrs["per_query"] == [round(float(x), 6) for x in e.per_query]
+    assert {p for t in trials for p in t.params} >= {"query_from", "document", "readout"}
+    assert json.loads((tmp_path / "r.json").read_text())["strategy"]["name"] == "optuna"
+    assert out.stats["study"]["complete"] == len(trials)
+
+
+def test_the_verdict_is_the_step_rule_against_the_models_own(enc, tmp_path):
+    own = own_candidate(enc)
+    # every candidate but the own gains a tenth of a point: far beyond the per-query noise of the wobble
+    res = RetrievalSearch(Task(lambda c: 0.0 if c == own else 0.1), enc, results(),
+                          strategy=strategy(tmp_path, 8, "beats")).run()
+    assert res.best != own and res.best == res.ranking()[0].candidate and res.verdict["taken"] is True
+    # every other candidate a little below the own on every query: the own stays, and no step is a step to itself
+    res = RetrievalSearch(Task(lambda c: 0.0 if c == own else -0.01, wobble=0.0), enc, results(),
+                          strategy=strategy(tmp_path, 8, "worse")).run()
+    assert res.best == own and res.verdict["kept"] is True
+
+
+def test_a_rerun_resumes_the_study_and_scores_nothing_twice(enc, tmp_path):
+    out = tmp_path / "r.json"
+    first = Task()
+    RetrievalSearch(first, enc, results(out), strategy=strategy(tmp_path, 6)).run()
+    n1 = len(finished(tmp_path))
+    second = Task()
+    res = RetrievalSearch(second, enc, results(out), strategy=strategy(tmp_path, 12)).run()
+    assert 12 <= len(finished(tmp_path)) <= 12 + 3 and n1 < 12
+    assert not set(second.scored) & set(first.scored)  # what the first run scored is read back, not scored
+    assert len(res.entries) == len(set(first.scored) | set(second.scored))
+
+
+def test_another_run_sharing_the_study_reads_its_scores_instead_of_encoding(enc, tmp_path):
+    a, b = Task(), Task()
+    RetrievalSearch(a, enc, results(tmp_path / "a.json"), strategy=strategy(tmp_path, 8)).run()
+    res = RetrievalSearch(b, enc, results(tmp_path / "b.json"), strategy=strategy(tmp_path, 14)).run()
+    # the other run's candidates are not encoded again (the model's own each run scores first, itself)
+    assert set(b.scored) & set(a.scored) == {own_candidate(enc)}
+    got = {e.candidate: e for e in res.entries.values() if e.source.endswith("(another run)")}
+    assert set(got) == set(a.scored) - {own_candidate(enc)}  # the own this run scores itself, first
+    base = RetrievalResults.load(tmp_path / "a.json")
+    for c, e in got.items():  # the same numbers, per query too
+        assert e.score == pytest.approx(base.entries[c].score, abs=1e-6)
+        assert np.allclose(e.per_query, base.entries[c].per_query, atol=1e-6, rtol=0)
+
+
+def test_an_interrupt_leaves_no_trial_running_and_the_rerun_finishes(enc, tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        RetrievalSearch(Task(stop_after=3), enc, results(out), strategy=strategy(tmp_path, 10)).run()
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert not [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
+    kept = len(RetrievalResults.load(out).entries)
+    assert kept == 3  # every score made before the interrupt is in the file
+    RetrievalSearch(Task(), enc, results(out), strategy=strategy(tmp_path, 10)).run()
+    assert len(finished(tmp_path)) >= 10
+
+
+def test_a_prompt_the_model_cannot_read_is_pruned_with_the_reason(enc, tmp_path):
+    lib = tmp_path / "lib.json"
+    long = "word " * 600
+    lib.write_text(json.dumps({"query": [{"prompt": long, "source": "long"}],
+                               "document": [{"prompt": "", "source": "none"}]}))
+    RetrievalSearch(Task(), enc, results(), strategy(tmp_path, 6, library=str(lib), readouts=[])).run()
+    pruned = [t for t in finished(tmp_path) if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and all("no room" in t.user_attrs["why"] for t in pruned)
+    assert all(t.user_attrs["candidate"]["query"] == long for t in pruned)
+
+
+def test_a_study_of_other_numbers_or_options_is_refused_in_one_line(enc, tmp_path):
+    RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4)).run()
+    with pytest.raises(PromptSearchError, match=r"holds scores of other model weights, tokenizer or settings; .*"
+                                                r"give another study_name="):
+        RetrievalSearch(Task(), enc, results(numbers={"model": "other"}), strategy=strategy(tmp_path, 8)).run()
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"query": [{"prompt": "query: ", "source": "e5"}],
+                               "document": [{"prompt": "", "source": "none"}]}))
+    with pytest.raises(PromptSearchError, match="offers other options for"):
+        RetrievalSearch(Task(), enc, results(), strategy(tmp_path, 8, library=str(lib))).run()
+
+
+def test_the_space_puts_the_models_own_first_on_each_side(enc):
+    search = RetrievalSearch(Task(), enc, results())
+    own = RetrievalCandidate.of("mine: ", "doc: ", "cls")
+    s = space_of(search, own)
+    assert s.queries[0] == "mine: " and s.documents[0] == "doc: " and s.readouts[0] == "cls"
+    assert len(s.queries) == len(set(s.queries)) and s.own_params(own)["query_from"] == "library"
+
+
+def test_a_resumed_seeded_study_draws_new_candidates_not_the_first_runs_again(enc, tmp_path):
+    first, second = Task(), Task()
+    RetrievalSearch(first, enc, results(tmp_path / "r.json"), strategy=strategy(tmp_path, 5)).run()
+    RetrievalSearch(second, enc, results(tmp_path / "r.json"), strategy=strategy(tmp_path, 10)).run()
+    trials = sorted(finished(tmp_path), key=lambda t: t.number)
+    later = [json.dumps(t.user_attrs["candidate"], sort_keys=True) for t in trials[5:]]
+    earlier = {json.dumps(t.user_attrs["candidate"], sort_keys=True) for t in trials[:5]}
+    assert len(set(later) - earlier) >= 4  # the same seed restarted would have proposed the first five again
