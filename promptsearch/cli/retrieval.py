@@ -8,7 +8,14 @@ from typing import cast
 from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, sample_queries
 from ..fileio import check_writable
-from ..search.retrieval import GreedyRetrieval, RetrievalResults, RetrievalSearch, check_pooled, resumed_precision, summary
+from ..search.retrieval import (
+    GreedyRetrieval,
+    RetrievalResults,
+    RetrievalSearch,
+    check_pooled,
+    resumed_precision,
+    summary,
+)
 from ..search.retrieval_optuna import OptunaRetrieval, default_storage
 from ..search.study import check_storage
 from . import options as o
