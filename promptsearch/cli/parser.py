@@ -352,9 +352,13 @@ def _retrieval(sub) -> None:
                                                            "resumed")
     g.add_argument("--queries", type=at_least(1), default=None, metavar="N",
                    help="score a seeded random sample of N queries (quicker, noisier; the corpus stays whole)")
+    g.add_argument("--holdout", type=non_negative, default=0.2, metavar="F",
+                   help="the share of the queries the search never sees (default 0.2; 0: none): an answer other than "
+                        "the model's own must beat it there too, since the best of many prompts is chosen for how it "
+                        "scored on the queries searched")
     g.add_argument("--seed", type=at_least(0), default=0,
-                   help="the --queries sample's seed and optuna's TPE seed (default 0; give each machine sharing a "
-                        "study its own)")
+                   help="the --holdout and --queries draws' seed and optuna's TPE seed (default 0; give each machine "
+                        "sharing a study its own)")
     g.add_argument("--readouts", default=None, metavar="LIST",
                    help="pooled read-outs the last step tries, comma-separated (default: mean, sentence-mean, cls, "
                         "sentence-cls, max, lasttoken; a causal LM: lasttoken, mean, sentence-mean); the model's own "

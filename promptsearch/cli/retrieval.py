@@ -6,7 +6,7 @@ import shlex
 from typing import cast
 
 from ..data.retrieval import RetrievalFormat, load_retrieval
-from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, sample_queries
+from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, hold_out, sample_queries, unseen
 from ..fileio import check_writable
 from ..search.retrieval import (
     GreedyRetrieval,
@@ -38,8 +38,9 @@ def cmd_retrieval(args) -> int:
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
     whole = load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt, description=args.description)
-    data = sample_queries(whole, args.queries, args.seed)
-    sampled = len(data.queries) < len(whole.queries)
+    searchable = hold_out(whole, args.holdout, args.seed)  # an answer is checked on the queries the search never sees
+    data = sample_queries(searchable, args.queries, args.seed)
+    rest = unseen(whole, data)
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
@@ -47,9 +48,8 @@ def cmd_retrieval(args) -> int:
     task = RetrievalTask(data, cache_dir=cache, show_progress_bar=o.show(args),
                          float16_above_gib=FLOAT16_ABOVE_GIB if args.float16_above_gib is None
                          else args.float16_above_gib)
-    # a sample's answer is checked against the model's own on all the queries
-    confirm = RetrievalTask(whole, cache_dir=cache, show_progress_bar=o.show(args),
-                            float16_above_gib=task.float16_above_gib) if sampled else None
+    confirm = RetrievalTask(rest, cache_dir=cache, show_progress_bar=o.show(args),
+                            float16_above_gib=task.float16_above_gib) if rest is not None else None
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -60,7 +60,9 @@ def cmd_retrieval(args) -> int:
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm)
         if not args.quiet:
-            o.say(f"data: {data.name}, {len(task.query_ids)} queries, {len(task.corpus_ids)} documents")
+            o.say(f"data: {data.name}, {len(task.query_ids)} queries searched"
+                  + (f" ({len(rest.queries)} more kept unseen to check the answer on)" if rest is not None else "")
+                  + f", {len(task.corpus_ids)} documents")
         res = search.run()
     finally:
         task.close()
@@ -72,9 +74,10 @@ def cmd_retrieval(args) -> int:
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}")
+    if rest is not None:  # the search's scores are those queries'; an answer other than the own was checked on the rest
+        why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")
+        print(f"searched on {len(data.queries):,} of {len(whole.queries):,} queries ({why}); an answer other than the "
+              f"model's own is checked on the other {len(rest.queries):,}")
     print("\n".join(summary(res)))
-    if sampled:  # the search's scores are the sample's; its answer was checked on all (said in the summary)
-        print(f"searched on {len(data.queries):,} of {len(whole.queries):,} queries (--queries); the answer was "
-              "weighed against the model's own on all of them")
     print(next_steps(res))
     return 0

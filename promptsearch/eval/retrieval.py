@@ -147,6 +147,50 @@ def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "Retr
                                relevant={q: data.relevant[q] for q in kept})
 
 
+HOLDOUT = 0.2  # the share of the queries a search does not see by default (an answer is checked on them)
+
+
+def hold_out(data: "RetrievalData", fraction: float = HOLDOUT, seed: int = 0) -> "RetrievalData":
+    """The queries a search sees: all but ``round(fraction × n)`` drawn at random with ``seed`` (in file order), the
+    corpus whole. The ones left out (``unseen``) are where an answer other than the model's own is checked: the best of
+    many prompts on the queries searched is chosen for how it scored there, so only queries it was not chosen on say
+    whether it beats the model's own.
+
+    :param data: the retrieval data.
+    :param fraction: the share held out, from 0 (none) to below 1.
+    :param seed: the draw's seed.
+    :returns: the data the search sees (``data`` itself when none is held out).
+    :raises promptsearch.DataError: for a fraction outside [0, 1), or one that would leave no query to search."""
+    if not 0 <= fraction < 1:  # NaN too
+        raise DataError(f"holdout={fraction}: give the share of the queries to hold out, from 0 (none) to below 1, "
+                        "e.g. 0.2")
+    n = len(data.queries)
+    k = int(round(fraction * n))
+    if k == 0:
+        return data
+    if k >= n:
+        raise DataError(f"holdout={fraction}: {n} queries leave none to search; give a smaller share, or 0")
+    ids = list(data.queries)
+    held = set(np.random.default_rng([seed, 1]).choice(n, size=k, replace=False).tolist())  # not sample_queries' draw
+    kept = [q for i, q in enumerate(ids) if i not in held]
+    return dataclasses.replace(data, queries={q: data.queries[q] for q in kept},
+                               relevant={q: data.relevant[q] for q in kept})
+
+
+def unseen(whole: "RetrievalData", seen: "RetrievalData") -> "RetrievalData | None":
+    """The queries of ``whole`` a search on ``seen`` did not see (held out, or left out of its sample), the corpus
+    whole; None when it saw them all.
+
+    :param whole: all the data.
+    :param seen: the data the search scored on (a subset of ``whole``'s queries).
+    :returns: the rest, or None."""
+    rest = [q for q in whole.queries if q not in seen.queries]
+    if not rest:
+        return None
+    return dataclasses.replace(whole, queries={q: whole.queries[q] for q in rest},
+                               relevant={q: whole.relevant[q] for q in rest})
+
+
 class RetrievalTask:
     """Candidates scored on one retrieval data set, the corpus encoded once per document side.
 

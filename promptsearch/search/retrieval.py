@@ -450,7 +450,8 @@ class RetrievalSearch:
     :param results: where scores are recorded (resumed entries are not scored again).
     :param min_gain: the gain a step must exceed ("auto": its standard error).
     :param progress: told (one line) what each step is about to score; None: nothing said.
-    :param confirm: a task on all the queries when ``task`` holds a sample of them (the answer is checked there).
+    :param confirm: a task on the queries the search does not see (held out, or left out of a sample): an answer other
+        than the model's own is checked there (None: not checked).
     :param strategy: what proposes the candidates after the model's own (a ``RetrievalStrategy``; None: the greedy
         steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs."""
 
@@ -458,7 +459,7 @@ class RetrievalSearch:
                  min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None):
         self.task, self.enc, self.results = task, enc, results
         self.strategy = strategy if strategy is not None else GreedyRetrieval()
-        self.confirm = confirm  # a task on all the queries when ``task`` holds a sample of them
+        self.confirm = confirm  # a task on the queries ``task`` does not hold
         self.min_gain = min_gain
         self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
         self.queries = library_prompts("query", self.description, self.strategy.library)
@@ -534,20 +535,23 @@ class RetrievalSearch:
         return new
 
     def _confirm(self, res: RetrievalResults, own_c: RetrievalCandidate) -> None:
-        """An answer chosen on a sample of the queries is weighed against the model's own once more on all of them
-        (the best of many prompts on a sample can lose on the rest): by the same step rule, or the model's own is the
-        answer. The corpus vectors of both are read back from the cache, or encoded once more without one.
+        """An answer other than the model's own is weighed against it once more on the queries the search did not see
+        (held out, or left out of its sample): it was chosen as the best of many on the queries searched, so its gain
+        there is optimistic, and only other queries say whether it beats the model's own. By the same step rule, or the
+        model's own is the answer. The corpus vectors of both are read back from the cache, or encoded once more
+        without one.
 
-        :param res: the results, their answer chosen on the sample (not the model's own).
+        :param res: the results, their answer (not the model's own) chosen on the queries searched.
         :param own_c: the model's own candidate."""
         chosen = res.best
         assert chosen is not None and self.confirm is not None
-        self._say(f"checking the answer against the model's own on all {len(self.confirm.query_ids):,} queries")
+        n = len(self.confirm.query_ids)
+        self._say(f"checking the answer against the model's own on the {n:,} queries the search did not see")
         got = self.confirm.evaluate(self.enc, [own_c, chosen], per_query=True)
         pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
         j = judge(pq[own_c], pq[chosen], self.min_gain)
-        res.verdict = {**(res.verdict or {}), "all_queries": {
-            "queries": len(self.confirm.query_ids), "own": round(float(pq[own_c].mean()), 6),
+        res.verdict = {**(res.verdict or {}), "unseen": {
+            "queries": n, "own": round(float(pq[own_c].mean()), 6),
             "chosen": round(float(pq[chosen].mean()), 6), **j.rounded(6), "taken": j.taken}}
         if not j.taken:
             res.best = own_c
@@ -601,11 +605,11 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     if own is not None:
         lines.append(f"the model's own: {own.candidate.shown}   {METRIC} {own.score:.4f}")
     v = res.verdict or {}
-    if (a := v.get("all_queries")) is not None:
-        lines.append(f"checked on all {a['queries']:,} queries: the sample's choice scores {a['chosen']:.4f} {METRIC}, "
-                     f"the model's own {a['own']:.4f} ({a['gain']:+.4f} ± {a['se']:.4f}): "
-                     + ("the sample's choice stands" if a["taken"] else "the answer is the model's own"))
-    said = a is not None and not a["taken"]  # the check on all queries gave the model's own: said above
+    if (a := v.get("unseen")) is not None:
+        lines.append(f"checked on the {a['queries']:,} queries the search did not see: its choice scores "
+                     f"{a['chosen']:.4f} {METRIC}, the model's own {a['own']:.4f} ({a['gain']:+.4f} ± {a['se']:.4f}): "
+                     + ("the choice stands" if a["taken"] else "the answer is the model's own"))
+    said = a is not None and not a["taken"]  # the check on unseen queries gave the model's own: said above
     if best is not None and res.best == res.own and not said:
         if "gain" in v:
             lines.append(f"nothing beats the model's own beyond its noise: the best, {_shown(v['challenger'])}, is "
@@ -615,7 +619,8 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
             lines.append("the model's own scored best: it is the answer")
     elif best is not None and own is not None and res.best != res.own:
         lines.append(f"the chosen beats the model's own by {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query "
-                     "standard error)")
+                     "standard error)" + ("" if a is not None else " on the queries it was chosen on, none held out: "
+                                          "the best of many, its gain is optimistic"))
     s = res.spread()
     if s:
         lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "

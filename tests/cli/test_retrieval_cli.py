@@ -28,7 +28,7 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
     assert f"promptsearch export {out} --out my-model" in lines[i + 1] and "encode_query" in lines[i + 2]
     d = json.loads(out.read_text())
-    assert d["kind"] == "retrieval" and d["data"]["queries"] == 20 and d["best"] and d["own"]
+    assert d["kind"] == "retrieval" and d["data"]["queries"] == 16 and d["best"] and d["own"]  # 4 of 20 held out
     n = len(d["entries"])
     assert d["stats"]["corpus_encodings"] == len({(e["document"], e["readout"]) for e in d["entries"]})
     assert main(argv) == 0  # the same command again: resumed, nothing scored, the corpus not encoded
@@ -39,17 +39,24 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
-def test_a_sample_of_the_queries_says_its_answer_was_checked_on_all(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_checked(tiny_bert_encoder_only_dir, beir,
+                                                                                   tmp_path, capsys):
     argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls", "-q",
             "--cache-dir", str(tmp_path / "cache")]
     assert main([*argv, "--out", str(tmp_path / "s.json"), "--queries", "5"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     i = lines.index("next:")
-    assert lines[i - 2].startswith("chosen: query prompt ")
-    assert lines[i - 1] == ("searched on 5 of 20 queries (--queries); the answer was weighed against the model's own "
-                            "on all of them")
-    assert main([*argv, "--out", str(tmp_path / "all.json"), "--queries", "20"]) == 0  # all of them: no such line
+    assert lines[i - 1].startswith("chosen: query prompt ")  # the output still ends with the answer and the next step
+    assert lines[1] == ("searched on 5 of 20 queries (--holdout 0.2, --queries 5); an answer other than the "
+                        "model's own is checked on the other 15")  # after the corpus line, before the ranking
+    assert json.loads((tmp_path / "s.json").read_text())["data"]["queries"] == 5
+    assert main([*argv, "--out", str(tmp_path / "h.json")]) == 0  # the default: a fifth held out
+    assert "searched on 16 of 20 queries (--holdout 0.2); " in capsys.readouterr().out
+    assert main([*argv, "--out", str(tmp_path / "all.json"), "--holdout", "0"]) == 0  # none held out: no such line
     assert "searched on" not in capsys.readouterr().out
+    r = run_cli([*argv, "--out", str(tmp_path / "bad.json"), "--holdout", "1"], timeout=300)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and err[-1].startswith("promptsearch retrieval: error: --holdout 1.0: give the share")
 
 
 def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_the_same(tiny_bert_encoder_only_dir,
@@ -61,7 +68,7 @@ def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_th
 
     out = tmp_path / "r.json"
     assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
-                 "--no-cache", "--readouts", "cls", "--no-bf16", "-q"]) == 0
+                 "--no-cache", "--readouts", "cls", "--no-bf16", "--holdout", "0", "-q"]) == 0
     assert main(["export", str(out), "--out", str(tmp_path / "m")]) == 0
     capsys.readouterr()
     d = json.loads(out.read_text())
@@ -133,8 +140,10 @@ def test_the_default_model_on_the_demo_task(tmp_path):
                  "-q"], timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
-    assert lines[-3].startswith("next:") and lines[-5].startswith("chosen: query prompt ")
-    assert lines[-4].startswith("searched on 20 of 259 queries (--queries); the answer was weighed against")
+    assert lines[-3].startswith("next:") and lines[-4].startswith("chosen: query prompt ")
+    assert lines[-5].startswith("spread of the ")
+    assert ("searched on 20 of 259 queries (--holdout 0.2, --queries 20); an answer other than the model's own is "
+            "checked on the other 239") in lines
     assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
     d = json.loads(out.read_text())
     assert d["data"] == {**d["data"], "name": "stsb-paraphrase", "queries": 20, "corpus": 2647}

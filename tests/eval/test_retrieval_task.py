@@ -8,7 +8,7 @@ from conftest import make_encoder, small_retrieval_data
 from promptsearch.encoding.reps import rep_from_key
 from promptsearch.errors import DataError, TemplateError
 from promptsearch.eval.ir_metrics import CorpusStore, retrieval_metrics
-from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask, sample_queries
+from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask, hold_out, sample_queries, unseen
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +187,23 @@ def test_a_corpus_store_that_cannot_be_written_is_one_line(enc, data, tmp_path, 
         assert not [p for p in (tmp_path / "cache").glob("*") if p.suffix == ".npy"]  # nothing half-written kept
     finally:
         task.close()
+
+
+def test_held_out_queries_are_a_seeded_share_the_search_never_sees():
+    data = small_retrieval_data(30, 40)
+    seen = hold_out(data, 0.2, seed=3)
+    assert len(seen.queries) == 24 and seen.corpus is data.corpus  # round(0.2 * 30) = 6 held out, the corpus whole
+    assert list(seen.queries) == [q for q in data.queries if q in seen.queries]  # file order kept
+    assert set(seen.relevant) == set(seen.queries)
+    assert list(hold_out(data, 0.2, seed=3).queries) == list(seen.queries)  # the same seed, the same draw
+    assert list(hold_out(data, 0.2, seed=4).queries) != list(seen.queries)
+    rest = unseen(data, seen)
+    assert rest is not None and set(rest.queries) | set(seen.queries) == set(data.queries)
+    assert not set(rest.queries) & set(seen.queries) and set(rest.relevant) == set(rest.queries)
+    # a sample of what is searched leaves the rest of it unseen too
+    sample = sample_queries(seen, 10, seed=3)
+    assert len(unseen(data, sample).queries) == 20
+    assert hold_out(data, 0.0) is data and unseen(data, data) is None  # nothing held out: nothing to check on
+    for bad in (1.0, -0.1, float("nan"), 0.99):
+        with pytest.raises(DataError, match="holdout="):
+            hold_out(data, bad)

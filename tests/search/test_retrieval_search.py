@@ -200,23 +200,28 @@ def test_a_resumed_run_keeps_the_precision_its_file_was_scored_in(tmp_path):
     assert resumed_precision(tmp_path / "sts.json", None) == (None, None)  # not a retrieval file: open() says so
 
 
-def test_an_answer_chosen_on_a_sample_is_checked_on_all_the_queries(enc):
-    """The best of many prompts on a sample of the queries can lose on the rest (seen on the demo task: 40 queries
-    chose BGE's instruction, below the model's own on all 259): the answer is weighed against the model's own once
-    more on all the queries, by the same rule, and the model's own stays unless it wins there too."""
+def test_an_answer_is_checked_on_the_queries_the_search_did_not_see(enc):
+    """The best of many prompts on the queries searched is chosen for how it scored there, so its gain there is
+    optimistic (seen on the demo task: "query: " +0.0070 ± 0.0044 over the model's own on the 207 queries searched,
+    -0.0136 ± 0.0100 on the 52 held out): an answer other than the model's own is weighed against it once more on the
+    queries the search did not see, by the same rule, and the model's own stays unless it wins there too."""
     good_q = RetrievalCandidate.of("search_query: ", "", "mean")
     own = own_candidate(enc)
-    for on_all, stands in ((-0.01, False), (0.0, False), (0.05, True)):
-        confirm = FakeTask({good_q: on_all})
+    for on_unseen, stands in ((-0.01, False), (0.0, False), (0.05, True)):
+        confirm = FakeTask({good_q: on_unseen})
         res = RetrievalSearch(FakeTask({good_q: 0.05}), enc, results(), confirm=confirm).run()
         assert confirm.scored == [own, good_q]  # only the two, once each
         assert res.best == (good_q if stands else own)
-        a = res.verdict["all_queries"]
+        a = res.verdict["unseen"]
         assert res.verdict["kept"] is (not stands)  # the flag says what ``best`` is
-        assert a["taken"] is stands and a["queries"] == N and a["chosen"] == pytest.approx(a["own"] + on_all, abs=1e-5)
-        said = [x for x in summary(res) if x.startswith("checked on all")]
-        assert len(said) == 1 and said[0].endswith("the sample's choice stands" if stands
-                                                   else "the answer is the model's own")
+        assert a["taken"] is stands and a["queries"] == N
+        assert a["chosen"] == pytest.approx(a["own"] + on_unseen, abs=1e-5)
+        said = [x for x in summary(res) if x.startswith(f"checked on the {N} queries the search did not see: ")]
+        assert len(said) == 1 and said[0].endswith("the choice stands" if stands else "the answer is the model's own")
+    # no queries held out: the chosen is said to be the best of many on the queries it was chosen on
+    res = RetrievalSearch(FakeTask({good_q: 0.05}), enc, results()).run()
+    assert res.best == good_q and any(x.endswith("none held out: the best of many, its gain is optimistic")
+                                      for x in summary(res))
     kept = FakeTask()
     RetrievalSearch(FakeTask(), enc, results(), confirm=kept).run()
-    assert kept.scored == []  # the model's own chosen on the sample: nothing to check
+    assert kept.scored == []  # the model's own chosen on the queries searched: nothing to check
