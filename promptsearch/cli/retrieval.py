@@ -69,6 +69,10 @@ def cmd_retrieval(args) -> int:
         if confirm is not None:
             confirm.close()
     absorbed = strategy.absorbed if strategy is not None else 0
+    if enc.precision != "fp32" and not args.quiet:  # the reference's numbers are fp32: say when these are not
+        o.say(f"note: these scores were computed in {enc.precision}; sentence-transformers' evaluator on the exported "
+              "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16 gives the same "
+              "numbers)")
     print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now"

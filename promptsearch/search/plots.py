@@ -5,6 +5,10 @@
 * An Optuna run: the study's history, its parameter importances and (``--pareto``) its Pareto
   front, drawn by ``optuna.visualization.matplotlib`` from the study the results file names.
 * Any other run (``score``, ``t5``): the distribution of its scores.
+* A retrieval run (``promptsearch retrieval``): every candidate's nDCG@10 with its per-query standard error, the
+  model's own and the answer marked, beside each judgement the search made (each step's gain against the lead,
+  the verdict against the model's own, the check on the queries it never saw) with the gain it had to beat; an
+  Optuna run's study history too, when its study can be opened.
 """
 
 from __future__ import annotations
@@ -198,6 +202,8 @@ def _own(res: Results):
 def plot_results(path, out=None) -> list[Path]:
     """Draw the pictures of the results file ``path`` (into ``out``, default beside it as .svg); the
     files written."""
+    if _is_retrieval(path):
+        return plot_retrieval(path, check_out(out or Path(path).with_suffix(".svg")))
     res = Results.load(path)
     out = check_out(out or Path(path).with_suffix(".svg"))
     if res.path_steps:
@@ -207,3 +213,117 @@ def plot_results(path, out=None) -> list[Path]:
     if not res.entries:
         raise PromptSearchError(f"{path} holds no scored template yet; nothing to plot")
     return plot_scores(res, out)
+
+
+def _is_retrieval(path) -> bool:
+    """Whether ``path`` is a retrieval search's results file (anything else is read, and refused, by ``Results``)."""
+    import json  # lazy: only here
+
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(d, dict) and d.get("kind") == "retrieval"
+
+
+TOP = 30  # candidates a retrieval picture lists (the model's own and the answer always among them)
+
+
+def plot_retrieval(path, out: Path) -> list[Path]:
+    """A retrieval run's picture (see the module's description), and an Optuna run's study history beside it
+    (``-history``) when its study's storage opens.
+
+    :param path: the retrieval results file.
+    :param out: the picture's path.
+    :returns: the files written.
+    :raises PromptSearchError: for a file with no scored candidate yet."""
+    import numpy as np  # lazy: start-up time
+
+    from .retrieval import METRIC, RetrievalResults  # lazy: only a retrieval file needs it
+
+    res = RetrievalResults.load(path)
+    if not res.entries:
+        raise PromptSearchError(f"{path} holds no scored candidate yet; nothing to plot")
+    shown = res.ranking()[:TOP]
+    for c in (res.own, res.best):
+        if c is not None and c in res.entries and res.entries[c] not in shown:
+            shown.append(res.entries[c])
+    plt = _pyplot()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 2 + 0.28 * len(shown)), gridspec_kw={"width_ratios": [3, 2]})
+    ys = np.arange(len(shown))[::-1]
+    se = [float(np.std(e.per_query, ddof=1) / np.sqrt(len(e.per_query))) if len(e.per_query) > 1 else 0.0
+          for e in shown]
+    colours = ["tab:red" if e.candidate == res.own else "k" if e.candidate == res.best else "tab:blue" for e in shown]
+    ax.errorbar([e.score for e in shown], ys, xerr=se, fmt="none", ecolor="0.6", capsize=2)
+    ax.scatter([e.score for e in shown], ys, c=colours, zorder=3, s=18)
+    labels = [_short(e.candidate.shown, 70)
+              + (" (the model's own)" if e.candidate == res.own else "")
+              + (" (the answer)" if e.candidate == res.best else "") for e in shown]
+    ax.set_yticks(ys, labels, fontsize=7)
+    ax.set_xlabel(f"{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e.")
+    s = res.spread()
+    spread = f"; min {s['min']:.4f}, median {s['median']:.4f}, max {s['max']:.4f}" if s else ""
+    ax.set_title(f"{res.strategy.get('name', 'greedy')} on {res.data.get('name')}: {len(res.entries)} candidates, "
+                 f"{res.model}{spread}", fontsize=9)
+    ax.grid(alpha=0.3)
+    rows = _judgements(res)
+    yy = np.arange(len(rows))[::-1]
+    bx.errorbar([r[1] for r in rows], yy, xerr=[r[2] for r in rows], fmt="o", capsize=4,
+                color="k", ecolor="0.4")
+    bx.scatter([r[3] for r in rows], yy, marker="|", s=300, color="tab:red", zorder=3,
+               label="the gain it had to beat")
+    for y, r in zip(yy, rows):
+        bx.annotate("taken" if r[4] else "not taken", (r[1], y), textcoords="offset points", xytext=(6, 6),
+                    fontsize=7)
+    bx.axvline(0, color="0.5", lw=1)
+    bx.set_yticks(yy, [r[0] for r in rows], fontsize=8)
+    bx.set_ylim(-0.8, len(rows) - 0.2)
+    bx.set_xlabel(f"gain in {METRIC} ± its standard error")
+    bx.set_title("the search's judgements: gain ± s.e.", fontsize=9)
+    bx.legend(fontsize=7)
+    bx.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    made = [out]
+    history = _retrieval_history(res, out.with_name(f"{out.stem}-history{out.suffix}"))
+    return made + ([history] if history is not None else [])
+
+
+def _judgements(res) -> list[tuple[str, float, float, float, bool]]:
+    """(label, gain, standard error, the gain to beat, taken) of each judgement the search recorded."""
+    rows = [(f"step {s['stage']}", s["gain"], s["se"], s["min_gain"], bool(s["taken"])) for s in res.steps
+            if "gain" in s]
+    v = res.verdict or {}
+    if "gain" in v:
+        rows.append(("verdict: vs the model's own", v["gain"], v["se"], v["min_gain"], bool(v.get("taken"))))
+    u = v.get("unseen")
+    if u is not None:
+        rows.append((f"check: {u['queries']} unseen queries", u["gain"], u["se"], u["min_gain"], bool(u["taken"])))
+    return rows or [("nothing judged: the model's own scored best", 0.0, 0.0, 0.0, False)]
+
+
+def _retrieval_history(res, out: Path) -> Path | None:
+    """An Optuna retrieval run's study history (None: not an Optuna run, or its study cannot be opened here)."""
+    st = res.strategy or {}
+    if st.get("name") != "optuna" or not str(st.get("storage", "")).startswith("sqlite"):
+        return None  # another database's URL is recorded without its password: not opened again here
+    import optuna  # lazy: start-up time
+    from optuna.visualization import matplotlib as ovm  # lazy: start-up time
+
+    from .study import open_storage  # lazy: start-up time
+
+    try:
+        study = optuna.load_study(study_name=st["study_name"], storage=open_storage(st["storage"]))
+    except (optuna.exceptions.OptunaError, KeyError, PromptSearchError):
+        return None
+    plt = _pyplot()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's matplotlib plots are marked experimental
+        ax: Any = ovm.plot_optimization_history(study, target_name="nDCG@10")
+    fig = ax.figure
+    fig.set_size_inches(7, 4.5)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

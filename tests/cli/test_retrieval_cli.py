@@ -174,3 +174,13 @@ def test_optuna_over_the_prompts_runs_end_to_end_and_resumes(tiny_bert_encoder_o
     r = run_cli([*argv[:5], "--out", str(tmp_path / "bad.json"), *argv[7:], "--storage", "nonsense"], timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not a database URL" in r.stderr
     assert not (tmp_path / "bad.json").exists()  # refused before the results file is opened
+
+
+def test_scores_outside_fp32_say_they_differ_from_the_reference_by_rounding(tiny_bert_encoder_only_dir, beir, tmp_path,
+                                                                            capsys):
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main([*argv, "--out", str(tmp_path / "b.json"), "--bf16"]) == 0
+    assert "note: these scores were computed in bf16; sentence-transformers' evaluator" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path / "f.json"), "--no-bf16"]) == 0
+    assert "note: these scores" not in capsys.readouterr().err  # fp32: the reference's own numbers

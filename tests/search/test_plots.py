@@ -63,3 +63,32 @@ def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_pa
     assert main(["plot", str(out), "--out", str(tmp_path / "study.svg")]) == 0
     for name in ("study.svg", "study-importances.svg", "study-pareto.svg"):
         assert (tmp_path / name).read_text().startswith("<?xml")
+
+
+def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    from conftest import beir_folder, small_retrieval_data
+
+    beir = beir_folder(tmp_path / "beir", small_retrieval_data(20, 60))
+    common = ["--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--cache-dir", str(tmp_path / "c"),
+              "--readouts", "cls", "-q"]
+    out = tmp_path / "r.json"
+    assert main(["retrieval", *common, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out)]) == 0
+    svg = tmp_path / "r.svg"
+    assert capsys.readouterr().out.strip() == f"wrote {svg}"
+    text = svg.read_text()
+    d = json.loads(out.read_text())
+    assert "the model&#x27;s own" in text or "the model's own" in text
+    assert f"{len(d['entries'])} candidates" in text and "judgements" in text
+    # an Optuna run: its study's history beside it
+    opt = tmp_path / "o.json"
+    assert main(["retrieval", *common, "--out", str(opt), "--strategy", "optuna", "--trials", "4"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(opt), "--out", str(tmp_path / "o.png")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'o.png'}, {tmp_path / 'o-history.png'}"
+    assert (tmp_path / "o-history.png").read_bytes()[:4] == b"\x89PNG"
+    empty = tmp_path / "e.json"
+    empty.write_text(json.dumps({**d, "entries": [], "own": None, "best": None}))
+    assert main(["plot", str(empty)]) == 2
+    assert "holds no scored candidate yet" in capsys.readouterr().err
