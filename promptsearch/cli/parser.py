@@ -382,10 +382,16 @@ def _retrieval(sub) -> None:
                         "grammar (resumable, shareable across machines with --storage)")
     s.add_argument("--trials", type=at_least(1), default=40, help="optuna: total finished trials for the study (all "
                                                                   "processes together; default 40)")
-    s.add_argument("--storage", metavar="URL", help="optuna: the study's database (default: sqlite:///<out>.db beside "
-                                                    "--out); give postgresql://user:password@host/db and run the same "
-                                                    "command on other machines to share the study")
-    s.add_argument("--study-name", help="optuna: default promptsearch-retrieval-<model>-<data>-<fingerprint>")
+    s.add_argument("--storage", metavar="URL",
+                   help="greedy: a database (postgresql://user:password@host/db, or sqlite:///work.db on one machine) "
+                        "where candidates wait for 'promptsearch worker' processes (this process scores too); optuna: "
+                        "the study's database (default sqlite:///<out>.db beside --out): run the same command on "
+                        "other machines to share it")
+    s.add_argument("--study-name", help="greedy: the work study (default: one derived from the model, data and "
+                                        "settings); optuna: default "
+                                        "promptsearch-retrieval-<model>-<data>-<fingerprint>")
+    s.add_argument("--no-local", action="store_true",
+                   help="greedy with --storage: leave all the scoring to the workers")
     s.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N",
                    help="optuna: trials asked at once and scored together (default 8)")
 

@@ -8,10 +8,12 @@ from typing import cast
 from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, hold_out, sample_queries, unseen
 from ..fileio import check_writable
+from ..search.distributed import WorkQueue
 from ..search.retrieval import (
     GreedyRetrieval,
     RetrievalResults,
     RetrievalSearch,
+    RetrievalWork,
     check_pooled,
     resumed_precision,
     summary,
@@ -32,7 +34,8 @@ def next_steps(res: RetrievalResults) -> str:
 
 def cmd_retrieval(args) -> int:
     check_writable(args.out, example="retrieval.json")
-    if args.strategy == "optuna":  # a storage that cannot be used is refused before anything loads
+    queue = None
+    if args.strategy == "optuna" or args.storage:  # a storage that cannot be used is refused before anything loads
         check_storage(args.storage or default_storage(args.out))
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
@@ -56,15 +59,23 @@ def cmd_retrieval(args) -> int:
                                            study_name=args.study_name, trials=args.trials, seed=args.seed,
                                            batch=args.batch_trials, library=args.prompts, readouts=readouts)
                     if args.strategy == "optuna" else None)
+        if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
+            queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,
+                              local=not args.no_local)
+            if not args.quiet:
+                o.say(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
+                      f"--study-name {queue.name}")
         search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts),
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
-                                 confirm=confirm)
+                                 confirm=confirm, queue=queue)
         if not args.quiet:
             o.say(f"data: {data.name}, {len(task.query_ids)} queries searched"
                   + (f" ({len(rest.queries)} more kept unseen to check the answer on)" if rest is not None else "")
                   + f", {len(task.corpus_ids)} documents")
         res = search.run()
     finally:
+        if queue is not None:
+            queue.close()
         task.close()
         if confirm is not None:
             confirm.close()
@@ -85,3 +96,25 @@ def cmd_retrieval(args) -> int:
     print("\n".join(summary(res)))
     print(next_steps(res))
     return 0
+
+
+def source_of(args) -> dict:
+    """How a worker rebuilds the data this run searches: ``load_retrieval``'s arguments, the hold-out and sample draws,
+    the float16 limit and the max length (the work study records it)."""
+    return {"data": args.data, "split": args.split, "relevant_from": args.relevant_from,
+            "description": args.description, "holdout": args.holdout, "queries": args.queries, "seed": args.seed,
+            "float16_above_gib": FLOAT16_ABOVE_GIB if args.float16_above_gib is None else args.float16_above_gib,
+            "max_length": args.max_length}
+
+
+def work_for(args, spec: dict, model: str) -> RetrievalWork:
+    """A worker's side of a retrieval search's work study: the same data (rebuilt from ``spec["source"]``, its
+    ``--data-dir`` this worker's), the model in the study's precision, corpus vectors in this machine's cache."""
+    src = spec["source"]
+    whole = load_retrieval(src["data"], data_dir=args.data_dir, split=src["split"],
+                           fmt=RetrievalFormat.parse(src["relevant_from"]), description=src["description"])
+    data = sample_queries(hold_out(whole, src["holdout"], src["seed"]), src["queries"], src["seed"])
+    enc = o.encoder(args, settings={"bf16": spec["precision"] == "bf16",
+                                    "max_length": args.max_length or src["max_length"]}, model=model)
+    task = RetrievalTask(data, show_progress_bar=False, float16_above_gib=src["float16_above_gib"])
+    return RetrievalWork(task, enc, src)

@@ -147,6 +147,10 @@ def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
     def make_scorer(spec):  # the search's model and settings, unless the flags say otherwise
         model = args.model or spec["model"]
+        if spec.get("kind") == "retrieval":  # a retrieval search's candidates
+            from .retrieval import work_for  # lazy: only a retrieval study needs it
+
+            return work_for(args, spec, model), model
         settings = scored_settings(spec["numbers"], args.bf16, args.add_period, args.max_length)
         scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"],
                         denoise=spec["denoise"], data=o.data(args), cache=False, screening=spec["screening"],

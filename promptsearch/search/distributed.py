@@ -32,6 +32,7 @@ import os
 import socket
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import optuna
@@ -44,7 +45,11 @@ from .racing import rung_similarities
 from .scorer import Score, Scorer
 from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage
 
+if TYPE_CHECKING:  # a retrieval search's work (search.retrieval imports the runner, not this module)
+    from .retrieval import RetrievalWork
+
 PREFIX = "promptsearch-work"
+RETRIEVAL = "retrieval"  # the job kind of a retrieval candidate
 POLL = 0.2  # seconds between looks at the queue while waiting
 
 
@@ -84,9 +89,12 @@ def _unpack(d: dict) -> np.ndarray:
     return np.frombuffer(base64.b64decode(d["data"]), dtype=np.dtype(d["dtype"])).copy()
 
 
-def spec_of(scorer: Scorer, model: str) -> dict:
+def spec_of(scorer: "Scorer | RetrievalWork", model: str) -> dict:
     """What a worker must reproduce: the model (name and weights), the sets (names and contents),
-    and every setting that changes a number (``Scorer.numbers``)."""
+    and every setting that changes a number (``Scorer.numbers``). A retrieval search's work
+    (``search.retrieval.RetrievalWork``) says its own (``spec``)."""
+    if not isinstance(scorer, Scorer):
+        return scorer.spec(model)
     return {"model": model, "dataset": scorer.dataset, "denoise": scorer.denoise, "objective": scorer.objective,
             "screening": scorer.screening_precision, "numbers": scorer.numbers()}
 
@@ -100,12 +108,14 @@ class Worker:
     rung of the same key on this worker (at most ``keep`` keys): the sentences encoded at one rung
     are not encoded again at the next."""
 
-    def __init__(self, scorer: Scorer, keep: int = 32):
+    def __init__(self, scorer: "Scorer | RetrievalWork", keep: int = 32):
         self.scorer, self.keep = scorer, keep
         self.memo: dict[tuple, tuple[dict, np.ndarray]] = {}
 
     def do(self, job: Job) -> dict:
-        sc = self.scorer.at_layer(job.layer)
+        if job.kind == RETRIEVAL:  # a retrieval candidate: the search's RetrievalWork scores it
+            return cast("RetrievalWork", self.scorer).measure_job(job.key)
+        sc = cast(Scorer, self.scorer).at_layer(job.layer)
         t0 = time.perf_counter()
         if job.kind == "full":
             scores, sims, seconds = sc.measure(job.key)
@@ -220,8 +230,8 @@ def fail_orphans(study: optuna.Study, jobs: set[str], grace: float) -> list[int]
 class WorkQueue:
     """The driver's side: jobs into the work study, results out, each job's result taken once."""
 
-    def __init__(self, url: str, scorer: Scorer, model: str, name: str | None = None, local: bool = True,
-                 grace: int = 90):
+    def __init__(self, url: str, scorer: "Scorer | RetrievalWork", model: str, name: str | None = None,
+                 local: bool = True, grace: int = 90):
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # the work study is plumbing: its hiccups are handled here
         self.spec = spec_of(scorer, model)
         self.storage = open_storage(url, grace=grace)
@@ -294,6 +304,16 @@ class WorkQueue:
                                             r["seconds"])
         return out
 
+    def retrieval(self, keys: list[str]) -> dict[str, dict]:
+        """Retrieval candidates' scores (``search.retrieval.job_key`` → ``RetrievalWork.measure_job``'s result), by
+        whichever process did each.
+
+        :param keys: the candidates' job keys.
+        :returns: key → ``{"metrics", "per_query", "seconds"}``."""
+        jobs = {key: Job(RETRIEVAL, key) for key in keys}
+        got = self.run(list(jobs.values()))
+        return {key: got[j.id] for key, j in jobs.items()}
+
     def rung(self, scorer: Scorer, keys: list[str], k: int, rungs: list[int],
              seed: int) -> tuple[dict[str, np.ndarray], int]:
         """Each key's similarities on rung ``k``'s pairs, and the sentences encoded for them."""
@@ -335,9 +355,18 @@ def _open_studies(storage) -> str:
     return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
 
 
-def check_spec(spec: dict, scorer: Scorer, model: str) -> None:
+def check_spec(spec: dict, scorer: "Scorer | RetrievalWork", model: str) -> None:
     """A worker's scorer must compute the study's numbers: one line naming the first difference."""
     mine = spec_of(scorer, model)
+    if spec.get("kind") == RETRIEVAL or mine.get("kind") == RETRIEVAL:
+        for field, what in (("kind", "kind of search"), ("data", "retrieval data"), ("precision", "precision")):
+            if mine.get(field) != spec.get(field):
+                raise PromptSearchError(f"this worker's {what} is {mine.get(field)!r}, the study's "
+                                        f"{spec.get(field)!r}: start it with the search's settings")
+        if mine["numbers"] != spec["numbers"]:
+            raise PromptSearchError("this worker's model weights, tokenizer or settings differ from the study's: give "
+                                    "it the search's model and settings")
+        return
     for field in ("dataset", "denoise", "objective", "screening"):
         if mine[field] != spec[field]:
             raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start it "

@@ -30,18 +30,21 @@ import string
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
-from ..eval.retrieval import RetrievalCandidate
+from ..eval.retrieval import RetrievalCandidate, RetrievalTask
 from ..fileio import atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
 from .runner import Judged
+
+if TYPE_CHECKING:
+    from ..encoding import PromptEncoder
 
 KIND = "retrieval"
 VERSION = 1
@@ -383,6 +386,52 @@ def resumed_precision(path, bf16: bool | None) -> tuple[bool | None, str | None]
     return kept_precision(path, bf16, lambda p: RetrievalResults.load(p).precision)
 
 
+# ---- scoring on workers -----------------------------------------------------------------------------------
+def job_key(c: RetrievalCandidate) -> str:
+    """A candidate as a work-queue job's key (its JSON, keys sorted).
+
+    :param c: the candidate.
+    :returns: the key."""
+    return json.dumps(c.to_json(), sort_keys=True, ensure_ascii=False)
+
+
+@dataclass
+class RetrievalWork:
+    """A retrieval search's scoring as ``promptsearch worker`` jobs (``search.distributed``): what a worker must
+    rebuild (``spec``) and one job done (``measure_job``: a candidate's metrics and per-query nDCG@10, the numbers
+    the driver would compute: the same data, model, precision and settings, checked by the worker against the spec).
+
+    :param task: the ``RetrievalTask`` (the queries searched).
+    :param enc: the encoder.
+    :param source: how a worker rebuilds the data: ``load_retrieval``'s arguments, the hold-out and sample draws, the
+        float16 limit and the max length (JSON-ready)."""
+
+    task: "RetrievalTask"
+    enc: "PromptEncoder"
+    source: dict
+
+    def spec(self, model: str) -> dict:
+        """What a worker must reproduce (the driver's work study records it).
+
+        :param model: the model as named.
+        :returns: ``{"kind": "retrieval", "model", "dataset", "source", "data", "precision", "numbers"}``."""
+        task, enc = self.task, self.enc
+        return {"kind": KIND, "model": model, "dataset": task.data.name, "source": self.source,
+                "data": task.record(), "precision": enc.precision, "numbers": task.numbers(enc)}
+
+    def measure_job(self, key: str) -> dict:
+        """One job: the candidate ``key`` names scored here (its corpus vectors from this machine's cache, or encoded).
+
+        :param key: ``job_key`` of a candidate.
+        :returns: ``{"metrics", "per_query", "seconds"}`` (the per-query nDCG@10 as floats, exact in JSON)."""
+        c = RetrievalCandidate.from_json(json.loads(key))
+        t0 = time.perf_counter()
+        m = self.task.evaluate(self.enc, [c], per_query=True)[c]
+        pq = [float(x) for x in m["per_query"][METRIC]]
+        return {"metrics": {k: float(v) for k, v in m.items() if k != "per_query"}, "per_query": pq,
+                "seconds": time.perf_counter() - t0}
+
+
 # ---- the search -----------------------------------------------------------------------------------------
 class RetrievalStrategy:
     """What proposes a retrieval search's candidates after the model's own (the STS search's ``Strategy``, for
@@ -452,12 +501,16 @@ class RetrievalSearch:
     :param progress: told (one line) what each step is about to score; None: nothing said.
     :param confirm: a task on the queries the search does not see (held out, or left out of a sample): an answer other
         than the model's own is checked there (None: not checked).
+    :param queue: a ``WorkQueue`` made with a ``RetrievalWork``: each candidate a job for ``promptsearch worker``
+        processes (and this one) to score (None: scored here).
     :param strategy: what proposes the candidates after the model's own (a ``RetrievalStrategy``; None: the greedy
         steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs."""
 
     def __init__(self, task, enc, results: RetrievalResults, strategy: RetrievalStrategy | None = None,
-                 min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None):
+                 min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None,
+                 queue=None):
         self.task, self.enc, self.results = task, enc, results
+        self.queue = queue  # a distributed.WorkQueue: candidates scored by workers (and this process) through it
         self.strategy = strategy if strategy is not None else GreedyRetrieval()
         self.confirm = confirm  # a task on the queries ``task`` does not hold
         self.min_gain = min_gain
@@ -490,7 +543,12 @@ class RetrievalSearch:
                                             np.asarray(pq[METRIC], dtype=np.float64)))
             self.scored_now += 1
 
-        if todo:
+        if todo and self.queue is not None:  # jobs: whichever process does one, its numbers are the same
+            got = self.queue.retrieval([job_key(c) for c in todo])
+            for c in todo:
+                r = got[job_key(c)]
+                record(c, {**r["metrics"], "per_query": {METRIC: r["per_query"]}}, float(r["seconds"]))
+        elif todo:
             self.task.evaluate(self.enc, todo, per_query=True, on_score=record)
         return [self.results.entries[c] for c in dict.fromkeys(candidates)]
 

@@ -184,3 +184,49 @@ def test_scores_outside_fp32_say_they_differ_from_the_reference_by_rounding(tiny
     assert "note: these scores were computed in bf16; sentence-transformers' evaluator" in capsys.readouterr().err
     assert main([*argv, "--out", str(tmp_path / "f.json"), "--no-bf16"]) == 0
     assert "note: these scores" not in capsys.readouterr().err  # fp32: the reference's own numbers
+
+
+def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    """--storage with the greedy steps: each candidate a job for 'promptsearch worker' processes; with --no-local a
+    worker (its own process, its own corpus cache) scores them all, and the results equal a single process's."""
+    from conftest import ONE_THREAD, cli
+
+    common = ["--model", str(tiny_bert_encoder_only_dir), "--no-bf16", "-q"]
+    argv = ["retrieval", *common, "--data", str(beir), "--readouts", "cls"]
+    assert main([*argv, "--out", str(tmp_path / "one.json"), "--cache-dir", str(tmp_path / "c1")]) == 0
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    worker = cli(["worker", *common, "--storage", url, "--study-name", "w", "--wait", "120"],
+                 {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "worker-cache")})
+    try:
+        r = run_cli([*argv, "--out", tmp_path / "many.json", "--cache-dir", tmp_path / "c2", "--storage", url,
+                     "--study-name", "w", "--no-local"], ONE_THREAD, timeout=600)
+        assert r.returncode == 0, r.stderr
+        out, err = worker.communicate(timeout=120)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    done = int(out.strip().splitlines()[-1].split()[1])  # "worker: N candidates scored"
+
+    def numbers(path):
+        d = json.loads(path.read_text())
+        return ({(e["query"], e["document"], e["readout"]): e["metrics"] for e in d["entries"]}, d["best"],
+                d["verdict"], [{k: v for k, v in s.items()} for s in d["path"]])
+
+    one, many = numbers(tmp_path / "one.json"), numbers(tmp_path / "many.json")
+    assert done == len(many[0]) and many == one  # every candidate the worker's, every number the same
+
+
+def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_dir, beir, tmp_path):
+    from promptsearch.cli.parser import build_parser
+    from promptsearch.cli.retrieval import source_of, work_for
+    from promptsearch.search.distributed import check_spec
+
+    args = build_parser().parse_args(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir),
+                                      "--no-bf16", "-q"])
+    work = work_for(args, {"source": source_of(args), "precision": "fp32"}, str(tiny_bert_encoder_only_dir))
+    spec = work.spec(str(tiny_bert_encoder_only_dir))
+    check_spec(spec, work, str(tiny_bert_encoder_only_dir))  # the same: accepted
+    with pytest.raises(Exception, match="this worker's retrieval data is .*start it with the search's settings"):
+        check_spec({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, work, str(tiny_bert_encoder_only_dir))
+    with pytest.raises(Exception, match="this worker's precision is 'fp32', the study's 'bf16'"):
+        check_spec({**spec, "precision": "bf16"}, work, str(tiny_bert_encoder_only_dir))
