@@ -1,4 +1,5 @@
-"""Leaderboard: templates ranked by STS-B dev score, updated live while a search runs."""
+"""Leaderboard: templates ranked by STS-B dev score (or a retrieval run's candidates by nDCG@10), updated live while
+a search runs."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class LeaderboardScreen(Screen):
         self.board = Board()
         self.search_status = ""
         self.plotted = ""  # what the last plot wrote (or why it failed)
+        self._columns = ""  # the score column's name the table has (set at the first refresh)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -46,8 +48,6 @@ class LeaderboardScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#board", DataTable)
-        table.add_columns("#", "STS-B dev", "template", "held-out")
         self.refresh_board(force=True)
         self.set_interval(self.poll_seconds, self.refresh_board)
 
@@ -56,9 +56,13 @@ class LeaderboardScreen(Screen):
             return
         self.board = b = self.source.load()
         table = self.query_one("#board", DataTable)
+        if self._columns != b.metric:  # a retrieval file's candidates and nDCG@10, or templates and Spearman
+            table.clear(columns=True)
+            table.add_columns("#", b.metric, "candidate" if b.kind == "retrieval" else "template", "held-out")
+            self._columns = b.metric
         table.clear()
         for i, (score, template) in enumerate(b.rows, 1):
-            table.add_row(str(i), f"{score:.2f}", template, b.held_out_text(template), key=template)
+            table.add_row(str(i), f"{score:.{b.places}f}", template, b.held_out_text(template), key=template)
         self.query_one("#spark", Sparkline).data = b.history or [0.0]
         self._update_info()
 
@@ -67,8 +71,8 @@ class LeaderboardScreen(Screen):
         if b.error:
             text = Text(b.error)
         else:
-            best = f"{b.best:.2f}" if b.best is not None else "-"
-            kind = "denoised" if b.denoise else "raw"
+            best = f"{b.best:.{b.places}f}" if b.best is not None else "-"
+            kind = b.metric if b.kind == "retrieval" else "denoised" if b.denoise else "raw"
             count = f"{b.trials} trials · " if b.unit == "trials" else ""
             text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} "
                                     f"({kind}) · {count}{len(b.rows)} scored · ")
@@ -76,7 +80,7 @@ class LeaderboardScreen(Screen):
                 score = next(s for s, k in b.rows if k == b.chosen)
                 text.append("chosen ")
                 text.append(b.chosen[:48], style="bold")
-                text.append(f" {score:.2f} (listed first) · best scored {best}")
+                text.append(f" {score:.{b.places}f} (listed first) · best scored {best}")
             else:
                 text.append_text(Text.from_markup(f"best so far [b]{best}[/b]"))
         if self.search_status:
@@ -90,11 +94,22 @@ class LeaderboardScreen(Screen):
             return None
         return template_of(self.board.rows[min(table.cursor_row, len(self.board.rows) - 1)][1])
 
+    def _no_predictions(self) -> bool:
+        """A retrieval candidate has no [MASK] to predict: said, and True."""
+        if self.board.kind == "retrieval":
+            self.notify("predictions show a [MASK] template's top tokens; a retrieval candidate is a pair of prompts: "
+                        "export it (promptsearch export) and use encode_query / encode_document", severity="warning")
+            return True
+        return False
+
     def action_open_predictions(self) -> None:
-        self.app.open_predictions(self.selected_template())
+        if not self._no_predictions():
+            self.app.open_predictions(self.selected_template())
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a row (the table consumes the key and says so with this event)."""
+        if self._no_predictions():
+            return
         self.app.open_predictions(template_of(str(event.row_key.value)) if event.row_key else self.selected_template())
 
     def action_reload(self) -> None:
@@ -128,6 +143,10 @@ class LeaderboardScreen(Screen):
             return
         if self.search_status.startswith("running"):
             self.notify("a search is already running")
+            return
+        if self.board.kind == "retrieval":
+            self.notify("this is a retrieval results file: run promptsearch retrieval --out FILE to search (the board "
+                        "follows it)", severity="warning")
             return
         self.run_search(str(path))
 

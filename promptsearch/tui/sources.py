@@ -23,10 +23,13 @@ class Board:
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)  # template -> {task: Spearman} (top-k)
     chosen: str | None = None  # the search's answer (a results file's x_chosen), listed first
     unit: str = "trials"  # what ``trials`` counts: Optuna's trials, or the templates a strategy scored
+    metric: str = "STS-B dev"  # the score column's name: the dev set's Spearman × 100, or a retrieval run's nDCG@10
+    places: int = 2  # the score's decimals (Spearman × 100: 2; nDCG@10, a fraction: 4)
+    kind: str = "sts"  # "sts": template scores; "retrieval": query prompt × document prompt × read-out candidates
 
     def held_out_text(self, template: str) -> str:
         v = self.held_out.get(template) or {}
-        return " · ".join(f"{task} {score:.2f}" for task, score in v.items())
+        return " · ".join(f"{task} {score:.{self.places}f}" for task, score in v.items())
 
     @property
     def best(self) -> float | None:
@@ -66,6 +69,8 @@ class ResultsFileSource(_Polled):
     def load(self) -> Board:
         if not self.path.exists():
             return Board(error=f"waiting for {self.path} ...")
+        if _kind(self.path) == "retrieval":
+            return retrieval_board(self.path)
         try:
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
         except PromptSearchError as exc:
@@ -78,6 +83,46 @@ class ResultsFileSource(_Polled):
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
         return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline,
                      held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
+
+
+def _kind(path: Path) -> str | None:
+    """A results file's ``kind`` ("retrieval"; None: a template search's, or unreadable: ``Results`` says why)."""
+    import json  # lazy: only here
+
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return d.get("kind") if isinstance(d, dict) else None
+
+
+def retrieval_board(path: Path) -> Board:
+    """A retrieval search's results file on the board: its candidates by nDCG@10, the answer first, the check on the
+    queries the search never saw beside the answer."""
+    from ..search.retrieval import METRIC, RetrievalResults  # lazy: only a retrieval file needs it
+
+    try:
+        res = RetrievalResults.load(path)
+    except PromptSearchError as exc:
+        return Board(error=str(exc))
+    ranked = res.ranking()
+    if res.best in res.entries:
+        ranked = [res.entries[res.best]] + [e for e in ranked if e.candidate != res.best]
+    rows = [(e.score, e.candidate.shown) for e in ranked]
+    chosen = res.entries[res.best].candidate.shown if res.best in res.entries else None
+    unseen = (res.verdict or {}).get("unseen")
+    held = {}
+    if unseen is not None and res.verdict is not None:
+        challenger = res.verdict.get("challenger")
+        from ..eval.retrieval import RetrievalCandidate  # lazy: only a retrieval file needs it
+
+        if challenger:
+            held[RetrievalCandidate.from_json(challenger).shown] = {f"unseen {unseen['queries']}": unseen["chosen"]}
+        if res.own is not None:
+            held[res.own.shown] = {f"unseen {unseen['queries']}": unseen["own"]}
+    return Board(res.strategy.get("name", "greedy"), res.model, str(res.data.get("name", "-")), True,
+                 len(res.entries), rows, [e.score for e in res.entries.values()], held_out=held, chosen=chosen,
+                 unit="scored", metric=METRIC, places=4, kind="retrieval")
 
 
 class OptunaSource(_Polled):

@@ -162,3 +162,41 @@ def test_leaderboard_lists_the_chosen_answer_first_and_says_so(tmp_path):
             assert table.get_row_at(0)[2] == "[X] means [MASK] ."
 
     asyncio.run(scenario())
+
+
+def test_leaderboard_follows_a_retrieval_results_file(tmp_path):
+    """A retrieval run's file: candidates by nDCG@10 (four decimals), the answer first even when another scored
+    higher, the check on unseen queries in the held-out column; Enter opens no [MASK] predictions."""
+    import numpy as np
+
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.retrieval import RetrievalEntry, RetrievalResults
+
+    path = tmp_path / "r.json"
+    res = RetrievalResults.open(path, "tiny", {"name": "demo", "fingerprint": "f" * 16, "queries": 3, "corpus": 9},
+                                "fp32", {})
+    own, q = RetrievalCandidate.of("", "", "mean"), RetrievalCandidate.of("query: ", "", "mean")
+    res.add(RetrievalEntry(own, {"ndcg@10": 0.9574}, "own", 1.0, np.array([0.9, 1.0, 0.97])))
+    res.add(RetrievalEntry(q, {"ndcg@10": 0.9645}, "library", 1.0, np.array([1.0, 1.0, 0.89])))
+    res.own, res.best = own, own
+    res.verdict = {"kept": True, "challenger": q.to_json(), "gain": 0.007, "se": 0.004, "min_gain": 0.004,
+                   "taken": True, "unseen": {"queries": 52, "own": 0.9529, "chosen": 0.9393, "gain": -0.0136,
+                                             "se": 0.01, "min_gain": 0.01, "taken": False}}
+    res.save()
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(140, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == 2)
+            assert [str(c.label) for c in table.columns.values()] == ["#", "ndcg@10", "candidate", "held-out"]
+            assert table.get_row_at(0)[1:] == ["0.9574", own.shown, "unseen 52 0.9529"]  # the answer first
+            assert table.get_row_at(1)[1:] == ["0.9645", q.shown, "unseen 52 0.9393"]
+            info = str(app.screen.query_one("#info").render())
+            assert "greedy on tiny" in info and "chosen" in info and "2 scored" in info
+            screen = app.screen
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+            assert app.screen is screen  # no predictions screen for a pair of prompts
+
+    asyncio.run(scenario())
