@@ -365,6 +365,13 @@ def _retrieval(sub) -> None:
                         "is always tried")
     g.add_argument("--min-gain", type=positive, default=None, metavar="G",
                    help="the nDCG@10 gain (a fraction, e.g. 0.005) a step must exceed (default: its standard error)")
+    g.add_argument("--generate", metavar="MODEL",
+                   help="also try query prompts a language model writes for the task (a causal LM, ideally "
+                        "instruction-tuned, or a seq2seq model; Hugging Face id or path): each sampled instruction "
+                        "becomes 'Instruct: ...\\nQuery: '")
+    g.add_argument("--generate-n", type=at_least(1), default=16, metavar="N",
+                   help="with --generate: instructions sampled (default 16; kept in --out, so a resumed run reuses "
+                        "them)")
     g.add_argument("--prompts", default="retrieval", metavar="FILE",
                    help="the prompt library: a .json file with 'query' and 'document' lists of {prompt, source} "
                         "(default: the shipped one)")

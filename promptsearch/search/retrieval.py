@@ -247,6 +247,7 @@ class RetrievalResults:
     steps: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     strategy: dict = field(default_factory=dict)  # the strategy that proposed the candidates and its settings
+    generated: list[dict] = field(default_factory=list)  # query prompts a language model wrote ({prompt, source})
 
     @classmethod
     def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
@@ -321,6 +322,7 @@ class RetrievalResults:
                                     "another out= (or delete the file)") from None
         res.verdict, res.steps, res.stats = d.get("verdict"), list(d.get("path") or []), dict(d.get("stats") or {})
         res.strategy = dict(d.get("strategy") or {})
+        res.generated = [dict(g) for g in d.get("generated") or []]
         return res
 
     def add(self, entry: RetrievalEntry) -> None:
@@ -352,7 +354,8 @@ class RetrievalResults:
                 **({"best": self.best.to_json()} if self.best else {}),
                 **({"verdict": self.verdict} if self.verdict else {}),
                 "spread": self.spread(), "path": self.steps, "stats": self.stats,
-                **({"strategy": self.strategy} if self.strategy else {})}
+                **({"strategy": self.strategy} if self.strategy else {}),
+                **({"generated": self.generated} if self.generated else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""
@@ -520,6 +523,17 @@ class RetrievalSearch:
         self.readouts = model_readouts(enc, self.strategy.readouts)
         self.progress = progress
         self.scored_now = 0  # candidates scored by this process (not read back from the file)
+
+    def add_queries(self, prompts: Sequence[tuple[str, str]]) -> None:
+        """More query prompts for the search (generated ones): ``(prompt, source)`` pairs after the library's, each
+        prompt once.
+
+        :param prompts: the pairs."""
+        known = {q for q, _ in self.queries}
+        for q, src in prompts:
+            if q not in known:
+                known.add(q)
+                self.queries.append((q, src))
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
