@@ -4,6 +4,7 @@ that keeps two processes from writing one results file."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -150,3 +151,22 @@ def check_apart(cache, out) -> None:
     """The score cache and the results file must be two files."""
     if out and cache and Path(cache).resolve() == Path(out).resolve():
         raise PromptSearchError(f"cache= and out= are both {out}; the cache is a separate file (e.g. scores.jsonl)")
+
+
+RETRIEVAL = "retrieval"  # a retrieval search's results file says ``"kind": "retrieval"``; a template search's none
+
+
+def results_kind(path: str | os.PathLike) -> str | None:
+    """What a results file holds, by its ``"kind"``: ``"retrieval"`` (a retrieval search's), ``"templates"`` (any other
+    JSON object: a template search's, which ``Results.load`` reads and judges), or None (no file, or not a JSON object:
+    the reader of the caller's kind says why).
+
+    :param path: the file.
+    :returns: the kind, or None."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(d, dict):
+        return None
+    return RETRIEVAL if d.get("kind") == RETRIEVAL else "templates"

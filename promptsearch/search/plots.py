@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptSearchError
-from ..fileio import check_writable
+from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..representation import Representation
 from .results import Results
 from .state import PathStep
@@ -202,7 +202,7 @@ def _own(res: Results):
 def plot_results(path, out=None) -> list[Path]:
     """Draw the pictures of the results file ``path`` (into ``out``, default beside it as .svg); the
     files written."""
-    if _is_retrieval(path):
+    if results_kind(path) == RETRIEVAL:
         return plot_retrieval(path, check_out(out or Path(path).with_suffix(".svg")))
     res = Results.load(path)
     out = check_out(out or Path(path).with_suffix(".svg"))
@@ -213,17 +213,6 @@ def plot_results(path, out=None) -> list[Path]:
     if not res.entries:
         raise PromptSearchError(f"{path} holds no scored template yet; nothing to plot")
     return plot_scores(res, out)
-
-
-def _is_retrieval(path) -> bool:
-    """Whether ``path`` is a retrieval search's results file (anything else is read, and refused, by ``Results``)."""
-    import json  # lazy: only here
-
-    try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(d, dict) and d.get("kind") == "retrieval"
 
 
 TOP = 30  # candidates a retrieval picture lists (the model's own and the answer always among them)

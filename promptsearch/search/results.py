@@ -41,7 +41,7 @@ import jsonschema
 
 from ..errors import PromptSearchError, TemplateError
 from ..eval.objective import DEFAULT_OBJECTIVE
-from ..fileio import atomic_write, check_not_read_only, hold_write_lock
+from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..representation import Representation
 from .scorer import Score, Scored
 from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
@@ -574,7 +574,7 @@ def load(path) -> dict:
     except (OSError, json.JSONDecodeError) as exc:
         raise PromptSearchError(f"{p} is not a readable results JSON ({exc}); pass a file written by a promptsearch "
                                 "search") from None
-    if isinstance(d, dict) and d.get("kind") == "retrieval":
+    if isinstance(d, dict) and d.get("kind") == RETRIEVAL:
         raise PromptSearchError(f"{p} holds a retrieval search (promptsearch retrieval), not template scores: "
                                 "pass another file (a retrieval answer exports with promptsearch export)")
     if not isinstance(d, dict) or d.get("schema") not in READABLE:

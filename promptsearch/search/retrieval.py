@@ -37,7 +37,7 @@ import numpy as np
 from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
 from ..eval.retrieval import RetrievalCandidate, RetrievalTask
-from ..fileio import atomic_write, check_not_read_only, hold_write_lock
+from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
@@ -46,7 +46,7 @@ from .runner import Judged
 if TYPE_CHECKING:
     from ..encoding import PromptEncoder
 
-KIND = "retrieval"
+KIND = RETRIEVAL  # the results file's "kind"
 VERSION = 1
 METRIC = "ndcg@10"
 DOCUMENT_NAMES = ("document", "passage", "corpus")  # the prompt names encode_document looks for, in its order

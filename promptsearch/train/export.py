@@ -23,7 +23,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, note
-from ..fileio import check_writable
+from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
@@ -393,12 +393,9 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
         ``promptsearch.search.results.Results.load`` reads and judges those).
     :raises promptsearch.PromptSearchError: for a retrieval results file with no ``best`` or a malformed one, or
         another ``model`` or ``max_length``."""
-    try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    if results_kind(path) != RETRIEVAL:
         return None
-    if not isinstance(d, dict) or d.get("kind") != "retrieval":
-        return None
+    d = json.loads(Path(path).read_text(encoding="utf-8"))  # a JSON object: results_kind read it
     best = d.get("best")
     if not best:
         raise PromptSearchError(f"{path} holds no chosen retrieval prompts yet (no \"best\"); export it when its "

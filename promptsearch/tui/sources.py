@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..data import DEV_SET
 from ..errors import PromptSearchError
+from ..fileio import RETRIEVAL, results_kind
 from ..search.results import Results
 
 
@@ -69,7 +70,7 @@ class ResultsFileSource(_Polled):
     def load(self) -> Board:
         if not self.path.exists():
             return Board(error=f"waiting for {self.path} ...")
-        if _kind(self.path) == "retrieval":
+        if results_kind(self.path) == RETRIEVAL:
             return retrieval_board(self.path)
         try:
             res = Results.load(self.path)  # the schema checked: a file of another kind says so
@@ -83,17 +84,6 @@ class ResultsFileSource(_Polled):
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
         return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline,
                      held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
-
-
-def _kind(path: Path) -> str | None:
-    """A results file's ``kind`` ("retrieval"; None: a template search's, or unreadable: ``Results`` says why)."""
-    import json  # lazy: only here
-
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return d.get("kind") if isinstance(d, dict) else None
 
 
 def retrieval_board(path: Path) -> Board:
