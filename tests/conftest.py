@@ -529,3 +529,44 @@ def beir_folder(folder, data):
     lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{c}\t1" for q, cs in data.relevant.items() for c in sorted(cs)]
     (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+class FakeRetrievalTask:
+    """A retrieval task whose per-query nDCG@10 the test sets, for the search's rules without a model: a base for
+    every candidate (seeded, uniform in [0.3, 0.7) over ``n`` queries) plus ``bonus`` (a dict candidate -> a number
+    or a per-query array, or a function of the candidate) plus, with ``wobble``, a small per-candidate noise (that
+    standard deviation, seeded by the candidate's text, so scores differ as real prompts' do); counts what it scores
+    (``scored``); ``stop_after``: a KeyboardInterrupt once that many are scored."""
+
+    def __init__(self, bonus=None, stop_after=None, wobble=0.0, n=400, description="Find the paraphrase"):
+        from types import SimpleNamespace
+
+        self.data = SimpleNamespace(description=description)
+        self.base = np.random.default_rng(0).uniform(0.3, 0.7, n)
+        given = bonus or {}
+        self.bonus = given if callable(given) else (lambda c: given.get(c, 0.0))
+        self.stop_after, self.sd, self.n = stop_after, wobble, n
+        self.scored: list = []
+        self.corpus_encodings = 0
+        self.query_ids = [f"q{i}" for i in range(n)]
+
+    def per_query(self, c):
+        import hashlib
+
+        seed = int(hashlib.sha256(c.shown.encode("utf-8")).hexdigest()[:8], 16)
+        wobble = np.random.default_rng(seed).normal(0, self.sd, self.n) if self.sd else 0.0
+        return np.clip(self.base + self.bonus(c) + wobble, 0, 1)
+
+    def evaluate(self, enc, candidates, per_query=False, on_score=None):
+        out = {}
+        for c in candidates:
+            if self.stop_after is not None and len(self.scored) >= self.stop_after:
+                raise KeyboardInterrupt
+            pq = self.per_query(c)
+            m = {"ndcg@10": float(pq.mean()), "mrr@10": 0.5, "per_query": {"ndcg@10": pq}}
+            self.scored.append(c)
+            out[c] = m
+            if on_score is not None:
+                on_score(c, m, 0.01)
+        return out
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import string
 from dataclasses import dataclass
 
@@ -45,10 +46,7 @@ class Grammar:
 
     @property
     def size(self) -> int:
-        n = 1
-        for o in self.slots.values():
-            n *= len(o)
-        return n
+        return math.prod(len(o) for o in self.slots.values())
 
     def all_templates(self):
         names = list(self.slots)

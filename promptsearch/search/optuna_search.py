@@ -42,12 +42,13 @@ from .state import ParetoFront, StudyRef
 from .strategy import Strategy
 from .study import (
     FINISHED,
+    STUDY_EXISTS,
     Heartbeats,
     StudyInterrupts,
     _shown,
     ask_batch,
     check_storage,
-    existing_storage,
+    existing_study,
     fail_stale_trials,
     open_storage,
 )
@@ -144,15 +145,11 @@ class OptunaSearch(Strategy):
         this run's: the same model weights, data contents and scoring settings (what a results file checks),
         the same objectives, and the same options for each trial parameter (Optuna refuses a changed
         categorical in the middle of a trial, which it then leaves running). Reads the storage, writes nothing."""
-        storage = existing_storage(self.storage)
-        if storage is None:
+        found = existing_study(self.storage, self.study_name)
+        if found is None:
             return
-        try:
-            sid = storage.get_study_id_from_name(self.study_name)
-        except KeyError:
-            return
-        where = f"study {self.study_name!r} in {_shown(self.storage)}"
-        fresh = "give another study_name= (or delete the study) to start a new one"
+        storage, sid, where = found
+        fresh = STUDY_EXISTS
         n_objectives = len(scorer.datasets) if self.pareto else 1
         if (had := len(storage.get_study_directions(sid))) != n_objectives:
             how = (f"a pareto=True study of {had} objectives (one per dev set); resume it with pareto=True and its "

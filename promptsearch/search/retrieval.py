@@ -26,6 +26,7 @@ scored candidate so an interrupt keeps every score; a rerun with the same model,
 from __future__ import annotations
 
 import json
+import math
 import string
 import time
 from dataclasses import dataclass, field
@@ -127,10 +128,7 @@ class QueryGrammar:
     @property
     def size(self) -> int:
         """How many prompts it composes (with repeats)."""
-        n = 1
-        for o in self.slots.values():
-            n *= len(o)
-        return n
+        return math.prod(len(o) for o in self.slots.values())
 
 
 def own_candidate(enc) -> RetrievalCandidate:

@@ -35,7 +35,16 @@ from ..errors import PromptSearchError
 from ..eval.retrieval import RetrievalCandidate
 from .optuna_search import resumed_sampler
 from .retrieval import METRIC, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
-from .study import Heartbeats, _shown, ask_batch, check_storage, existing_storage, fail_stale_trials, open_storage
+from .study import (
+    STUDY_EXISTS,
+    Heartbeats,
+    _shown,
+    ask_batch,
+    check_storage,
+    existing_study,
+    fail_stale_trials,
+    open_storage,
+)
 
 FROM_LIBRARY, FROM_GRAMMAR = "library", "grammar"
 
@@ -169,15 +178,11 @@ class OptunaRetrieval(RetrievalStrategy):
         :param space: this run's options.
         :raises promptsearch.PromptSearchError: otherwise (one line)."""
         check_storage(self.storage)
-        storage = existing_storage(self.storage)
-        if storage is None:
+        found = existing_study(self.storage, self.study_name)
+        if found is None:
             return
-        try:
-            sid = storage.get_study_id_from_name(self.study_name)
-        except KeyError:
-            return
-        where = f"study {self.study_name!r} in {_shown(self.storage)}"
-        fresh = "give another study_name= (or delete the study) to start a new one"
+        storage, sid, where = found
+        fresh = STUDY_EXISTS
         was, mine = storage.get_study_user_attrs(sid).get("retrieval"), self.record(search)
         if was is None:
             raise PromptSearchError(f"{where} is not a retrieval study; {fresh}")

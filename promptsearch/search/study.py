@@ -202,6 +202,27 @@ def existing_storage(url: str, grace: int = 90) -> optuna.storages.BaseStorage |
     return open_storage(url, grace=grace)
 
 
+STUDY_EXISTS = "give another study_name= (or delete the study) to start a new one"  # how to start afresh
+
+
+def existing_study(url: str, name: str) -> tuple[optuna.storages.BaseStorage, int, str] | None:
+    """The study ``name`` when the storage at ``url`` already holds it — its storage, its id and how a message names
+    it — for a search that resumes or joins it only if its numbers compare; None when there is none yet. Reads,
+    writes nothing.
+
+    :param url: the storage URL.
+    :param name: the study's name.
+    :returns: ``(storage, study id, "study NAME in URL")``, or None."""
+    storage = existing_storage(url)
+    if storage is None:
+        return None
+    try:
+        sid = storage.get_study_id_from_name(name)
+    except KeyError:
+        return None
+    return storage, sid, f"study {name!r} in {_shown(url)}"
+
+
 def _retry_stale_once() -> dict:
     """RDBStorage's argument that queues a stale trial (its worker stopped beating) again, once. Optuna 4.9
     renamed ``failed_trial_callback=RetryFailedTrialCallback`` to ``heartbeat_stale_trial_callback=

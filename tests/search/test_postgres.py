@@ -21,21 +21,22 @@ GRAMMAR = {"format": "{prefix} {quote}[X]{quote} {relation} [MASK] .",
 
 # Runs the CLI, but each of N workers waits, once its model is loaded, until all N are there: on a tiny
 # model one process could otherwise finish every trial before another has imported torch.
-_BARRIER = """
+_BARRIER_OF = """
 import os, sys, time
 from promptsearch.cli import main
-from promptsearch.search import optuna_search
+from promptsearch.search import {module}
 folder, n, me = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-run = optuna_search.OptunaSearch.propose
+run = {module}.{cls}.propose
 def waiting_run(self, *a, **k):
     open(os.path.join(folder, me), "w").close()
     deadline = time.time() + 120
     while len(os.listdir(folder)) < n and time.time() < deadline:
         time.sleep(0.01)
     return run(self, *a, **k)
-optuna_search.OptunaSearch.propose = waiting_run
+{module}.{cls}.propose = waiting_run
 sys.exit(main(sys.argv[4:]))
 """
+_BARRIER = _BARRIER_OF.format(module="optuna_search", cls="OptunaSearch")
 
 
 def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir, tmp_path):
@@ -417,21 +418,7 @@ def test_workers_racing_to_create_the_schema_retry_only_what_the_other_created(m
 
 
 # ---- retrieval's optuna study shared by two processes ---------------------------------------------------
-_RETRIEVAL_BARRIER = """
-import os, sys, time
-from promptsearch.cli import main
-from promptsearch.search import retrieval_optuna
-folder, n, me = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-run = retrieval_optuna.OptunaRetrieval.propose
-def waiting_run(self, *a, **k):
-    open(os.path.join(folder, me), "w").close()
-    deadline = time.time() + 120
-    while len(os.listdir(folder)) < n and time.time() < deadline:
-        time.sleep(0.01)
-    return run(self, *a, **k)
-retrieval_optuna.OptunaRetrieval.propose = waiting_run
-sys.exit(main(sys.argv[4:]))
-"""
+_RETRIEVAL_BARRIER = _BARRIER_OF.format(module="retrieval_optuna", cls="OptunaRetrieval")
 
 
 def test_two_retrieval_processes_share_one_optuna_study_on_postgresql(postgres_url, tiny_bert_encoder_only_dir,

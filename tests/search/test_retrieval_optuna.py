@@ -3,12 +3,11 @@ study and the results file, a rerun resumes the study, another run sharing the s
 instead of encoding them, the verdict is the greedy search's rule; bad input is one line."""
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import optuna
 import pytest
-from conftest import make_encoder
+from conftest import FakeRetrievalTask, make_encoder
 
 from promptsearch.errors import PromptSearchError
 from promptsearch.eval.retrieval import RetrievalCandidate
@@ -23,30 +22,8 @@ def enc(tiny_bert_encoder_only_dir):
     return make_encoder(tiny_bert_encoder_only_dir)
 
 
-class Task:
-    """Per-query nDCG@10 set by the test: a base for every candidate plus ``bonus(c)``; counts what it scores."""
-
-    def __init__(self, bonus=lambda c: 0.0, stop_after=None, wobble=0.002):
-        self.data = SimpleNamespace(description="Find the paraphrase")
-        self.base = np.random.default_rng(0).uniform(0.3, 0.7, N)
-        self.bonus, self.stop_after, self.sd = bonus, stop_after, wobble
-        self.scored: list[RetrievalCandidate] = []
-        self.query_ids = [f"q{i}" for i in range(N)]
-
-    def evaluate(self, enc, candidates, per_query=False, on_score=None):
-        out = {}
-        for c in candidates:
-            if self.stop_after is not None and len(self.scored) >= self.stop_after:
-                raise KeyboardInterrupt
-            # a small per-candidate wobble (seeded by the candidate) so scores differ, as real prompts' do
-            wobble = np.random.default_rng(abs(hash(c)) % 2**32).normal(0, self.sd, N)
-            pq = np.clip(self.base + self.bonus(c) + wobble, 0, 1)
-            m = {"ndcg@10": float(pq.mean()), "mrr@10": 0.5, "per_query": {"ndcg@10": pq}}
-            self.scored.append(c)
-            out[c] = m
-            if on_score is not None:
-                on_score(c, m, 0.01)
-        return out
+def Task(bonus=lambda c: 0.0, stop_after=None, wobble=0.002):
+    return FakeRetrievalTask(bonus, stop_after, wobble=wobble, n=N)
 
 
 def results(path=None, numbers=None):

@@ -2,11 +2,10 @@
 answer never worse than the model's own, the results file resumed and another run's refused."""
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import make_encoder, small_retrieval_data
+from conftest import FakeRetrievalTask, make_encoder, small_retrieval_data
 
 from promptsearch.errors import PromptSearchError
 from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
@@ -28,35 +27,8 @@ def enc(tiny_bert_encoder_only_dir):
     return make_encoder(tiny_bert_encoder_only_dir)
 
 
-class FakeTask:
-    """A task whose per-query nDCG@10 is set by the test: ``base`` for every candidate, plus ``bonus`` (a per-query
-    array, or a number) for the candidates named; counts what it scores."""
-
-    def __init__(self, bonus=None, stop_after=None):
-        self.data = SimpleNamespace(description="Find the paraphrase")
-        rng = np.random.default_rng(0)
-        self.base = rng.uniform(0.3, 0.7, N)
-        self.bonus = bonus or {}
-        self.scored: list[RetrievalCandidate] = []
-        self.stop_after = stop_after
-        self.corpus_encodings = 0
-        self.query_ids = [f"q{i}" for i in range(N)]
-
-    def per_query(self, c):
-        return np.clip(self.base + self.bonus.get(c, 0.0), 0, 1)
-
-    def evaluate(self, enc, candidates, per_query=False, on_score=None):
-        out = {}
-        for c in candidates:
-            if self.stop_after is not None and len(self.scored) >= self.stop_after:
-                raise KeyboardInterrupt
-            pq = self.per_query(c)
-            m = {"ndcg@10": float(pq.mean()), "mrr@10": 0.5, "per_query": {"ndcg@10": pq}}
-            self.scored.append(c)
-            out[c] = m
-            if on_score is not None:
-                on_score(c, m, 0.01)
-        return out
+def FakeTask(bonus=None, stop_after=None):
+    return FakeRetrievalTask(bonus, stop_after, n=N)
 
 
 def results(path=None, model="tiny"):
