@@ -30,8 +30,8 @@ def _peak_mb() -> float:
 
 def worker(variant: str, path: str, steps: int, model: str, device: str | None) -> None:
     from promptsearch import PromptEncoder
-    from promptsearch.train.loop import TrainRun
     from promptsearch.data import DataOptions, load_texts
+    from promptsearch.train.loop import TrainRun
     from promptsearch.train.optiprompt import OptiPromptConfig, train_optiprompt
 
     template = 'This sentence : "[X]" means [MASK] .'

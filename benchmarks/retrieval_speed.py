@@ -15,9 +15,12 @@ tokens (real retrieval data: documents both outnumber and outlength the queries)
 built-in demo task (paraphrase retrieval from STS-B dev: 259 queries, 2,647 sentences) with ``--queries`` of its
 queries drawn (seed 0) and ``--distractors`` Wikipedia sentences (the data folder's sample) added to the corpus, so
 the corpus is the larger side, as in real retrieval data where documents outnumber and outlength the queries.
+``--passages K`` makes each of the demo's documents a passage of K sentences (itself, then K - 1 Wikipedia
+sentences), as retrieval corpora hold passages rather than single sentences.
 
     python benchmarks/retrieval_speed.py [--model default] [--device cpu|cuda] [--queries 64] [--distractors 8000]
-                                         [--json out.json]
+                                         [--passages 1] [--json out.json]
+    python benchmarks/retrieval_speed.py --queries 259 --distractors 0 --passages 8   # 10x the queries, passages
 """
 
 from __future__ import annotations
@@ -31,21 +34,32 @@ import time
 from _device import add_device_flag, device_name, resolve, sync
 
 
-def build_data(queries: int, distractors: int, data_dir):
+def build_data(queries: int, distractors: int, data_dir, passages: int = 1):
     from promptsearch.data.retrieval import demo_task
     from promptsearch.eval.retrieval import sample_queries
     from promptsearch.paths import train_dir
 
     data = sample_queries(demo_task(data_dir), queries, seed=0)
-    extra: dict[str, str] = {}
-    if distractors:
+    wiki: list[str] = []
+    need = distractors + (passages - 1) * len(data.corpus)  # distractors, and the sentences passages are made of
+    if need:
+        seen: set[str] = set()
         with open(train_dir(data_dir) / "wiki1m_sample.txt", encoding="utf-8") as f:
             for line in f:
-                if line.strip() and line.strip() not in extra.values():
-                    extra[f"wiki{len(extra):07d}"] = line.strip()
-                    if len(extra) >= distractors:
+                if line.strip() and line.strip() not in seen:
+                    seen.add(line.strip())
+                    wiki.append(line.strip())
+                    if len(wiki) >= need:
                         break
-    return dataclasses.replace(data, name=f"{data.name}+{len(extra)} wiki", corpus={**data.corpus, **extra})
+    extra = {f"wiki{i:07d}": t for i, t in enumerate(wiki[:distractors])}
+    corpus = {**data.corpus, **extra}
+    name = f"{data.name}+{len(extra)} wiki"
+    if passages > 1:  # each demo document becomes a passage: itself, then passages - 1 Wikipedia sentences
+        fill = iter(wiki[distractors:])
+        corpus = {cid: " ".join([t, *(next(fill) for _ in range(passages - 1))]) if cid in data.corpus else t
+                  for cid, t in corpus.items()}
+        name += f", documents {passages}-sentence passages"
+    return dataclasses.replace(data, name=name, corpus=corpus)
 
 
 def timed_evaluate(enc, data, candidates, device) -> tuple[float, dict, object]:
@@ -68,6 +82,9 @@ def main():
     ap.add_argument("--queries", type=int, default=64, help="queries drawn from the demo task (default 64)")
     ap.add_argument("--distractors", type=int, default=8000, help="Wikipedia sentences added to the corpus "
                                                                    "(default 8000)")
+    ap.add_argument("--passages", type=int, default=1, help="make each demo document a passage of this many "
+                                                           "sentences: itself, then Wikipedia sentences (default 1: "
+                                                           "the sentence alone)")
     ap.add_argument("--prompts", type=int, default=16, help="query prompts scored over one document prompt")
     ap.add_argument("--repeats", type=int, default=2, help="measurements of each, interleaved (default 2)")
     ap.add_argument("--bf16", action="store_true", help="run under bf16 autocast (default: float32)")
@@ -84,7 +101,7 @@ def main():
 
     device = resolve(args.device)
     enc = PromptEncoder.from_pretrained(args.model, device=str(device), bf16=args.bf16, show_progress_bar=False)
-    data = build_data(args.queries, args.distractors, args.data_dir)
+    data = build_data(args.queries, args.distractors, args.data_dir, args.passages)
     tok = enc.tokenizer
     q_tokens = sum(len(tok(t)["input_ids"]) for t in data.queries.values())
     c_tokens = sum(len(tok(t)["input_ids"]) for t in data.corpus.values())

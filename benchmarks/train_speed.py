@@ -18,8 +18,8 @@ from _device import add_device_flag, device_name, resolve, timed
 from promptsearch import PromptEncoder
 from promptsearch.data import load_corpus
 from promptsearch.train.finetune import FinetuneConfig
-from promptsearch.train.step import micro_batches, train_step
 from promptsearch.train.loop import batches
+from promptsearch.train.step import micro_batches, train_step
 
 TEMPLATES = ['This sentence : "[X]" means [MASK] .', 'This sentence of "[X]" means [MASK] .']
 

@@ -218,6 +218,18 @@ def plot_results(path, out=None) -> list[Path]:
 TOP = 30  # candidates a retrieval picture lists (the model's own and the answer always among them)
 
 
+def _candidate_label(c, query: int = 36, document: int = 20) -> str:
+    """A retrieval candidate for an axis label: each prompt quoted (newlines escaped) and, when long, shortened in
+    its middle, so that prompts differing only at their end stay apart; the read-out always shown."""
+    import json  # lazy: only here
+
+    def q(p: str, n: int) -> str:
+        p = json.dumps(p, ensure_ascii=False)[1:-1]
+        return f'"{p}"' if len(p) <= n else f'"{p[: n // 2]}…{p[len(p) - (n - n // 2 - 1):]}"'
+
+    return f"query {q(c.query, query)}  document {q(c.document, document)}  @{c.readout}"
+
+
 def plot_retrieval(path, out: Path) -> list[Path]:
     """A retrieval run's picture (see the module's description), and an Optuna run's study history beside it
     (``-history``) when its study's storage opens.
@@ -245,7 +257,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     colours = ["tab:red" if e.candidate == res.own else "k" if e.candidate == res.best else "tab:blue" for e in shown]
     ax.errorbar([e.score for e in shown], ys, xerr=se, fmt="none", ecolor="0.6", capsize=2)
     ax.scatter([e.score for e in shown], ys, c=colours, zorder=3, s=18)
-    labels = [_short(e.candidate.shown, 70)
+    labels = [_candidate_label(e.candidate)
               + (" (the model's own)" if e.candidate == res.own else "")
               + (" (the answer)" if e.candidate == res.best else "") for e in shown]
     ax.set_yticks(ys, labels, fontsize=7)

@@ -295,3 +295,17 @@ def test_a_real_generator_samples_seeded_answers(tmp_path):
         generate_instructions(str(tmp_path / "g"), "Find the paraphrase", n=1, max_new_tokens=250)
     with pytest.raises(ModelError, match="cannot load the generator"):
         generate_instructions(str(tmp_path / "missing"), "t")
+
+
+def test_a_file_of_another_precision_is_refused_naming_the_flags_that_set_it(tiny_bert_encoder_only_dir, beir,
+                                                                              tmp_path, capsys):
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "b.json"), "-q"]
+    assert main([*argv, "--bf16"]) == 0
+    capsys.readouterr()
+    code = main([*argv, "--no-bf16"])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err and last.startswith("promptsearch retrieval: error: "), err
+    # retrieval has no --precision option: the message names the flags it has
+    assert "--precision" not in last and "bf16" in last and "--no-bf16" in last, last

@@ -92,3 +92,26 @@ def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_o
     empty.write_text(json.dumps({**d, "entries": [], "own": None, "best": None}))
     assert main(["plot", str(empty)]) == 2
     assert "holds no scored candidate yet" in capsys.readouterr().err
+
+
+def test_a_retrieval_picture_tells_candidates_with_long_prompts_apart(tiny_bert_encoder_only_dir, tmp_path):
+    """Candidates that share a long query prompt, or differ only at its end, keep distinct labels that name their
+    document prompt and read-out (a label cut at a fixed length showed the same text for all of them)."""
+    import re
+
+    from conftest import beir_folder, small_retrieval_data
+
+    beir = beir_folder(tmp_path / "beir", small_retrieval_data(10, 30))
+    long = "Represent this sentence for searching relevant passages about the same topic"
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"query": [{"prompt": p, "source": "t"} for p in ("", long + ": ", long + "\nQuery: ")],
+                               "document": [{"prompt": p, "source": "t"} for p in ("", "passage: ")]}))
+    out = tmp_path / "r.json"
+    assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--cache-dir",
+                 str(tmp_path / "c"), "--readouts", "cls", "--prompts", str(lib), "--holdout", "0", "-q",
+                 "--out", str(out)]) == 0
+    assert main(["plot", str(out)]) == 0
+    labels = re.findall(r"<!-- (query .*?) -->", (tmp_path / "r.svg").read_text())
+    n = len(json.loads(out.read_text())["entries"])
+    assert n >= 4 and len(set(labels)) == len(labels) == n, labels
+    assert all(re.search(r'document ".*" +@\w', s) for s in labels), labels

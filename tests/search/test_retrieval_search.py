@@ -119,7 +119,7 @@ def test_another_runs_file_is_refused_in_one_line(tmp_path):
     other.path = out
     with pytest.raises(PromptSearchError, match="other data"):
         RetrievalResults.open(out, "tiny", other.data, "fp32", {"model": "abc"})
-    with pytest.raises(PromptSearchError, match="precision='fp32', not 'bf16'"):
+    with pytest.raises(PromptSearchError, match="scores in fp32, not bf16"):
         RetrievalResults.open(out, "tiny", results().data, "bf16", {"model": "abc"})
     sts = tmp_path / "best.json"
     sts.write_text(json.dumps({"schema": "promptsearch.results/2", "templates": []}))
