@@ -357,8 +357,8 @@ def _retrieval(sub) -> None:
                         "the model's own must beat it there too, since the best of many prompts is chosen for how it "
                         "scored on the queries searched")
     g.add_argument("--seed", type=at_least(0), default=0,
-                   help="the --holdout and --queries draws' seed and optuna's TPE seed (default 0; give each machine "
-                        "sharing a study its own)")
+                   help="the --holdout and --queries draws' seed (default 0; the same on every process sharing a "
+                        "study or work study: it decides which queries are searched)")
     g.add_argument("--readouts", default=None, metavar="LIST",
                    help="pooled read-outs the last step tries, comma-separated (default: mean, sentence-mean, cls, "
                         "sentence-cls, max, lasttoken; a causal LM: lasttoken, mean, sentence-mean); the model's own "
@@ -399,6 +399,9 @@ def _retrieval(sub) -> None:
                                         "promptsearch-retrieval-<model>-<data>-<fingerprint>")
     s.add_argument("--no-local", action="store_true",
                    help="greedy with --storage: leave all the scoring to the workers")
+    s.add_argument("--tpe-seed", type=at_least(0), default=None, metavar="N",
+                   help="optuna: the TPE sampler's seed, for a reproducible study (default: none, each process its own "
+                        "draws; processes sharing a study need different ones, or none)")
     s.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N",
                    help="optuna: trials asked at once and scored together (default 8)")
 

@@ -57,7 +57,7 @@ def cmd_retrieval(args) -> int:
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
-                                           study_name=args.study_name, trials=args.trials, seed=args.seed,
+                                           study_name=args.study_name, trials=args.trials, seed=args.tpe_seed,
                                            batch=args.batch_trials, library=args.prompts, readouts=readouts)
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
@@ -84,8 +84,8 @@ def cmd_retrieval(args) -> int:
     absorbed = strategy.absorbed if strategy is not None else 0
     if enc.precision != "fp32" and not args.quiet:  # the reference's numbers are fp32: say when these are not
         o.say(f"note: these scores were computed in {enc.precision}; sentence-transformers' evaluator on the exported "
-              "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16 gives the same "
-              "numbers)")
+              "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16, with another "
+              "--out, gives its numbers)")
     print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now"

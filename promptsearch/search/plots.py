@@ -322,6 +322,9 @@ def _retrieval_history(res, out: Path) -> Path | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optuna's matplotlib plots are marked experimental
         ax: Any = ovm.plot_optimization_history(study, target_name="nDCG@10")
+    from matplotlib.ticker import MaxNLocator  # lazy: start-up time
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial numbers
     fig = ax.figure
     fig.set_size_inches(7, 4.5)
     fig.tight_layout()

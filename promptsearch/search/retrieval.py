@@ -452,6 +452,13 @@ class RetrievalStrategy:
         :returns: a JSON-ready dict, ``{"name": ...}`` and its settings."""
         return {"name": self.name}
 
+    def check(self, search: "RetrievalSearch", own: RetrievalCandidate) -> None:
+        """Refuse what cannot run before anything is scored (one line); by default nothing.
+
+        :param search: the search.
+        :param own: the model's own candidate (not scored yet).
+        :raises promptsearch.PromptSearchError: when the strategy cannot run (a subclass's check)."""
+
     def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
         """The search after the model's own candidate.
 
@@ -634,6 +641,7 @@ class RetrievalSearch:
         t0 = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
+        self.strategy.check(self, own_c)  # before the model's own is scored: a refusal costs no corpus encoding
         res.own = own_c
         own = self.score([own_c], "own")[0]
         res.strategy = self.strategy.settings()

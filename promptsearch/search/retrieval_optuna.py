@@ -170,13 +170,15 @@ class OptunaRetrieval(RetrievalStrategy):
         return {"model": res.model, "data": res.data.get("fingerprint"), "precision": res.precision,
                 "numbers": res.numbers}
 
-    def check(self, search: RetrievalSearch, space: Space) -> None:
+    def check(self, search: RetrievalSearch, own: RetrievalCandidate) -> None:
         """A study of this name already in the storage is joined only if its scores compare with this run's (the same
-        model numbers, data and precision) and it offers the same options for each parameter. Reads, writes nothing.
+        model numbers, data and precision) and it offers the same options for each parameter. Reads, writes nothing;
+        run before the model's own is scored, so a refusal costs no encoding.
 
         :param search: the search.
-        :param space: this run's options.
+        :param own: the model's own candidate.
         :raises promptsearch.PromptSearchError: otherwise (one line)."""
+        space = space_of(search, own)
         check_storage(self.storage)
         found = existing_study(self.storage, self.study_name)
         if found is None:
@@ -220,7 +222,7 @@ class OptunaRetrieval(RetrievalStrategy):
 
     def propose(self, search: RetrievalSearch, own: RetrievalEntry) -> RetrievalEntry:
         space = space_of(search, own.candidate)
-        self.check(search, space)
+        self.check(search, own.candidate)  # again: another process may have made the study meanwhile
         storage = open_storage(self.storage)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -233,8 +235,10 @@ class OptunaRetrieval(RetrievalStrategy):
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)
-        search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {self.done_before} of "
-                    f"{self.trials} trials finished before; query prompts from the library ({len(space.queries)})"
+        before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
+                  else f"{self.done_before} trials finished before, --trials {self.trials}: none to run")
+        search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
+                    f"library ({len(space.queries)})"
                     + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
                     + f", {len(space.documents)} document prompts, {len(space.readouts)} read-outs")
         while True:

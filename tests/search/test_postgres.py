@@ -431,7 +431,7 @@ def test_two_retrieval_processes_share_one_optuna_study_on_postgresql(postgres_u
     args = ["retrieval", "--model", tiny_bert_encoder_only_dir, "--data", beir, "--strategy", "optuna", "--trials",
             "10", "--batch-trials", "2", "--storage", postgres_url, "--study-name", "shared", "--no-bf16", "-q"]
     procs = [spawn([sys.executable, "-c", _RETRIEVAL_BARRIER, met, "2", str(i)] + args
-                   + ["--out", tmp_path / f"w{i}.json", "--cache-dir", tmp_path / f"cache{i}", "--seed", str(i)],
+                   + ["--out", tmp_path / f"w{i}.json", "--cache-dir", tmp_path / f"cache{i}", "--tpe-seed", str(i)],
                    ONE_THREAD) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs

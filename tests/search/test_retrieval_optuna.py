@@ -167,3 +167,11 @@ def test_a_resumed_seeded_study_draws_new_candidates_not_the_first_runs_again(en
     later = [json.dumps(t.user_attrs["candidate"], sort_keys=True) for t in trials[5:]]
     earlier = {json.dumps(t.user_attrs["candidate"], sort_keys=True) for t in trials[:5]}
     assert len(set(later) - earlier) >= 4  # the same seed restarted would have proposed the first five again
+
+
+def test_a_study_that_cannot_be_joined_is_refused_before_anything_is_scored(enc, tmp_path):
+    RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4)).run()
+    task = Task()
+    with pytest.raises(PromptSearchError, match="holds scores of other model weights"):
+        RetrievalSearch(task, enc, results(numbers={"model": "other"}), strategy=strategy(tmp_path, 8)).run()
+    assert task.scored == []  # not even the model's own: a refusal costs no corpus encoding
