@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import time
@@ -55,7 +56,7 @@ def build_data(queries: int, distractors: int, data_dir, passages: int = 1):
     corpus = {**data.corpus, **extra}
     name = f"{data.name}+{len(extra)} wiki"
     if passages > 1:  # each demo document becomes a passage: itself, then passages - 1 Wikipedia sentences
-        fill = iter(wiki[distractors:])
+        fill = itertools.cycle(wiki[distractors:] or ["."])  # the sample may hold fewer: sentences are reused
         corpus = {cid: " ".join([t, *(next(fill) for _ in range(passages - 1))]) if cid in data.corpus else t
                   for cid, t in corpus.items()}
         name += f", documents {passages}-sentence passages"
