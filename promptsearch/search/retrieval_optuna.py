@@ -9,7 +9,8 @@ Each trial picks (``trial.suggest_categorical``):
   which parts help;
 - the document prompt (``document``: the model's own or a shipped one) and the read-out (``readout``).
 
-The model's own candidate is the study's first trial (enqueued), as it is the first candidate of every search. A
+The model's own candidate is the study's first trial, as it is the first candidate of every search; a new study
+also starts from what its results file already holds (a greedy run into the same file), told as complete trials. A
 trial is scored by the search (``RetrievalSearch.score``: the corpus encoded once per document prompt and read-out,
 kept on disk) and told its nDCG@10; its metrics and per-query nDCG@10 go into the trial's user attributes, so every
 process sharing the study reads the others' scores into its own results file and the verdict (the model's own unless
@@ -85,9 +86,15 @@ class Space:
                                      str(trial.suggest_categorical("readout", self.readouts)))
 
     def own_params(self, own: RetrievalCandidate) -> dict:
-        """The parameters of the model's own candidate (enqueued as the study's first trial)."""
+        """The parameters of the model's own candidate (the study's first trial)."""
         p = {"query": own.query, "document": own.document, "readout": own.readout}
         return {**p, "query_from": FROM_LIBRARY} if self.grammar is not None else p
+
+    def params_of(self, c: RetrievalCandidate) -> dict | None:
+        """A candidate's parameters when the space holds it with a library query prompt (None: it does not)."""
+        if c.query not in self.queries or c.document not in self.documents or c.readout not in self.readouts:
+            return None
+        return self.own_params(c)
 
 
 def space_of(search: RetrievalSearch, own: RetrievalCandidate) -> Space:
@@ -220,6 +227,23 @@ class OptunaRetrieval(RetrievalStrategy):
                                                   np.asarray(a["per_query"], dtype=np.float64)))
         return seen
 
+    def _seed_study(self, study: optuna.Study, search: RetrievalSearch, space: Space, own: RetrievalEntry) -> None:
+        """A new study's first trials: the candidates the results file already holds (the model's own first, then what
+        an earlier run — the greedy steps into the same file — scored), told as complete trials with their scores, so
+        TPE starts from them and proposes none of them again. Candidates the space cannot express are left out."""
+        dists = space.distributions()
+        entries = [own] + [e for e in search.results.entries.values() if e.candidate != own.candidate]
+        for e in entries:
+            params = space.params_of(e.candidate)
+            if params is None:
+                continue
+            study.add_trial(optuna.trial.create_trial(
+                params=params, distributions={k: dists[k] for k in params}, value=e.score,
+                user_attrs={"candidate": e.candidate.to_json(),
+                            "metrics": {k: round(float(v), 6) for k, v in e.metrics.items()},
+                            "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3),
+                            "from": "the results file"}))
+
     def propose(self, search: RetrievalSearch, own: RetrievalEntry) -> RetrievalEntry:
         space = space_of(search, own.candidate)
         self.check(search, own.candidate)  # again: another process may have made the study meanwhile
@@ -230,8 +254,8 @@ class OptunaRetrieval(RetrievalStrategy):
                                     sampler=sampler, load_if_exists=True)
         if "retrieval" not in study.user_attrs:
             study.set_user_attr("retrieval", self.record(search))
-            if not study.trials:
-                study.enqueue_trial(space.own_params(own.candidate))  # the model's own: the first trial
+            if not study.trials:  # what the results file holds (the model's own first) starts the study
+                self._seed_study(study, search, space, own)
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)

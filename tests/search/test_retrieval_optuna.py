@@ -175,3 +175,20 @@ def test_a_study_that_cannot_be_joined_is_refused_before_anything_is_scored(enc,
     with pytest.raises(PromptSearchError, match="holds scores of other model weights"):
         RetrievalSearch(task, enc, results(numbers={"model": "other"}), strategy=strategy(tmp_path, 8)).run()
     assert task.scored == []  # not even the model's own: a refusal costs no corpus encoding
+
+
+def test_a_new_study_starts_from_what_the_results_file_holds(enc, tmp_path):
+    """Greedy first, then Optuna into the same file: the greedy run's candidates are the study's first trials, told
+    their scores, so TPE starts from them and none is scored again."""
+    out = tmp_path / "r.json"
+    greedy = Task()
+    RetrievalSearch(greedy, enc, results(out)).run()
+    held = RetrievalResults.load(out).entries
+    opt = Task()
+    RetrievalSearch(opt, enc, results(out), strategy=strategy(tmp_path, len(held) + 6)).run()
+    assert not set(opt.scored) & set(held)  # nothing the greedy steps scored is scored again
+    trials = sorted(finished(tmp_path), key=lambda t: t.number)
+    first = [RetrievalCandidate.from_json(t.user_attrs["candidate"]) for t in trials[: len(held)]]
+    assert first[0] == own_candidate(enc) and set(first) == set(held)  # the own first, then the file's
+    assert all(t.value == held[c].score for t, c in zip(trials, first))
+    assert len(set(opt.scored)) >= 4  # and then trials of its own
