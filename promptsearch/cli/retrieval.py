@@ -111,12 +111,14 @@ def source_of(args) -> dict:
 
 def work_for(args, spec: dict, model: str) -> RetrievalWork:
     """A worker's side of a retrieval search's work study: the same data (rebuilt from ``spec["source"]``, its
-    ``--data-dir`` this worker's), the model in the study's precision, corpus vectors in this machine's cache."""
+    ``--data-dir`` this worker's), the model in the study's precision unless --bf16/--no-bf16 say another (then
+    refused by ``check_spec``), corpus vectors in this machine's cache."""
     src = spec["source"]
     whole = load_retrieval(src["data"], data_dir=args.data_dir, split=src["split"],
                            fmt=RetrievalFormat.parse(src["relevant_from"]), description=src["description"])
     data = sample_queries(hold_out(whole, src["holdout"], src["seed"]), src["queries"], src["seed"])
-    enc = o.encoder(args, settings={"bf16": spec["precision"] == "bf16",
+    bf16 = spec["precision"] == "bf16" if args.bf16 is None else args.bf16  # a given --bf16/--no-bf16: checked
+    enc = o.encoder(args, settings={"bf16": bf16,
                                     "max_length": args.max_length or src["max_length"]}, model=model)
     task = RetrievalTask(data, show_progress_bar=False, float16_above_gib=src["float16_above_gib"])
     return RetrievalWork(task, enc, src)

@@ -232,6 +232,22 @@ def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_d
         check_spec({**spec, "precision": "bf16"}, work, str(tiny_bert_encoder_only_dir))
 
 
+def test_a_worker_given_another_precision_is_refused_not_overridden(tiny_bert_encoder_only_dir, beir):
+    """'promptsearch worker --bf16' on an fp32 study: refused in one line, as an STS study's worker is, not silently
+    run in the study's precision."""
+    from promptsearch.cli.parser import build_parser
+    from promptsearch.cli.retrieval import source_of, work_for
+    from promptsearch.search.distributed import check_spec
+
+    model = str(tiny_bert_encoder_only_dir)
+    source = source_of(build_parser().parse_args(["retrieval", "--model", model, "--data", str(beir), "--no-bf16"]))
+    spec = work_for(build_parser().parse_args(["worker", "--storage", "sqlite:///x.db", "--no-bf16", "-q"]),
+                    {"source": source, "precision": "fp32"}, model).spec(model)
+    worker = build_parser().parse_args(["worker", "--storage", "sqlite:///x.db", "--bf16", "-q"])
+    with pytest.raises(Exception, match="this worker's precision is 'bf16', the study's 'fp32'"):
+        check_spec(spec, work_for(worker, spec, model), model)
+
+
 def test_generated_query_prompts_join_the_search_and_a_resumed_run_reuses_them(tiny_bert_encoder_only_dir, beir,
                                                                                tmp_path, capsys, monkeypatch):
     from promptsearch.cli import retrieval as cli_retrieval

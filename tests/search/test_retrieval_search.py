@@ -108,6 +108,18 @@ def test_the_results_file_is_written_after_each_score_and_resumed_without_rescor
     assert set(d["spread"]) == {"n", "min", "median", "max"}
 
 
+def test_an_interrupted_and_resumed_runs_file_equals_an_uninterrupted_ones(enc, tmp_path):
+    """The steps' nDCG@10 in the file as the entries' (six decimals): a resumed run reads its entries back rounded,
+    so full-precision step numbers differed between a resumed file and an uninterrupted one."""
+    good_q = RetrievalCandidate.of("search_query: ", "", "mean")
+    with pytest.raises(KeyboardInterrupt):
+        RetrievalSearch(FakeTask({good_q: 0.05}, stop_after=3), enc, results(tmp_path / "r.json")).run()
+    RetrievalSearch(FakeTask({good_q: 0.05}), enc, results(tmp_path / "r.json")).run()
+    RetrievalSearch(FakeTask({good_q: 0.05}), enc, results(tmp_path / "one.json")).run()
+    resumed, one = (json.loads((tmp_path / f).read_text()) for f in ("r.json", "one.json"))
+    assert resumed["path"] == one["path"] and resumed["verdict"] == one["verdict"]
+
+
 def test_another_runs_file_is_refused_in_one_line(tmp_path):
     out = tmp_path / "r.json"
     results(out).save()
