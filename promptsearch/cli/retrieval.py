@@ -136,6 +136,6 @@ def generated_prompts(args, results: RetrievalResults, task: str) -> list[tuple[
     results.generated = [{"prompt": p, "source": src} for p, src in got]
     results.save()
     if not args.quiet:
-        o.say(f"generated {len(got)} query prompts with {args.generate} ({len(texts)} sampled; the rest were not one "
-              "sentence of plain text)")
+        o.say(f"generated {len(got)} query prompt{'' if len(got) == 1 else 's'} with {args.generate} ({len(texts)} "
+              "sampled; the rest were not one sentence of plain text)")
     return got

@@ -596,8 +596,9 @@ class RetrievalSearch:
                                                                    f"{skipped[0][1]})" if skipped else ""))
         entries = self.score([c for c, _ in readable], stage, sources)
         best = max(entries, key=lambda e: e.score)
-        row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(), "lead_ndcg": round(lead.score, 6),
-               "best": best.candidate.to_json(), "best_ndcg": round(best.score, 6)}  # as the entries keep them
+        row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(),
+               "lead_ndcg": round(lead.score, 6), "best": best.candidate.to_json(),
+               "best_ndcg": round(best.score, 6)}  # as the entries keep them
         if skipped:
             row["skipped"] = [{**c.to_json(), "why": why} for c, why in skipped]
         if best.candidate == lead.candidate:

@@ -26,7 +26,8 @@ MIN_WORDS, MAX_WORDS = 3, 40  # a usable instruction's length
 
 def instruction_of(text: str) -> str | None:
     """A generated text's instruction: its first line, numbering, quotes and a leading 'Instruction:' removed,
-    ending with a full stop; None when it is not one sentence of ``MIN_WORDS`` to ``MAX_WORDS`` words of plain text.
+    ending with a full stop; None when it is not one sentence of ``MIN_WORDS`` to ``MAX_WORDS`` words of plain text
+    (a replacement character, from bytes the tokenizer could not decode, is not).
 
     :param text: what the model generated after the request.
     :returns: the instruction, or None."""
@@ -35,7 +36,7 @@ def instruction_of(text: str) -> str | None:
     line = re.sub(r"^\s*instruction\s*:\s*", "", line, flags=re.IGNORECASE).strip().strip('"\'“”').strip()
     if not line or "{" in line or "}" in line or "[X]" in line or "[MASK]" in line:
         return None
-    if not line.isprintable() or not (MIN_WORDS <= len(line.split()) <= MAX_WORDS):
+    if not line.isprintable() or "\ufffd" in line or not (MIN_WORDS <= len(line.split()) <= MAX_WORDS):
         return None
     return line if line.endswith((".", "?", "!")) else line + "."
 

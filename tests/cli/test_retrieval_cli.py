@@ -283,7 +283,8 @@ def test_instructions_are_read_from_what_a_model_generates():
     assert instruction_of("  1. Find passages that answer the question\nmore text") == \
         "Find passages that answer the question."
     assert instruction_of('Instruction: "Retrieve documents about the topic."') == "Retrieve documents about the topic."
-    for bad in ("", "Find it", "word " * 41, "Use {task} here now", "Read [MASK] now please", "tab\there ok now"):
+    for bad in ("", "Find it", "word " * 41, "Use {task} here now", "Read [MASK] now please", "tab\there ok now",
+                "Find the mP\ufffd speaking ones"):
         assert instruction_of(bad) is None, bad
     assert prompts_of(["Find the same meaning.", "find nothing", "Find the same meaning."], "src") == \
         [("Instruct: Find the same meaning.\nQuery: ", "src")]
