@@ -370,7 +370,7 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
                 f"documents; not {new.data.get('name')!r}, {new.data.get('queries')} queries, "
                 f"{new.data.get('corpus')} documents)")
     if old.precision != new.precision:
-        return f"scores in {old.precision}, not {new.precision} (the precision --bf16 / --no-bf16 set)"
+        return f"scores in {old.precision}, not {new.precision} (the precision bf16=True / bf16=False set)"
     for k in sorted(set(old.numbers) | set(new.numbers)):
         if old.numbers.get(k) != new.numbers.get(k):
             return f"another {k} ({old.numbers.get(k)!r}, not {new.numbers.get(k)!r} as now)"

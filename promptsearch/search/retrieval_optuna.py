@@ -260,7 +260,7 @@ class OptunaRetrieval(RetrievalStrategy):
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)
         before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
-                  else f"{self.done_before} trials finished before, --trials {self.trials}: none to run")
+                  else f"{self.done_before} trials finished before, trials={self.trials}: none to run")
         search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
                     f"library ({len(space.queries)})"
                     + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
