@@ -127,6 +127,16 @@ class RetrievalCandidate:
         return f"query {q(self.query)}  document {q(self.document)}  @{self.readout}"
 
 
+def with_queries(data: "RetrievalData", ids: Sequence[str]) -> "RetrievalData":
+    """The data with only the queries ``ids`` (in that order) and their judgements, the corpus whole.
+
+    :param data: the retrieval data.
+    :param ids: query ids it holds.
+    :returns: the data cut to them."""
+    return dataclasses.replace(data, queries={q: data.queries[q] for q in ids},
+                               relevant={q: data.relevant[q] for q in ids})
+
+
 def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "RetrievalData":
     """``n`` of the data's queries drawn at random with ``seed`` (in file order), the corpus whole: a quicker,
     noisier score. All of them when ``n`` is None or not smaller than their number.
@@ -142,9 +152,7 @@ def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "Retr
         raise DataError(f"queries={n}: give at least 1 query to score")
     ids = list(data.queries)
     keep = sorted(np.random.default_rng(seed).choice(len(ids), size=n, replace=False).tolist())
-    kept = [ids[i] for i in keep]
-    return dataclasses.replace(data, queries={q: data.queries[q] for q in kept},
-                               relevant={q: data.relevant[q] for q in kept})
+    return with_queries(data, [ids[i] for i in keep])
 
 
 HOLDOUT = 0.2  # the share of the queries a search does not see by default (an answer is checked on them)
@@ -172,9 +180,7 @@ def hold_out(data: "RetrievalData", fraction: float = HOLDOUT, seed: int = 0) ->
         raise DataError(f"holdout={fraction}: {n} queries leave none to search; give a smaller share, or 0")
     ids = list(data.queries)
     held = set(np.random.default_rng([seed, 1]).choice(n, size=k, replace=False).tolist())  # not sample_queries' draw
-    kept = [q for i, q in enumerate(ids) if i not in held]
-    return dataclasses.replace(data, queries={q: data.queries[q] for q in kept},
-                               relevant={q: data.relevant[q] for q in kept})
+    return with_queries(data, [q for i, q in enumerate(ids) if i not in held])
 
 
 def unseen(whole: "RetrievalData", seen: "RetrievalData") -> "RetrievalData | None":
@@ -187,8 +193,7 @@ def unseen(whole: "RetrievalData", seen: "RetrievalData") -> "RetrievalData | No
     rest = [q for q in whole.queries if q not in seen.queries]
     if not rest:
         return None
-    return dataclasses.replace(whole, queries={q: whole.queries[q] for q in rest},
-                               relevant={q: whole.relevant[q] for q in rest})
+    return with_queries(whole, rest)
 
 
 class RetrievalTask:

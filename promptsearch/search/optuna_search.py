@@ -419,10 +419,16 @@ def optuna_summary(study: optuna.Study) -> dict:
                                                       TrialState.RUNNING)}
 
 
+def slug(text: str, n: int, empty: str) -> str:
+    """``text`` as a study name's part: runs of other characters than letters, digits, ``_.-`` as one ``-``, its last
+    ``n`` characters (``empty`` when nothing is left)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[-n:] or empty
+
+
 def default_study_name(model: str, dataset: str, denoise: bool, pareto: bool = False) -> str:
     """promptsearch-<model>-<dataset>-<denoised|raw>[-pareto]: one study per (model, data, variant, kind)."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
-    return f"promptsearch-{slug}-{dataset}-{'denoised' if denoise else 'raw'}" + ("-pareto" if pareto else "")
+    return (f"promptsearch-{slug(model, 60, 'model')}-{dataset}-{'denoised' if denoise else 'raw'}"
+            + ("-pareto" if pareto else ""))
 
 
 def resumed_sampler(seed: int, done_before: int, n_startup_trials: int = 10) -> optuna.samplers.TPESampler:

@@ -24,9 +24,7 @@ trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_tri
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import optuna
@@ -34,7 +32,7 @@ from optuna.trial import TrialState
 
 from ..errors import PromptSearchError
 from ..eval.retrieval import RetrievalCandidate
-from .optuna_search import resumed_sampler
+from .optuna_search import default_storage, resumed_sampler, slug
 from .retrieval import METRIC, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
 from .study import (
     STUDY_EXISTS,
@@ -109,16 +107,18 @@ def space_of(search: RetrievalSearch, own: RetrievalCandidate) -> Space:
                  list(dict.fromkeys([own.readout, *search.readouts])))
 
 
-def default_storage(out) -> str:
-    """A SQLite study beside the results file (``retrieval.json`` → ``retrieval.db``)."""
-    return f"sqlite:///{Path(out).resolve().with_suffix('.db')}"
-
-
 def default_study_name(model: str, data: dict) -> str:
     """promptsearch-retrieval-<model>-<data name>-<data fingerprint>: one study per model and data."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[-60:] or "model"
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(data.get("name", "data"))).strip("-")[-40:] or "data"
-    return f"promptsearch-retrieval-{slug}-{name}-{str(data.get('fingerprint', ''))[:8]}"
+    return (f"promptsearch-retrieval-{slug(model, 60, 'model')}-{slug(str(data.get('name', 'data')), 40, 'data')}-"
+            f"{str(data.get('fingerprint', ''))[:8]}")
+
+
+def trial_attrs(e: RetrievalEntry) -> dict:
+    """What a trial keeps of its scored candidate (its user attributes), from which every process sharing the study
+    rebuilds the entry (``OptunaRetrieval._absorb``): the candidate, its metrics and per-query nDCG@10 at six
+    decimals, as the results file keeps them, and its seconds."""
+    return {"candidate": e.candidate.to_json(), "metrics": {k: round(float(v), 6) for k, v in e.metrics.items()},
+            "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3)}
 
 
 @dataclass
@@ -239,10 +239,7 @@ class OptunaRetrieval(RetrievalStrategy):
                 continue
             study.add_trial(optuna.trial.create_trial(
                 params=params, distributions={k: dists[k] for k in params}, value=e.score,
-                user_attrs={"candidate": e.candidate.to_json(),
-                            "metrics": {k: round(float(v), 6) for k, v in e.metrics.items()},
-                            "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3),
-                            "from": "the results file"}))
+                user_attrs={**trial_attrs(e), "from": "the results file"}))
 
     def propose(self, search: RetrievalSearch, own: RetrievalEntry) -> RetrievalEntry:
         space = space_of(search, own.candidate)
@@ -287,9 +284,8 @@ class OptunaRetrieval(RetrievalStrategy):
                         study.tell(t, state=TrialState.PRUNED)
                     else:
                         e = search.results.entries[c]
-                        t.set_user_attr("metrics", {k: round(float(v), 6) for k, v in e.metrics.items()})
-                        t.set_user_attr("per_query", [round(float(x), 6) for x in e.per_query])
-                        t.set_user_attr("seconds", round(e.seconds, 3))
+                        for k, v in trial_attrs(e).items():
+                            t.set_user_attr(k, v)
                         study.tell(t, e.score)
                     told.add(t.number)
                     self.finished_now += 1
