@@ -340,14 +340,16 @@ def _retrieval(sub) -> None:
     g = r.add_argument_group("retrieval")
     g.add_argument("--data", default="demo", help="demo (paraphrase retrieval built from STS-B dev, offline), a BEIR "
                                                   "folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), a Hugging "
-                                                  "Face dataset folder or hub id in MTEB's layout")
+                                                  "Face dataset folder or hub id in MTEB's layout; several joined by "
+                                                  "commas are searched as one (the mean of their nDCG@10)")
     g.add_argument("--split", default="test", help="the qrels split (default test)")
     g.add_argument("--relevant-from", default=None, metavar="SCORE",
                    help="graded judgments: the lowest qrel score that counts as relevant (default: scores must be 0 "
                         "or 1)")
-    g.add_argument("--description", default=None, metavar="TEXT",
+    g.add_argument("--description", default=None, metavar="TEXT", action="append",
                    help="one sentence saying what the task is, filled into 'Instruct: {task}' prompts (default: the "
-                        "data's, e.g. 'Given a query, retrieve relevant passages')")
+                        "data's, e.g. 'Given a query, retrieve relevant passages'); with several --data sets, once "
+                        "for all or once per set, in order")
     g.add_argument("--out", default="retrieval.json", help="results JSON (default retrieval.json); an existing one is "
                                                            "resumed")
     g.add_argument("--queries", type=at_least(1), default=None, metavar="N",
@@ -514,6 +516,9 @@ def build_parser() -> Parser:
     ex.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
                     help="with --template: the longest input in tokens (default: the model's; a results file's is the "
                          "length it was scored with; a retrieval results file's: the model's, or this)")
+    ex.add_argument("--description", default=None, metavar="TEXT",
+                    help="a retrieval results file searched over several --data sets: one sentence saying what your "
+                         "task is, written into its prompts' {task}")
     pl = _command(sub, "plot", "search:cmd_plot", help="pictures of a results file: a greedy path, an Optuna study, "
                                                        "scores")
     pl.add_argument("results", help="a results JSON written by a search")

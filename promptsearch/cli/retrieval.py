@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from typing import cast
+from functools import partial
+from typing import Callable, cast
 
 from ..data.retrieval import RetrievalFormat, load_retrieval
-from ..eval.retrieval import FLOAT16_ABOVE_GIB, RetrievalTask, hold_out, sample_queries, unseen
+from ..errors import PromptSearchError
+from ..eval.retrieval import FLOAT16_ABOVE_GIB, TASK_SLOT, RetrievalTask, hold_out, sample_queries, unseen
+from ..eval.retrieval_sets import RetrievalSets
 from ..fileio import check_writable
 from ..search.distributed import WorkQueue
 from ..search.retrieval import (
@@ -27,9 +30,13 @@ from . import options as o
 def next_steps(res: RetrievalResults) -> str:
     """What to do with the results file next."""
     out = shlex.quote(str(res.path)) if res.path is not None else "RESULTS"
+    task = res.best is not None and TASK_SLOT in res.best.query + res.best.document
     return ("next:\n"
-            f"  promptsearch export {out} --out my-model     # a sentence-transformers folder with these prompts\n"
-            "  python -c \"from sentence_transformers import SentenceTransformer; m = SentenceTransformer('my-model'); "
+            + (f"  promptsearch export {out} --out my-model --description 'what your task is, in one sentence'"
+               "     # {task} filled, a sentence-transformers folder with these prompts\n" if task else
+               f"  promptsearch export {out} --out my-model     # a sentence-transformers folder with these prompts\n")
+            + "  python -c \"from sentence_transformers import SentenceTransformer; "
+            "m = SentenceTransformer('my-model'); "
             "print(m.similarity(m.encode_query(['a question']), m.encode_document(['a passage'])))\"")
 
 
@@ -41,19 +48,22 @@ def cmd_retrieval(args) -> int:
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
-    whole = load_retrieval(args.data, data_dir=args.data_dir, split=args.split, fmt=fmt, description=args.description)
-    searchable = hold_out(whole, args.holdout, args.seed)  # an answer is checked on the queries the search never sees
-    data = sample_queries(searchable, args.queries, args.seed)
-    rest = unseen(whole, data)
+    wholes = load_sets(args.data, args.description,
+                       partial(load_retrieval, data_dir=args.data_dir, split=args.split, fmt=fmt))
+    if args.generate and len(wholes) > 1:
+        raise PromptSearchError("--generate asks for instructions for one task; with several --data sets, run it on "
+                                "one set, or drop --generate")
+    parts = [split_queries(w, args.holdout, args.queries, args.seed) for w in wholes]
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
     cache = False if args.no_cache else args.cache_dir
-    task = RetrievalTask(data, cache_dir=cache, show_progress_bar=o.show(args),
-                         float16_above_gib=FLOAT16_ABOVE_GIB if args.float16_above_gib is None
-                         else args.float16_above_gib)
-    confirm = RetrievalTask(rest, cache_dir=cache, show_progress_bar=o.show(args),
-                            float16_above_gib=task.float16_above_gib) if rest is not None else None
+    f16 = FLOAT16_ABOVE_GIB if args.float16_above_gib is None else args.float16_above_gib
+    task = as_task([RetrievalTask(d, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
+                    for d, _ in parts], several=len(parts) > 1)
+    held = [RetrievalTask(r, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
+            for _, r in parts if r is not None]
+    confirm = as_task(held, several=len(parts) > 1) if held else None
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -70,10 +80,13 @@ def cmd_retrieval(args) -> int:
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
         search.add_queries(generated_prompts(args, results, search.description))
+        n_rest = sum(len(r.queries) for _, r in parts if r is not None)
         if not args.quiet:
-            o.say(f"data: {data.name}, {len(task.query_ids)} queries searched"
-                  + (f" ({len(rest.queries)} more kept unseen to check the answer on)" if rest is not None else "")
-                  + f", {len(task.corpus_ids)} documents")
+            o.say(f"data: {task.data.name}, {len(task.query_ids)} queries searched"
+                  + (f" ({n_rest} more kept unseen to check the answer on)" if n_rest else "")
+                  + f", {len(task.corpus_ids)} documents"
+                  + (f" in {len(parts)} sets (the metric: the mean of their nDCG@10; {{task}} in a prompt is each "
+                     "set's description)" if len(parts) > 1 else ""))
         res = search.run()
     finally:
         if queue is not None:
@@ -91,10 +104,10 @@ def cmd_retrieval(args) -> int:
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}")
-    if rest is not None:  # the search's scores are those queries'; an answer other than the own was checked on the rest
+    if n_rest:  # the search's scores are those queries'; an answer other than the own was checked on the rest
         why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")
-        print(f"searched on {len(data.queries):,} of {len(whole.queries):,} queries ({why}); an answer other than the "
-              f"model's own is checked on the other {len(rest.queries):,}")
+        print(f"searched on {len(task.query_ids):,} of {len(task.query_ids) + n_rest:,} queries ({why}); an answer "
+              f"other than the model's own is checked on the other {n_rest:,}")
     print("\n".join(summary(res)))
     print(next_steps(res))
     return 0
@@ -114,14 +127,49 @@ def work_for(args, spec: dict, model: str) -> RetrievalWork:
     ``--data-dir`` this worker's), the model in the study's precision unless --bf16/--no-bf16 say another (then
     refused by ``check_spec``), corpus vectors in this machine's cache."""
     src = spec["source"]
-    whole = load_retrieval(src["data"], data_dir=args.data_dir, split=src["split"],
-                           fmt=RetrievalFormat.parse(src["relevant_from"]), description=src["description"])
-    data = sample_queries(hold_out(whole, src["holdout"], src["seed"]), src["queries"], src["seed"])
+    given = src["description"]
+    wholes = load_sets(src["data"], [given] if isinstance(given, str) else given,  # one description: its text
+                       partial(load_retrieval, data_dir=args.data_dir, split=src["split"],
+                               fmt=RetrievalFormat.parse(src["relevant_from"])))
     bf16 = spec["precision"] == "bf16" if args.bf16 is None else args.bf16  # a given --bf16/--no-bf16: checked
     enc = o.encoder(args, settings={"bf16": bf16,
                                     "max_length": args.max_length or src["max_length"]}, model=model)
-    task = RetrievalTask(data, show_progress_bar=False, float16_above_gib=src["float16_above_gib"])
+    task = as_task([RetrievalTask(split_queries(w, src["holdout"], src["queries"], src["seed"])[0],
+                                  show_progress_bar=False, float16_above_gib=src["float16_above_gib"])
+                    for w in wholes], several=len(wholes) > 1)
     return RetrievalWork(task, enc, src)
+
+
+def load_sets(data: str, descriptions: list[str] | None, load: Callable) -> list:
+    """The retrieval sets ``--data`` names (several joined by commas), each read by ``load(spec, description=...)``
+    with its ``--description`` (none: each set's own; one: every set's; else one per set, in order).
+
+    :returns: each set's ``RetrievalData``."""
+    specs = [s.strip() for s in data.split(",")] if "," in data else [data]
+    if not all(specs):
+        raise PromptSearchError(f"--data {data!r} names an empty set; give sets joined by commas, e.g. demo,my-beir")
+    given = list(descriptions or [])
+    if len(given) > 1 and len(given) != len(specs):
+        raise PromptSearchError(f"--description is given {len(given)} times for {len(specs)} data set(s): give it "
+                                "once (every set's), or once per set in --data's order")
+    descs: list[str | None] = [None] * len(specs)
+    if given:
+        descs = list(given * len(specs) if len(given) == 1 else given)
+    return [load(s, description=d) for s, d in zip(specs, descs)]
+
+
+def split_queries(whole, holdout: float, queries: int | None, seed: int) -> tuple:
+    """One set's queries the search sees (``--holdout`` kept out, ``--queries`` drawn from the rest) and the rest
+    (None: none), each set drawn alike.
+
+    :returns: ``(searched, unseen or None)``."""
+    data = sample_queries(hold_out(whole, holdout, seed), queries, seed)
+    return data, unseen(whole, data)
+
+
+def as_task(tasks: list, several: bool):
+    """One set's task as it is; several sets' (or the held-out part of some of them) as one ``RetrievalSets``."""
+    return RetrievalSets(tasks) if several else tasks[0]
 
 
 def generated_prompts(args, results: RetrievalResults, task: str) -> list[tuple[str, str]]:

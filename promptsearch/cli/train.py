@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..data import check_data, expand_tasks, load_triplets, one_dataset, snli_triplets, training_corpus
+from ..errors import PromptSearchError
 from ..fileio import check_writable
 from ..library import default_template
 from ..model.loading import DEFAULT_MODEL, default_model_path
@@ -112,11 +113,15 @@ def cmd_export(args) -> int:
     """A searched representation as a sentence-transformers folder (no trust_remote_code, no promptsearch); a
     retrieval search's query and document prompts as one that encode_query / encode_document read."""
     out = check_export(args.out, bool(args.results), args.template)
-    if args.results and (answer := retrieval_answer(args.results, args.model, args.max_length)) is not None:
+    if args.results and (answer := retrieval_answer(args.results, args.model, args.max_length,
+                                                         args.description)) is not None:
         print(export_retrieval(answer.model, answer.query, answer.document, answer.readout, out,
                                str(default_model_path()) if answer.model == DEFAULT_MODEL else None, answer.max_length,
                                document_readout=answer.document_readout))
         return 0
+    if args.description is not None:
+        raise PromptSearchError("--description fills {task} in a retrieval results file's prompts; this export is of "
+                                "an STS representation: drop it")
     model, k, length = export_target(Results.load(args.results) if args.results else None, args.template, args.model,
                                      args.max_length, o.say)
     print(export_representation(model, k, out, str(default_model_path()) if model == DEFAULT_MODEL else None, length))

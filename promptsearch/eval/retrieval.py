@@ -69,6 +69,19 @@ def check_similarity(enc: "PromptEncoder") -> None:
                             "use a model whose similarity is cosine")
 
 
+TASK_SLOT = "{task}"  # where a prompt names the task: each data set fills it with its own description
+
+
+def fill_task(prompt: str, description: str) -> str:
+    """``prompt`` with ``{task}`` filled with a task description (its final period dropped, as prompts end it
+    themselves).
+
+    :param prompt: a prompt, which may name ``{task}``.
+    :param description: one sentence that says what the task is.
+    :returns: the prompt filled."""
+    return prompt.replace(TASK_SLOT, description.strip().rstrip("."))
+
+
 @dataclass(frozen=True)
 class RetrievalCandidate:
     """A query prompt × a document prompt × one pooled read-out (both sides pooled the same way).
@@ -105,6 +118,16 @@ class RetrievalCandidate:
         :returns: the representation the encoder computes for that side."""
         prompt = self.query if which == "query" else self.document
         return Representation.of(prompt + "[X]", readout=self.readout)
+
+    def for_task(self, description: str) -> "RetrievalCandidate":
+        """The candidate with ``{task}`` in either prompt filled with ``description`` (itself when neither names it).
+
+        :param description: one sentence that says what the task is.
+        :returns: the filled candidate."""
+        if TASK_SLOT not in self.query and TASK_SLOT not in self.document:
+            return self
+        return RetrievalCandidate(fill_task(self.query, description), fill_task(self.document, description),
+                                  self.readout)
 
     def to_json(self) -> dict:
         """``{"query", "document", "readout"}`` as a results file writes it."""

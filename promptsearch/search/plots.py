@@ -240,7 +240,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     :raises PromptSearchError: for a file with no scored candidate yet."""
     import numpy as np  # lazy: start-up time
 
-    from .retrieval import METRIC, RetrievalResults  # lazy: only a retrieval file needs it
+    from .retrieval import METRIC, RetrievalResults, mean_se  # lazy: only a retrieval file needs it
 
     res = RetrievalResults.load(path)
     if not res.entries:
@@ -252,8 +252,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     plt = _pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 2 + 0.28 * len(shown)), gridspec_kw={"width_ratios": [3, 2]})
     ys = np.arange(len(shown))[::-1]
-    se = [float(np.std(e.per_query, ddof=1) / np.sqrt(len(e.per_query))) if len(e.per_query) > 1 else 0.0
-          for e in shown]
+    se = [x if np.isfinite(x) else 0.0 for x in (mean_se(e.per_query, res.sizes) for e in shown)]
     colours = ["tab:red" if e.candidate == res.own else "k" if e.candidate == res.best else "tab:blue" for e in shown]
     ax.errorbar([e.score for e in shown], ys, xerr=se, fmt="none", ecolor="0.6", capsize=2)
     ax.scatter([e.score for e in shown], ys, c=colours, zorder=3, s=18)

@@ -37,7 +37,8 @@ import numpy as np
 
 from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
-from ..eval.retrieval import RetrievalCandidate, RetrievalTask
+from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
+from ..eval.retrieval_sets import set_metric
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
@@ -70,7 +71,7 @@ def library_prompts(side: str, task: str, library: str = "retrieval") -> list[tu
         raise PromptSearchError(f"{library}: no '{side}' list of {{\"prompt\", \"source\"}} items")
     out: dict[str, str] = {}
     for x in items:
-        out.setdefault(x["prompt"].replace("{task}", task.strip().rstrip(".")), str(x.get("source", "")))
+        out.setdefault(fill_task(x["prompt"], task), str(x.get("source", "")))
     return list(out.items())
 
 
@@ -107,13 +108,12 @@ class QueryGrammar:
             names = [f for _, f, _, _ in string.Formatter().parse(d["format"]) if f]
         except ValueError as exc:
             raise PromptSearchError(f"{where}: bad format string ({exc})") from None
-        filled = task.strip().rstrip(".")
         slots: dict[str, tuple[str, ...]] = {}
         for n in dict.fromkeys(names):
             opts = d["slots"].get(n)
             if not isinstance(opts, list) or not opts or not all(isinstance(o, str) for o in opts):
                 raise PromptSearchError(f"{where}: slot '{n}' used in the format needs a non-empty list of strings")
-            slots[n] = tuple(dict.fromkeys(o.replace("{task}", filled) for o in opts))
+            slots[n] = tuple(dict.fromkeys(fill_task(o, task) for o in opts))
         if not slots:
             raise PromptSearchError(f"{where}: the format names no slot")
         return cls(d["format"], slots, str(d.get("source", "")))
@@ -182,19 +182,48 @@ def check_pooled(readouts: Sequence[str]) -> list[str]:
 
 
 # ---- the step rule --------------------------------------------------------------------------------------
-def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto") -> Judged:
+def mean_se(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
+    """The standard error of a mean of per-query values: ``std(v, ddof=1) / sqrt(n)``; with ``sizes`` (several sets,
+    their queries one after another), of the mean of the sets' means, ``sqrt(sum(se_s ** 2)) / k``. Infinite when a
+    set holds fewer than two queries.
+
+    :param values: the per-query values.
+    :param sizes: each set's count of queries, in order (None: one set).
+    :returns: the standard error."""
+    v = np.asarray(values, dtype=np.float64)
+    parts = np.split(v, np.cumsum(sizes)[:-1]) if sizes else [v]
+    if any(len(p) < 2 for p in parts):
+        return float("inf")
+    if len(parts) == 1:
+        return float(v.std(ddof=1) / np.sqrt(len(v)))
+    return float(np.sqrt(sum(p.var(ddof=1) / len(p) for p in parts)) / len(parts))
+
+
+def set_mean(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
+    """The mean of per-query values; with ``sizes``, the mean of the sets' means (what the metric of several sets is).
+
+    :param values: the per-query values.
+    :param sizes: each set's count of queries, in order (None: one set).
+    :returns: the mean (0.0 for no values)."""
+    v = np.asarray(values, dtype=np.float64)
+    parts = np.split(v, np.cumsum(sizes)[:-1]) if sizes else [v]
+    return float(np.mean([p.mean() for p in parts])) if len(v) else 0.0
+
+
+def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto",
+          sizes: Sequence[int] | None = None) -> Judged:
     """The step rule: ``after`` is taken over ``before`` only when the mean of the per-query differences (its
     nDCG@10 minus the lead's: the gain of the mean) is above ``min_gain`` ("auto" or None: that mean's standard
-    error, ``std(d, ddof=1) / sqrt(n)``).
+    error, ``std(d, ddof=1) / sqrt(n)``). Over several sets (``sizes``) the gain is that of the mean of the sets'
+    means, and the error that mean's (``mean_se``).
 
     :param before: the lead's per-query nDCG@10.
     :param after: the challenger's, the same queries in the same order.
     :param min_gain: the gain (a fraction of nDCG) it must exceed; "auto" or None: the standard error.
+    :param sizes: each set's count of queries, in order (None: one set).
     :returns: the judgement."""
     d = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
-    gain = float(d.mean()) if len(d) else 0.0
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
-    return Judged.of(gain, se, min_gain)  # the one step rule (search.runner)
+    return Judged.of(set_mean(d, sizes), mean_se(d, sizes), min_gain)  # the one step rule (search.runner)
 
 
 # ---- the results file -----------------------------------------------------------------------------------
@@ -339,6 +368,15 @@ class RetrievalResults:
         s = np.array([e.score for e in self.entries.values()])
         return {"n": int(len(s)), "min": round(float(s.min()), 6), "median": round(float(np.median(s)), 6),
                 "max": round(float(s.max()), 6)}
+
+    @property
+    def sizes(self) -> list[int] | None:
+        """Over several sets, each one's count of queries searched, in the order of an entry's per-query values
+        (None: one set).
+
+        :returns: the counts, or None."""
+        sets = self.data.get("sets")
+        return [int(x["queries"]) for x in sets] if isinstance(sets, list) else None
 
     def ranking(self) -> list[RetrievalEntry]:
         """The entries, highest nDCG@10 first."""
@@ -522,6 +560,7 @@ class RetrievalSearch:
         self.strategy = strategy if strategy is not None else GreedyRetrieval()
         self.confirm = confirm  # a task on the queries ``task`` does not hold
         self.min_gain = min_gain
+        self.sizes = getattr(task, "sizes", None)  # several sets: each one's count of queries (weighed by the rule)
         self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
         self.queries = library_prompts("query", self.description, self.strategy.library)
         self.documents = library_prompts("document", self.description, self.strategy.library)
@@ -605,7 +644,7 @@ class RetrievalSearch:
             row["taken"] = False
             new = lead
         else:
-            j = judge(lead.per_query, best.per_query, self.min_gain)
+            j = judge(lead.per_query, best.per_query, self.min_gain, self.sizes)
             row.update({**j.rounded(6), "taken": j.taken})
             new = best if j.taken else lead
         self.results.steps.append(row)
@@ -627,10 +666,10 @@ class RetrievalSearch:
         self._say(f"checking the answer against the model's own on the {n:,} queries the search did not see")
         got = self.confirm.evaluate(self.enc, [own_c, chosen], per_query=True)
         pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
-        j = judge(pq[own_c], pq[chosen], self.min_gain)
+        j = judge(pq[own_c], pq[chosen], self.min_gain, getattr(self.confirm, "sizes", None))
         res.verdict = {**(res.verdict or {}), "unseen": {
-            "queries": n, "own": round(float(pq[own_c].mean()), 6),
-            "chosen": round(float(pq[chosen].mean()), 6), **j.rounded(6), "taken": j.taken}}
+            "queries": n, "own": round(float(got[own_c][METRIC]), 6),
+            "chosen": round(float(got[chosen][METRIC]), 6), **j.rounded(6), "taken": j.taken}}
         if not j.taken:
             res.best = own_c
             res.verdict["kept"] = True  # the model's own is the answer after all
@@ -653,7 +692,7 @@ class RetrievalSearch:
             res.verdict = {"kept": True, "challenger": own_c.to_json()}
             res.best = own_c
         else:
-            j = judge(own.per_query, challenger.per_query, self.min_gain)
+            j = judge(own.per_query, challenger.per_query, self.min_gain, self.sizes)
             taken = j.taken and lead.candidate != own_c  # only the steps' lead can be the answer
             res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.rounded(6),
                            "taken": j.taken}
@@ -700,6 +739,11 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
         lines.append(f"the chosen beats the model's own by {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query "
                      "standard error)" + ("" if a is not None else " on the queries it was chosen on, none held out: "
                                           "the best of many, its gain is optimistic"))
+    if res.sizes and best is not None and own is not None:  # several sets: how the answer and the own fare on each
+        names = [x["name"] for x in res.data["sets"]]
+        lines.append(f"per set ({METRIC}, the chosen / the model's own): " + ", ".join(
+            f"{n} {best.metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
+            f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
     s = res.spread()
     if s:
         lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "

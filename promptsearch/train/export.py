@@ -23,6 +23,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, note
+from ..eval.retrieval import TASK_SLOT, fill_task
 from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
@@ -381,7 +382,8 @@ class RetrievalAnswer:
     max_length: int | None = None
 
 
-def retrieval_answer(path, model: str | None = None, max_length: int | None = None) -> RetrievalAnswer | None:
+def retrieval_answer(path, model: str | None = None, max_length: int | None = None,
+                     description: str | None = None) -> RetrievalAnswer | None:
     """The answer of a retrieval results file (``"kind": "retrieval"``, written by the retrieval search): its
     ``best`` (``{"query", "document", "readout"}``; ``readout`` may be ``{"query": R, "document": R}`` in a file
     written by hand) and its ``model``.
@@ -389,10 +391,13 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     :param path: a results file.
     :param model: the model the caller names, when it does: it must be the file's.
     :param max_length: the max length the caller names, when it does: it must be the one the file was scored with.
+    :param description: one sentence saying what the user's task is, filled into ``{task}`` in the chosen prompts (a
+        search over several sets keeps ``{task}`` for each set to fill; a folder's prompts are plain text).
     :returns: the answer; None for a file that is not a retrieval results file (an STS search's, or none at all:
         ``promptsearch.search.results.Results.load`` reads and judges those).
-    :raises promptsearch.PromptSearchError: for a retrieval results file with no ``best`` or a malformed one, or
-        another ``model`` or ``max_length``."""
+    :raises promptsearch.PromptSearchError: for a retrieval results file with no ``best`` or a malformed one,
+        another ``model`` or ``max_length``, or prompts naming ``{task}`` without a ``description`` (or one given for
+        prompts that name none)."""
     if results_kind(path) != RETRIEVAL:
         return None
     d = json.loads(Path(path).read_text(encoding="utf-8"))  # a JSON object: results_kind read it
@@ -413,6 +418,15 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if model and model != d["model"]:
         raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
+    if TASK_SLOT in query + document:
+        if description is None or not description.strip():
+            raise PromptSearchError(f"{path}: its chosen prompts name {TASK_SLOT} (searched over several sets, each "
+                                    "filling it with its own task); give description='one sentence saying what your "
+                                    "task is' to write it into the folder's prompts")
+        query, document = fill_task(query, description), fill_task(document, description)
+    elif description is not None:
+        raise PromptSearchError(f"{path}: its chosen prompts name no {TASK_SLOT} (their task is written in already); "
+                                "drop description=")
     numbers = d["numbers"] if isinstance(d.get("numbers"), dict) else {}
     scored = numbers["pooled_max_length"] if isinstance(numbers.get("pooled_max_length"), int) else None
     if max_length is not None and scored is not None and max_length != scored:

@@ -1,0 +1,121 @@
+"""promptsearch retrieval --data A,B: several sets searched as one (the mean of their nDCG@10, {task} in a prompt each
+set's description), resumed, handed to workers, exported with the user's own task; bad input in one line."""
+
+import dataclasses
+import json
+
+import pytest
+from conftest import beir_folder, small_retrieval_data
+
+from promptsearch.cli import main
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    whole = small_retrieval_data(36, 120)
+    ids = list(whole.queries)
+    root = tmp_path_factory.mktemp("sets")
+    out = []
+    for name, part in (("seta", ids[:16]), ("setb", ids[16:])):
+        d = dataclasses.replace(whole, queries={q: whole.queries[q] for q in part},
+                                relevant={q: whole.relevant[q] for q in part})
+        out.append(str(beir_folder(root / name, d)))
+    return out
+
+
+def argv_for(model, sets, tmp_path, *more):
+    return ["retrieval", "--model", str(model), "--data", ",".join(sets), "--readouts", "cls", "--no-bf16", "-q",
+            "--cache-dir", str(tmp_path / "cache"), "--description", "Find the sentence that says the same",
+            "--description", "Retrieve a paraphrase", *more]
+
+
+def test_two_sets_are_searched_as_the_mean_of_their_ndcg_and_resumed(tiny_bert_encoder_only_dir, sets, tmp_path,
+                                                                      capsys):
+    out = tmp_path / "r.json"
+    argv = argv_for(tiny_bert_encoder_only_dir, sets, tmp_path, "--out", str(out))
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    lines = text.strip().splitlines()
+    i = lines.index("next:")
+    assert lines[i - 1].startswith("chosen: query prompt ")
+    assert any(x.startswith("per set (ndcg@10, the chosen / the model's own): seta ") and ", setb " in x for x in lines)
+    assert "searched on 29 of 36 queries (--holdout 0.2)" in text  # 13 of 16 and 16 of 20: each set held out alike
+    d = json.loads(out.read_text())
+    assert [s["name"] for s in d["data"]["sets"]] == ["seta", "setb"] and d["data"]["objective"] == "mean"
+    assert [s["queries"] for s in d["data"]["sets"]] == [13, 16]
+    for e in d["entries"]:  # each metric the mean of the two sets' (each rounded to 6 places in the file)
+        m = e["metrics"]
+        assert m["ndcg@10"] == pytest.approx((m["seta:ndcg@10"] + m["setb:ndcg@10"]) / 2, abs=1.5e-6)
+        assert len(e["per_query"]["ndcg@10"]) == 29
+    # a prompt naming the task is one candidate, kept as written: each set filled it with its own description
+    assert any("{task}" in e["query"] for e in d["entries"])
+    assert main(argv) == 0  # resumed: nothing scored again
+    assert "0 candidates scored now" in capsys.readouterr().out
+    # another description is another run's numbers: refused in one line
+    other = [a if a != "Retrieve a paraphrase" else "Retrieve a question" for a in argv]
+    assert main(other) == 2
+    assert "holds a retrieval run with" in capsys.readouterr().err
+
+
+def test_a_worker_rebuilds_the_same_sets_and_scores_a_job_as_the_driver_does(tiny_bert_encoder_only_dir, sets,
+                                                                             tmp_path):
+    from promptsearch.cli.parser import build_parser
+    from promptsearch.cli.retrieval import source_of, work_for
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.distributed import check_spec
+    from promptsearch.search.retrieval import job_key
+
+    args = build_parser().parse_args(argv_for(tiny_bert_encoder_only_dir, sets, tmp_path))
+    driver = work_for(args, {"source": source_of(args), "precision": "fp32"}, str(tiny_bert_encoder_only_dir))
+    spec = json.loads(json.dumps(driver.spec(str(tiny_bert_encoder_only_dir))))  # as the work study stores it
+    worker = work_for(args, spec, str(tiny_bert_encoder_only_dir))
+    check_spec(spec, worker, str(tiny_bert_encoder_only_dir))  # the same sets, descriptions and draws: accepted
+    c = RetrievalCandidate.of("Instruct: {task}\nQuery: ", "", "cls")
+    got = worker.measure_job(job_key(c))
+    want = driver.task.evaluate(driver.enc, [c], per_query=True)[c]
+    assert got["metrics"] == {k: v for k, v in want.items() if k != "per_query"}
+    assert got["per_query"] == list(want["per_query"]["ndcg@10"])
+    with pytest.raises(Exception, match="this worker's retrieval data is"):  # another set's description: other data
+        check_spec({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, worker, str(tiny_bert_encoder_only_dir))
+
+
+def test_an_answer_naming_the_task_exports_with_the_users_own(tiny_bert_encoder_only_dir, sets, tmp_path, capsys):
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "r.json"
+    assert main(argv_for(tiny_bert_encoder_only_dir, sets, tmp_path, "--out", str(out), "--holdout", "0")) == 0
+    capsys.readouterr()
+    d = json.loads(out.read_text())
+    d["best"] = {"query": "Instruct: {task}\nQuery: ", "document": "", "readout": "cls"}  # as if it had won
+    out.write_text(json.dumps(d))
+    from promptsearch.cli.retrieval import next_steps
+    from promptsearch.search.retrieval import RetrievalResults
+
+    assert "--description 'what your task is, in one sentence'" in next_steps(RetrievalResults.load(out))
+    assert main(["export", str(out), "--out", str(tmp_path / "m0")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "give --description 'one sentence" in err
+    assert main(["export", str(out), "--out", str(tmp_path / "m"), "--description", "Find the same question."]) == 0
+    m = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    assert m.prompts["query"] == "Instruct: Find the same question\nQuery: " and m.prompts["document"] == ""
+    d["best"] = {"query": "query: ", "document": "", "readout": "cls"}
+    out.write_text(json.dumps(d))
+    assert main(["export", str(out), "--out", str(tmp_path / "m2"), "--description", "x"]) == 2
+    assert "name no {task}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("more, says", [
+    (["--description", "a", "--description", "b", "--description", "c"], "--description is given 3 times for 2"),
+    (["--generate", "gpt2"], "--generate asks for instructions for one task"),
+])
+def test_bad_input_over_several_sets_is_one_line(more, says, sets, tmp_path, capsys):
+    code = main(["retrieval", "--data", ",".join(sets), "--out", str(tmp_path / "r.json"), "-q", *more])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_one_set_given_twice_is_one_line(sets, tmp_path, capsys):
+    code = main(["retrieval", "--data", f"{sets[0]},{sets[0]}", "--out", str(tmp_path / "r.json"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "give each set once" in err and len(err.strip().splitlines()) == 1, err
