@@ -338,7 +338,9 @@ def _retrieval(sub) -> None:
                              "noise.")
     _common(r)
     g = r.add_argument_group("retrieval")
-    g.add_argument("--data", default="demo", help="demo (paraphrase retrieval built from STS-B dev, offline), a BEIR "
+    g.add_argument("--data", default="demo", help="demo (paraphrase retrieval built from STS-B dev, offline), "
+                                                  "snli-entailment (premise to entailed hypothesis, from SNLI dev, "
+                                                  "offline), a BEIR "
                                                   "folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), a Hugging "
                                                   "Face dataset folder or hub id in MTEB's layout; several joined by "
                                                   "commas are searched as one (the mean of their nDCG@10)")

@@ -86,13 +86,13 @@ def read_wordnet(wordnet_dir: str | os.PathLike = WORDNET_DIR,
 
 # ---- NLI triplets (supervised fine-tuning) ----------------------------------------------------
 
-def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
-    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise.
+def snli_groups(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> dict[str, dict[str, list[str]]]:
+    """SNLI in SentEval layout grouped by premise: premise → label → its hypotheses, in file order.
 
     :param data_dir: the data folder (None: the default location); the files are ``train/snli/s1.<split>`` ...
     :param splits: the splits read.
-    :returns: one triplet per premise that has both an entailment and a contradiction.
-    :raises promptsearch.errors.DataError: for missing or misaligned files, or no triplet."""
+    :returns: the groups, premises in order of first appearance.
+    :raises promptsearch.errors.DataError: for missing or misaligned files."""
     folder = train_dir(data_dir) / "snli"
     groups: dict[str, dict[str, list[str]]] = {}
     for split in splits:
@@ -102,10 +102,20 @@ def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> l
         for a, b, label in zip(s1, s2, lab):
             g = groups.setdefault(_tokens(a), {})
             g.setdefault(label.strip(), []).append(_tokens(b))
-    out = [(p, g["entailment"][0], g["contradiction"][0]) for p, g in groups.items()
+    return groups
+
+
+def snli_triplets(data_dir=None, splits: tuple[str, ...] = ("dev", "test")) -> list[tuple[str, str, str]]:
+    """(premise, entailment, contradiction) triplets from SNLI in SentEval layout, grouped by premise.
+
+    :param data_dir: the data folder (None: the default location); the files are ``train/snli/s1.<split>`` ...
+    :param splits: the splits read.
+    :returns: one triplet per premise that has both an entailment and a contradiction.
+    :raises promptsearch.errors.DataError: for missing or misaligned files, or no triplet."""
+    out = [(p, g["entailment"][0], g["contradiction"][0]) for p, g in snli_groups(data_dir, splits).items()
            if g.get("entailment") and g.get("contradiction")]
     if not out:
-        raise DataError(f"{folder} gave no (premise, entailment, contradiction) triplets")
+        raise DataError(f"{train_dir(data_dir) / 'snli'} gave no (premise, entailment, contradiction) triplets")
     return out
 
 

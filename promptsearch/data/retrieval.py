@@ -39,6 +39,14 @@ out, and its sentence is in neither set (as a document it would be an unjudged p
 query that named it). Ids are ``q0001``, ``d0001`` ... in order of first appearance. STS-B dev gives
 259 queries (3 left out that way, one of them a pair of identical sentences), 2,647 documents and
 260 relevant pairs.
+
+**The entailment task** (``entailment_task``, ``snli-entailment``), built offline from SNLI dev (SentEval's
+tokenized form, ``train/snli``): each premise with at least one entailed hypothesis is a query, those hypotheses its
+relevant documents. The corpus is every distinct hypothesis of SNLI dev (entailed, neutral or contradicted, order of
+first appearance), so each query's own neutral and contradicted hypotheses are hard distractors: they share its
+words but not its meaning. A hypothesis that is also a premise is no document (a query could retrieve itself).
+SNLI dev gives 3,070 queries (249 left out: no entailed hypothesis that is a document), 9,662 documents and 3,323
+relevant pairs; a search may sample the queries (``--queries``).
 """
 
 from __future__ import annotations
@@ -56,15 +64,19 @@ from pathlib import Path
 
 from ..errors import DataError, first_line
 from ..paths import hub_offline_if_unreachable
+from .corpora import snli_groups
 from .sts import read_stsb
 from .user import PairFormat, _quiet_datasets
 
 DEFAULT_DESCRIPTION = "Given a query, retrieve relevant passages"
 DEMO_NAMES = ("demo", "stsb-paraphrase")
+ENTAILMENT_NAME = "snli-entailment"
+ENTAILMENT_DESCRIPTION = "Given a premise, retrieve a hypothesis that it entails"
 DEMO_DESCRIPTION = "Given a sentence, retrieve sentences that paraphrase it"
 DEMO_THRESHOLD = 4.0
 QRELS_HEADER = ("query-id", "corpus-id", "score")
-FORMS = ("give 'demo' (the built-in stsb-paraphrase task), a BEIR folder (corpus.jsonl, queries.jsonl, "
+FORMS = ("give 'demo' (the built-in stsb-paraphrase task) or snli-entailment (built in too), a BEIR folder "
+         "(corpus.jsonl, queries.jsonl, "
          "qrels/<split>.tsv), or a 🤗 dataset folder or hub id in MTEB's layout (configs corpus, queries, default)")
 _HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -612,6 +624,31 @@ def demo_task(data_dir=None) -> RetrievalData:
                          dropped_queries=len(kept) - len(queries))
 
 
+def entailment_task(data_dir=None) -> RetrievalData:
+    """``snli-entailment``: entailment retrieval built offline from SNLI dev, each premise's neutral and contradicted
+    hypotheses its hard distractors (the derivation is in the module's docstring).
+
+    :param data_dir: the data folder (None: the default location).
+    :returns: the task.
+    :raises promptsearch.errors.DataError: where SNLI dev cannot be read."""
+    groups = snli_groups(data_dir, ("dev",))
+    hypotheses = [h for h in dict.fromkeys(h for g in groups.values() for hs in g.values() for h in hs)
+                  if h not in groups]
+    width = max(5, len(str(max(len(hypotheses), len(groups)))))
+    doc_id = {h: f"d{i:0{width}d}" for i, h in enumerate(hypotheses, 1)}
+    queries, relevant = {}, {}
+    kept = [(p, sorted(dict.fromkeys(doc_id[h] for h in g.get("entailment", []) if h in doc_id)))
+            for p, g in groups.items()]
+    for i, (p, ids) in enumerate([(p, ids) for p, ids in kept if ids], 1):
+        queries[f"q{i:0{width}d}"] = p
+        relevant[f"q{i:0{width}d}"] = frozenset(ids)
+    return RetrievalData(ENTAILMENT_NAME, queries, {i: h for h, i in doc_id.items()}, relevant,
+                         ENTAILMENT_DESCRIPTION, dropped_queries=len(kept) - len(queries))
+
+
+BUILT_IN = {**{n: demo_task for n in DEMO_NAMES}, ENTAILMENT_NAME: entailment_task}  # offline tasks by name
+
+
 # ---- by name --------------------------------------------------------------------------------------------------------
 
 def load_retrieval(spec: str, data_dir=None, split: str = "test", fmt: RetrievalFormat | None = None,
@@ -634,12 +671,13 @@ def load_retrieval(spec: str, data_dir=None, split: str = "test", fmt: Retrieval
     relevant_from = fmt.relevant_from if fmt else None
     if not isinstance(spec, str) or not spec.strip():
         raise DataError(f"no retrieval data named; {FORMS}")
-    if spec.strip().lower() in DEMO_NAMES:
+    if (built := BUILT_IN.get(spec.strip().lower())) is not None:
+        name = spec.strip().lower()
         if split != "test":
-            raise DataError(f"the demo task has one split (from STS-B dev); drop split={split!r}")
+            raise DataError(f"the built-in {name} task has one split; drop split={split!r}")
         if relevant_from is not None:
-            raise DataError("the demo task's judgments are binary (gold >= 4 on STS-B dev); drop relevant_from=")
-        data = demo_task(data_dir)
+            raise DataError(f"the built-in {name} task's judgments are binary; drop relevant_from=")
+        data = built(data_dir)
         return data if description is None else replace(data, description=_description(description))
     p = Path(spec).expanduser()
     if p.is_dir():

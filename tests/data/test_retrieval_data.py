@@ -304,6 +304,31 @@ def _stsb_dev_pairs() -> list[tuple[str, str, float]]:
     return rows
 
 
+def test_the_entailment_task_is_premise_to_entailed_hypothesis_from_snli_dev_with_hard_distractors():
+    from promptsearch.data.retrieval import load_retrieval
+
+    folder = DATA.parent / "train" / "snli"  # read here straight from the files, as SentEval lays them out
+    s1, s2, lab = ([x.strip() for x in (folder / f"{n}.dev").read_text(encoding="utf-8").splitlines()]
+                   for n in ("s1", "s2", "labels"))
+    rows = list(zip(s1, s2, lab))
+    assert len(rows) == 9842
+    premises = set(s1)
+    entailed = {p: {h for a, h, y in rows if a == p and y == "entailment"} - premises for p in premises}
+    data = load_retrieval("snli-entailment")
+    assert data.name == "snli-entailment" and "entails" in data.description
+    assert set(data.corpus.values()) == set(s2) - premises  # every hypothesis, whatever its label, not a premise
+    assert set(data.queries.values()) == {p for p, e in entailed.items() if e}
+    assert data.dropped_queries == len(premises) - len(data.queries)
+    for qid, q in data.queries.items():
+        assert {data.corpus[d] for d in data.relevant[qid]} == entailed[q]
+    # each query's own neutral and contradicted hypotheses are in the corpus and not relevant: hard distractors
+    q0 = data.queries["q00001"]
+    others = {h for a, h, y in rows if a == q0 and y != "entailment"}
+    assert others and others <= set(data.corpus.values())
+    assert not others & {data.corpus[d] for d in data.relevant["q00001"]}
+    assert (len(data.queries), len(data.corpus), data.n_relevant) == (3070, 9662, 3323)
+
+
 def test_demo_task_is_paraphrase_retrieval_from_stsb_dev():
     data = demo_task()
     rows = _stsb_dev_pairs()
