@@ -549,6 +549,15 @@ class FakeRetrievalTask:
         self.scored: list = []
         self.corpus_encodings = 0
         self.query_ids = [f"q{i}" for i in range(n)]
+        self.corpus_ids = [f"d{i}" for i in range(100)]
+        self.screens: list = []  # the tasks ``screen`` made
+
+    def screen(self, share, seed=0):
+        """Racing's smaller corpus: the same per-query values (10 documents), its scores counted apart."""
+        t = FakeRetrievalTask(self.bonus, n=self.n, wobble=self.sd, description=self.data.description)
+        t.corpus_ids = self.corpus_ids[:10]
+        self.screens.append(t)
+        return t
 
     def per_query(self, c):
         import hashlib

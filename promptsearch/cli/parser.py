@@ -363,6 +363,11 @@ def _retrieval(sub) -> None:
     g.add_argument("--seed", type=at_least(0), default=0,
                    help="the --holdout and --queries draws' seed (default 0; the same on every process sharing a "
                         "study or work study: it decides which queries are searched)")
+    g.add_argument("--no-racing", action="store_true",
+                   help="score every document prompt on the whole corpus (default: the greedy document step screens "
+                        "them on a smaller corpus first, and only the ones in contention are encoded over all of it)")
+    g.add_argument("--race-share", type=float, default=0.1, metavar="F",
+                   help="racing's smaller corpus: every judged document and this share of the others (default 0.1)")
     g.add_argument("--readouts", default=None, metavar="LIST",
                    help="pooled read-outs the last step tries, comma-separated (default: mean, sentence-mean, cls, "
                         "sentence-cls, max, lasttoken; a causal LM: lasttoken, mean, sentence-mean); the model's own "

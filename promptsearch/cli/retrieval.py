@@ -13,6 +13,7 @@ from ..eval.retrieval_sets import RetrievalSets
 from ..fileio import check_writable
 from ..search.distributed import WorkQueue
 from ..search.retrieval import (
+    CorpusRace,
     GreedyRetrieval,
     RetrievalResults,
     RetrievalSearch,
@@ -48,6 +49,7 @@ def cmd_retrieval(args) -> int:
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
+    race = None if args.no_racing else CorpusRace(args.race_share, seed=args.seed)  # a bad share: refused first
     wholes = load_sets(args.data, args.description,
                        partial(load_retrieval, data_dir=args.data_dir, split=args.split, fmt=fmt))
     if args.generate and len(wholes) > 1:
@@ -76,7 +78,7 @@ def cmd_retrieval(args) -> int:
             if not args.quiet:
                 o.say(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
                       f"--study-name {queue.name}")
-        search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts),
+        search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, race),
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
         search.add_queries(generated_prompts(args, results, search.description))
@@ -103,7 +105,9 @@ def cmd_retrieval(args) -> int:
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
-          + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}")
+          + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}"
+          + (f"; racing dropped {search.screened_out} after {res.stats['screen_passes']} passes over a smaller corpus"
+             if res.stats.get("screen_passes") else ""))
     if n_rest:  # the search's scores are those queries'; an answer other than the own was checked on the rest
         why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")
         print(f"searched on {len(task.query_ids):,} of {len(task.query_ids) + n_rest:,} queries ({why}); an answer "

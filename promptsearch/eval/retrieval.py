@@ -178,6 +178,29 @@ def sample_queries(data: "RetrievalData", n: int | None, seed: int = 0) -> "Retr
     return with_queries(data, [ids[i] for i in keep])
 
 
+def screening_corpus(data: "RetrievalData", share: float, seed: int = 0) -> "RetrievalData":
+    """The data with a smaller corpus, for screening document prompts (racing): every document a query judges relevant,
+    and ``share`` of the others drawn at random with ``seed`` (in corpus order). Each query still has its relevant
+    documents among fewer distractors, so every candidate's nDCG@10 is higher there than on the whole corpus, but
+    candidates compared on it are compared on the same documents.
+
+    :param data: the retrieval data.
+    :param share: the share of the other documents kept, from 0 (none) to 1 (all).
+    :param seed: the draw's seed.
+    :returns: the data with its corpus cut (``data`` itself when nothing is cut).
+    :raises promptsearch.DataError: for a share outside [0, 1]."""
+    if not 0 <= share <= 1:  # NaN too
+        raise DataError(f"race_share={share}: give the share of the corpus racing screens on, from 0 to 1, e.g. 0.1")
+    judged = {d for ds in data.relevant.values() for d in ds}
+    others = [d for d in data.corpus if d not in judged]
+    k = int(round(share * len(others)))
+    if k >= len(others):
+        return data
+    drawn = set(np.random.default_rng([seed, 2]).choice(len(others), size=k, replace=False).tolist())
+    keep = judged | {others[i] for i in drawn}
+    return dataclasses.replace(data, corpus={d: t for d, t in data.corpus.items() if d in keep})
+
+
 HOLDOUT = 0.2  # the share of the queries a search does not see by default (an answer is checked on them)
 
 
@@ -269,11 +292,31 @@ class RetrievalTask:
         self._corpus: dict[tuple[str, Representation], CorpusStore] = {}
         # per encoder, held weakly: a freed encoder's id reused by another never finds its record
         self._encoder_records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._screens: dict[tuple[float, int], RetrievalTask] = {}  # this task on smaller corpora (racing)
+
+    def screen(self, share: float, seed: int = 0) -> "RetrievalTask":
+        """This task on a smaller corpus (``screening_corpus``): where racing screens document prompts. Its corpus
+        vectors are stored in this task's cache folder, temporary or not (named by their own corpus's fingerprint);
+        made once per share and seed.
+
+        :param share: the share of the documents no query judges relevant that is kept.
+        :param seed: the draw's seed.
+        :returns: the screening task (closed with this one)."""
+        key = (float(share), int(seed))
+        if key not in self._screens:
+            self._screens[key] = RetrievalTask(screening_corpus(self.data, share, seed),
+                                               cache_dir=self.cache_dir,  # a temporary one: removed with this task
+                                               chunk_size=self.chunk_size, show_progress_bar=self.show_progress_bar,
+                                               float16_above_gib=self.float16_above_gib)
+            self._screens[key]._noted_float16 = True  # a float16 store is said once a run, by this task
+        return self._screens[key]
 
     def close(self) -> None:
         """Drop the vectors held and, for a task without a cache folder, its temporary folder."""
         self._queries.clear()
         self._corpus.clear()
+        for t in self._screens.values():
+            t.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

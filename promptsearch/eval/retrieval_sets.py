@@ -91,6 +91,14 @@ class RetrievalSets:
         :returns: set name → description."""
         return {t.data.name: t.data.description for t in self.tasks}
 
+    def screen(self, share: float, seed: int = 0) -> "RetrievalSets":
+        """Every set on a smaller corpus (``RetrievalTask.screen``): where racing screens document prompts.
+
+        :param share: the share of each set's documents no query judges relevant that is kept.
+        :param seed: the draw's seed.
+        :returns: the sets on their screening corpora."""
+        return RetrievalSets([t.screen(share, seed) for t in self.tasks])
+
     def close(self) -> None:
         """Close every set's task."""
         for t in self.tasks:

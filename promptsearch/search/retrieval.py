@@ -471,6 +471,45 @@ class RetrievalWork:
                 "seconds": time.perf_counter() - t0}
 
 
+@dataclass(frozen=True)
+class CorpusRace:
+    """Racing for retrieval: a step's document prompts are screened on a smaller corpus before any of them is
+    encoded over the whole one, since a retrieval candidate's cost is mostly its corpus encoding. The smaller corpus
+    (``RetrievalTask.screen``) holds every document a query judges relevant and ``share`` of the others; the lead and
+    every candidate with another document prompt are scored there on the same queries. Two rules then drop
+    candidates, as STS racing's do on a subset of the pairs:
+
+    * **clearly behind**: the screen's leader is ahead of it by more than ``z`` standard errors of the per-query
+      difference (``z`` 1.645: one-sided 5 %);
+    * **halving**: at most ``ceil(keep × n)`` of the ``n`` screened go on.
+
+    Only the rest are scored on the whole corpus; the screen's numbers decide who is dropped and are never an entry's
+    score (each step row keeps them). The lead, and candidates with its document prompt, are never dropped. Only a
+    step with two or more document prompts other than the lead's races (the greedy document step): one is one corpus
+    pass either way, and a prompt's read-outs share its pass.
+
+    :param share: the share of the not-judged documents the screen keeps.
+    :param keep: the share of the screened candidates that may go on.
+    :param z: how many standard errors behind the screen's leader drops a candidate.
+    :param seed: the screen's draw."""
+
+    share: float = 0.1
+    keep: float = 0.5
+    z: float = 1.645
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0 < self.share < 1:  # NaN too
+            raise PromptSearchError(f"race_share={self.share}: give the share of the corpus racing screens on, above 0 "
+                                    "and below 1, e.g. 0.1")
+        if not 0 < self.keep <= 1:
+            raise PromptSearchError(f"keep={self.keep}: give the share of the screened that go on, above 0 up to 1")
+
+    def settings(self) -> dict:
+        """The race as the results file records it."""
+        return {"share": self.share, "keep": self.keep, "z": self.z, "seed": self.seed}
+
+
 # ---- the search -----------------------------------------------------------------------------------------
 class RetrievalStrategy:
     """What proposes a retrieval search's candidates after the model's own (the STS search's ``Strategy``, for
@@ -519,11 +558,17 @@ class GreedyRetrieval(RetrievalStrategy):
     whole step), then document prompts, then read-outs, each step's best taken only by the step rule.
 
     :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
-    :param library: the prompt library (a shipped name or a ``.json`` path)."""
+    :param library: the prompt library (a shipped name or a ``.json`` path).
+    :param race: screen the document step's prompts on a smaller corpus first (``CorpusRace``; None: every one
+        scored on the whole corpus)."""
 
     readouts: Sequence[str] | None = None
     library: str = "retrieval"
+    race: CorpusRace | None = None
     name = "greedy"
+
+    def settings(self) -> dict:
+        return {"name": self.name, **({"race": self.race.settings()} if self.race is not None else {})}
 
     def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
         lead = own
@@ -550,7 +595,8 @@ class RetrievalSearch:
     :param queue: a ``WorkQueue`` made with a ``RetrievalWork``: each candidate a job for ``promptsearch worker``
         processes (and this one) to score (None: scored here).
     :param strategy: what proposes the candidates after the model's own (a ``RetrievalStrategy``; None: the greedy
-        steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs."""
+        steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs, its
+        ``race`` (a ``CorpusRace``, or None) how its steps screen document prompts (not with a ``queue``)."""
 
     def __init__(self, task, enc, results: RetrievalResults, strategy: RetrievalStrategy | None = None,
                  min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None,
@@ -558,6 +604,11 @@ class RetrievalSearch:
         self.task, self.enc, self.results = task, enc, results
         self.queue = queue  # a distributed.WorkQueue: candidates scored by workers (and this process) through it
         self.strategy = strategy if strategy is not None else GreedyRetrieval()
+        # the strategy's race: document prompts screened on a smaller corpus first; not with workers (a job is a
+        # whole candidate)
+        self.race: CorpusRace | None = getattr(self.strategy, "race", None) if queue is None else None
+        self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
+        self._screen = None  # the task racing screened on (its corpus passes are counted apart)
         self.confirm = confirm  # a task on the queries ``task`` does not hold
         self.min_gain = min_gain
         self.sizes = getattr(task, "sizes", None)  # several sets: each one's count of queries (weighed by the rule)
@@ -623,6 +674,37 @@ class RetrievalSearch:
             return str(exc)
         return None
 
+    def _race(self, lead: RetrievalEntry, candidates: list[RetrievalCandidate]
+              ) -> tuple[list[RetrievalCandidate], dict | None]:
+        """The candidates a step scores on the whole corpus after ``CorpusRace``'s screen, and the screen's record
+        (None: no race)."""
+        # another document prompt than the lead's is another pass over the corpus (a prompt's read-outs share one);
+        # decided from the lead alone, so a resumed run (some of them scored already) races the same candidates
+        new = [c for c in candidates if c.document != lead.candidate.document]
+        if self.race is None or len({c.document for c in new}) < 2:
+            return candidates, None
+        r = self.race
+        screen = self._screen = self.task.screen(r.share, r.seed)
+        self._say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
+                  f"{len(self.task.corpus_ids):,} documents")
+        got = screen.evaluate(self.enc, [lead.candidate, *new], per_query=True)
+        pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
+        leader = max([lead.candidate, *new], key=lambda c: got[c][METRIC])
+        behind = set()
+        for c in new:
+            j = judge(pq[c], pq[leader], 0.0, self.sizes)
+            if c != leader and j.gain > r.z * j.se:
+                behind.add(c)
+        rest = sorted((c for c in new if c not in behind), key=lambda c: -got[c][METRIC])
+        kept = set(rest[:math.ceil(r.keep * len(new))])
+        dropped = [c for c in new if c not in kept]
+        self.screened_out += len(dropped)
+        record = {**r.settings(), "documents": len(screen.corpus_ids), "screened": len(new),
+                  "lead_ndcg": round(float(got[lead.candidate][METRIC]), 6),
+                  "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
+                               "why": "behind" if c in behind else "halving"} for c in dropped]}
+        return [c for c in candidates if c not in dropped], record
+
     def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
         """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
@@ -633,13 +715,16 @@ class RetrievalSearch:
             (skipped if why else readable).append((c, why))
         self._say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
                                                                    f"{skipped[0][1]})" if skipped else ""))
-        entries = self.score([c for c, _ in readable], stage, sources)
+        go, raced = self._race(lead, [c for c, _ in readable])
+        entries = self.score(go, stage, sources)
         best = max(entries, key=lambda e: e.score)
         row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(),
                "lead_ndcg": round(lead.score, 6), "best": best.candidate.to_json(),
                "best_ndcg": round(best.score, 6)}  # as the entries keep them
         if skipped:
             row["skipped"] = [{**c.to_json(), "why": why} for c, why in skipped]
+        if raced is not None:
+            row["race"] = raced
         if best.candidate == lead.candidate:
             row["taken"] = False
             new = lead
@@ -703,6 +788,8 @@ class RetrievalSearch:
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
+                     "screened_out": self.screened_out,
+                     "screen_passes": getattr(self._screen, "corpus_passes", 0),
                      "seconds": round(time.perf_counter() - t0, 3), **self.strategy.stats()}
         res.save()
         return res
@@ -762,12 +849,15 @@ def _path(steps: list[dict]) -> list[str]:
         return []
     lines = ["steps (each one's best against the lead so far, taken only when its gain is above the noise):"]
     for s in steps:
+        race = s.get("race")
+        raced = (f" ({len(race['dropped'])} of {race['screened']} document prompts dropped by racing on "
+                 f"{race['documents']:,} documents)" if race else "")
         if "gain" not in s:
-            lines.append(f"  {s['stage']}: the lead stayed best, {METRIC} {s['lead_ndcg']:.4f}")
+            lines.append(f"  {s['stage']}: the lead stayed best, {METRIC} {s['lead_ndcg']:.4f}{raced}")
             continue
         need = "" if s["min_gain"] == s["se"] else f", needed above {s['min_gain']:.4f}"
         lines.append(f"  {s['stage']}: {_shown(s['best'])}  {s['best_ndcg']:.4f}, {s['gain']:+.4f} ± {s['se']:.4f} "
-                     f"over the lead{need}: {'taken' if s['taken'] else 'not taken'}")
+                     f"over the lead{need}: {'taken' if s['taken'] else 'not taken'}{raced}")
     return lines
 
 

@@ -39,6 +39,25 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
+def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls", "-q",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main([*argv, "--out", str(tmp_path / "raced.json")]) == 0
+    raced = capsys.readouterr().out
+    assert main([*argv, "--out", str(tmp_path / "plain.json"), "--no-racing"]) == 0
+    plain = capsys.readouterr().out
+    r, p = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("raced", "plain"))
+    race = next(s for s in r["path"] if s["stage"] == "document")["race"]
+    assert race["screened"] == 3 and len(race["dropped"]) >= 1
+    assert "racing dropped" in raced and "racing dropped" not in plain
+    assert f"({len(race['dropped'])} of 3 document prompts dropped by racing on " in raced
+    assert len(p["entries"]) - len(r["entries"]) == len(race["dropped"])  # the rest scored alike ...
+    same = {json.dumps({k: e[k] for k in ("query", "document", "readout")}): e["metrics"] for e in r["entries"]}
+    assert all(same[json.dumps({k: e[k] for k in ("query", "document", "readout")})] == e["metrics"]
+               for e in p["entries"] if json.dumps({k: e[k] for k in ("query", "document", "readout")}) in same)
+    assert not any("race" in s for s in p["path"])  # ... and nothing raced without it
+
+
 def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_checked(tiny_bert_encoder_only_dir, beir,
                                                                                    tmp_path, capsys):
     argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls", "-q",
@@ -124,6 +143,7 @@ def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_ber
     (["--relevant-from", "x"], "--relevant-from 'x' is not a number"),
     (["--queries", "0"], "--queries: must be at least 1"),
     (["--columns", "a,b,score"], "--columns and --subset-column name the columns of sentence pairs"),
+    (["--race-share", "1.5"], "--race-share 1.5: give the share of the corpus racing screens on"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
     code = main(["retrieval", "--out", str(tmp_path / "r.json"), "-q", *argv])
@@ -193,7 +213,8 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
 
     common = ["--model", str(tiny_bert_encoder_only_dir), "--no-bf16", "-q"]
     argv = ["retrieval", *common, "--data", str(beir), "--readouts", "cls"]
-    assert main([*argv, "--out", str(tmp_path / "one.json"), "--cache-dir", str(tmp_path / "c1")]) == 0
+    # with --storage each candidate is a whole job, so no race: the single process without one scores the same
+    assert main([*argv, "--out", str(tmp_path / "one.json"), "--cache-dir", str(tmp_path / "c1"), "--no-racing"]) == 0
     url = f"sqlite:///{tmp_path / 'work.db'}"
     worker = cli(["worker", *common, "--storage", url, "--study-name", "w", "--wait", "120"],
                  {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "worker-cache")})
