@@ -275,6 +275,8 @@ def _search(sub) -> None:
                                                                                      "90)")
     wk.add_argument("--wait", type=at_least(0), default=600, metavar="SECONDS",
                     help="how long to wait for a search to start (default 600)")
+    wk.add_argument("--cache-dir", default=None, help="a retrieval search's jobs: where this machine keeps corpus "
+                                                      "vectors (default ~/.cache/promptsearch/retrieval)")
 
     op = _command(sub, "optuna", "search:cmd_optuna", help="TPE search over a template grammar with successive-halving "
                                                            "pruning (resumable, multi-worker)")

@@ -43,6 +43,11 @@ def next_steps(res: RetrievalResults) -> str:
 
 def cmd_retrieval(args) -> int:
     check_writable(args.out, example="retrieval.json")
+    if args.no_local and (args.strategy == "optuna" or not args.storage):
+        raise PromptSearchError("--no-local leaves the greedy steps' scoring to 'promptsearch worker' processes: give "
+                                "--storage URL too" + (", without --strategy optuna (an Optuna study is shared by "
+                                                       "running the same command on each machine)"
+                                                       if args.strategy == "optuna" else ""))
     queue = None
     if args.strategy == "optuna" or args.storage:  # a storage that cannot be used is refused before anything loads
         check_storage(args.storage or default_storage(args.out))
@@ -139,7 +144,8 @@ def work_for(args, spec: dict, model: str) -> RetrievalWork:
     enc = o.encoder(args, settings={"bf16": bf16,
                                     "max_length": args.max_length or src["max_length"]}, model=model)
     task = as_task([RetrievalTask(split_queries(w, src["holdout"], src["queries"], src["seed"])[0],
-                                  show_progress_bar=False, float16_above_gib=src["float16_above_gib"])
+                                  cache_dir=getattr(args, "cache_dir", None), show_progress_bar=False,
+                                  float16_above_gib=src["float16_above_gib"])
                     for w in wholes], several=len(wholes) > 1)
     return RetrievalWork(task, enc, src)
 

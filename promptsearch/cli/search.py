@@ -40,6 +40,9 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     check_apart(None if args.no_cache else args.cache, args.out)
     bf16, pinned = kept_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     work = args.command != "optuna" and getattr(args, "storage", None)
+    if getattr(args, "no_local", False) and not work:
+        raise PromptSearchError("--no-local leaves the scoring to 'promptsearch worker' processes: give --storage URL "
+                                "too")
     if work:
         check_storage(args.storage, grace=args.grace)  # reachable, its driver installed: before a model loads (a new
         # SQLite file is made with the work study, after the strategy's checks)

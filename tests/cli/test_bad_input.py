@@ -259,6 +259,7 @@ CASES = [
     (["predict", "--model", "{model}", "--mlm-head", "{small}", "a man ."], "head.safetensors"),
     (["eval", "--model", "{afile}", "--pooling", "mean"], "model's folder"),
     (["report", "--model", "{model}", "--tasks", "sts16", "--json", "{out}", "-q"], "not a report"),
+    (S + ["--out", "{out}", "--no-local", PAPER_T], "--no-local leaves the scoring to 'promptsearch worker' processes"),
 ]
 
 

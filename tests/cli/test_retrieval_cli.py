@@ -144,6 +144,8 @@ def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_ber
     (["--queries", "0"], "--queries: must be at least 1"),
     (["--columns", "a,b,score"], "--columns and --subset-column name the columns of sentence pairs"),
     (["--race-share", "1.5"], "--race-share 1.5: give the share of the corpus racing screens on"),
+    (["--no-local"], "--no-local leaves the greedy steps' scoring to 'promptsearch worker' processes: give --storage"),
+    (["--no-local", "--storage", "sqlite:///x.db", "--strategy", "optuna"], "without --strategy optuna"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
     code = main(["retrieval", "--out", str(tmp_path / "r.json"), "-q", *argv])
@@ -216,8 +218,8 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
     # with --storage each candidate is a whole job, so no race: the single process without one scores the same
     assert main([*argv, "--out", str(tmp_path / "one.json"), "--cache-dir", str(tmp_path / "c1"), "--no-racing"]) == 0
     url = f"sqlite:///{tmp_path / 'work.db'}"
-    worker = cli(["worker", *common, "--storage", url, "--study-name", "w", "--wait", "120"],
-                 {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "worker-cache")})
+    worker = cli(["worker", *common, "--storage", url, "--study-name", "w", "--wait", "120",
+                  "--cache-dir", str(tmp_path / "worker-corpus")], {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "wc")})
     try:
         r = run_cli([*argv, "--out", tmp_path / "many.json", "--cache-dir", tmp_path / "c2", "--storage", url,
                      "--study-name", "w", "--no-local"], ONE_THREAD, timeout=600)
@@ -235,6 +237,7 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
 
     one, many = numbers(tmp_path / "one.json"), numbers(tmp_path / "many.json")
     assert done == len(many[0]) and many == one  # every candidate the worker's, every number the same
+    assert any((tmp_path / "worker-corpus").iterdir())  # its corpus vectors where its --cache-dir said
 
 
 def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_dir, beir, tmp_path):
