@@ -219,7 +219,8 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
     assert main([*argv, "--out", str(tmp_path / "one.json"), "--cache-dir", str(tmp_path / "c1"), "--no-racing"]) == 0
     url = f"sqlite:///{tmp_path / 'work.db'}"
     worker = cli(["worker", *common, "--storage", url, "--study-name", "w", "--wait", "120",
-                  "--cache-dir", str(tmp_path / "worker-corpus")], {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "wc")})
+                  "--cache-dir", str(tmp_path / "worker-corpus")],
+                 {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "wc")})
     try:
         r = run_cli([*argv, "--out", tmp_path / "many.json", "--cache-dir", tmp_path / "c2", "--storage", url,
                      "--study-name", "w", "--no-local"], ONE_THREAD, timeout=600)
