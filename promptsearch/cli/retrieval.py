@@ -106,7 +106,8 @@ def cmd_retrieval(args) -> int:
         o.say(f"note: these scores were computed in {enc.precision}; sentence-transformers' evaluator on the exported "
               "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16, with another "
               "--out, gives its numbers)")
-    print(f"corpus encodings: {task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
+    print(f"corpus encodings{' in this process (workers count their own)' if queue is not None else ''}: "
+          f"{task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
