@@ -260,7 +260,9 @@ def plot_retrieval(path, out: Path) -> list[Path]:
               + (" (the model's own)" if e.candidate == res.own else "")
               + (" (the answer)" if e.candidate == res.best else "") for e in shown]
     ax.set_yticks(ys, labels, fontsize=7)
-    ax.set_xlabel(f"{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e.")
+    sets = f"the mean of {len(res.sizes)} sets' " if res.sizes else ""
+    ax.set_xlabel(f"{sets}{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e."
+                  + (" of that mean" if sets else ""))
     s = res.spread()
     spread = f"; min {s['min']:.4f}, median {s['median']:.4f}, max {s['max']:.4f}" if s else ""
     ax.set_title(f"{res.strategy.get('name', 'greedy')} on {res.data.get('name')}: {len(res.entries)} candidates, "

@@ -49,6 +49,9 @@ def test_two_sets_are_searched_as_the_mean_of_their_ndcg_and_resumed(tiny_bert_e
         assert len(e["per_query"]["ndcg@10"]) == 29
     # a prompt naming the task is one candidate, kept as written: each set filled it with its own description
     assert any("{task}" in e["query"] for e in d["entries"])
+    assert main(["plot", str(out), "--out", str(tmp_path / "r.svg")]) == 0  # the picture says what its numbers are
+    assert "the mean of 2 sets&#x27; ndcg@10" in (tmp_path / "r.svg").read_text() or \
+        "the mean of 2 sets' ndcg@10" in (tmp_path / "r.svg").read_text()
     assert main(argv) == 0  # resumed: nothing scored again
     assert "0 candidates scored now" in capsys.readouterr().out
     # another description is another run's numbers: refused in one line
