@@ -703,7 +703,8 @@ class RetrievalSearch:
                   "lead_ndcg": round(float(got[lead.candidate][METRIC]), 6),
                   "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
                                "why": "behind" if c in behind else "halving"} for c in dropped]}
-        return [c for c in candidates if c not in dropped], record
+        # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
+        return [c for c in candidates if c not in dropped or c in self.results.entries], record
 
     def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:

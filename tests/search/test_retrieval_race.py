@@ -97,3 +97,14 @@ def test_a_real_race_records_the_screens_numbers_and_saves_corpus_passes(enc, tm
     assert plain.corpus_passes - task.corpus_passes == len(race["dropped"])
     assert task.screen(0.1, 0).corpus_passes == 4  # the lead's prompt and the three others, on the screen
     task.close()
+
+
+def test_candidates_a_file_already_scored_are_weighed_even_when_the_race_drops_them(enc, tmp_path):
+    out = tmp_path / "r.json"
+    RetrievalSearch(FakeRetrievalTask(bonus, n=N, wobble=0.05), enc, results(out),
+                    GreedyRetrieval(readouts=["cls"])).run()  # no race: every document prompt on the whole corpus
+    task = FakeRetrievalTask(bonus, n=N, wobble=0.05)
+    res = RetrievalSearch(task, enc, results(out), GreedyRetrieval(readouts=["cls"], race=CorpusRace(keep=0.3))).run()
+    doc = next(s for s in res.steps if s["stage"] == "document")
+    assert task.scored == [] and len(doc["race"]["dropped"]) == 2  # nothing scored again; the race drops two ...
+    assert doc["candidates"] == 4  # ... whose whole-corpus scores, already in the file, the step still weighs
