@@ -112,7 +112,8 @@ def retrieval_board(path: Path) -> Board:
             held[res.own.shown] = {f"unseen {unseen['queries']}": unseen["own"]}
     return Board(res.strategy.get("name", "greedy"), res.model, str(res.data.get("name", "-")), True,
                  len(res.entries), rows, [e.score for e in res.entries.values()], held_out=held, chosen=chosen,
-                 unit="scored", metric=METRIC, places=4, kind="retrieval")
+                 unit="scored", metric=f"{METRIC}, mean of {len(res.sizes)} sets" if res.sizes else METRIC, places=4,
+                 kind="retrieval")
 
 
 class OptunaSource(_Polled):

@@ -200,3 +200,23 @@ def test_leaderboard_follows_a_retrieval_results_file(tmp_path):
             assert app.screen is screen  # no predictions screen for a pair of prompts
 
     asyncio.run(scenario())
+
+
+def test_a_several_sets_retrieval_file_names_its_score_as_their_mean(tmp_path):
+    import numpy as np
+
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.retrieval import RetrievalEntry, RetrievalResults
+    from promptsearch.tui.sources import retrieval_board
+
+    sets = [{"name": "a", "queries": 2, "corpus": 5}, {"name": "b", "queries": 1, "corpus": 4}]
+    path = tmp_path / "r.json"
+    res = RetrievalResults.open(path, "tiny", {"name": "a,b", "fingerprint": "f" * 16, "queries": 3, "corpus": 9,
+                                               "objective": "mean", "sets": sets}, "fp32", {})
+    own = RetrievalCandidate.of("", "", "mean")
+    res.add(RetrievalEntry(own, {"ndcg@10": 0.9, "a:ndcg@10": 0.85, "b:ndcg@10": 0.95}, "own", 1.0,
+                           np.array([0.8, 0.9, 0.95])))
+    res.own = res.best = own
+    res.save()
+    board = retrieval_board(path)
+    assert board.metric == "ndcg@10, mean of 2 sets" and board.rows == [(0.9, own.shown)]
