@@ -122,3 +122,18 @@ def test_one_set_given_twice_is_one_line(sets, tmp_path, capsys):
     code = main(["retrieval", "--data", f"{sets[0]},{sets[0]}", "--out", str(tmp_path / "r.json"), "-q"])
     err = capsys.readouterr().err
     assert code == 2 and "give each set once" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_optuna_over_two_sets_keeps_each_sets_score_and_the_task_unfilled(tiny_bert_encoder_only_dir, sets, tmp_path,
+                                                                          capsys):
+    out = tmp_path / "o.json"
+    argv = argv_for(tiny_bert_encoder_only_dir, sets, tmp_path, "--out", str(out), "--strategy", "optuna",
+                    "--trials", "12", "--tpe-seed", "0")
+    assert main(argv) == 0
+    assert "per set (ndcg@10, the chosen / the model's own): seta " in capsys.readouterr().out
+    d = json.loads(out.read_text())
+    assert len(d["entries"]) >= 8 and all({"seta:ndcg@10", "setb:ndcg@10"} <= set(e["metrics"]) for e in d["entries"])
+    # the grammar's and library's {task} stays as written in every candidate: each set filled it with its own
+    assert not any("Find the sentence that says the same" in e["query"] for e in d["entries"])
+    assert any("{task}" in e["query"] for e in d["entries"])
+    assert main(argv) == 0 and "0 candidates scored now" in capsys.readouterr().out  # the study resumed
