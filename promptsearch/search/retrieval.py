@@ -647,9 +647,10 @@ class RetrievalSearch:
 
         def record(c: RetrievalCandidate, m: dict, seconds: float) -> None:
             pq = m.get("per_query", {})
-            metrics = {k: float(v) for k, v in m.items() if k != "per_query"}
+            # kept as the file keeps them (6 places), so a resumed run judges from the numbers this one judges from
+            metrics = {k: round(float(v), 6) for k, v in m.items() if k != "per_query"}
             self.results.add(RetrievalEntry(c, metrics, (sources or {}).get(c, source), seconds,
-                                            np.asarray(pq[METRIC], dtype=np.float64)))
+                                            np.round(np.asarray(pq[METRIC], dtype=np.float64), 6)))
             self.scored_now += 1
 
         if todo and self.queue is not None:  # jobs: whichever process does one, its numbers are the same

@@ -209,3 +209,14 @@ def test_an_answer_is_checked_on_the_queries_the_search_did_not_see(enc):
     kept = FakeTask()
     RetrievalSearch(FakeTask(), enc, results(), confirm=kept).run()
     assert kept.scored == []  # the model's own chosen on the queries searched: nothing to check
+
+
+def test_a_run_judges_from_the_numbers_its_file_keeps(enc, tmp_path):
+    """Each entry's per-query nDCG@10 and metrics are held at the 6 places the file writes, so a resumed run (which
+    reads the file) judges every step from the same numbers as the run that wrote it."""
+    out = tmp_path / "r.json"
+    res = RetrievalSearch(FakeRetrievalTask(wobble=0.05, n=N), enc, results(out)).run()
+    for e in res.entries.values():
+        assert np.array_equal(e.per_query, np.round(e.per_query, 6)) and e.score == round(e.score, 6)
+    again = RetrievalSearch(FakeRetrievalTask(wobble=0.05, n=N), enc, results(out)).run()
+    assert again.steps == res.steps and again.verdict == res.verdict
