@@ -404,6 +404,15 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
     if old.model != new.model:
         return f"model={old.model!r}, not {new.model!r}"
     if old.data.get("fingerprint") != new.data.get("fingerprint"):
+        shown = ("name", "queries", "corpus")
+        if all(old.data.get(k) == new.data.get(k) for k in shown):  # the same name and sizes: say what else differs
+            was = {s.get("name"): s.get("description") for s in old.data.get("sets") or []}
+            for s in new.data.get("sets") or []:
+                if s.get("name") in was and was[s["name"]] != s.get("description"):
+                    return (f"another description for {s['name']} ({was[s['name']]!r}, not {s.get('description')!r} "
+                            "as now)")
+            return (f"other data of the same name and size ({new.data.get('name')!r}, {new.data.get('queries')} "
+                    f"queries, {new.data.get('corpus')} documents): other queries, documents or judgements")
         return (f"other data ({old.data.get('name')!r}, {old.data.get('queries')} queries, {old.data.get('corpus')} "
                 f"documents; not {new.data.get('name')!r}, {new.data.get('queries')} queries, "
                 f"{new.data.get('corpus')} documents)")

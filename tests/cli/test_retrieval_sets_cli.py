@@ -54,7 +54,9 @@ def test_two_sets_are_searched_as_the_mean_of_their_ndcg_and_resumed(tiny_bert_e
     # another description is another run's numbers: refused in one line
     other = [a if a != "Retrieve a paraphrase" else "Retrieve a question" for a in argv]
     assert main(other) == 2
-    assert "holds a retrieval run with" in capsys.readouterr().err
+    err = capsys.readouterr().err  # says which set's description differs (the names and sizes are the same)
+    assert ("holds a retrieval run with another description for setb ('Retrieve a paraphrase', not "
+            "'Retrieve a question' as now)") in err
 
 
 def test_a_worker_rebuilds_the_same_sets_and_scores_a_job_as_the_driver_does(tiny_bert_encoder_only_dir, sets,
