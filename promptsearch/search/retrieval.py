@@ -799,6 +799,7 @@ class RetrievalSearch:
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
                      "screened_out": self.screened_out,
                      "screen_passes": getattr(self._screen, "corpus_passes", 0),
+                     "screen_reused": getattr(self._screen, "corpus_reused", 0),
                      "seconds": round(time.perf_counter() - t0, 3), **self.strategy.stats()}
         res.save()
         return res

@@ -56,6 +56,13 @@ def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, 
     assert all(same[json.dumps({k: e[k] for k in ("query", "document", "readout")})] == e["metrics"]
                for e in p["entries"] if json.dumps({k: e[k] for k in ("query", "document", "readout")}) in same)
     assert not any("race" in s for s in p["path"])  # ... and nothing raced without it
+    # the screen read back from the cache (no pass over it) drops the same ones, and the summary says so
+    assert main([*argv, "--out", str(tmp_path / "again.json")]) == 0
+    again = capsys.readouterr().out
+    a = json.loads((tmp_path / "again.json").read_text())
+    assert a["stats"]["screen_passes"] == 0 and a["stats"]["screen_reused"] == r["stats"]["screen_passes"] > 0
+    assert (f"racing dropped {len(race['dropped'])} after 0 passes over a smaller corpus, "
+            f"{a['stats']['screen_reused']} read back from the cache") in again
 
 
 def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_checked(tiny_bert_encoder_only_dir, beir,
