@@ -121,3 +121,12 @@ def test_one_set_given_twice_is_one_line(sets, tmp_path, capsys):
     code = main(["retrieval", "--data", f"{sets[0]},{sets[0]}", "--out", str(tmp_path / "r.json"), "-q"])
     err = capsys.readouterr().err
     assert code == 2 and "give each set once" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_help_says_queries_is_each_sets_count():
+    """--queries N with several sets draws N of each (200 searched for --queries 100 over two): the help says so."""
+    from promptsearch.cli.parser import build_parser
+
+    subs = build_parser()._subparsers._group_actions[0].choices
+    text = " ".join(subs["retrieval"].format_help().split())
+    assert "several --data sets, N of each set's" in text
