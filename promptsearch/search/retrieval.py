@@ -838,9 +838,13 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                                           "the best of many, its gain is optimistic"))
     if res.sizes and best is not None and own is not None:  # several sets: how the answer and the own fare on each
         names = [x["name"] for x in res.data["sets"]]
-        lines.append(f"per set ({METRIC}, the chosen / the model's own): " + ", ".join(
-            f"{n} {best.metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
-            f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
+        # the own the answer after all: the search's best against it (the chosen / the own would be one number twice)
+        rival = RetrievalCandidate.from_json(v["challenger"]) if v.get("challenger") else None
+        other = res.entries[rival] if res.best == res.own and rival in res.entries and rival != res.own else None
+        lines.append(f"per set ({METRIC}, " + (f"the search's best, {other.candidate.shown} / the model's own, the "
+                                               "answer): " if other is not None else "the chosen / the model's own): ")
+                     + ", ".join(f"{n} {(other or best).metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
+                                 f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
     s = res.spread()
     if s:
         lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "

@@ -130,3 +130,28 @@ def test_the_help_says_queries_is_each_sets_count():
     subs = build_parser()._subparsers._group_actions[0].choices
     text = " ".join(subs["retrieval"].format_help().split())
     assert "several --data sets, N of each set's" in text
+
+
+def test_per_set_line_shows_the_searchs_best_when_the_own_is_the_answer():
+    """The held-out check (or the step rule) gave the model's own: 'the chosen / the model's own' was one number
+    twice; the line then shows the search's best against the model's own."""
+    import numpy as np
+
+    from promptsearch.search.retrieval import RetrievalCandidate, RetrievalEntry, RetrievalResults, summary
+
+    data = {"name": "a,b", "fingerprint": "0" * 16, "queries": 4, "corpus": 9, "objective": "mean",
+            "sets": [{"name": "a", "queries": 2, "corpus": 4}, {"name": "b", "queries": 2, "corpus": 5}]}
+    res = RetrievalResults(None, "tiny", data, "fp32", {})
+    own, q = RetrievalCandidate.of("", "", "mean"), RetrievalCandidate.of("query: ", "", "mean")
+    for c, a, b in ((own, 0.9, 0.5), (q, 0.95, 0.45)):
+        res.add(RetrievalEntry(c, {"ndcg@10": (a + b) / 2, "a:ndcg@10": a, "b:ndcg@10": b}, "x", 0.0,
+                               np.array([a, a, b, b])))
+    res.own = res.best = own
+    res.verdict = {"kept": True, "challenger": q.to_json(), "gain": 0.0, "se": 0.01, "min_gain": 0.01,
+                   "taken": False}
+    line = next(x for x in summary(res) if x.startswith("per set"))
+    assert line == ("per set (ndcg@10, the search's best, query \"query: \"  document \"\"  @mean / the model's own, "
+                    "the answer): a 0.9500 / 0.9000, b 0.4500 / 0.5000")
+    res.best = q  # the search's best is the answer: the chosen / the model's own
+    line = next(x for x in summary(res) if x.startswith("per set"))
+    assert line == "per set (ndcg@10, the chosen / the model's own): a 0.9500 / 0.9000, b 0.4500 / 0.5000"
