@@ -84,9 +84,9 @@ def cmd_retrieval(args) -> int:
         search.add_queries(generated_prompts(args, results, search.description))
         n_rest = sum(len(r.queries) for _, r in parts if r is not None)
         if not args.quiet:
-            o.say(f"data: {task.data.name}, {len(task.query_ids)} queries searched"
-                  + (f" ({n_rest} more kept unseen to check the answer on)" if n_rest else "")
-                  + f", {len(task.corpus_ids)} documents"
+            o.say(f"data: {task.data.name}, {len(task.query_ids):,} queries searched"
+                  + (f" ({n_rest:,} more kept unseen to check the answer on)" if n_rest else "")
+                  + f", {len(task.corpus_ids):,} documents"
                   + (f" in {len(parts)} sets (the metric: the mean of their nDCG@10; {{task}} in a prompt is each "
                      "set's description)" if len(parts) > 1 else ""))
         res = search.run()

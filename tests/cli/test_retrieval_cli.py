@@ -354,3 +354,15 @@ def test_a_file_of_another_precision_is_refused_naming_the_flags_that_set_it(tin
     assert code == 2 and "Traceback" not in err and last.startswith("promptsearch retrieval: error: "), err
     # retrieval has no --precision option: the message names the flags it has
     assert "--precision" not in last and "bf16" in last and "--no-bf16" in last, last
+
+
+def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    """'data: ..., 1100 documents' beside 'racing: ... of 1,100 documents': the data line writes thousands apart."""
+    big = beir_folder(tmp_path / "big", small_retrieval_data(10, 1100))
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(big), "--readouts", "cls",
+            "--no-racing", "--no-cache", "--out", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    n = json.loads((tmp_path / "r.json").read_text())["data"]["corpus"]
+    assert n > 999
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("data: "))
+    assert line.endswith(f", {n:,} documents"), line
