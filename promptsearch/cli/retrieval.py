@@ -89,9 +89,9 @@ def cmd_retrieval(args) -> int:
         search.add_queries(generated_prompts(args, results, search.description))
         n_rest = sum(len(r.queries) for _, r in parts if r is not None)
         if not args.quiet:
-            o.say(f"data: {task.data.name}, {len(task.query_ids)} queries searched"
-                  + (f" ({n_rest} more kept unseen to check the answer on)" if n_rest else "")
-                  + f", {len(task.corpus_ids)} documents"
+            o.say(f"data: {task.data.name}, {len(task.query_ids):,} queries searched"
+                  + (f" ({n_rest:,} more kept unseen to check the answer on)" if n_rest else "")
+                  + f", {len(task.corpus_ids):,} documents"
                   + (f" in {len(parts)} sets (the metric: the mean of their nDCG@10; {{task}} in a prompt is each "
                      "set's description)" if len(parts) > 1 else ""))
         res = search.run()
@@ -113,7 +113,8 @@ def cmd_retrieval(args) -> int:
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}"
           + (f"; racing dropped {search.screened_out} after {res.stats['screen_passes']} passes over a smaller corpus"
-             if res.stats.get("screen_passes") else ""))
+             + (f", {res.stats['screen_reused']} read back from the cache" if res.stats.get("screen_reused") else "")
+             if search.screened_out else ""))  # a screen read back from the cache drops candidates too
     if n_rest:  # the search's scores are those queries'; an answer other than the own was checked on the rest
         why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")
         print(f"searched on {len(task.query_ids):,} of {len(task.query_ids) + n_rest:,} queries ({why}); an answer "

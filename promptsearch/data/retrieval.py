@@ -75,7 +75,7 @@ ENTAILMENT_DESCRIPTION = "Given a premise, retrieve a hypothesis that it entails
 DEMO_DESCRIPTION = "Given a sentence, retrieve sentences that paraphrase it"
 DEMO_THRESHOLD = 4.0
 QRELS_HEADER = ("query-id", "corpus-id", "score")
-FORMS = ("give 'demo' (the built-in stsb-paraphrase task) or snli-entailment (built in too), a BEIR folder "
+FORMS = ("give 'demo' (stsb-paraphrase) or 'snli-entailment' (both built in), a BEIR folder "
          "(corpus.jsonl, queries.jsonl, "
          "qrels/<split>.tsv), or a 🤗 dataset folder or hub id in MTEB's layout (configs corpus, queries, default)")
 _HUB = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

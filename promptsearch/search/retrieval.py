@@ -404,6 +404,15 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
     if old.model != new.model:
         return f"model={old.model!r}, not {new.model!r}"
     if old.data.get("fingerprint") != new.data.get("fingerprint"):
+        shown = ("name", "queries", "corpus")
+        if all(old.data.get(k) == new.data.get(k) for k in shown):  # the same name and sizes: say what else differs
+            was = {s.get("name"): s.get("description") for s in old.data.get("sets") or []}
+            for s in new.data.get("sets") or []:
+                if s.get("name") in was and was[s["name"]] != s.get("description"):
+                    return (f"another description for {s['name']} ({was[s['name']]!r}, not {s.get('description')!r} "
+                            "as now)")
+            return (f"other data of the same name and size ({new.data.get('name')!r}, {new.data.get('queries')} "
+                    f"queries, {new.data.get('corpus')} documents): other queries, documents or judgements")
         return (f"other data ({old.data.get('name')!r}, {old.data.get('queries')} queries, {old.data.get('corpus')} "
                 f"documents; not {new.data.get('name')!r}, {new.data.get('queries')} queries, "
                 f"{new.data.get('corpus')} documents)")
@@ -792,6 +801,7 @@ class RetrievalSearch:
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
                      "screened_out": self.screened_out,
                      "screen_passes": getattr(self._screen, "corpus_passes", 0),
+                     "screen_reused": getattr(self._screen, "corpus_reused", 0),
                      "seconds": round(time.perf_counter() - t0, 3), **self.strategy.stats()}
         res.save()
         return res
@@ -830,9 +840,13 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                                           "the best of many, its gain is optimistic"))
     if res.sizes and best is not None and own is not None:  # several sets: how the answer and the own fare on each
         names = [x["name"] for x in res.data["sets"]]
-        lines.append(f"per set ({METRIC}, the chosen / the model's own): " + ", ".join(
-            f"{n} {best.metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
-            f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
+        # the own the answer after all: the search's best against it (the chosen / the own would be one number twice)
+        rival = RetrievalCandidate.from_json(v["challenger"]) if v.get("challenger") else None
+        other = res.entries[rival] if res.best == res.own and rival in res.entries and rival != res.own else None
+        lines.append(f"per set ({METRIC}, " + (f"the search's best, {other.candidate.shown} / the model's own, the "
+                                               "answer): " if other is not None else "the chosen / the model's own): ")
+                     + ", ".join(f"{n} {(other or best).metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
+                                 f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
     s = res.spread()
     if s:
         lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "

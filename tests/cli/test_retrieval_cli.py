@@ -56,6 +56,13 @@ def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, 
     assert all(same[json.dumps({k: e[k] for k in ("query", "document", "readout")})] == e["metrics"]
                for e in p["entries"] if json.dumps({k: e[k] for k in ("query", "document", "readout")}) in same)
     assert not any("race" in s for s in p["path"])  # ... and nothing raced without it
+    # the screen read back from the cache (no pass over it) drops the same ones, and the summary says so
+    assert main([*argv, "--out", str(tmp_path / "again.json")]) == 0
+    again = capsys.readouterr().out
+    a = json.loads((tmp_path / "again.json").read_text())
+    assert a["stats"]["screen_passes"] == 0 and a["stats"]["screen_reused"] == r["stats"]["screen_passes"] > 0
+    assert (f"racing dropped {len(race['dropped'])} after 0 passes over a smaller corpus, "
+            f"{a['stats']['screen_reused']} read back from the cache") in again
 
 
 def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_checked(tiny_bert_encoder_only_dir, beir,
@@ -352,3 +359,15 @@ def test_a_file_of_another_precision_is_refused_naming_the_flags_that_set_it(tin
     assert code == 2 and "Traceback" not in err and last.startswith("promptsearch retrieval: error: "), err
     # retrieval has no --precision option: the message names the flags it has
     assert "--precision" not in last and "bf16" in last and "--no-bf16" in last, last
+
+
+def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    """'data: ..., 1100 documents' beside 'racing: ... of 1,100 documents': the data line writes thousands apart."""
+    big = beir_folder(tmp_path / "big", small_retrieval_data(10, 1100))
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(big), "--readouts", "cls",
+            "--no-racing", "--no-cache", "--out", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    n = json.loads((tmp_path / "r.json").read_text())["data"]["corpus"]
+    assert n > 999
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("data: "))
+    assert line.endswith(f", {n:,} documents"), line

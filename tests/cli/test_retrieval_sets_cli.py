@@ -57,7 +57,9 @@ def test_two_sets_are_searched_as_the_mean_of_their_ndcg_and_resumed(tiny_bert_e
     # another description is another run's numbers: refused in one line
     other = [a if a != "Retrieve a paraphrase" else "Retrieve a question" for a in argv]
     assert main(other) == 2
-    assert "holds a retrieval run with" in capsys.readouterr().err
+    err = capsys.readouterr().err  # says which set's description differs (the names and sizes are the same)
+    assert ("holds a retrieval run with another description for setb ('Retrieve a paraphrase', not "
+            "'Retrieve a question' as now)") in err
 
 
 def test_a_worker_rebuilds_the_same_sets_and_scores_a_job_as_the_driver_does(tiny_bert_encoder_only_dir, sets,
@@ -130,10 +132,45 @@ def test_optuna_over_two_sets_keeps_each_sets_score_and_the_task_unfilled(tiny_b
     argv = argv_for(tiny_bert_encoder_only_dir, sets, tmp_path, "--out", str(out), "--strategy", "optuna",
                     "--trials", "12", "--tpe-seed", "0")
     assert main(argv) == 0
-    assert "per set (ndcg@10, the chosen / the model's own): seta " in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "per set (ndcg@10, the " in said and ": seta 0." in said and ", setb 0." in said
     d = json.loads(out.read_text())
     assert len(d["entries"]) >= 8 and all({"seta:ndcg@10", "setb:ndcg@10"} <= set(e["metrics"]) for e in d["entries"])
     # the grammar's and library's {task} stays as written in every candidate: each set filled it with its own
     assert not any("Find the sentence that says the same" in e["query"] for e in d["entries"])
     assert any("{task}" in e["query"] for e in d["entries"])
     assert main(argv) == 0 and "0 candidates scored now" in capsys.readouterr().out  # the study resumed
+
+
+def test_the_help_says_queries_is_each_sets_count():
+    """--queries N with several sets draws N of each (200 searched for --queries 100 over two): the help says so."""
+    from promptsearch.cli.parser import build_parser
+
+    subs = build_parser()._subparsers._group_actions[0].choices
+    text = " ".join(subs["retrieval"].format_help().split())
+    assert "several --data sets, N of each set's" in text
+
+
+def test_per_set_line_shows_the_searchs_best_when_the_own_is_the_answer():
+    """The held-out check (or the step rule) gave the model's own: 'the chosen / the model's own' was one number
+    twice; the line then shows the search's best against the model's own."""
+    import numpy as np
+
+    from promptsearch.search.retrieval import RetrievalCandidate, RetrievalEntry, RetrievalResults, summary
+
+    data = {"name": "a,b", "fingerprint": "0" * 16, "queries": 4, "corpus": 9, "objective": "mean",
+            "sets": [{"name": "a", "queries": 2, "corpus": 4}, {"name": "b", "queries": 2, "corpus": 5}]}
+    res = RetrievalResults(None, "tiny", data, "fp32", {})
+    own, q = RetrievalCandidate.of("", "", "mean"), RetrievalCandidate.of("query: ", "", "mean")
+    for c, a, b in ((own, 0.9, 0.5), (q, 0.95, 0.45)):
+        res.add(RetrievalEntry(c, {"ndcg@10": (a + b) / 2, "a:ndcg@10": a, "b:ndcg@10": b}, "x", 0.0,
+                               np.array([a, a, b, b])))
+    res.own = res.best = own
+    res.verdict = {"kept": True, "challenger": q.to_json(), "gain": 0.0, "se": 0.01, "min_gain": 0.01,
+                   "taken": False}
+    line = next(x for x in summary(res) if x.startswith("per set"))
+    assert line == ("per set (ndcg@10, the search's best, query \"query: \"  document \"\"  @mean / the model's own, "
+                    "the answer): a 0.9500 / 0.9000, b 0.4500 / 0.5000")
+    res.best = q  # the search's best is the answer: the chosen / the model's own
+    line = next(x for x in summary(res) if x.startswith("per set"))
+    assert line == "per set (ndcg@10, the chosen / the model's own): a 0.9500 / 0.9000, b 0.4500 / 0.5000"

@@ -278,7 +278,9 @@ def test_spec_forms_and_their_errors(tmp_path):
         load_retrieval("demo", fmt=RetrievalFormat(2.0))
     with pytest.raises(DataError, match="columns= and subset_column= name the columns of sentence pairs"):
         load_retrieval("demo", fmt=PairFormat.parse("a,b,c"))
-    three = r"give 'demo' .*a BEIR folder .*a 🤗 dataset folder or hub id"
+    # both built-in names quoted alike, each a name to give
+    three = (r"give 'demo' \(stsb-paraphrase\) or 'snli-entailment' \(both built in\), a BEIR folder "
+             r".*a 🤗 dataset folder or hub id")
     with pytest.raises(DataError, match="no retrieval data 'no such thing'; " + three):
         load_retrieval("no such thing")
     (tmp_path / "x.csv").write_text("a,b\n")

@@ -131,6 +131,11 @@ def test_another_runs_file_is_refused_in_one_line(tmp_path):
     other.path = out
     with pytest.raises(PromptSearchError, match="other data"):
         RetrievalResults.open(out, "tiny", other.data, "fp32", {"model": "abc"})
+    # the same name and sizes, other contents: said so, not "other data ('fake', ...; not 'fake', ...)"
+    same_size = {**results().data, "fingerprint": "e" * 16}
+    with pytest.raises(PromptSearchError, match=r"other data of the same name and size \('fake', 400 queries, 10 "
+                                                r"documents\): other queries, documents or judgements"):
+        RetrievalResults.open(out, "tiny", same_size, "fp32", {"model": "abc"})
     with pytest.raises(PromptSearchError, match="scores in fp32, not bf16"):
         RetrievalResults.open(out, "tiny", results().data, "bf16", {"model": "abc"})
     sts = tmp_path / "best.json"
