@@ -256,11 +256,11 @@ class OptunaRetrieval(RetrievalStrategy):
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)
-        told = sum(t.user_attrs.get("from") == "the results file" for t in study.trials)
+        from_file = sum(t.user_attrs.get("from") == "the results file" for t in study.trials)
         before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
                   else f"{self.done_before} trials finished before, trials={self.trials}: none to run")
-        if told:  # a new study's first trials: not run here, told from the results file
-            before += f" ({told} of them told from the results file: the model's own and what it held)"
+        if from_file:  # a new study's first trials: not run here, told from the results file
+            before += f" ({from_file} of them told from the results file: the model's own and what it held)"
         search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
                     f"library ({len(space.queries)})"
                     + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
