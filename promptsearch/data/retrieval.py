@@ -613,14 +613,22 @@ def demo_task(data_dir=None) -> RetrievalData:
             if b not in docs:
                 docs.append(b)
     documents = [s for s in dict.fromkeys(s for pair in zip(first, second) for s in pair) if s not in paraphrases]
-    width = max(4, len(str(max(len(documents), len(paraphrases)))))
+    return _numbered("stsb-paraphrase", paraphrases, documents, DEMO_DESCRIPTION, 4)
+
+
+def _numbered(name: str, wanted: dict[str, list[str]], documents: list[str], description: str,
+              digits: int) -> RetrievalData:
+    """A built-in task from texts: ``documents`` numbered ``d0001`` … in order, each query of ``wanted`` (query text →
+    the texts relevant to it, in order) numbered ``q0001`` … with those of its texts that are documents; a query left
+    with none is left out and counted. Ids have at least ``digits`` digits."""
+    width = max(digits, len(str(max(len(documents), len(wanted)))))
     doc_id = {s: f"d{i:0{width}d}" for i, s in enumerate(documents, 1)}
-    kept = [(a, [doc_id[b] for b in docs if b in doc_id]) for a, docs in paraphrases.items()]
+    kept = [(q, [doc_id[d] for d in docs if d in doc_id]) for q, docs in wanted.items()]
     queries, relevant = {}, {}
-    for i, (a, ids) in enumerate([(a, ids) for a, ids in kept if ids], 1):
-        queries[f"q{i:0{width}d}"] = a
+    for i, (q, ids) in enumerate([(q, ids) for q, ids in kept if ids], 1):
+        queries[f"q{i:0{width}d}"] = q
         relevant[f"q{i:0{width}d}"] = frozenset(ids)
-    return RetrievalData("stsb-paraphrase", queries, {i: s for s, i in doc_id.items()}, relevant, DEMO_DESCRIPTION,
+    return RetrievalData(name, queries, {i: s for s, i in doc_id.items()}, relevant, description,
                          dropped_queries=len(kept) - len(queries))
 
 
@@ -634,16 +642,8 @@ def entailment_task(data_dir=None) -> RetrievalData:
     groups = snli_groups(data_dir, ("dev",))
     hypotheses = [h for h in dict.fromkeys(h for g in groups.values() for hs in g.values() for h in hs)
                   if h not in groups]
-    width = max(5, len(str(max(len(hypotheses), len(groups)))))
-    doc_id = {h: f"d{i:0{width}d}" for i, h in enumerate(hypotheses, 1)}
-    queries, relevant = {}, {}
-    kept = [(p, sorted(dict.fromkeys(doc_id[h] for h in g.get("entailment", []) if h in doc_id)))
-            for p, g in groups.items()]
-    for i, (p, ids) in enumerate([(p, ids) for p, ids in kept if ids], 1):
-        queries[f"q{i:0{width}d}"] = p
-        relevant[f"q{i:0{width}d}"] = frozenset(ids)
-    return RetrievalData(ENTAILMENT_NAME, queries, {i: h for h, i in doc_id.items()}, relevant,
-                         ENTAILMENT_DESCRIPTION, dropped_queries=len(kept) - len(queries))
+    entailed = {p: g.get("entailment", []) for p, g in groups.items()}
+    return _numbered(ENTAILMENT_NAME, entailed, hypotheses, ENTAILMENT_DESCRIPTION, 5)
 
 
 BUILT_IN = {**{n: demo_task for n in DEMO_NAMES}, ENTAILMENT_NAME: entailment_task}  # offline tasks by name

@@ -85,12 +85,6 @@ class RetrievalSets:
     def query_encodings(self) -> int:
         return sum(t.query_encodings for t in self.tasks)
 
-    def descriptions(self) -> dict[str, str]:
-        """Each set's task description (what ``{task}`` is filled with there).
-
-        :returns: set name → description."""
-        return {t.data.name: t.data.description for t in self.tasks}
-
     def screen(self, share: float, seed: int = 0) -> "RetrievalSets":
         """Every set on a smaller corpus (``RetrievalTask.screen``): where racing screens document prompts.
 

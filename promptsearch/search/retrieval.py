@@ -191,7 +191,7 @@ def mean_se(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
     :param sizes: each set's count of queries, in order (None: one set).
     :returns: the standard error."""
     v = np.asarray(values, dtype=np.float64)
-    parts = np.split(v, np.cumsum(sizes)[:-1]) if sizes else [v]
+    parts = _per_set(v, sizes)
     if any(len(p) < 2 for p in parts):
         return float("inf")
     if len(parts) == 1:
@@ -206,8 +206,12 @@ def set_mean(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
     :param sizes: each set's count of queries, in order (None: one set).
     :returns: the mean (0.0 for no values)."""
     v = np.asarray(values, dtype=np.float64)
-    parts = np.split(v, np.cumsum(sizes)[:-1]) if sizes else [v]
-    return float(np.mean([p.mean() for p in parts])) if len(v) else 0.0
+    return float(np.mean([p.mean() for p in _per_set(v, sizes)])) if len(v) else 0.0
+
+
+def _per_set(values: np.ndarray, sizes: Sequence[int] | None) -> list[np.ndarray]:
+    """Per-query values cut into each set's (``sizes``: each one's count, in order; None: one set)."""
+    return np.split(values, np.cumsum(sizes)[:-1]) if sizes else [values]
 
 
 def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto",
