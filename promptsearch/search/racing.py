@@ -34,12 +34,14 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..errors import PromptSearchError
 from ..eval.objective import bootstrap_rhos, grouped_spearman
 from ..template import quote
 from .scorer import Score, Scorer
 from .state import RaceState
+from .strategy import Told
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,30 @@ class Racing:
         except ValueError:
             raise PromptSearchError(f"race_rungs={quote(rungs)}: give fractions such as 0.125,0.25,0.5") from None
         return cls(fractions=fractions, finalists=finalists).check()
+
+    def run(self, runner, templates: list[str], source: str, desc: str, sources=None) -> Told:
+        """The race as ``Runner.score(racing=...)`` runs it: its state kept in the runner's results (an interrupted
+        race resumes at its rung), a progress bar labelled ``desc``, the finalists recorded under ``source``.
+
+        :param runner: the ``Runner`` (its scorer and results).
+        :param templates: the candidates (repeats raced once).
+        :param source: what proposed them.
+        :param desc: the progress bar's label.
+        :param sources: a source of its own for some candidates (by entry key; the rest: ``source``).
+        :returns: the finalists' scores and the candidates dropped."""
+        texts = list(dict.fromkeys(templates))
+        state = runner.results.races.setdefault(race_key(runner.scorer, texts, self), RaceState())
+        with tqdm(total=len(texts), desc=desc, leave=False, disable=runner.show is False, unit="template") as bar:
+            def progress(label, done, total):
+                bar.set_description_str(f"{desc}, {label}")
+                bar.total, bar.n = total, done
+                bar.refresh()
+
+            outcome = race(runner.scorer, texts, self, state, save=runner.results.save, progress=progress)
+        runner.results.add_seconds(outcome.seconds)
+        for sc in outcome.scores:
+            runner.record(sc, (sources or {}).get(sc.entry_key, source))
+        return Told(list(outcome.scores), list(outcome.dropped))
 
     def decide(self, sims: dict[str, np.ndarray], gold: np.ndarray, rung: int = 0, groups: np.ndarray | None = None,
                objective: str = "mean") -> tuple[list[str], list[str]]:

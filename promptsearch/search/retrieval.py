@@ -29,9 +29,9 @@ import json
 import math
 import string
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -43,7 +43,8 @@ from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lo
 from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
-from .runner import Judged
+from .runner import Judged, StepRunner
+from .strategy import Strategy, Told
 
 if TYPE_CHECKING:
     from ..encoding import PromptEncoder
@@ -245,6 +246,21 @@ class RetrievalEntry:
     def score(self) -> float:
         return float(self.metrics[METRIC])
 
+    @property
+    def value(self) -> float:
+        """The primary metric's value (what every kind of task's score has): nDCG@10."""
+        return self.score
+
+    @property
+    def entry_key(self) -> RetrievalCandidate:
+        """What was scored: the results' key."""
+        return self.candidate
+
+    @property
+    def label(self) -> str:
+        """What a progress bar shows of it."""
+        return self.candidate.shown
+
     def to_json(self) -> dict:
         return {**self.candidate.to_json(), "metrics": {k: round(float(v), 6) for k, v in self.metrics.items()},
                 "source": self.source, "seconds": round(self.seconds, 3),
@@ -356,12 +372,35 @@ class RetrievalResults:
         res.generated = [dict(g) for g in d.get("generated") or []]
         return res
 
-    def add(self, entry: RetrievalEntry) -> None:
-        """Record one scored candidate and save.
+    def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
+        """Record one scored candidate and save (``Runner.record``).
 
-        :param entry: the entry."""
+        :param entry: the scorer's entry.
+        :param source: what proposed it (empty: the entry's own).
+        :returns: the entry recorded."""
+        if source:
+            entry = replace(entry, source=source)
         self.entries[entry.candidate] = entry
         self.save()
+        return entry
+
+    def choose(self, key: RetrievalCandidate) -> None:
+        """The strategy's answer (``Runner.choose``), which the verdict then weighs against the model's own.
+
+        :param key: the chosen candidate (one the results hold)."""
+        self.best = key
+        self.save()
+
+    @property
+    def path_steps(self) -> list[dict]:
+        """The path's rows as the file keeps them (``"path"``); set by ``Runner.note`` with ``RetrievalStep`` rows.
+
+        :returns: the rows."""
+        return self.steps
+
+    @path_steps.setter
+    def path_steps(self, rows: list) -> None:
+        self.steps = [r if isinstance(r, dict) else r.to_json() for r in rows]
 
     def spread(self) -> dict | None:
         """min / median / max nDCG@10 over the candidates scored (None before any).
@@ -522,158 +561,144 @@ class CorpusRace:
         """The race as the results file records it."""
         return {"share": self.share, "keep": self.keep, "z": self.z, "seed": self.seed}
 
+    def run(self, runner, candidates: list, source: str, desc: str, sources: Mapping | None = None) -> Told:
+        """The race as ``Runner.score(racing=...)`` runs it: the step's candidates, the lead first, screened; those
+        left scored on the whole corpus (``Runner.score``: recorded as they come).
 
-# ---- the search -----------------------------------------------------------------------------------------
-class RetrievalStrategy:
-    """What proposes a retrieval search's candidates after the model's own (the STS search's ``Strategy``, for
-    retrieval): ``propose`` asks the search to score candidates (``RetrievalSearch.score``, which records them) and
-    returns its lead, the candidate the verdict weighs against the model's own; ``settings`` is what the results file
-    records of it, ``stats`` what it adds to the run's stats. ``library`` (the prompt library: a shipped name or a
-    ``.json`` path) and ``readouts`` (the pooled read-outs tried; None: the model's defaults, see ``model_readouts``)
-    are its search space, which the search reads."""
+        :param runner: the ``RetrievalSearch`` (its scorer, results and progress line).
+        :param candidates: the step's candidates, the lead first.
+        :param source: what proposed them.
+        :param desc: the step's name (unused: the race says its own line).
+        :param sources: a source of its own for some candidates.
+        :returns: the scores of those left, in candidate order; the dropped; the race's record (None: no race)."""
+        go, record = self.screen(runner, candidates)
+        told = runner.score(go, source, record="new", together=True, sources=sources)
+        return Told(told.scores, list(record["dropped"]) if record else [], record)
 
-    name = "strategy"
-    library: str = "retrieval"
-    readouts: Sequence[str] | None = None
+    def screen(self, runner, candidates: list) -> tuple[list, dict | None]:
+        """The candidates a step scores on the whole corpus after the screen, and the screen's record (None: no race:
+        fewer than two document prompts other than the lead's).
 
-    def settings(self) -> dict:
-        """The strategy as the results file records it.
-
-        :returns: a JSON-ready dict, ``{"name": ...}`` and its settings."""
-        return {"name": self.name}
-
-    def check(self, search: "RetrievalSearch", own: RetrievalCandidate) -> None:
-        """Refuse what cannot run before anything is scored (one line); by default nothing.
-
-        :param search: the search.
-        :param own: the model's own candidate (not scored yet).
-        :raises promptsearch.PromptSearchError: when the strategy cannot run (a subclass's check)."""
-
-    def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
-        """The search after the model's own candidate.
-
-        :param search: the search (it scores and records).
-        :param own: the model's own candidate's entry, scored.
-        :returns: the lead, weighed against the model's own by the verdict.
-        :raises NotImplementedError: here; a subclass writes the search."""
-        raise NotImplementedError
-
-    def stats(self) -> dict:
-        """What the strategy adds to the run's stats (nothing by default).
-
-        :returns: a JSON-ready dict."""
-        return {}
-
-
-@dataclass
-class GreedyRetrieval(RetrievalStrategy):
-    """The greedy steps: query prompts with the lead's document prompt and read-out (the corpus encoded once for the
-    whole step), then document prompts, then read-outs, each step's best taken only by the step rule.
-
-    :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
-    :param library: the prompt library (a shipped name or a ``.json`` path).
-    :param race: screen the document step's prompts on a smaller corpus first (``CorpusRace``; None: every one
-        scored on the whole corpus)."""
-
-    readouts: Sequence[str] | None = None
-    library: str = "retrieval"
-    race: CorpusRace | None = None
-    name = "greedy"
-
-    def settings(self) -> dict:
-        return {"name": self.name, **({"race": self.race.settings()} if self.race is not None else {})}
-
-    def propose(self, search: "RetrievalSearch", own: "RetrievalEntry") -> "RetrievalEntry":
-        lead = own
-        q_src = {RetrievalCandidate.of(q, lead.candidate.document, lead.candidate.readout): f"library: {s}"
-                 for q, s in search.queries}
-        lead = search._step("query", lead, [own.candidate, *q_src], q_src)
-        d_src = {RetrievalCandidate.of(lead.candidate.query, d, lead.candidate.readout): f"library: {s}"
-                 for d, s in search.documents}
-        lead = search._step("document", lead, [lead.candidate, *d_src], d_src)
-        r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in search.readouts]
-        return search._step("readout", lead, [lead.candidate, *r_cands], {})
+        :param runner: the ``RetrievalSearch``.
+        :param candidates: the step's candidates, the lead first.
+        :returns: ``(those left, in candidate order; the record)``."""
+        scorer = runner.scorer
+        lead = candidates[0]
+        # another document prompt than the lead's is another pass over the corpus (a prompt's read-outs share one);
+        # decided from the lead alone, so a resumed run (some of them scored already) races the same candidates
+        new = [c for c in dict.fromkeys(candidates) if c.document != lead.document]
+        if len({c.document for c in new}) < 2:
+            return candidates, None
+        screen = scorer.screen = scorer.task.screen(self.share, self.seed)
+        runner.say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
+                   f"{len(scorer.task.corpus_ids):,} documents")
+        got = screen.evaluate(scorer.enc, [lead, *new], per_query=True)
+        pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
+        leader = max([lead, *new], key=lambda c: got[c][METRIC])
+        behind = set()
+        for c in new:
+            j = judge(pq[c], pq[leader], 0.0, scorer.sizes)
+            if c != leader and j.gain > self.z * j.se:
+                behind.add(c)
+        rest = sorted((c for c in new if c not in behind), key=lambda c: -got[c][METRIC])
+        kept = set(rest[:math.ceil(self.keep * len(new))])
+        dropped = [c for c in new if c not in kept]
+        scorer.screened_out += len(dropped)
+        record = {**self.settings(), "documents": len(screen.corpus_ids), "screened": len(new),
+                  "lead_ndcg": round(float(got[lead][METRIC]), 6),
+                  "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
+                               "why": "behind" if c in behind else "halving"} for c in dropped]}
+        # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
+        return [c for c in candidates if c not in dropped or c in runner.results.entries], record
 
 
-class RetrievalSearch:
-    """The greedy search over query prompt, document prompt and read-out (see the module's description).
+# ---- the scorer and the path's rows -------------------------------------------------------------------------
+class RetrievalScorer:
+    """What scores retrieval candidates for the ``Runner`` (the STS ``Scorer``'s part, for retrieval): each candidate's
+    metrics and per-query nDCG@10 from the task (the corpus encoded once per document prompt and read-out), or from
+    ``promptsearch worker`` jobs (``queue``); a candidate the results hold (a resumed file's, another process's) is told
+    as it is, not scored again. It judges a step as the step rule wants (``gain``: the mean per-query difference and its
+    standard error).
 
-    :param task: the ``RetrievalTask`` (or any object with its ``evaluate``).
+    :param task: the ``RetrievalTask`` (or ``RetrievalSets``, or any object with its ``evaluate``).
     :param enc: the encoder.
-    :param results: where scores are recorded (resumed entries are not scored again).
-    :param min_gain: the gain a step must exceed ("auto": its standard error).
-    :param progress: told (one line) what each step is about to score; None: nothing said.
-    :param confirm: a task on the queries the search does not see (held out, or left out of a sample): an answer other
-        than the model's own is checked there (None: not checked).
-    :param queue: a ``WorkQueue`` made with a ``RetrievalWork``: each candidate a job for ``promptsearch worker``
-        processes (and this one) to score (None: scored here).
-    :param strategy: what proposes the candidates after the model's own (a ``RetrievalStrategy``; None: the greedy
-        steps, ``GreedyRetrieval()``); its ``library`` and ``readouts`` are the search's prompts and read-outs, its
-        ``race`` (a ``CorpusRace``, or None) how its steps screen document prompts (not with a ``queue``)."""
+    :param results: the results (what they hold is not scored again).
+    :param queue: a ``WorkQueue`` made with a ``RetrievalWork``: each candidate a job (None: scored here)."""
 
-    def __init__(self, task, enc, results: RetrievalResults, strategy: RetrievalStrategy | None = None,
-                 min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None,
-                 queue=None):
-        self.task, self.enc, self.results = task, enc, results
-        self.queue = queue  # a distributed.WorkQueue: candidates scored by workers (and this process) through it
-        self.strategy = strategy if strategy is not None else GreedyRetrieval()
-        # the strategy's race: document prompts screened on a smaller corpus first; not with workers (a job is a
-        # whole candidate)
-        self.race: CorpusRace | None = getattr(self.strategy, "race", None) if queue is None else None
-        self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
-        self._screen = None  # the task racing screened on (its corpus passes are counted apart)
-        self.confirm = confirm  # a task on the queries ``task`` does not hold
-        self.min_gain = min_gain
+    def __init__(self, task, enc, results: "RetrievalResults", queue=None):
+        self.task, self.enc, self.results, self.queue = task, enc, results, queue
         self.sizes = getattr(task, "sizes", None)  # several sets: each one's count of queries (weighed by the rule)
-        self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
-        self.queries = library_prompts("query", self.description, self.strategy.library)
-        self.documents = library_prompts("document", self.description, self.strategy.library)
-        self.readouts = model_readouts(enc, self.strategy.readouts)
-        self.progress = progress
+        self.made: dict[RetrievalCandidate, RetrievalEntry] = {}  # scored by this process
         self.scored_now = 0  # candidates scored by this process (not read back from the file)
+        self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
+        self.screen = None  # the task racing screened on (its corpus passes are counted apart)
 
-    def add_queries(self, prompts: Sequence[tuple[str, str]]) -> None:
-        """More query prompts for the search (generated ones): ``(prompt, source)`` pairs after the library's, each
-        prompt once.
+    @staticmethod
+    def representation(c: RetrievalCandidate) -> RetrievalCandidate:
+        """What a candidate is keyed by: itself (``judge`` compares two).
 
-        :param prompts: the pairs."""
-        known = {q for q, _ in self.queries}
-        for q, src in prompts:
-            if q not in known:
-                known.add(q)
-                self.queries.append((q, src))
+        :param c: the candidate.
+        :returns: it."""
+        return c
 
-    def _say(self, line: str) -> None:
-        if self.progress is not None:
-            self.progress(line)
+    def entry(self, c: RetrievalCandidate) -> RetrievalEntry:
+        """A scored candidate's entry (this process's, or the results').
 
-    def score(self, candidates: Sequence[RetrievalCandidate], source: str,
-              sources: dict[RetrievalCandidate, str] | None = None) -> list[RetrievalEntry]:
-        """Score the candidates the results do not hold yet, in one task call (each recorded and saved as it
-        comes); every one's entry back, in the order given.
+        :param c: the candidate.
+        :returns: its entry.
+        :raises KeyError: for one not scored."""
+        return self.made[c] if c in self.made else self.results.entries[c]
+
+    def score(self, candidates: Sequence[RetrievalCandidate],
+              on_score: Callable[[RetrievalEntry], None] | None = None) -> list[RetrievalEntry]:
+        """Entries of the candidates: those the results hold told first, the rest scored in one task call, each told
+        (``on_score``: the runner records it, saved) as it comes, so an interrupt keeps every score made.
 
         :param candidates: the candidates.
-        :param source: what proposed them (recorded with each).
-        :param sources: a source of its own for some of them.
-        :returns: their entries."""
-        todo = [c for c in dict.fromkeys(candidates) if c not in self.results.entries]
+        :param on_score: told each entry.
+        :returns: their entries, in the order given, each candidate once."""
+        cands = list(dict.fromkeys(candidates))
+        todo = [c for c in cands if c not in self.made and c not in self.results.entries]
+        for c in cands:
+            if c not in todo and on_score is not None:
+                on_score(self.entry(c))
 
-        def record(c: RetrievalCandidate, m: dict, seconds: float) -> None:
+        def made(c: RetrievalCandidate, m: dict, seconds: float) -> None:
             pq = m.get("per_query", {})
             # kept as the file keeps them (6 places), so a resumed run judges from the numbers this one judges from
             metrics = {k: round(float(v), 6) for k, v in m.items() if k != "per_query"}
-            self.results.add(RetrievalEntry(c, metrics, (sources or {}).get(c, source), seconds,
-                                            np.round(np.asarray(pq[METRIC], dtype=np.float64), 6)))
+            e = self.made[c] = RetrievalEntry(c, metrics, "", seconds,
+                                              np.round(np.asarray(pq[METRIC], dtype=np.float64), 6))
             self.scored_now += 1
+            if on_score is not None:
+                on_score(e)
 
         if todo and self.queue is not None:  # jobs: whichever process does one, its numbers are the same
             got = self.queue.retrieval([job_key(c) for c in todo])
             for c in todo:
                 r = got[job_key(c)]
-                record(c, {**r["metrics"], "per_query": {METRIC: r["per_query"]}}, float(r["seconds"]))
+                made(c, {**r["metrics"], "per_query": {METRIC: r["per_query"]}}, float(r["seconds"]))
         elif todo:
-            self.task.evaluate(self.enc, todo, per_query=True, on_score=record)
-        return [self.results.entries[c] for c in dict.fromkeys(candidates)]
+            self.task.evaluate(self.enc, todo, per_query=True, on_score=made)
+        return [self.entry(c) for c in cands]
+
+    def gain(self, before: RetrievalCandidate, after: RetrievalCandidate, seed: int = 0) -> tuple[float, float]:
+        """The gain of ``after`` over ``before`` (the mean of their per-query nDCG@10 differences; over several sets,
+        of the sets' means) and its standard error (``mean_se``): what the step rule weighs. Both scored.
+
+        :param before: the candidate stepped from.
+        :param after: the candidate stepped to.
+        :param seed: unused (the error is analytic, not a bootstrap).
+        :returns: ``(gain, se)``, fractions of nDCG@10."""
+        d = self.entry(after).per_query - self.entry(before).per_query
+        return set_mean(d, self.sizes), mean_se(d, self.sizes)
+
+    def se(self, c: RetrievalCandidate) -> float:
+        """The standard error of a candidate's nDCG@10 (of its per-query values' mean).
+
+        :param c: a scored candidate.
+        :returns: the error."""
+        return mean_se(self.entry(c).per_query, self.sizes)
 
     def unreadable(self, c: RetrievalCandidate) -> str | None:
         """Why this model cannot read a candidate (a prompt that leaves no room for the text within its max length),
@@ -688,68 +713,191 @@ class RetrievalSearch:
             return str(exc)
         return None
 
-    def _race(self, lead: RetrievalEntry, candidates: list[RetrievalCandidate]
-              ) -> tuple[list[RetrievalCandidate], dict | None]:
-        """The candidates a step scores on the whole corpus after ``CorpusRace``'s screen, and the screen's record
-        (None: no race)."""
-        # another document prompt than the lead's is another pass over the corpus (a prompt's read-outs share one);
-        # decided from the lead alone, so a resumed run (some of them scored already) races the same candidates
-        new = [c for c in candidates if c.document != lead.candidate.document]
-        if self.race is None or len({c.document for c in new}) < 2:
-            return candidates, None
-        r = self.race
-        screen = self._screen = self.task.screen(r.share, r.seed)
-        self._say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
-                  f"{len(self.task.corpus_ids):,} documents")
-        got = screen.evaluate(self.enc, [lead.candidate, *new], per_query=True)
-        pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
-        leader = max([lead.candidate, *new], key=lambda c: got[c][METRIC])
-        behind = set()
-        for c in new:
-            j = judge(pq[c], pq[leader], 0.0, self.sizes)
-            if c != leader and j.gain > r.z * j.se:
-                behind.add(c)
-        rest = sorted((c for c in new if c not in behind), key=lambda c: -got[c][METRIC])
-        kept = set(rest[:math.ceil(r.keep * len(new))])
-        dropped = [c for c in new if c not in kept]
-        self.screened_out += len(dropped)
-        record = {**r.settings(), "documents": len(screen.corpus_ids), "screened": len(new),
-                  "lead_ndcg": round(float(got[lead.candidate][METRIC]), 6),
-                  "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
-                               "why": "behind" if c in behind else "halving"} for c in dropped]}
-        # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
-        return [c for c in candidates if c not in dropped or c in self.results.entries], record
 
-    def _step(self, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
+@dataclass
+class RetrievalStep:
+    """One row of a retrieval search's path (``"path"`` in its file): a step's best against the lead it met, with the
+    gain, its error and the threshold when it was judged (``settle``, by ``Runner.step``), the candidates skipped
+    (unreadable) and the race's record.
+
+    :param stage: ``"query"``, ``"document"`` or ``"readout"``.
+    :param candidates: how many were scored on the whole corpus.
+    :param lead: the lead's entry.
+    :param best: the step's best entry.
+    :param skipped: ``{candidate fields, "why"}`` of those the model cannot read (None: none).
+    :param race: the screen's record (None: no race)."""
+
+    stage: str
+    candidates: int
+    lead: RetrievalEntry
+    best: RetrievalEntry
+    skipped: list[dict] | None = None
+    race: dict | None = None
+    judged: dict | None = None  # {"gain", "se", "min_gain"} at 6 places (None: the lead stayed best)
+    taken: bool = False
+
+    def settle(self, judged: Judged, score_se: float, stop: str | None = None) -> None:
+        """The step judged (``Runner.step``): its gain, error and threshold at 6 places, and whether it is taken.
+
+        :param judged: the ``Judged`` step.
+        :param score_se: the best's own standard error (not recorded).
+        :param stop: unused (a retrieval step has no stop stage)."""
+        self.judged, self.taken = judged.rounded(6), judged.taken
+
+    def to_json(self) -> dict:
+        row = {"stage": self.stage, "candidates": self.candidates, "lead": self.lead.candidate.to_json(),
+               "lead_ndcg": round(self.lead.score, 6), "best": self.best.candidate.to_json(),
+               "best_ndcg": round(self.best.score, 6)}  # as the entries keep them
+        if self.skipped:
+            row["skipped"] = self.skipped
+        if self.race is not None:
+            row["race"] = self.race
+        return {**row, **(self.judged or {}), "taken": self.taken}
+
+
+# ---- the strategies ---------------------------------------------------------------------------------------
+class RetrievalStrategy(Strategy):
+    """A ``Strategy`` over retrieval candidates: ``propose`` asks the runner (a ``RetrievalSearch``) to score
+    candidates (``Runner.score``), judges steps (``Runner.step``) and names its lead (``Runner.choose``), which the
+    verdict weighs against the model's own (``runner.own``, scored first). ``library`` (the prompt library: a shipped
+    name or a ``.json`` path) and ``readouts`` (the pooled read-outs tried; None: the model's defaults, see
+    ``model_readouts``) are its search space, which the search reads."""
+
+    name = "strategy"
+    library: str = "retrieval"
+    readouts: Sequence[str] | None = None
+
+    def settings(self) -> dict:
+        """The strategy as the results file records it.
+
+        :returns: a JSON-ready dict, ``{"name": ...}`` and its settings."""
+        return {"name": self.name}
+
+    def check(self, scorer) -> None:
+        """Refuse what cannot run before anything is scored (one line); by default nothing.
+
+        :param scorer: here the ``RetrievalSearch`` (its space and ``own_candidate``; the model's own not scored yet).
+        :raises promptsearch.PromptSearchError: when the strategy cannot run (a subclass's check)."""
+
+
+@dataclass
+class GreedyRetrieval(RetrievalStrategy):
+    """The greedy steps: query prompts with the lead's document prompt and read-out (the corpus encoded once for the
+    whole step), then document prompts, then read-outs, each step's best taken only by the step rule.
+
+    :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
+    :param library: the prompt library (a shipped name or a ``.json`` path).
+    :param race: screen the document step's prompts on a smaller corpus first (``CorpusRace``; None: every one
+        scored on the whole corpus; not with workers, where a job is a whole candidate)."""
+
+    readouts: Sequence[str] | None = None
+    library: str = "retrieval"
+    race: CorpusRace | None = None
+    name = "greedy"
+
+    def settings(self) -> dict:
+        return {"name": self.name, **({"race": self.race.settings()} if self.race is not None else {})}
+
+    def propose(self, runner) -> None:
+        own = runner.own
+        lead = own
+        q_src = {RetrievalCandidate.of(q, lead.candidate.document, lead.candidate.readout): f"library: {s}"
+                 for q, s in runner.queries}
+        lead = self._step(runner, "query", lead, [own.candidate, *q_src], q_src)
+        d_src = {RetrievalCandidate.of(lead.candidate.query, d, lead.candidate.readout): f"library: {s}"
+                 for d, s in runner.documents}
+        lead = self._step(runner, "document", lead, [lead.candidate, *d_src], d_src)
+        r_cands = [RetrievalCandidate.of(lead.candidate.query, lead.candidate.document, r) for r in runner.readouts]
+        runner.choose(self._step(runner, "readout", lead, [lead.candidate, *r_cands], {}).candidate)
+
+    def _step(self, runner, stage: str, lead: RetrievalEntry, candidates: list[RetrievalCandidate],
               sources: dict[RetrievalCandidate, str]) -> RetrievalEntry:
-        """Score a step's candidates; its best replaces ``lead`` only by the step rule. The lead after it."""
-        readable: list[tuple[RetrievalCandidate, str | None]] = []
-        skipped: list[tuple[RetrievalCandidate, str | None]] = []
+        """Score a step's candidates (the lead first); its best replaces ``lead`` only by the step rule. The lead
+        after it."""
+        readable: list[RetrievalCandidate] = []
+        skipped: list[dict] = []
         for c in dict.fromkeys(candidates):
-            why = self.unreadable(c)
-            (skipped if why else readable).append((c, why))
-        self._say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
-                                                                   f"{skipped[0][1]})" if skipped else ""))
-        go, raced = self._race(lead, [c for c, _ in readable])
-        entries = self.score(go, stage, sources)
-        best = max(entries, key=lambda e: e.score)
-        row = {"stage": stage, "candidates": len(entries), "lead": lead.candidate.to_json(),
-               "lead_ndcg": round(lead.score, 6), "best": best.candidate.to_json(),
-               "best_ndcg": round(best.score, 6)}  # as the entries keep them
-        if skipped:
-            row["skipped"] = [{**c.to_json(), "why": why} for c, why in skipped]
-        if raced is not None:
-            row["race"] = raced
+            why = runner.scorer.unreadable(c)
+            if why:
+                skipped.append({**c.to_json(), "why": why})
+            else:
+                readable.append(c)
+        runner.say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
+                                                                   f"{skipped[0]['why']})" if skipped else ""))
+        race = self.race if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
+        told = runner.score(readable, stage, racing=race, record="new", together=True, sources=sources)
+        best = max(told.scores, key=lambda e: e.score)
+        row = RetrievalStep(stage, len(told.scores), lead, best, skipped or None, told.race)
         if best.candidate == lead.candidate:
-            row["taken"] = False
-            new = lead
-        else:
-            j = judge(lead.per_query, best.per_query, self.min_gain, self.sizes)
-            row.update({**j.rounded(6), "taken": j.taken})
-            new = best if j.taken else lead
-        self.results.steps.append(row)
-        self.results.save()
-        return new
+            runner.note(row)
+            return lead
+        return best if runner.step(row, lead.candidate, best.candidate, seed=0) else lead
+
+
+# ---- the search -----------------------------------------------------------------------------------------
+class RetrievalSearch(StepRunner):
+    """The retrieval search (see the module's description): the ``StepRunner`` every search goes through, with a
+    ``RetrievalScorer``, ``RetrievalResults`` and retrieval's search space (the library's query and document prompts,
+    ``{task}`` filled; the model's read-outs), its ``run`` the model's own candidate, the strategy, the verdict.
+
+    :param task: the ``RetrievalTask`` (or any object with its ``evaluate``).
+    :param enc: the encoder.
+    :param results: where scores are recorded (resumed entries are not scored again).
+    :param strategy: what proposes the candidates after the model's own (any ``Strategy``: a ``RetrievalStrategy``,
+        or one written for every kind of task; None: the greedy steps, ``GreedyRetrieval()``); its ``library`` and
+        ``readouts``, when it has them, are the search's prompts and read-outs (else the shipped library and the
+        model's read-outs).
+    :param min_gain: the gain a step must exceed ("auto": its standard error).
+    :param progress: told (one line) what each step is about to score; None: nothing said.
+    :param confirm: a task on the queries the search does not see (held out, or left out of a sample): an answer other
+        than the model's own is checked there (None: not checked).
+    :param queue: a ``WorkQueue`` made with a ``RetrievalWork``: each candidate a job for ``promptsearch worker``
+        processes (and this one) to score (None: scored here)."""
+
+    scorer: RetrievalScorer
+    results: RetrievalResults
+
+    def __init__(self, task, enc, results: RetrievalResults, strategy: Strategy | None = None,
+                 min_gain: float | str | None = "auto", progress: Callable[[str], None] | None = None, confirm=None,
+                 queue=None):
+        strategy = strategy if strategy is not None else GreedyRetrieval()
+        super().__init__(strategy, RetrievalScorer(task, enc, results, queue), results, progress)
+        self.min_gain = min_gain
+        self.task, self.enc, self.queue, self.confirm = task, enc, queue, confirm  # confirm: the queries not searched
+        self.sizes = self.scorer.sizes
+        self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
+        self.library: str = getattr(strategy, "library", "retrieval")
+        self.queries = library_prompts("query", self.description, self.library)
+        self.documents = library_prompts("document", self.description, self.library)
+        self.readouts = model_readouts(enc, getattr(strategy, "readouts", None))
+        self.own: RetrievalEntry | None = None  # the model's own candidate's entry, scored first
+
+    @property
+    def scored_now(self) -> int:
+        """Candidates scored by this process (not read back from the file)."""
+        return self.scorer.scored_now
+
+    @property
+    def screened_out(self) -> int:
+        """Candidates a race dropped (never encoded over the whole corpus)."""
+        return self.scorer.screened_out
+
+    def add_queries(self, prompts: Sequence[tuple[str, str]]) -> None:
+        """More query prompts for the search (generated ones): ``(prompt, source)`` pairs after the library's, each
+        prompt once.
+
+        :param prompts: the pairs."""
+        known = {q for q, _ in self.queries}
+        for q, src in prompts:
+            if q not in known:
+                known.add(q)
+                self.queries.append((q, src))
+
+    def own_candidate(self) -> RetrievalCandidate:
+        """The model's own candidate (``own_candidate``), before it is scored.
+
+        :returns: the candidate."""
+        return own_candidate(self.enc)
 
     def _confirm(self, res: RetrievalResults, own_c: RetrievalCandidate) -> None:
         """An answer other than the model's own is weighed against it once more on the queries the search did not see
@@ -763,7 +911,7 @@ class RetrievalSearch:
         chosen = res.best
         assert chosen is not None and self.confirm is not None
         n = len(self.confirm.query_ids)
-        self._say(f"checking the answer against the model's own on the {n:,} queries the search did not see")
+        self.say(f"checking the answer against the model's own on the {n:,} queries the search did not see")
         got = self.confirm.evaluate(self.enc, [own_c, chosen], per_query=True)
         pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
         j = judge(pq[own_c], pq[chosen], self.min_gain, getattr(self.confirm, "sizes", None))
@@ -781,19 +929,21 @@ class RetrievalSearch:
         t0 = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
-        self.strategy.check(self, own_c)  # before the model's own is scored: a refusal costs no corpus encoding
+        self.strategy.check(self)  # before the model's own is scored: a refusal costs no corpus encoding
         res.own = own_c
-        own = self.score([own_c], "own")[0]
-        res.strategy = self.strategy.settings()
-        lead = self.strategy.propose(self, own)
+        self.own = self.score([own_c], "own", record="new", together=True).scores[0]
+        res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
+        res.best = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides
+        self.strategy.propose(self)
         highest = res.ranking()[0]
+        lead = res.entries[res.best] if res.best is not None else highest
         challenger = lead if lead.candidate != own_c else highest  # what the verdict weighs the model's own against
         if challenger.candidate == own_c:
             res.verdict = {"kept": True, "challenger": own_c.to_json()}
             res.best = own_c
         else:
-            j = judge(own.per_query, challenger.per_query, self.min_gain, self.sizes)
-            taken = j.taken and lead.candidate != own_c  # only the steps' lead can be the answer
+            j = self.judge(own_c, challenger.candidate, seed=0)  # the one step rule, as every step is judged
+            taken = j.taken and lead.candidate != own_c  # only the strategy's lead can be the answer
             res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.rounded(6),
                            "taken": j.taken}
             res.best = lead.candidate if taken else own_c
@@ -804,9 +954,10 @@ class RetrievalSearch:
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
                      "screened_out": self.screened_out,
-                     "screen_passes": getattr(self._screen, "corpus_passes", 0),
-                     "screen_reused": getattr(self._screen, "corpus_reused", 0),
-                     "seconds": round(time.perf_counter() - t0, 3), **self.strategy.stats()}
+                     "screen_passes": getattr(self.scorer.screen, "corpus_passes", 0),
+                     "screen_reused": getattr(self.scorer.screen, "corpus_reused", 0),
+                     "seconds": round(time.perf_counter() - t0, 3),
+                     **self.strategy.stats()}
         res.save()
         return res
 

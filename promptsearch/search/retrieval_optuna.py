@@ -102,7 +102,7 @@ def space_of(search: RetrievalSearch, own: RetrievalCandidate) -> Space:
     :param own: the model's own candidate.
     :returns: the space."""
     return Space(list(dict.fromkeys([own.query, *(q for q, _ in search.queries)])),
-                 QueryGrammar.of_library(search.description, search.strategy.library),
+                 QueryGrammar.of_library(search.description, search.library),
                  list(dict.fromkeys([own.document, *(d for d, _ in search.documents)])),
                  list(dict.fromkeys([own.readout, *search.readouts])))
 
@@ -177,15 +177,15 @@ class OptunaRetrieval(RetrievalStrategy):
         return {"model": res.model, "data": res.data.get("fingerprint"), "precision": res.precision,
                 "numbers": res.numbers}
 
-    def check(self, search: RetrievalSearch, own: RetrievalCandidate) -> None:
+    def check(self, scorer) -> None:
         """A study of this name already in the storage is joined only if its scores compare with this run's (the same
         model numbers, data and precision) and it offers the same options for each parameter. Reads, writes nothing;
         run before the model's own is scored, so a refusal costs no encoding.
 
-        :param search: the search.
-        :param own: the model's own candidate.
+        :param scorer: the ``RetrievalSearch`` (its space, results and the model's own candidate).
         :raises promptsearch.PromptSearchError: otherwise (one line)."""
-        space = space_of(search, own)
+        search: RetrievalSearch = scorer
+        space = space_of(search, search.own_candidate())
         check_storage(self.storage)
         found = existing_study(self.storage, self.study_name)
         if found is None:
@@ -211,20 +211,22 @@ class OptunaRetrieval(RetrievalStrategy):
 
     def _absorb(self, study: optuna.Study, search: RetrievalSearch) -> dict[RetrievalCandidate, float]:
         """Every complete trial's candidate and score; those the results do not hold (another process's, an earlier
-        run's) are added to them from the trial's user attributes."""
+        run's) are kept in them (``Runner.keep``) from the trial's user attributes."""
         seen: dict[RetrievalCandidate, float] = {}
+        new: dict[RetrievalCandidate, RetrievalEntry] = {}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             a = t.user_attrs
             if "candidate" not in a or "per_query" not in a:
                 continue
             c = RetrievalCandidate.from_json(a["candidate"])
             seen[c] = float(t.value) if t.value is not None else float("nan")
-            if c not in search.results.entries:
+            if c not in search.results.entries and c not in new:
                 self.absorbed += 1
-                search.results.add(RetrievalEntry(c, {k: float(v) for k, v in a.get("metrics", {}).items()},
-                                                  f"optuna: trial {t.number} (another run)",
-                                                  float(a.get("seconds", 0.0)),
-                                                  np.asarray(a["per_query"], dtype=np.float64)))
+                new[c] = RetrievalEntry(c, {k: float(v) for k, v in a.get("metrics", {}).items()},
+                                        f"optuna: trial {t.number} (another run)", float(a.get("seconds", 0.0)),
+                                        np.asarray(a["per_query"], dtype=np.float64))
+        if new:
+            search.keep(list(new.values()))
         return seen
 
     def _seed_study(self, study: optuna.Study, search: RetrievalSearch, space: Space, own: RetrievalEntry) -> None:
@@ -241,9 +243,12 @@ class OptunaRetrieval(RetrievalStrategy):
                 params=params, distributions={k: dists[k] for k in params}, value=e.score,
                 user_attrs={**trial_attrs(e), "from": "the results file"}))
 
-    def propose(self, search: RetrievalSearch, own: RetrievalEntry) -> RetrievalEntry:
+    def propose(self, runner) -> None:
+        search: RetrievalSearch = runner
+        own = search.own
+        assert own is not None  # scored first
         space = space_of(search, own.candidate)
-        self.check(search, own.candidate)  # again: another process may have made the study meanwhile
+        self.check(search)  # again: another process may have made the study meanwhile
         storage = open_storage(self.storage)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -261,7 +266,7 @@ class OptunaRetrieval(RetrievalStrategy):
                   else f"{self.done_before} trials finished before, trials={self.trials}: none to run")
         if from_file:  # a new study's first trials: not run here, told from the results file
             before += f" ({from_file} of them told from the results file: the model's own and what it held)"
-        search._say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
+        search.say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
                     f"library ({len(space.queries)})"
                     + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
                     + f", {len(space.documents)} document prompts, {len(space.readouts)} read-outs")
@@ -275,10 +280,10 @@ class OptunaRetrieval(RetrievalStrategy):
             told: set[int] = set()
             try:
                 with Heartbeats(storage, study, trials):
-                    why = {t.number: search.unreadable(cands[t.number]) for t in trials}
+                    why = {t.number: search.scorer.unreadable(cands[t.number]) for t in trials}
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
-                    search.score(todo, "optuna")
+                    search.score(todo, "optuna", record="new", together=True)
                 for t in trials:
                     c = cands[t.number]
                     t.set_user_attr("candidate", c.to_json())
@@ -302,11 +307,11 @@ class OptunaRetrieval(RetrievalStrategy):
                 raise
             best = max(search.results.entries.values(), key=lambda e: e.score)
             done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.get_trials(deepcopy=False))
-            search._say(f"optuna: {done}/{self.trials} trials, best {METRIC} {best.score:.4f}  {best.candidate.shown}")
+            search.say(f"optuna: {done}/{self.trials} trials, best {METRIC} {best.score:.4f}  {best.candidate.shown}")
         self._absorb(study, search)
         states = [t.state for t in study.get_trials(deepcopy=False)]
         self.summary = {"name": self.study_name, "complete": states.count(TrialState.COMPLETE),
                         "pruned": states.count(TrialState.PRUNED), "failed": states.count(TrialState.FAIL),
                         "running": states.count(TrialState.RUNNING), "finished_now": self.finished_now,
                         "from_other_runs": self.absorbed}
-        return search.results.ranking()[0]
+        search.choose(search.results.ranking()[0].candidate)

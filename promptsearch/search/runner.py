@@ -14,32 +14,16 @@ held-out validation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from ..representation import Representation
 from .baseline import score_own, settle
-from .racing import Racing, race, race_key
-from .results import Entry, Results
-from .scorer import Score, Scorer
-from .state import PathStep, RaceState
-from .strategy import Strategy
+from .results import Results
+from .scorer import Scorer
+from .strategy import Strategy, Told
 from .validate import validate
-
-
-@dataclass
-class Told:
-    """What a strategy is told of the candidates it proposed: their full-set scores (in candidate order; a
-    race: its finalists', in candidate order) and, of a race, the candidates dropped before a full-set
-    score (``{"template", "rung"}``).
-
-    :param scores: the full-set scores, in candidate order.
-    :param dropped: a race's candidates dropped before the full set, each ``{"template", "rung"}``."""
-
-    scores: list[Score]
-    dropped: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -89,12 +73,13 @@ class Judged:
         return {"gain": round(self.gain, places), "se": round(self.se, places), "min_gain": round(self.need, places)}
 
 
-def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
+def judge(scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
     """The step rule: ``after`` is taken over ``before`` only when it is another representation and its gain
-    on the scorer's pairs is above ``min_gain`` points ("auto" or None: the gain's own paired-bootstrap
-    standard error, resampled with ``seed``).
+    on the scorer's data is above ``min_gain`` ("auto" or None: the gain's own standard error; STS: a paired
+    bootstrap over the pairs, resampled with ``seed``; retrieval: of the mean per-query difference).
 
-    :param scorer: the scorer whose pairs (and cached similarities) both representations are compared on.
+    :param scorer: the scorer both representations are compared on (an STS ``Scorer``: its pairs and cached
+        similarities; a retrieval ``RetrievalScorer``: its per-query nDCG@10).
     :param before: the representation (or its text) stepped from.
     :param after: the representation (or its text) stepped to.
     :param min_gain: the points ``after`` must gain; "auto" or None: the gain's standard error.
@@ -102,76 +87,81 @@ def judge(scorer: Scorer, before, after, min_gain="auto", seed: int = 0) -> Judg
     :returns: the gain, its standard error, the threshold, and whether the step is taken.
     """
     gain, se = scorer.gain(before, after, seed=seed)
-    return Judged.of(gain, se, min_gain, Representation.parse(before) != Representation.parse(after))
+    return Judged.of(gain, se, min_gain, scorer.representation(before) != scorer.representation(after))
 
 
-class Runner:
-    """Runs one strategy with one scorer into one results file (see the module's description).
+class StepRunner:
+    """What every search's strategy asks, whatever the kind of task (see the module's description): ``score``,
+    ``step``, ``note``, ``choose``, ``keep``, ``say``, over an STS ``Scorer`` and ``Results`` (``Runner``) or
+    retrieval's ``RetrievalScorer`` and ``RetrievalResults`` (``search.retrieval.RetrievalSearch``). Each kind adds
+    its whole search as ``run``. A scorer gives scores with an ``entry_key`` and a ``value`` (its primary metric),
+    tells each as it comes (``on_score``) and weighs a step (``gain``, ``se``, ``representation``); results ``add``
+    a score, hold ``entries`` and ``path_steps``, ``choose`` and ``save``.
 
     :param strategy: what proposes the candidates (its ``min_gain`` judges steps; its ``show_progress_bar``,
         when it has one, False: no progress bars).
     :param scorer: what scores them.
     :param results: the results the run writes, saved after every record (a resumed run's path is recorded
         again).
+    :param progress: told one line at a time what the search is doing (``say``); None: nothing said.
     :cvar CHUNK: candidates scored together (what an interrupt can lose)."""
 
 
     CHUNK = 16  # candidates scored together (what an interrupt can lose)
 
-    def __init__(self, strategy: Strategy, scorer: Scorer, results: Results):
+    def __init__(self, strategy: Strategy, scorer, results, progress: Callable[[str], None] | None = None):
         self.strategy, self.scorer, self.results = strategy, scorer, results
-        self.path: list[PathStep] = []  # the path this run records (a resumed run's is recorded again)
+        self.path: list = []  # the path's rows this run records (a resumed run's is recorded again)
         self.show = getattr(strategy, "show_progress_bar", None)  # False: no progress bars
+        self.min_gain = strategy.min_gain  # what a step must gain ("auto" or None: its noise)
+        self.progress = progress
+
+    def say(self, line: str) -> None:
+        """One line of what the search is doing, to ``progress`` (nothing without one).
+
+        :param line: the line."""
+        if self.progress is not None:
+            self.progress(line)
 
     # ---- what a strategy asks -----------------------------------------------------------------
-    def score(self, candidates: Sequence, source: str, desc: str | None = None, racing: Racing | None = None,
-              record: str = "all", together: bool = False) -> Told:
-        """Score ``candidates`` (representations, or their text) and record them under ``source``: on the full
-        set ``CHUNK`` at a time, or raced (``racing``: screened on growing subsets, the finalists scored on the
-        full set). ``desc``: the progress bar's label (None: no bar). ``record``: "all", "new" (only the keys
-        the results do not hold yet: the model's own representation keeps its source) or "none" (scores
-        told, not recorded: ``record`` one later). ``together``: all in one scorer call (a template at
-        several layers: one pass), not ``CHUNK`` at a time.
+    def score(self, candidates: Sequence, source: str, desc: str | None = None, racing=None,
+              record: str = "all", together: bool = False, sources: Mapping | None = None) -> Told:
+        """Score ``candidates`` (representations, or their text; retrieval candidates) and record them under
+        ``source``: on the full set ``CHUNK`` at a time, or raced (``racing``: an STS ``Racing``, screened on growing
+        subsets of the pairs, or retrieval's ``CorpusRace``, on a smaller corpus; the finalists scored on the full
+        set). ``desc``: the progress bar's label (None: no bar). ``record``: "all", "new" (only the keys the results
+        do not hold yet: the model's own representation keeps its source) or "none" (scores told, not recorded:
+        ``record`` one later). ``together``: all in one scorer call (a template at several layers: one pass; a
+        retrieval step: each corpus encoding once), not ``CHUNK`` at a time. Each score is recorded as the scorer
+        tells it, so an interrupt keeps every score made.
 
         :param candidates: representations, or their text.
         :param source: what proposed them (the results record it with each entry).
         :param desc: the progress bar's label; None: no bar.
-        :param racing: race the candidates instead of scoring each on the full set.
+        :param racing: race the candidates instead of scoring each on the full set (its ``run``).
         :param record: "all", "new" or "none" (above).
         :param together: all in one scorer call rather than ``CHUNK`` at a time.
-        :returns: the scores told (and, when raced, the candidates dropped).
+        :param sources: a source of its own for some candidates (by entry key; the rest: ``source``).
+        :returns: the scores told, in the order scored (and, when raced, the candidates dropped).
         """
         if racing is not None:
-            return self._race(list(candidates), source, desc or source, racing)
-        scores: list[Score] = []
+            return racing.run(self, list(candidates), source, desc or source, sources)
+        scores: list = []
         with tqdm(total=len(candidates), desc=desc, leave=False, disable=desc is None or self.show is False,
                   unit="template") as bar:
+            def told(sc) -> None:
+                bar.update(1)
+                bar.set_postfix_str(f"{sc.value:.4g} {str(sc.label)[:40]}")
+                if record == "all" or (record == "new" and sc.entry_key not in self.results.entries):
+                    self.record(sc, (sources or {}).get(sc.entry_key, source))
+                scores.append(sc)
+
             chunk = max(len(candidates), 1) if together else self.CHUNK
             for i in range(0, len(candidates), chunk):
-                for sc in self.scorer.score(list(candidates[i : i + chunk])):
-                    bar.update(1)
-                    bar.set_postfix_str(f"{sc.spearman:.2f} {sc.template[:40]}")
-                    if record == "all" or (record == "new" and sc.entry_key not in self.results.entries):
-                        self.record(sc, source)
-                    scores.append(sc)
+                self.scorer.score(list(candidates[i : i + chunk]), on_score=told)
         return Told(scores)
 
-    def _race(self, texts: list[str], source: str, desc: str, racing: Racing) -> Told:
-        texts = list(dict.fromkeys(texts))
-        state = self.results.races.setdefault(race_key(self.scorer, texts, racing), RaceState())
-        with tqdm(total=len(texts), desc=desc, leave=False, disable=self.show is False, unit="template") as bar:
-            def progress(label, done, total):
-                bar.set_description_str(f"{desc}, {label}")
-                bar.total, bar.n = total, done
-                bar.refresh()
-
-            outcome = race(self.scorer, texts, racing, state, save=self.results.save, progress=progress)
-        self.results.add_seconds(outcome.seconds)
-        for sc in outcome.scores:
-            self.record(sc, source)
-        return Told(list(outcome.scores), list(outcome.dropped))
-
-    def record(self, score: Score, source: str) -> Entry:
+    def record(self, score, source: str):
         """Add one score to the results (saved).
 
         :param score: a score the scorer gave.
@@ -188,15 +178,15 @@ class Runner:
         :param seed: the paired bootstrap's seed.
         :returns: the judgement (see ``judge``).
         """
-        return judge(self.scorer, before, after, self.strategy.min_gain, seed)
+        return judge(self.scorer, before, after, self.min_gain, seed)
 
-    def step(self, row: PathStep, before, after, seed: int, stop: str | None = None) -> bool:
+    def step(self, row, before, after, seed: int, stop: str | None = None) -> bool:
         """A step of the path: ``after`` (``row``'s representation) judged against ``before``; ``row`` gets the
-        gain, its error, the threshold and ``after``'s own standard error, and is recorded. ``stop``: the stage
-        ``row`` takes when the step is not taken (a prefix step's "stop"); without it ``row.taken`` says.
-        Whether it was taken.
+        gain, its error, the threshold and ``after``'s own standard error (``row.settle``), and is recorded.
+        ``stop``: the stage ``row`` takes when the step is not taken (a prefix step's "stop"); without it
+        ``row.taken`` says. Whether it was taken.
 
-        :param row: the path's row for ``after`` (filled in and recorded).
+        :param row: the path's row for ``after`` (a ``PathStep``, a ``RetrievalStep``; filled in and recorded).
         :param before: the representation stepped from.
         :param after: the representation stepped to.
         :param seed: the paired bootstrap's seed.
@@ -204,16 +194,11 @@ class Runner:
         :returns: whether the step was taken.
         """
         j = self.judge(before, after, seed)
-        row.gain, row.se, row.min_gain = j.noise["gain"], j.noise["se"], j.noise["min_gain"]
-        row.score_se = round(self.scorer.se(after), 4)
-        if stop is None:
-            row.taken = j.taken
-        elif not j.taken:
-            row.stage = stop
+        row.settle(j, self.scorer.se(after), stop)
         self.note(row)
         return j.taken
 
-    def note(self, row: PathStep) -> None:
+    def note(self, row) -> None:
         """A row of the path that decides nothing (a candidate's score, a stage's best), recorded.
 
         :param row: the path's row, appended to the path and saved.
@@ -222,14 +207,14 @@ class Runner:
         self.results.path_steps = list(self.path)
         self.results.save()
 
-    def choose(self, key: Representation) -> None:
+    def choose(self, key) -> None:
         """The strategy's answer, when it is not simply the highest score.
 
-        :param key: the representation the strategy answers with (one the results hold).
+        :param key: the representation (a retrieval candidate) the strategy answers with (one the results hold).
         """
         self.results.choose(key)
 
-    def keep(self, entries: Sequence[Entry] = (), **records) -> None:
+    def keep(self, entries: Sequence = (), **records) -> None:
         """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,
         ``pareto``, ``generated``, ``baseline``, ``spread``: ``Results`` fields), saved.
 
@@ -245,7 +230,14 @@ class Runner:
             setattr(self.results, name, value)
         self.results.save()
 
-    # ---- a whole search -----------------------------------------------------------------------
+
+class Runner(StepRunner):
+    """Runs one STS strategy with one ``Scorer`` into one ``Results`` file: ``StepRunner`` with the whole search as
+    ``run`` (the model's own representation first, the strategy, the verdict, held-out validation)."""
+
+    scorer: Scorer
+    results: Results
+
     def run(self, validate_on=(), validate_top: int | None = None, show_progress_bar=None, announce=None) -> Results:
         """The model's own representation scored, the strategy's proposals, the verdict, held-out validation
         (see ``run_strategy``); the results.

@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -71,6 +71,16 @@ class Scored:
         if self.members:
             return Representation.ensemble(self.members)
         return Representation(self.template, None if self.readout else self.layer, self.readout)
+
+    @property
+    def value(self) -> float:
+        """The primary metric's value (what every kind of task's score has): the objective's Spearman ×100."""
+        return self.spearman
+
+    @property
+    def label(self) -> str:
+        """What a progress bar shows of it: the template."""
+        return self.template
 
     @property
     def key(self) -> str:
@@ -405,7 +415,7 @@ class Scorer:
         return dict(per_set) if per_set and len(self.datasets) > 1 else None
 
     # ---- scoring -----------------------------------------------------------------------------
-    def score(self, representations, fresh: bool = False):
+    def score(self, representations, fresh: bool = False, on_score: Callable[[Score], None] | None = None):
         """Full-set scores: the one way to score. ``representations``: one (a template, ``T @layer L``,
         ``T @mean``, an ensemble; text, a ``Template`` or a
         ``Representation``) gives its ``Score``; a list gives theirs,
@@ -420,12 +430,17 @@ class Scorer:
 
         :param representations: one representation: text, a ``Template`` or a ``Representation``; or a list of them.
         :param fresh: skip the cache lookup (the scores are still cached).
+        :param on_score: told each score, in order, once all are made (what the ``Runner`` records; a score
+            made is already in the score cache, so an interrupt loses none).
         :returns: a ``Score`` for one representation, a list of them for a list.
         :raises TemplateError: when the model cannot read a representation.
         """
         single = isinstance(representations, (str, Template, Representation))
         keys = [self.representation(r) for r in ([representations] if single else representations)]
         out = self._score_all(keys, fresh)
+        if on_score is not None:
+            for k in keys:
+                on_score(out[k])
         return out[keys[0]] if single else [out[k] for k in keys]
 
     def _score_all(self, keys: list[Representation], fresh: bool) -> dict[Representation, Score]:

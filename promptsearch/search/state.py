@@ -66,6 +66,20 @@ class PathStep(_Record):
     min_gain: float | None = None
     dropped: list | None = None
 
+    def settle(self, judged, score_se: float, stop: str | None = None) -> None:
+        """The step judged (``Runner.step``): the gain, its error and the threshold (4 places), the representation's
+        own standard error, and ``taken`` — or, with ``stop``, the stage the row takes when the step is not taken.
+
+        :param judged: the ``Judged`` step.
+        :param score_se: the standard error of this step's representation's own score.
+        :param stop: the stage the row takes when the step is not taken (None: ``taken`` says)."""
+        self.gain, self.se, self.min_gain = judged.noise["gain"], judged.noise["se"], judged.noise["min_gain"]
+        self.score_se = round(score_se, 4)
+        if stop is None:
+            self.taken = judged.taken
+        elif not judged.taken:
+            self.stage = stop
+
     @property
     def entry_key(self) -> Representation:
         """The entry this step scored: the template (a pooled read-out's key), at its layer, or the ensemble's

@@ -11,11 +11,28 @@ that records every trial. Every other hook does nothing unless a strategy needs 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # "Runner": search.runner.Runner, which imports this module (not imported here)
     from .results import Results
     from .scorer import Scorer
+
+
+@dataclass
+class Told:
+    """What a strategy is told of the candidates it proposed (``Runner.score``): their scores as the scorer gave them
+    (an STS ``Score``, a retrieval ``RetrievalEntry``: each with its ``entry_key`` and its primary metric's ``value``)
+    in the order scored; of a race, the candidates dropped before a full score (``{"template", "rung"}``, or a
+    retrieval candidate's fields and its screen score) and the race's record for the step's row.
+
+    :param scores: the full scores, in the order scored (candidate order for STS).
+    :param dropped: a race's candidates dropped before a full score.
+    :param race: a race's record for the step's row (None: no race, or one that keeps its own, as STS racing does)."""
+
+    scores: list[Any]
+    dropped: list[dict] = field(default_factory=list)
+    race: dict | None = None
 
 
 class Strategy:
@@ -33,7 +50,7 @@ class Strategy:
         """
         return {}
 
-    def check(self, scorer: "Scorer") -> None:
+    def check(self, scorer: "Scorer | Any") -> None:
         """Refuse bad input before the results file is opened (one-line errors); by default nothing.
 
         :param scorer: the scorer the run will use (its model, data and layers).
@@ -56,6 +73,13 @@ class Strategy:
         :raises NotImplementedError: always here; a subclass writes the search.
         """
         raise NotImplementedError
+
+    def stats(self) -> dict:
+        """What the strategy adds to the run's stats (a retrieval results file's ``stats``); by default nothing.
+
+        :returns: a JSON-ready dict.
+        """
+        return {}
 
     def validation_extra(self, results: "Results") -> list:
         """Entry keys held-out validation scores besides the best K; by default none.

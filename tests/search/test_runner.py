@@ -4,7 +4,10 @@ with one rule. A fake scorer (scores and noise given) keeps these tests to the r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import numpy as np
 
 from promptsearch.representation import Representation
 from promptsearch.search import Results, Runner, Strategy
@@ -17,7 +20,8 @@ SE = 2.0  # every gain's standard error in the fake
 
 
 class FakeScorer:
-    """What the runner asks of a scorer: scores of a list, a gain with its error, a score's error."""
+    """What the runner asks of a scorer: scores of a list (each told as it comes), a gain with its error, a score's
+    error, what a key reads as."""
 
     screening_precision = "fp32"
 
@@ -27,10 +31,16 @@ class FakeScorer:
     def settings_key(self):
         return "fake"
 
-    def score(self, keys, fresh=False):
+    def score(self, keys, fresh=False, on_score=None):
         keys = [Representation.parse(k).text for k in keys]
         self.asked.append(keys)
-        return [Score(k, SCORES[k], True, 0.5) for k in keys]
+        out = [Score(k, SCORES[k], True, 0.5) for k in keys]
+        for sc in out:
+            if on_score is not None:
+                on_score(sc)
+        return out
+
+    representation = staticmethod(Representation.parse)
 
     def gain(self, before, after, n_boot=1000, seed=0):
         return SCORES[Representation.parse(after).text] - SCORES[Representation.parse(before).text], SE
@@ -128,12 +138,68 @@ def test_candidates_are_scored_a_chunk_at_a_time(tmp_path, monkeypatch):
 
 
 def test_only_the_runner_writes_results_and_judges_steps():
-    """The strategies propose: none adds to, chooses in or saves the results, nor weighs a gain against its noise."""
+    """The strategies propose: none adds to, chooses in or saves the results, nor weighs a gain against its noise —
+    the STS ones and the retrieval ones (greedy's class, Optuna's module) alike."""
+    import inspect
+
+    from promptsearch.search import retrieval
+
     search = Path(__file__).resolve().parents[2] / "promptsearch" / "search"
-    for name in ("greedy.py", "optuna_search.py", "generate.py", "baseline.py", "__init__.py"):
-        text = (search / name).read_text(encoding="utf-8")
-        for written in ("results.add(", "results.choose(", "results.save(", ".gain(", "> need", "path_steps ="):
+    texts = {name: (search / name).read_text(encoding="utf-8")
+             for name in ("greedy.py", "optuna_search.py", "generate.py", "baseline.py", "__init__.py",
+                          "retrieval_optuna.py")}
+    texts.update({c.__name__: inspect.getsource(c) for c in (retrieval.RetrievalStrategy, retrieval.GreedyRetrieval)})
+    for name, text in texts.items():
+        for written in ("results.add(", "results.choose(", "results.save(", ".gain(", "> need", "path_steps =",
+                        "results.best ="):
             assert written not in text, f"{name} still does {written!r} itself"
+        assert not re.search(r"(?<![.\w])judge\(", text), f"{name} judges a step itself, not by runner.judge"
+
+
+class FirstOrBest(Strategy):
+    """A strategy written once for every kind of task: it asks the runner to score what it is given, to judge the
+    best against the first by the step rule, and answers with whichever the rule keeps."""
+
+    name = "first-or-best"
+
+    def __init__(self, candidates):
+        self.candidates = candidates
+
+    def propose(self, runner) -> None:
+        told = runner.score(self.candidates, "generic", together=True, record="new")
+        first, best = told.scores[0], max(told.scores, key=lambda s: s.value)
+        taken = runner.judge(first.entry_key, best.entry_key, seed=0).taken
+        runner.choose(best.entry_key if taken else first.entry_key)
+
+
+def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_path, tiny_bert_encoder_only_dir):
+    """The protocol is one: the same strategy's code proposes STS templates to ``Runner`` and retrieval candidates to
+    ``RetrievalSearch`` (a ``StepRunner`` both), each scorer telling scores with a ``value`` and weighing steps by the
+    one rule; the results record what it chose."""
+    from conftest import FakeRetrievalTask, make_encoder
+
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.retrieval import RetrievalResults, RetrievalSearch, own_candidate
+    from promptsearch.search.runner import StepRunner
+
+    sts = Results(None, "m", "stsb-dev", "fake", True)
+    runner = Runner(FirstOrBest(list(SCORES)), FakeScorer(), sts)
+    runner.strategy.propose(runner)
+    assert sts.chosen == Representation("[X] says [MASK] .")  # +5.00 beyond its error 2.00
+
+    enc = make_encoder(tiny_bert_encoder_only_dir)
+    own = own_candidate(enc)
+    better, within = RetrievalCandidate.of("query: ", "", own.readout), RetrievalCandidate.of("q: ", "", own.readout)
+    # +0.05 on every query: beyond any noise; +0.0005 on average, ±0.02 query by query: its error, 0.02 / sqrt(400)
+    # = 0.001, is above the gain
+    for bonus, want in (({better: 0.05}, better), ({within: 0.0005 + 0.02 * (-1) ** np.arange(400)}, own)):
+        res = RetrievalResults.open(None, "tiny", {"name": "fake", "fingerprint": "f" * 16, "queries": 400,
+                                                   "corpus": 100}, "fp32", {"model": "abc"})
+        search = RetrievalSearch(FakeRetrievalTask(bonus), enc, res, FirstOrBest([own, better, within]))
+        assert isinstance(search, StepRunner) and isinstance(runner, StepRunner)
+        assert search.run().best == want  # a gain within the noise is not taken: the model's own stays
+        assert res.strategy == {"name": "first-or-best"} and {e.source for e in res.entries.values()} == {
+            "own", "generic"}
 
 
 def test_a_race_is_recorded_by_the_runner(tmp_path):
@@ -146,16 +212,16 @@ def test_a_race_is_recorded_by_the_runner(tmp_path):
         return RaceOutcome([Score(texts[-1], SCORES[texts[-1]], True, 0.5)], [{"template": texts[0], "rung": 3}], 1.0,
                            2.0)
 
-    import promptsearch.search.runner as runner_module
+    import promptsearch.search.racing as racing_module
 
     results = Results(None, "m", "stsb-dev", "fake", True)
     runner = Runner(Proposer(), FakeScorer(), results)
-    orig = runner_module.race
-    runner_module.race = fake_race
+    orig = racing_module.race
+    racing_module.race = fake_race
     try:
         told = runner.score(list(SCORES), "raced", racing=_Racing())
     finally:
-        runner_module.race = orig
+        racing_module.race = orig
     assert calls == [list(SCORES)] and [s.template for s in told.scores] == ["[X] says [MASK] ."]
     # screening time, and the finalist's
     assert told.dropped == [{"template": "[X] is [MASK] .", "rung": 3}] and results.seconds == 2.0 + 0.5
@@ -163,7 +229,11 @@ def test_a_race_is_recorded_by_the_runner(tmp_path):
 
 
 class _Racing:
-    """Stands for racing settings (the fake race reads none)."""
+    """Stands for racing settings (the fake race reads none); runs as ``Racing`` does."""
+
+    from promptsearch.search.racing import Racing
+
+    run = Racing.run
 
     def settings(self):
         return {}

@@ -111,11 +111,12 @@ def test_interrupted_run_keeps_scored_templates(scorer, bert_enc, tmp_path, monk
     real = scorer.score
     calls = []
 
-    def flaky(ts, fresh=False):  # the model's own first, then a step's templates two at a time: stop in the second pair
+    # the model's own first, then a step's templates two at a time: stop in the second pair
+    def flaky(ts, fresh=False, on_score=None):
         if len(calls) == 3:
             raise KeyboardInterrupt
         calls.extend(ts)
-        return real(ts, fresh)
+        return real(ts, fresh, on_score)
 
     monkeypatch.setattr(Runner, "CHUNK", 2)
     monkeypatch.setattr(scorer, "score", flaky)
