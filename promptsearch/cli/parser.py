@@ -368,7 +368,9 @@ def _retrieval(sub) -> None:
                         "study or work study: it decides which queries are searched)")
     g.add_argument("--no-racing", action="store_true",
                    help="score every document prompt on the whole corpus (default: the greedy document step screens "
-                        "them on a smaller corpus first, and only the ones in contention are encoded over all of it)")
+                        "them on a smaller corpus first, and only the ones in contention are encoded over all of it; "
+                        "with --strategy optuna, a trial with a new document prompt is screened there and pruned "
+                        "unless in the better half)")
     g.add_argument("--race-share", type=float, default=0.1, metavar="F",
                    help="racing's smaller corpus: every judged document and this share of the others (default 0.1)")
     g.add_argument("--readouts", default=None, metavar="LIST",

@@ -75,7 +75,8 @@ def cmd_retrieval(args) -> int:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, trials=args.trials, seed=args.tpe_seed,
-                                           batch=args.batch_trials, library=args.prompts, readouts=readouts)
+                                           batch=args.batch_trials, library=args.prompts, readouts=readouts,
+                                           race=race)
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
             queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,

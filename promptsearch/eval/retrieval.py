@@ -296,8 +296,8 @@ class RetrievalTask:
 
     def screen(self, share: float, seed: int = 0) -> "RetrievalTask":
         """This task on a smaller corpus (``screening_corpus``): where racing screens document prompts. Its corpus
-        vectors are stored in this task's cache folder, temporary or not (named by their own corpus's fingerprint);
-        made once per share and seed.
+        vectors are stored in this task's cache folder, temporary or not (named by their own corpus's fingerprint),
+        and its query vectors are this task's (the same queries); made once per share and seed.
 
         :param share: the share of the documents no query judges relevant that is kept.
         :param seed: the draw's seed.
@@ -309,6 +309,9 @@ class RetrievalTask:
                                                chunk_size=self.chunk_size, show_progress_bar=self.show_progress_bar,
                                                float16_above_gib=self.float16_above_gib)
             self._screens[key]._noted_float16 = True  # a float16 store is said once a run, by this task
+            # the same queries: their vectors, keyed by encoder and query side, shared both ways (a candidate screened
+            # and then scored on the whole corpus encodes its queries once)
+            self._screens[key]._queries = self._queries
         return self._screens[key]
 
     def close(self) -> None:

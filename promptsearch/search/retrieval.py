@@ -575,6 +575,16 @@ class CorpusRace:
         told = runner.score(go, source, record="new", together=True, sources=sources)
         return Told(told.scores, list(record["dropped"]) if record else [], record)
 
+    def screening(self, scorer: "RetrievalScorer"):
+        """The smaller corpus a run screens on (``RetrievalTask.screen``): made once a run, kept on the scorer (its
+        corpus passes are counted apart).
+
+        :param scorer: the run's scorer.
+        :returns: the screening task."""
+        if scorer.screen is None:
+            scorer.screen = scorer.task.screen(self.share, self.seed)
+        return scorer.screen
+
     def screen(self, runner, candidates: list) -> tuple[list, dict | None]:
         """The candidates a step scores on the whole corpus after the screen, and the screen's record (None: no race:
         fewer than two document prompts other than the lead's).
@@ -589,7 +599,7 @@ class CorpusRace:
         new = [c for c in dict.fromkeys(candidates) if c.document != lead.document]
         if len({c.document for c in new}) < 2:
             return candidates, None
-        screen = scorer.screen = scorer.task.screen(self.share, self.seed)
+        screen = self.screening(scorer)
         runner.say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
                    f"{len(scorer.task.corpus_ids):,} documents")
         got = screen.evaluate(scorer.enc, [lead, *new], per_query=True)

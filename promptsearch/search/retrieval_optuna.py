@@ -18,6 +18,15 @@ beaten beyond the noise) weighs the same numbers wherever it is run. A candidate
 earlier one, another process, or the greedy strategy into the same results file — is told its score without encoding.
 A prompt the model cannot read (no room left for the text) is told pruned, with the reason.
 
+**Racing** (``race``: a ``CorpusRace``, as the greedy document step's): a trial whose document side (document prompt
+and read-out) no scored candidate has yet — a new pass over the whole corpus — is first scored on the smaller corpus
+(every judged document and a share of the others), its nDCG@10 there reported as the trial's intermediate value;
+Optuna's ``SuccessiveHalvingPruner`` (one rung, the same one for every process sharing the study) prunes it there when
+it is not in the better half of the study's trials screened so far, as the STS search prunes templates on a share of
+its pairs. A pruned trial is told pruned with its screen score and never encoded over the whole corpus; the screen's
+numbers are never an entry's score. A trial whose document side is scored already costs a query pass only, and is
+scored at once. Not with workers (a job is a whole candidate).
+
 ``--trials N`` is the study's total of finished trials, all processes together (``ask_batch``); a killed process's
 trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_trials``), as in the STS search.
 """
@@ -33,7 +42,7 @@ from optuna.trial import TrialState
 from ..errors import PromptSearchError
 from ..eval.retrieval import RetrievalCandidate
 from .optuna_search import default_storage, resumed_sampler, slug
-from .retrieval import METRIC, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
+from .retrieval import METRIC, CorpusRace, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
 from .study import (
     STUDY_EXISTS,
     Heartbeats,
@@ -131,7 +140,9 @@ class OptunaRetrieval(RetrievalStrategy):
     :param seed: the TPE sampler's seed (None: random).
     :param batch: trials asked at once and scored together (their query prompts encoded in one pass).
     :param library: the prompt library (its prompts and its query grammar).
-    :param readouts: the pooled read-outs a trial may take (None: the model's defaults, see ``model_readouts``)."""
+    :param readouts: the pooled read-outs a trial may take (None: the model's defaults, see ``model_readouts``).
+    :param race: screen a trial with a new document side on a smaller corpus first and prune it there (``CorpusRace``;
+        None: every trial scored on the whole corpus)."""
 
     storage: str
     study_name: str
@@ -140,6 +151,7 @@ class OptunaRetrieval(RetrievalStrategy):
     batch: int = 8
     library: str = "retrieval"
     readouts: list[str] | None = None
+    race: CorpusRace | None = None
     name = "optuna"  # type: ignore[misc]  # the strategy's name (a class attribute, not a field)
     done_before: int = field(default=0, init=False)
     finished_now: int = field(default=0, init=False)
@@ -164,7 +176,8 @@ class OptunaRetrieval(RetrievalStrategy):
 
     def settings(self) -> dict:
         return {"name": self.name, "storage": _shown(self.storage), "study_name": self.study_name,
-                "trials": self.trials, "seed": self.seed, "batch": self.batch}
+                "trials": self.trials, "seed": self.seed, "batch": self.batch,
+                **({"race": self.race.settings()} if self.race is not None else {})}
 
     def stats(self) -> dict:
         return {"study": self.summary} if self.summary else {}
@@ -229,6 +242,27 @@ class OptunaRetrieval(RetrievalStrategy):
             search.keep(list(new.values()))
         return seen
 
+    def _screen(self, trials: list, cands: dict, search: RetrievalSearch) -> dict:
+        """Racing a batch: each trial whose document side no scored candidate has (a new pass over the whole corpus) is
+        scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked. The screened trials →
+        (their screen score, whether pruned); none without a race or with workers."""
+        if self.race is None or search.scorer.queue is not None:
+            return {}
+        sides = {c.side("document") for c in search.results.entries}
+        new = [t for t in trials if cands[t.number].side("document") not in sides]
+        if not new:
+            return {}
+        screen = self.race.screening(search.scorer)
+        got = screen.evaluate(search.enc, list(dict.fromkeys(cands[t.number] for t in new)))
+        out = {}
+        for t in new:
+            v = float(got[cands[t.number]][METRIC])
+            t.report(v, 1)
+            t.set_user_attr("screen", {"documents": len(screen.corpus_ids), METRIC: round(v, 6)})
+            out[t] = (v, t.should_prune())
+        search.scorer.screened_out += sum(p for _, p in out.values())
+        return out
+
     def _seed_study(self, study: optuna.Study, search: RetrievalSearch, space: Space, own: RetrievalEntry) -> None:
         """A new study's first trials: the candidates the results file already holds (the model's own first, then what
         an earlier run — the greedy steps into the same file — scored), told as complete trials with their scores, so
@@ -252,8 +286,11 @@ class OptunaRetrieval(RetrievalStrategy):
         storage = open_storage(self.storage)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
+        pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
+                  if self.race is not None else optuna.pruners.NopPruner())
         study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
-                                    sampler=sampler, load_if_exists=True)
+                                    sampler=sampler, pruner=pruner, load_if_exists=True)
         if "retrieval" not in study.user_attrs:
             study.set_user_attr("retrieval", self.record(search))
             if not study.trials:  # what the results file holds (the model's own first) starts the study
@@ -283,12 +320,20 @@ class OptunaRetrieval(RetrievalStrategy):
                     why = {t.number: search.scorer.unreadable(cands[t.number]) for t in trials}
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
-                    search.score(todo, "optuna", record="new", together=True)
+                    screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search)
+                    pruned = {t.number for t, (_, out) in screened.items() if out}
+                    # a candidate two trials share goes on when either does
+                    go = {cands[t.number] for t in trials if t.number not in pruned}
+                    search.score([c for c in todo if c in go], "optuna", record="new", together=True)
                 for t in trials:
                     c = cands[t.number]
                     t.set_user_attr("candidate", c.to_json())
                     if why[t.number] is not None:
                         t.set_user_attr("why", why[t.number])
+                        study.tell(t, state=TrialState.PRUNED)
+                    elif t.number in pruned:
+                        t.set_user_attr("why", f"pruned by racing: {METRIC} {screened[t][0]:.4f} on the smaller "
+                                               "corpus, not in the better half of the trials screened there")
                         study.tell(t, state=TrialState.PRUNED)
                     else:
                         e = search.results.entries[c]
@@ -309,9 +354,12 @@ class OptunaRetrieval(RetrievalStrategy):
             done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.get_trials(deepcopy=False))
             search.say(f"optuna: {done}/{self.trials} trials, best {METRIC} {best.score:.4f}  {best.candidate.shown}")
         self._absorb(study, search)
-        states = [t.state for t in study.get_trials(deepcopy=False)]
+        all_trials = study.get_trials(deepcopy=False)
+        states = [t.state for t in all_trials]
         self.summary = {"name": self.study_name, "complete": states.count(TrialState.COMPLETE),
                         "pruned": states.count(TrialState.PRUNED), "failed": states.count(TrialState.FAIL),
                         "running": states.count(TrialState.RUNNING), "finished_now": self.finished_now,
-                        "from_other_runs": self.absorbed}
+                        "from_other_runs": self.absorbed,
+                        "raced_out": sum(t.state == TrialState.PRUNED and str(t.user_attrs.get("why", "")).startswith(
+                            "pruned by racing") for t in all_trials)}
         search.choose(search.results.ranking()[0].candidate)

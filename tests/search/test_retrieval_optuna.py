@@ -192,3 +192,36 @@ def test_a_new_study_starts_from_what_the_results_file_holds(enc, tmp_path):
     assert first[0] == own_candidate(enc) and set(first) == set(held)  # the own first, then the file's
     assert all(t.value == held[c].score for t, c in zip(trials, first))
     assert len(set(opt.scored)) >= 4  # and then trials of its own
+
+
+def test_racing_prunes_trials_with_a_new_document_prompt_on_the_smaller_corpus(enc, tmp_path):
+    """A trial whose document side no scored candidate has is screened first; the pruner stops the worse half of the
+    screened there, told pruned with its screen score and never encoded over the whole corpus; a trial whose
+    document side is scored already is not screened."""
+    from promptsearch.search.retrieval import CorpusRace
+
+    def bonus(c):  # the document prompt decides: passage: far behind, the others within a little of each other
+        return {"passage: ": -0.2, "search_document: ": 0.02}.get(c.document, 0.0)
+
+    task = Task(bonus, wobble=0.01)
+    res = RetrievalSearch(task, enc, results(), strategy(tmp_path, 24, race=CorpusRace(), readouts=["cls"])).run()
+    trials = finished(tmp_path)
+    raced = [t for t in trials if str(t.user_attrs.get("why", "")).startswith("pruned by racing")]
+    screened = [t for t in trials if "screen" in t.user_attrs]
+    assert raced and len(raced) < len(screened)  # some go on, some are stopped
+    assert {t.state for t in raced} == {optuna.trial.TrialState.PRUNED}
+    assert all(t.user_attrs["screen"]["documents"] == 10 for t in screened)  # the smaller corpus (the fake's 10)
+    full = set(task.scored)  # scored over the whole corpus
+    completed = {RetrievalCandidate.from_json(t.user_attrs["candidate"]) for t in trials
+                 if t.state == optuna.trial.TrialState.COMPLETE}
+    for t in raced:  # never encoded over the whole corpus, unless another trial went on with it
+        c = RetrievalCandidate.from_json(t.user_attrs["candidate"])
+        assert c not in full or c in completed
+        assert f"{t.user_attrs['screen']['ndcg@10']:.4f}" in t.user_attrs["why"]
+    assert set(res.entries) == full | {c for c in completed if c in res.entries}  # no screen score is an entry
+    assert res.stats["screened_out"] == len(raced) == res.stats["study"]["raced_out"]
+    assert res.strategy["race"] == CorpusRace().settings()
+    # without a race nothing is screened
+    plain = Task(bonus, wobble=0.01)
+    RetrievalSearch(plain, enc, results(), strategy(tmp_path, 12, name="plain", readouts=["cls"])).run()
+    assert not plain.screens and not [t for t in finished(tmp_path, "plain") if "screen" in t.user_attrs]

@@ -96,6 +96,8 @@ def test_a_real_race_records_the_screens_numbers_and_saves_corpus_passes(enc, tm
     RetrievalSearch(plain, enc, results(), GreedyRetrieval(readouts=["cls"])).run()
     assert plain.corpus_passes - task.corpus_passes == len(race["dropped"])
     assert task.screen(0.1, 0).corpus_passes == 4  # the lead's prompt and the three others, on the screen
+    # the screened share the lead's query side, whose vectors the query step made: the screen encodes no queries
+    assert task.screen(0.1, 0).query_encodings == 0 and task.screen(0.1, 0)._queries is task._queries
     task.close()
 
 
