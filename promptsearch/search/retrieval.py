@@ -2,9 +2,11 @@
 
 The model's own candidate is scored first — the prompts ``encode_query`` and ``encode_document`` use
 (sentence-transformers reads ``prompts["query"]`` for queries and the first of ``document``, ``passage``,
-``corpus`` for documents, else the default prompt) and the model's own pooling — then a strategy
-(``RetrievalStrategy``: these greedy steps, ``GreedyRetrieval``, by default; Optuna's TPE over all three,
-``search.retrieval_optuna``) proposes the rest. The greedy search takes three steps, each over the lead so far:
+``corpus`` for documents, else the default prompt) and the model's own pooling — then a strategy (a
+``Strategy``, as the STS ones are: these greedy steps, ``GreedyRetrieval``, by default; Optuna's TPE over all three,
+``search.retrieval_optuna``) proposes the rest through the runner every search uses (``RetrievalSearch`` is a
+``StepRunner``: ``score``, ``step``, ``choose``), which scores with a ``RetrievalScorer`` and alone records. The
+greedy search takes three steps, each over the lead so far:
 
 1. query prompts (``templates/retrieval.json``, ``{task}`` filled with the data's description) with the lead's
    document prompt and read-out: the corpus is encoded once for the whole step;

@@ -1,5 +1,6 @@
 """The one protocol every search strategy follows (as Optuna's samplers share ``BaseSampler``): a
-strategy proposes, the ``Runner`` records.
+strategy proposes, the runner records (a ``StepRunner``: the STS ``Runner``, or the retrieval
+``RetrievalSearch``; the same strategy code runs on either).
 
 A strategy has a name, its settings, and ``Strategy.propose``: it asks the runner to score
 candidates (``runner.score(candidates, source)``) and is told their scores, asks it whether a step is
