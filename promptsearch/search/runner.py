@@ -142,7 +142,8 @@ class StepRunner:
         :param record: "all", "new" or "none" (above).
         :param together: all in one scorer call rather than ``CHUNK`` at a time.
         :param sources: a source of its own for some candidates (by entry key; the rest: ``source``).
-        :returns: the scores told, in the order scored (and, when raced, the candidates dropped).
+        :returns: the scores, in candidate order (a retrieval scorer's: each candidate once), and, when raced, the
+            candidates dropped.
         """
         if racing is not None:
             return racing.run(self, list(candidates), source, desc or source, sources)
@@ -154,11 +155,11 @@ class StepRunner:
                 bar.set_postfix_str(f"{sc.value:.4g} {str(sc.label)[:40]}")
                 if record == "all" or (record == "new" and sc.entry_key not in self.results.entries):
                     self.record(sc, (sources or {}).get(sc.entry_key, source))
-                scores.append(sc)
 
             chunk = max(len(candidates), 1) if together else self.CHUNK
             for i in range(0, len(candidates), chunk):
-                self.scorer.score(list(candidates[i : i + chunk]), on_score=told)
+                # recorded as told; told back in candidate order (the order a strategy breaks ties by)
+                scores.extend(self.scorer.score(list(candidates[i : i + chunk]), on_score=told))
         return Told(scores)
 
     def record(self, score, source: str):

@@ -24,10 +24,10 @@ if TYPE_CHECKING:  # "Runner": search.runner.Runner, which imports this module (
 class Told:
     """What a strategy is told of the candidates it proposed (``Runner.score``): their scores as the scorer gave them
     (an STS ``Score``, a retrieval ``RetrievalEntry``: each with its ``entry_key`` and its primary metric's ``value``)
-    in the order scored; of a race, the candidates dropped before a full score (``{"template", "rung"}``, or a
+    in candidate order; of a race, the candidates dropped before a full score (``{"template", "rung"}``, or a
     retrieval candidate's fields and its screen score) and the race's record for the step's row.
 
-    :param scores: the full scores, in the order scored (candidate order for STS).
+    :param scores: the full scores, in candidate order.
     :param dropped: a race's candidates dropped before a full score.
     :param race: a race's record for the step's row (None: no race, or one that keeps its own, as STS racing does)."""
 

@@ -237,3 +237,22 @@ class _Racing:
 
     def settings(self):
         return {}
+
+
+def test_scores_are_recorded_as_told_and_told_back_in_candidate_order(tmp_path):
+    """A scorer may tell its scores in another order than asked (retrieval's: those held first, then grouped by
+    document side); each is recorded as it is told, and the strategy gets them in candidate order, the order it
+    breaks ties by."""
+
+    class Reversed(FakeScorer):
+        def score(self, keys, fresh=False, on_score=None):
+            out = super().score(keys, fresh)
+            for sc in reversed(out):
+                if on_score is not None:
+                    on_score(sc)
+            return out
+
+    results = Results(None, "m", "stsb-dev", "fake", True)
+    told = Runner(Proposer(), Reversed(), results).score(list(SCORES), "x", together=True)
+    assert [s.template for s in told.scores] == list(SCORES)
+    assert [e.template for e in sorted(results.entries.values(), key=lambda e: e.order)] == list(SCORES)[::-1]
