@@ -77,6 +77,8 @@ class Objective(IndexedPairs):
     :param objective: ``"mean"`` or ``"min"`` of the sets' Spearmans.
     :raises promptsearch.PromptSearchError: for an unknown objective, or no set."""
 
+    primary_metric = "spearman"  # the objective of the sets' Spearmans ×100
+
     def __init__(self, evaluators: dict[str, STSEvaluator], objective: str = "mean"):
         if objective not in OBJECTIVES:
             raise PromptSearchError(f"objective={objective!r}: choose mean or min")

@@ -95,6 +95,8 @@ class STSEvaluator(IndexedPairs):
     :raises promptsearch.errors.DataError: where every gold score of the set, or of a subset, is the same.
     """
 
+    primary_metric = "spearman"  # the key of the number ``score`` and ``evaluate`` give (Spearman ×100 of cosine)
+
     def __init__(self, data: STSData):
         self.data = data.check()
         self.name = data.name

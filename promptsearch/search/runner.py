@@ -15,7 +15,7 @@ held-out validation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from tqdm.auto import tqdm
 
@@ -90,6 +90,49 @@ def judge(scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
     return Judged.of(gain, se, min_gain, scorer.representation(before) != scorer.representation(after))
 
 
+@runtime_checkable
+class TaskScorer(Protocol):
+    """What a runner asks of a scorer, whatever the kind of task (the STS ``Scorer``, retrieval's
+    ``RetrievalScorer``): scores of candidates, each told as it is made, and a step's gain with its standard error."""
+
+    def score(self, candidates: Sequence, *, on_score: Callable[[Any], None] | None = None) -> list:
+        """Each candidate's score (its ``entry_key`` and primary metric's ``value``), in candidate order; each told to
+        ``on_score`` as it is made."""
+        ...
+
+    def gain(self, before: Any, after: Any, *, seed: int = 0) -> tuple[float, float]:
+        """``after``'s gain over ``before`` in the primary metric, and that gain's standard error."""
+        ...
+
+    def se(self, key: Any) -> float:
+        """The standard error of a candidate's own score."""
+        ...
+
+    def representation(self, key: Any) -> Any:
+        """What the scorer keys a candidate by (two steps to one key are no step)."""
+        ...
+
+
+@runtime_checkable
+class TaskResults(Protocol):
+    """What a runner asks of a results file, whatever the kind of task (STS ``Results``, ``RetrievalResults``)."""
+
+    entries: Any  # entry key -> entry
+    path_steps: Any  # the path's rows (``Runner.note`` sets them)
+
+    def add(self, score: Any, source: str = "") -> Any:
+        """Record a score as an entry (saved)."""
+        ...
+
+    def choose(self, key: Any) -> None:
+        """Record the strategy's answer (saved)."""
+        ...
+
+    def save(self) -> None:
+        """Write the file."""
+        ...
+
+
 class StepRunner:
     """What every search's strategy asks, whatever the kind of task (see the module's description): ``score``,
     ``step``, ``note``, ``choose``, ``keep``, ``say``, over an STS ``Scorer`` and ``Results`` (``Runner``) or
@@ -109,7 +152,8 @@ class StepRunner:
 
     CHUNK = 16  # candidates scored together (what an interrupt can lose)
 
-    def __init__(self, strategy: Strategy, scorer, results, progress: Callable[[str], None] | None = None):
+    def __init__(self, strategy: Strategy, scorer: TaskScorer, results: TaskResults,
+                 progress: Callable[[str], None] | None = None):
         self.strategy, self.scorer, self.results = strategy, scorer, results
         self.path: list = []  # the path's rows this run records (a resumed run's is recorded again)
         self.show = getattr(strategy, "show_progress_bar", None)  # False: no progress bars

@@ -68,3 +68,23 @@ def test_the_encoders_data_dir_is_where_static_debiased_and_anisotropy_read_wiki
     rep = Rep(pooling="mean")
     assert anisotropy(own, [rep], n=4)[rep] == pytest.approx(1.0, abs=1e-5)  # four copies of one sentence
     assert anisotropy(default, [rep], n=4)[rep] < 1.0 - 1e-4  # four sentences of the shared sample
+
+
+def test_every_kind_of_task_names_its_primary_metric_and_evaluate_gives_it(bert_enc, tmp_path):
+    """An evaluation task is an object with one ``primary_metric``, as sentence-transformers' evaluators have: STS
+    pairs (Spearman ×100 of cosine), several STS sets as one objective, retrieval (nDCG@10); ``evaluate`` gives each
+    candidate's metrics under that key."""
+    from conftest import small_retrieval_data
+
+    from promptsearch.eval.objective import Objective
+    from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
+
+    sts = STSEvaluator(load_task("stsb-dev", data_dir=DATA))
+    rep = Rep(pooling="mean")
+    assert sts.primary_metric == Objective({"stsb-dev": sts}).primary_metric == "spearman"
+    got = sts.evaluate(bert_enc, [rep])[rep][sts.primary_metric]
+    assert got == Objective({"stsb-dev": sts}).spearman(sts.encode(bert_enc, [rep])[rep])  # the same number
+    task = RetrievalTask(small_retrieval_data(12, 40), cache_dir=tmp_path)
+    c = RetrievalCandidate.of("query: ", "", "mean")
+    assert task.primary_metric == "ndcg@10" and 0 <= task.evaluate(bert_enc, [c])[c][task.primary_metric] <= 1
+    task.close()

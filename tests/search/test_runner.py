@@ -180,7 +180,7 @@ def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_p
 
     from promptsearch.eval.retrieval import RetrievalCandidate
     from promptsearch.search.retrieval import RetrievalResults, RetrievalSearch, own_candidate
-    from promptsearch.search.runner import StepRunner
+    from promptsearch.search.runner import StepRunner, TaskResults, TaskScorer
 
     sts = Results(None, "m", "stsb-dev", "fake", True)
     runner = Runner(FirstOrBest(list(SCORES)), FakeScorer(), sts)
@@ -197,6 +197,7 @@ def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_p
                                                    "corpus": 100}, "fp32", {"model": "abc"})
         search = RetrievalSearch(FakeRetrievalTask(bonus), enc, res, FirstOrBest([own, better, within]))
         assert isinstance(search, StepRunner) and isinstance(runner, StepRunner)
+        assert isinstance(search.scorer, TaskScorer) and isinstance(res, TaskResults) and isinstance(sts, TaskResults)
         assert search.run().best == want  # a gain within the noise is not taken: the model's own stays
         assert res.strategy == {"name": "first-or-best"} and {e.source for e in res.entries.values()} == {
             "own", "generic"}
