@@ -113,9 +113,7 @@ def cmd_retrieval(args) -> int:
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}"
-          + (f"; racing dropped {search.screened_out} after {res.stats['screen_passes']} passes over a smaller corpus"
-             + (f", {res.stats['screen_reused']} read back from the cache" if res.stats.get("screen_reused") else "")
-             if search.screened_out else ""))  # a screen read back from the cache drops candidates too
+          + (f"; {_raced(res, search.screened_out)}" if search.screened_out else ""))
     if n_rest:  # the search's scores are those queries'; an answer other than the own was checked on the rest
         why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")
         print(f"searched on {len(task.query_ids):,} of {len(task.query_ids) + n_rest:,} queries ({why}); an answer "
@@ -123,6 +121,21 @@ def cmd_retrieval(args) -> int:
     print("\n".join(summary(res)))
     print(next_steps(res))
     return 0
+
+
+def _raced(res, dropped: int) -> str:
+    """What racing did, in words: the candidates it dropped, after how many passes over the smaller corpus (some read
+    back from the cache), and how many races a resumed run read back from its file instead of screening again."""
+    st = res.stats
+    passes, read = st.get("screen_passes", 0), st.get("races_read", 0)
+    out = f"racing dropped {dropped}"
+    if passes or st.get("screen_reused"):  # a screen read back from the cache drops candidates too
+        out += f" after {passes} passes over a smaller corpus"
+        if st.get("screen_reused"):
+            out += f", {st['screen_reused']} read back from the cache"
+    if read:
+        out += f" ({read} race{'s' if read > 1 else ''} read back from {res.path}, not screened again)"
+    return out
 
 
 def source_of(args) -> dict:

@@ -27,6 +27,7 @@ scored candidate so an interrupt keeps every score; a rerun with the same model,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import string
@@ -297,6 +298,7 @@ class RetrievalResults:
     stats: dict = field(default_factory=dict)
     strategy: dict = field(default_factory=dict)  # the strategy that proposed the candidates and its settings
     generated: list[dict] = field(default_factory=list)  # query prompts a language model wrote ({prompt, source})
+    races: dict[str, dict] = field(default_factory=dict)  # each race's record, by its key: a resumed run reads it back
 
     @classmethod
     def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
@@ -372,6 +374,7 @@ class RetrievalResults:
         res.verdict, res.steps, res.stats = d.get("verdict"), list(d.get("path") or []), dict(d.get("stats") or {})
         res.strategy = dict(d.get("strategy") or {})
         res.generated = [dict(g) for g in d.get("generated") or []]
+        res.races = {str(k): dict(v) for k, v in (d.get("races") or {}).items()}
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -436,7 +439,8 @@ class RetrievalResults:
                 **({"verdict": self.verdict} if self.verdict else {}),
                 "spread": self.spread(), "path": self.steps, "stats": self.stats,
                 **({"strategy": self.strategy} if self.strategy else {}),
-                **({"generated": self.generated} if self.generated else {})}
+                **({"generated": self.generated} if self.generated else {}),
+                **({"races": self.races} if self.races else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""
@@ -601,6 +605,16 @@ class CorpusRace:
         new = [c for c in dict.fromkeys(candidates) if c.document != lead.document]
         if len({c.document for c in new}) < 2:
             return candidates, None
+        key = hashlib.sha1(json.dumps([[c.to_json() for c in [lead, *new]], self.settings()],
+                                      sort_keys=True).encode("utf-8")).hexdigest()[:16]
+        if key in runner.results.races:  # a resumed run: the same race, decided already (no screen encoded again)
+            record = runner.results.races[key]
+            dropped = [RetrievalCandidate.from_json(d) for d in record["dropped"]]
+            scorer.screened_out += len(dropped)
+            scorer.races_read += 1
+            runner.say(f"  racing: {len(new)} document prompts, screened on {record['documents']:,} documents by the "
+                       "run this file resumes")
+            return [c for c in candidates if c not in dropped or c in runner.results.entries], record
         screen = self.screening(scorer)
         runner.say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
                    f"{len(scorer.task.corpus_ids):,} documents")
@@ -620,6 +634,7 @@ class CorpusRace:
                   "lead_ndcg": round(float(got[lead][METRIC]), 6),
                   "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
                                "why": "behind" if c in behind else "halving"} for c in dropped]}
+        runner.keep(races={**runner.results.races, key: record})  # kept before any is scored: an interrupt keeps it
         # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
         return [c for c in candidates if c not in dropped or c in runner.results.entries], record
 
@@ -643,6 +658,7 @@ class RetrievalScorer:
         self.made: dict[RetrievalCandidate, RetrievalEntry] = {}  # scored by this process
         self.scored_now = 0  # candidates scored by this process (not read back from the file)
         self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
+        self.races_read = 0  # races whose decision a resumed run read back from the results file
         self.screen = None  # the task racing screened on (its corpus passes are counted apart)
 
     @staticmethod
@@ -965,7 +981,7 @@ class RetrievalSearch(StepRunner):
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
                      "corpus_reused": getattr(self.task, "corpus_reused", None),
-                     "screened_out": self.screened_out,
+                     "screened_out": self.screened_out, "races_read": self.scorer.races_read,
                      "screen_passes": getattr(self.scorer.screen, "corpus_passes", 0),
                      "screen_reused": getattr(self.scorer.screen, "corpus_reused", 0),
                      "seconds": round(time.perf_counter() - t0, 3),

@@ -63,6 +63,14 @@ def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, 
     assert a["stats"]["screen_passes"] == 0 and a["stats"]["screen_reused"] == r["stats"]["screen_passes"] > 0
     assert (f"racing dropped {len(race['dropped'])} after 0 passes over a smaller corpus, "
             f"{a['stats']['screen_reused']} read back from the cache") in again
+    # a resumed run reads the race back from its file: no screen at all, the same path
+    assert main([*argv, "--out", str(tmp_path / "raced.json")]) == 0
+    resumed = capsys.readouterr().out
+    b = json.loads((tmp_path / "raced.json").read_text())
+    assert b["stats"]["screen_passes"] == b["stats"]["screen_reused"] == 0 and b["stats"]["races_read"] == 1
+    assert b["path"] == r["path"] and list(b["races"].values()) == [race]
+    assert (f"racing dropped {len(race['dropped'])} (1 race read back from {tmp_path / 'raced.json'}, not screened "
+            "again)") in resumed
 
 
 def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_checked(tiny_bert_encoder_only_dir, beir,

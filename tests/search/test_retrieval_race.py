@@ -52,6 +52,7 @@ def test_a_document_prompt_clearly_behind_is_dropped_and_the_rest_halved(enc, tm
     again = FakeRetrievalTask(bonus, n=N, wobble=0.05)
     res2 = RetrievalSearch(again, enc, results(out), GreedyRetrieval(readouts=["cls"], race=CorpusRace(keep=0.3))).run()
     assert again.scored == [] and res2.steps == res.steps  # resumed: nothing scored again, the same race
+    assert not again.screens and res2.stats["screened_out"] == 2  # its decision read back: no screen encoded again
 
 
 def test_without_a_race_every_document_prompt_is_scored_on_the_whole_corpus(enc):
