@@ -225,3 +225,17 @@ def test_a_run_judges_from_the_numbers_its_file_keeps(enc, tmp_path):
         assert np.array_equal(e.per_query, np.round(e.per_query, 6)) and e.score == round(e.score, 6)
     again = RetrievalSearch(FakeRetrievalTask(wobble=0.05, n=N), enc, results(out)).run()
     assert again.steps == res.steps and again.verdict == res.verdict
+
+
+def test_a_tie_is_broken_in_candidate_order_whatever_the_file_held(enc, tmp_path):
+    """Two query prompts with the same nDCG@10 (an uncased model reads "query: " and "Query: " alike): the step's best
+    is the first in candidate order, as in a fresh file, also when the file held the later one already (another run's,
+    a resumed run's), so a resumed run's path is an uninterrupted one's."""
+    first, later = RetrievalCandidate.of("query: ", "", "mean"), RetrievalCandidate.of("search_query: ", "", "mean")
+    bonus = {first: 0.05, later: 0.05}
+    fresh = RetrievalSearch(FakeTask(bonus), enc, results(tmp_path / "fresh.json")).run()
+    held = results(tmp_path / "held.json")
+    held.add(fresh.entries[later])  # the later one scored already
+    res = RetrievalSearch(FakeTask(bonus), enc, held).run()
+    assert fresh.steps[0]["best"] == first.to_json() and res.steps[0]["best"] == first.to_json()
+    assert res.best == fresh.best
