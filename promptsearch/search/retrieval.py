@@ -292,7 +292,8 @@ class RetrievalResults:
     numbers: dict = field(default_factory=dict)
     entries: dict[RetrievalCandidate, RetrievalEntry] = field(default_factory=dict)
     own: RetrievalCandidate | None = None
-    best: RetrievalCandidate | None = None  # the answer (what export reads)
+    best: RetrievalCandidate | None = None  # the answer (what export reads): set by the verdict only
+    lead: RetrievalCandidate | None = field(default=None, compare=False)  # the strategy's answer (not in the file)
     verdict: dict | None = None
     steps: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
@@ -390,11 +391,12 @@ class RetrievalResults:
         return entry
 
     def choose(self, key: RetrievalCandidate) -> None:
-        """The strategy's answer (``Runner.choose``), which the verdict then weighs against the model's own.
+        """The strategy's answer (``Runner.choose``), which the verdict then weighs against the model's own; held
+        apart from ``best`` (what ``export`` reads), which only the verdict sets, so a run interrupted before its
+        verdict (or its check on the unseen queries) leaves no unjudged answer in its file.
 
         :param key: the chosen candidate (one the results hold)."""
-        self.best = key
-        self.save()
+        self.lead = key
 
     @property
     def path_steps(self) -> list[dict]:
@@ -964,10 +966,10 @@ class RetrievalSearch(StepRunner):
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
         res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
-        res.best = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides
+        res.lead = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides ``best``
         self.strategy.propose(self)
         highest = res.ranking()[0]
-        lead = res.entries[res.best] if res.best is not None else highest
+        lead = res.entries[res.lead] if res.lead is not None else highest
         challenger = lead if lead.candidate != own_c else highest  # what the verdict weighs the model's own against
         if challenger.candidate == own_c:
             res.verdict = {"kept": True, "challenger": own_c.to_json()}

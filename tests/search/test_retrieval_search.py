@@ -239,3 +239,14 @@ def test_a_tie_is_broken_in_candidate_order_whatever_the_file_held(enc, tmp_path
     res = RetrievalSearch(FakeTask(bonus), enc, held).run()
     assert fresh.steps[0]["best"] == first.to_json() and res.steps[0]["best"] == first.to_json()
     assert res.best == fresh.best
+
+
+def test_a_run_interrupted_before_its_verdict_leaves_no_unjudged_answer_in_its_file(enc, tmp_path):
+    """``export`` reads the file's ``best``: until the verdict (and the check on the queries the search did not see)
+    has judged the strategy's lead, the file holds no answer, not the lead the check might reject."""
+    good_q = RetrievalCandidate.of("search_query: ", "", "mean")
+    out = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):  # interrupted while the answer is checked on the unseen queries
+        RetrievalSearch(FakeTask({good_q: 0.05}), enc, results(out), confirm=FakeTask(stop_after=0)).run()
+    d = json.loads(out.read_text())
+    assert len(d["entries"]) > 1 and "best" not in d and "verdict" not in d
