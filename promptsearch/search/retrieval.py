@@ -856,10 +856,9 @@ class GreedyRetrieval(RetrievalStrategy):
                                                                    f"{skipped[0]['why']})" if skipped else ""))
         race = self.race if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
         told = runner.score(readable, stage, racing=race, record="new", together=True, sources=sources)
-        # the first best in candidate order (told's order is the order scored: what the file held first), so a tie
-        # is broken alike whatever the file held (a resumed run's path is an uninterrupted one's)
-        by = {e.candidate: e for e in told.scores}
-        best = max((by[c] for c in readable if c in by), key=lambda e: e.score)
+        # the first best in candidate order (Runner.score tells the scores back in it), so a tie is broken alike
+        # whatever the file held (a resumed run's path is an uninterrupted one's)
+        best = max(told.scores, key=lambda e: e.score)
         row = RetrievalStep(stage, len(told.scores), lead, best, skipped or None, told.race)
         if best.candidate == lead.candidate:
             runner.note(row)
