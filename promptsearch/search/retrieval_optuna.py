@@ -244,7 +244,8 @@ class OptunaRetrieval(RetrievalStrategy):
 
     def _screen(self, trials: list, cands: dict, search: RetrievalSearch) -> dict:
         """Racing a batch: each trial whose document side no scored candidate has (a new pass over the whole corpus) is
-        scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked. The screened trials →
+        scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked; a trial whose document
+        side another trial of the batch goes on with is not pruned (it costs a query pass). The screened trials →
         (their screen score, whether pruned); none without a race or with workers."""
         if self.race is None or search.scorer.queue is not None:
             return {}
@@ -260,6 +261,10 @@ class OptunaRetrieval(RetrievalStrategy):
             t.report(v, 1)
             t.set_user_attr("screen", {"documents": len(screen.corpus_ids), METRIC: round(v, 6)})
             out[t] = (v, t.should_prune())
+        # a document side one trial goes on with is encoded over the whole corpus anyway: the batch's other trials with
+        # it cost a query pass there, so none of them is pruned
+        going = {cands[t.number].side("document") for t, (_, p) in out.items() if not p}
+        out = {t: (v, p and cands[t.number].side("document") not in going) for t, (v, p) in out.items()}
         search.scorer.screened_out += sum(p for _, p in out.values())
         return out
 

@@ -225,3 +225,32 @@ def test_racing_prunes_trials_with_a_new_document_prompt_on_the_smaller_corpus(e
     plain = Task(bonus, wobble=0.01)
     RetrievalSearch(plain, enc, results(), strategy(tmp_path, 12, name="plain", readouts=["cls"])).run()
     assert not plain.screens and not [t for t in finished(tmp_path, "plain") if "screen" in t.user_attrs]
+
+
+def test_a_trial_sharing_its_document_side_with_one_that_goes_on_is_not_pruned(enc):
+    """Two trials of a batch with the same new document side: if the pruner lets one go on, that side is encoded over
+    the whole corpus anyway, so the other (a query pass there) is not pruned either; a side no trial goes on with is."""
+    from promptsearch.search.retrieval import CorpusRace
+
+    class Trial:  # what _screen asks of an Optuna trial; the pruner's answer given
+        def __init__(self, number, prune):
+            self.number, self.prune, self.reported, self.user_attrs = number, prune, None, {}
+
+        def report(self, v, step):
+            self.reported = (v, step)
+
+        def should_prune(self):
+            return self.prune
+
+        def set_user_attr(self, k, v):
+            self.user_attrs[k] = v
+
+    s = OptunaRetrieval(storage="sqlite://", study_name="x", race=CorpusRace())
+    search = RetrievalSearch(Task(), enc, results(), s)
+    a, b = RetrievalCandidate.of("query: ", "passage: ", "mean"), RetrievalCandidate.of("q: ", "passage: ", "mean")
+    c = RetrievalCandidate.of("query: ", "title: ", "mean")
+    trials = [Trial(0, False), Trial(1, True), Trial(2, True)]
+    out = s._screen(trials, {0: a, 1: b, 2: c}, search)
+    assert {t.number: p for t, (_, p) in out.items()} == {0: False, 1: False, 2: True}
+    assert all(t.reported[1] == 1 and "screen" in t.user_attrs for t in trials)
+    assert search.scorer.screened_out == 1
