@@ -609,14 +609,23 @@ class CorpusRace:
             return candidates, None
         key = hashlib.sha1(json.dumps([[c.to_json() for c in [lead, *new]], self.settings()],
                                       sort_keys=True).encode("utf-8")).hexdigest()[:16]
-        if key in runner.results.races:  # a resumed run: the same race, decided already (no screen encoded again)
-            record = runner.results.races[key]
-            dropped = [RetrievalCandidate.from_json(d) for d in record["dropped"]]
-            scorer.screened_out += len(dropped)
+        record = runner.results.races.get(key)
+        if record is not None:  # a resumed run: the same race, decided already (no screen encoded again)
             scorer.races_read += 1
             runner.say(f"  racing: {len(new)} document prompts, screened on {record['documents']:,} documents by the "
                        "run this file resumes")
-            return [c for c in candidates if c not in dropped or c in runner.results.entries], record
+        else:
+            record = self._screened(runner, lead, new)
+            runner.keep(races={**runner.results.races, key: record})  # kept before any is scored: an interrupt keeps it
+        dropped = [RetrievalCandidate.from_json(d) for d in record["dropped"]]
+        scorer.screened_out += len(dropped)
+        # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
+        return [c for c in candidates if c not in dropped or c in runner.results.entries], record
+
+    def _screened(self, runner, lead: RetrievalCandidate, new: list[RetrievalCandidate]) -> dict:
+        """The screen itself: ``lead`` and ``new`` scored on the smaller corpus, the two rules applied; the race's
+        record (its settings, the screen's size, the lead's screen score, the dropped with theirs and why)."""
+        scorer = runner.scorer
         screen = self.screening(scorer)
         runner.say(f"  racing: {len(new)} document prompts screened on {len(screen.corpus_ids):,} of "
                    f"{len(scorer.task.corpus_ids):,} documents")
@@ -630,15 +639,10 @@ class CorpusRace:
                 behind.add(c)
         rest = sorted((c for c in new if c not in behind), key=lambda c: -got[c][METRIC])
         kept = set(rest[:math.ceil(self.keep * len(new))])
-        dropped = [c for c in new if c not in kept]
-        scorer.screened_out += len(dropped)
-        record = {**self.settings(), "documents": len(screen.corpus_ids), "screened": len(new),
-                  "lead_ndcg": round(float(got[lead][METRIC]), 6),
-                  "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
-                               "why": "behind" if c in behind else "halving"} for c in dropped]}
-        runner.keep(races={**runner.results.races, key: record})  # kept before any is scored: an interrupt keeps it
-        # one scored on the whole corpus already (a file a run without racing wrote) costs nothing: it stays
-        return [c for c in candidates if c not in dropped or c in runner.results.entries], record
+        return {**self.settings(), "documents": len(screen.corpus_ids), "screened": len(new),
+                "lead_ndcg": round(float(got[lead][METRIC]), 6),
+                "dropped": [{**c.to_json(), "ndcg": round(float(got[c][METRIC]), 6),
+                             "why": "behind" if c in behind else "halving"} for c in new if c not in kept]}
 
 
 # ---- the scorer and the path's rows -------------------------------------------------------------------------
@@ -806,7 +810,7 @@ class RetrievalStrategy(Strategy):
     def check(self, scorer) -> None:
         """Refuse what cannot run before anything is scored (one line); by default nothing.
 
-        :param scorer: here the ``RetrievalSearch`` (its space and ``own_candidate``; the model's own not scored yet).
+        :param scorer: here the ``RetrievalSearch`` (its space and encoder; the model's own not scored yet).
         :raises promptsearch.PromptSearchError: when the strategy cannot run (a subclass's check)."""
 
 
@@ -896,7 +900,6 @@ class RetrievalSearch(StepRunner):
         super().__init__(strategy, RetrievalScorer(task, enc, results, queue), results, progress)
         self.min_gain = min_gain
         self.task, self.enc, self.queue, self.confirm = task, enc, queue, confirm  # confirm: the queries not searched
-        self.sizes = self.scorer.sizes
         self.description = getattr(task.data, "description", "") or "Given a query, retrieve relevant passages"
         self.library: str = getattr(strategy, "library", "retrieval")
         self.queries = library_prompts("query", self.description, self.library)
@@ -924,12 +927,6 @@ class RetrievalSearch(StepRunner):
             if q not in known:
                 known.add(q)
                 self.queries.append((q, src))
-
-    def own_candidate(self) -> RetrievalCandidate:
-        """The model's own candidate (``own_candidate``), before it is scored.
-
-        :returns: the candidate."""
-        return own_candidate(self.enc)
 
     def _confirm(self, res: RetrievalResults, own_c: RetrievalCandidate) -> None:
         """An answer other than the model's own is weighed against it once more on the queries the search did not see

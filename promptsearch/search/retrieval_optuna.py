@@ -42,7 +42,15 @@ from optuna.trial import TrialState
 from ..errors import PromptSearchError
 from ..eval.retrieval import RetrievalCandidate
 from .optuna_search import default_storage, resumed_sampler, slug
-from .retrieval import METRIC, CorpusRace, QueryGrammar, RetrievalEntry, RetrievalSearch, RetrievalStrategy
+from .retrieval import (
+    METRIC,
+    CorpusRace,
+    QueryGrammar,
+    RetrievalEntry,
+    RetrievalSearch,
+    RetrievalStrategy,
+    own_candidate,
+)
 from .study import (
     STUDY_EXISTS,
     Heartbeats,
@@ -198,7 +206,7 @@ class OptunaRetrieval(RetrievalStrategy):
         :param scorer: the ``RetrievalSearch`` (its space, results and the model's own candidate).
         :raises promptsearch.PromptSearchError: otherwise (one line)."""
         search: RetrievalSearch = scorer
-        space = space_of(search, search.own_candidate())
+        space = space_of(search, own_candidate(search.enc))
         check_storage(self.storage)
         found = existing_study(self.storage, self.study_name)
         if found is None:
