@@ -373,6 +373,7 @@ class OptunaRetrieval(RetrievalStrategy):
                         "pruned": states.count(TrialState.PRUNED), "failed": states.count(TrialState.FAIL),
                         "running": states.count(TrialState.RUNNING), "finished_now": self.finished_now,
                         "from_other_runs": self.absorbed,
-                        "raced_out": sum(t.state == TrialState.PRUNED and str(t.user_attrs.get("why", "")).startswith(
-                            "pruned by racing") for t in all_trials)}
+                        # pruned after a screen (a trial the model cannot read is pruned unscreened)
+                        "raced_out": sum(t.state == TrialState.PRUNED and "screen" in t.user_attrs
+                                         for t in all_trials)}
         search.choose(search.results.ranking()[0].candidate)
