@@ -13,8 +13,6 @@ sits) is recorded beside the verdict.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..representation import Representation
 from .results import Results, verdict_lines  # noqa: F401 - verdict_lines: what a search prints of the verdict
 from .state import Spread, Verdict
@@ -36,8 +34,8 @@ def score_own(runner) -> Representation:
 
 
 def settle(runner) -> None:
-    """Choose between the strategy's answer and the model's own representation (kept unless the step rule,
-    ``judge``, takes the answer), and record the verdict and the spread.
+    """Choose between the strategy's answer and the model's own representation (``StepRunner.settle_own``: kept
+    unless the step rule takes the answer), and record the verdict and the spread.
 
     :param runner: the ``Runner`` of the search, after its strategy proposed.
     """
@@ -45,28 +43,27 @@ def settle(runner) -> None:
     base = results.own_key
     if base is None or base not in results.entries:
         return
-    best = results.best
     own = results.entries[base]
     reads = results.baseline.reads if results.baseline is not None else None
-    if best is not None and best.entry_key != base:
-        j = runner.judge(base, best.entry_key, seed=0)
-        verdict = Verdict(base, own.spearman, best=best.entry_key, best_spearman=best.spearman, gain=j.noise["gain"],
-                          se=j.noise["se"], min_gain=j.noise["min_gain"], kept=not j.taken, reads=reads)
-        runner.choose(best.entry_key if j.taken else base)
+    lead = results.best.entry_key if results.best is not None else base
+    done = runner.settle_own(base, lead, results.ranked()[0].entry_key)
+    if done.judged is not None:
+        j, rival = done.judged, results.entries[done.challenger]
+        verdict = Verdict(base, own.spearman, best=rival.entry_key, best_spearman=rival.spearman,
+                          gain=j.noise["gain"], se=j.noise["se"], min_gain=j.noise["min_gain"],
+                          kept=done.answer == base, reads=reads)
     else:
         verdict = Verdict(base, own.spearman, best=base, kept=True, reads=reads)
-        runner.choose(base)
+    runner.choose(done.answer)
     runner.keep(baseline=verdict, spread=spread(results, base))
 
 
 def spread(results: Results, base: Representation) -> Spread:
-    """min / median / max of the candidates scored, and the rank of the model's own representation.
+    """min / median / max of the candidates scored, and the rank of the model's own representation
+    (``Spread.of``, as a retrieval search's).
 
     :param results: the results holding every scored candidate.
     :param base: the entry key of the model's own representation (one ``results`` holds).
     :returns: the spread, scores rounded to 4 places.
     """
-    scores = np.array([e.spearman for e in results.entries.values()], dtype=float)
-    own = results.entries[base].spearman
-    return Spread(n=int(len(scores)), min=round(float(scores.min()), 4), median=round(float(np.median(scores)), 4),
-                  max=round(float(scores.max()), 4), own=own, own_rank=int((scores > own).sum()) + 1)
+    return Spread.of([e.spearman for e in results.entries.values()], results.entries[base].spearman, 4)

@@ -263,8 +263,8 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     sets = f"the mean of {len(res.sizes)} sets' " if res.sizes else ""
     ax.set_xlabel(f"{sets}{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e."
                   + (" of that mean" if sets else ""))
-    s = res.spread()
-    spread = f"; min {s['min']:.4f}, median {s['median']:.4f}, max {s['max']:.4f}" if s else ""
+    s = res.spread
+    spread = f"; min {s.min:.4f}, median {s.median:.4f}, max {s.max:.4f}" if s else ""
     ax.set_title(f"{res.strategy.get('name', 'greedy')} on {res.data.get('name')}: {len(res.entries)} candidates, "
                  f"{res.model}{spread}", fontsize=9)
     ax.grid(alpha=0.3)

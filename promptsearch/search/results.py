@@ -519,6 +519,11 @@ def verdict_lines(results: Results) -> list[str]:
     lines = [f"the model's own: {v.reads}"] if v.reads else []
     if v.best == v.key:
         lines += [f"the model's own representation, {v.key.shown} ({v.spearman:.2f}), scored best: it is the answer"]
+    elif v.kept and v.gain is not None and v.min_gain is not None and v.gain > v.min_gain:
+        assert v.best is not None  # the strategy's answer was the model's own: the highest score was weighed against it
+        lines += [f"{v.best.shown} scores {v.gain:+.2f} ± {v.se:.2f} above the model's own representation "
+                 f"({v.key.shown}, {v.spearman:.2f}) on {obj}, but the strategy did not choose it; the answer is the "
+                 "model's own representation"]
     elif v.kept:
         assert v.best is not None  # a settled verdict names the search's best
         lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): the best, "

@@ -47,6 +47,7 @@ from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
 from .runner import Judged, StepRunner
+from .state import Spread
 from .strategy import Strategy, Told
 
 if TYPE_CHECKING:
@@ -409,15 +410,16 @@ class RetrievalResults:
     def path_steps(self, rows: list) -> None:
         self.steps = [r if isinstance(r, dict) else r.to_json() for r in rows]
 
-    def spread(self) -> dict | None:
-        """min / median / max nDCG@10 over the candidates scored (None before any).
+    @property
+    def spread(self) -> Spread | None:
+        """min / median / max nDCG@10 over the candidates scored, and the model's own score and rank (``Spread.of``,
+        as an STS search's; None before any).
 
-        :returns: ``{"n", "min", "median", "max"}``."""
+        :returns: the spread, 6 places."""
         if not self.entries:
             return None
-        s = np.array([e.score for e in self.entries.values()])
-        return {"n": int(len(s)), "min": round(float(s.min()), 6), "median": round(float(np.median(s)), 6),
-                "max": round(float(s.max()), 6)}
+        own = self.entries[self.own].score if self.own in self.entries else None
+        return Spread.of([e.score for e in self.entries.values()], own, 6)
 
     @property
     def sizes(self) -> list[int] | None:
@@ -439,7 +441,7 @@ class RetrievalResults:
                 **({"own": self.own.to_json()} if self.own else {}),
                 **({"best": self.best.to_json()} if self.best else {}),
                 **({"verdict": self.verdict} if self.verdict else {}),
-                "spread": self.spread(), "path": self.steps, "stats": self.stats,
+                "spread": self.spread.to_json() if self.spread else None, "path": self.steps, "stats": self.stats,
                 **({"strategy": self.strategy} if self.strategy else {}),
                 **({"generated": self.generated} if self.generated else {}),
                 **({"races": self.races} if self.races else {})}
@@ -964,18 +966,11 @@ class RetrievalSearch(StepRunner):
         res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
         res.lead = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides ``best``
         self.strategy.propose(self)
-        highest = res.ranking()[0]
-        lead = res.entries[res.lead] if res.lead is not None else highest
-        challenger = lead if lead.candidate != own_c else highest  # what the verdict weighs the model's own against
-        if challenger.candidate == own_c:
-            res.verdict = {"kept": True, "challenger": own_c.to_json()}
-            res.best = own_c
-        else:
-            j = self.judge(own_c, challenger.candidate, seed=0)  # the one step rule, as every step is judged
-            taken = j.taken and lead.candidate != own_c  # only the strategy's lead can be the answer
-            res.verdict = {"kept": not taken, "challenger": challenger.candidate.to_json(), **j.rounded(6),
-                           "taken": j.taken}
-            res.best = lead.candidate if taken else own_c
+        highest = res.ranking()[0].candidate
+        done = self.settle_own(own_c, res.lead if res.lead is not None else highest, highest)  # as every search ends
+        res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
+                       **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
+        res.best = done.answer
         if self.confirm is not None and res.best != own_c:
             self._confirm(res, own_c)
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
@@ -1012,7 +1007,10 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                      + ("the choice stands" if a["taken"] else "the answer is the model's own"))
     said = a is not None and not a["taken"]  # the check on unseen queries gave the model's own: said above
     if best is not None and res.best == res.own and not said:
-        if "gain" in v:
+        if v.get("taken"):  # the strategy's answer was the model's own: the highest was weighed against it
+            lines.append(f"{_shown(v['challenger'])} scores {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} above the "
+                         "model's own, but the strategy did not choose it: the answer is the model's own")
+        elif "gain" in v:
             lines.append(f"nothing beats the model's own beyond its noise: the best, {_shown(v['challenger'])}, is "
                          f"{v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query standard error) over it, not above "
                          f"{v['min_gain']:.4f}: the answer is the model's own")
@@ -1031,10 +1029,11 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                                                "answer): " if other is not None else "the chosen / the model's own): ")
                      + ", ".join(f"{n} {(other or best).metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
                                  f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
-    s = res.spread()
+    s = res.spread
     if s:
-        lines.append(f"spread of the {s['n']} scored ({METRIC}): min {s['min']:.4f}, median {s['median']:.4f}, "
-                     f"max {s['max']:.4f}")
+        rank = f"; the model's own ({s.own:.4f}) ranks {s.own_rank} of {s.n}" if s.own_rank is not None else ""
+        lines.append(f"spread of the {s.n} scored ({METRIC}): min {s.min:.4f}, median {s.median:.4f}, "
+                     f"max {s.max:.4f}{rank}")
     if best is not None:
         lines.append(f"chosen: query prompt {json.dumps(best.candidate.query, ensure_ascii=False)}, document prompt "
                      f"{json.dumps(best.candidate.document, ensure_ascii=False)}, read-out {best.candidate.readout}   "

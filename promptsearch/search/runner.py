@@ -90,6 +90,21 @@ def judge(scorer, before, after, min_gain="auto", seed: int = 0) -> Judged:
     return Judged.of(gain, se, min_gain, scorer.representation(before) != scorer.representation(after))
 
 
+@dataclass(frozen=True)
+class Settled:
+    """How a search ends, whatever the kind of task (``StepRunner.settle_own``): its ``answer``, what the model's own
+    was weighed against (``challenger``; the model's own itself when nothing else was scored or named), and that
+    weighing (``judged``; None when there was nothing to weigh).
+
+    :param answer: the search's answer: the strategy's lead, or the model's own.
+    :param challenger: what the model's own was weighed against.
+    :param judged: the step rule's judgement of the challenger over the model's own (None: no other candidate)."""
+
+    answer: Any
+    challenger: Any
+    judged: Judged | None
+
+
 @runtime_checkable
 class TaskScorer(Protocol):
     """What a runner asks of a scorer, whatever the kind of task (the STS ``Scorer``, retrieval's
@@ -258,6 +273,24 @@ class StepRunner:
         :param key: the representation (a retrieval candidate) the strategy answers with (one the results hold).
         """
         self.results.choose(key)
+
+    def settle_own(self, own, lead, highest) -> Settled:
+        """The verdict every kind of search ends with, written once: the model's own representation is the answer
+        unless the strategy's ``lead`` is another candidate and is ahead of it by the step rule (``judge``, seed 0).
+        A search never hands back something worse than what the user already has. When the lead is the model's own,
+        the ``highest`` score is weighed against it instead, so the verdict still says how far the best of the rest
+        is from it, though it cannot be the answer.
+
+        :param own: the model's own representation (a retrieval candidate), scored.
+        :param lead: the strategy's answer (``choose``), or the highest score when it named none.
+        :param highest: the candidate scored highest.
+        :returns: the answer, what the model's own was weighed against, and the judgement."""
+        rep = self.scorer.representation
+        challenger = lead if rep(lead) != rep(own) else highest
+        if rep(challenger) == rep(own):
+            return Settled(own, own, None)
+        j = self.judge(own, challenger, seed=0)
+        return Settled(challenger if j.taken and challenger == lead else own, challenger, j)
 
     def keep(self, entries: Sequence = (), **records) -> None:
         """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
-from typing import ClassVar
+from typing import ClassVar, Sequence
+
+import numpy as np
 
 from ..representation import Representation
 
@@ -178,8 +180,21 @@ class Spread(_Record):
     min: float
     median: float
     max: float
-    own: float
-    own_rank: int
+    own: float | None = None
+    own_rank: int | None = None
+
+    @classmethod
+    def of(cls, scores: Sequence[float], own: float | None, places: int) -> "Spread":
+        """The spread of ``scores`` (every kind of task's: STS Spearman, retrieval nDCG@10), rounded to ``places``.
+
+        :param scores: every candidate's score (one or more).
+        :param own: the model's own score (one of ``scores``); None: not scored (no rank).
+        :param places: decimal places kept.
+        :returns: the spread; ``own_rank`` 1 when nothing scored higher than the model's own."""
+        s = np.asarray(scores, dtype=float)
+        return cls(n=int(len(s)), min=round(float(s.min()), places), median=round(float(np.median(s)), places),
+                   max=round(float(s.max()), places), own=None if own is None else round(float(own), places),
+                   own_rank=None if own is None else int((s > own).sum()) + 1)
 
 
 @dataclass

@@ -82,9 +82,11 @@ def test_a_gain_beyond_the_noise_is_taken_and_the_next_steps_start_from_it(enc):
     assert docs == {"", "passage: ", "search_document: ", "title: none | text: "}  # step 2 from the new lead
     assert RetrievalCandidate.of("search_query: ", "passage: ", "cls") in res.entries  # step 3 from the lead
     assert len(task.scored) == len(set(task.scored))  # nothing scored twice
-    s = res.spread()
+    s = res.spread
     scores = [e.score for e in res.entries.values()]
-    assert (s["min"], s["max"], s["n"]) == (round(min(scores), 6), round(max(scores), 6), len(scores))
+    assert (s.min, s.max, s.n) == (round(min(scores), 6), round(max(scores), 6), len(scores))
+    own = res.entries[res.own].score  # below the chosen, as on STS: its rank is 1 + how many scored higher
+    assert s.own == round(own, 6) and s.own_rank == 1 + sum(x > own for x in scores) > 1
     assert "Instruct: Find the paraphrase\nQuery: " in [q for q, _ in search.queries]  # {task} filled
 
 
@@ -105,7 +107,7 @@ def test_the_results_file_is_written_after_each_score_and_resumed_without_rescor
     assert task3.scored == [] and res3.best == res.best  # a finished run: nothing to score
     d = json.loads(out.read_text())
     assert d["best"] == res.best.to_json() and d["own"] == own_candidate(enc).to_json()
-    assert set(d["spread"]) == {"n", "min", "median", "max"}
+    assert set(d["spread"]) == {"n", "min", "median", "max", "own", "own_rank"}  # an STS file's spread fields
 
 
 def test_an_interrupted_and_resumed_runs_file_equals_an_uninterrupted_ones(enc, tmp_path):

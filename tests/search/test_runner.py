@@ -257,3 +257,50 @@ def test_scores_are_recorded_as_told_and_told_back_in_candidate_order(tmp_path):
     told = Runner(Proposer(), Reversed(), results).score(list(SCORES), "x", together=True)
     assert [s.template for s in told.scores] == list(SCORES)
     assert [e.template for e in sorted(results.entries.values(), key=lambda e: e.order)] == list(SCORES)[::-1]
+
+
+class First(Strategy):
+    """Answers with the first candidate it is given, whatever the others score."""
+
+    name = "first"
+
+    def __init__(self, candidates):
+        self.candidates = candidates
+
+    def propose(self, runner) -> None:
+        runner.choose(runner.score(self.candidates, "first", together=True, record="new").scores[0].entry_key)
+
+
+def test_every_kind_of_search_ends_with_one_verdict_which_never_answers_what_the_strategy_did_not_choose(
+        tiny_bert_encoder_only_dir):
+    """``StepRunner.settle_own`` is the verdict of STS and retrieval searches alike. A strategy that answers with the
+    model's own while another candidate scores far above it keeps the model's own as the answer, and the verdict
+    says how far the highest is and that it was not chosen; the spread ranks the model's own, on both kinds."""
+    from conftest import FakeRetrievalTask, make_encoder
+
+    from promptsearch.eval.retrieval import RetrievalCandidate
+    from promptsearch.search.baseline import settle, verdict_lines
+    from promptsearch.search.retrieval import RetrievalResults, RetrievalSearch, own_candidate, summary
+    from promptsearch.search.state import Verdict
+
+    sts = Results(None, "m", "stsb-dev", "fake", True)
+    runner = Runner(First(list(SCORES)), FakeScorer(), sts)
+    runner.strategy.propose(runner)
+    own, top = Representation("[X] is [MASK] ."), Representation("[X] says [MASK] .")
+    runner.keep(baseline=Verdict(own))
+    settle(runner)
+    v = sts.baseline
+    assert sts.best.entry_key == own and v.kept and v.best == top and v.gain == 5.0 > v.min_gain == SE
+    assert "scores +5.00 ± 2.00 above the model's own" in verdict_lines(sts)[0]
+    assert (sts.spread.own, sts.spread.own_rank, sts.spread.n) == (70.0, 3, 3)
+
+    enc = make_encoder(tiny_bert_encoder_only_dir)
+    mine = own_candidate(enc)
+    better = RetrievalCandidate.of("query: ", "", mine.readout)
+    res = RetrievalResults.open(None, "tiny", {"name": "fake", "fingerprint": "f" * 16, "queries": 400, "corpus": 100},
+                                "fp32", {"model": "abc"})
+    RetrievalSearch(FakeRetrievalTask({better: 0.05}), enc, res, First([mine, better])).run()
+    assert res.best == mine and res.verdict["kept"] and res.verdict["taken"]
+    assert RetrievalCandidate.from_json(res.verdict["challenger"]) == better
+    assert any("above the model's own, but the strategy did not choose it" in line for line in summary(res))
+    assert (res.spread.own_rank, res.spread.n) == (2, 2)
