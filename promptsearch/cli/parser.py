@@ -52,8 +52,15 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
         name = e.split("=", 1)[0]
         if name.startswith("--") and name not in flags:
             close += [m for m in difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if m not in close]
+    template = [n for n in (e.split("=", 1)[0] for e in extras) if n in TEMPLATE_FLAGS]
+    if template and parser.prog.endswith(" retrieval"):  # a flag of the STS commands, not a typo
+        return (f"unrecognized arguments: {' '.join(extras)}; {template[0]} sets how a template reads [MASK] or fills "
+                "[X], and retrieval reads pooled prompts only: drop it")
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+
+TEMPLATE_FLAGS = ("--mlm-head", "--no-period", "--compat", "--demos")  # what a pooled-only command (retrieval) omits
 
 
 def at_least(minimum: int, kind=int):
@@ -105,12 +112,16 @@ def _command(sub, name: str, func: str, **kw) -> Parser:
     return p
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, pooled: bool = False) -> None:
+    """The model and data flags every command takes; ``pooled``: a command whose read-outs are pooled only (retrieval),
+    so the [MASK] and template flags (--mlm-head, --no-period, --compat, --demos) are not offered (their defaults
+    set)."""
     g = p.add_argument_group("model and data")
     g.add_argument("--model", default="default",
                    help="'default' (bundled MiniLM), an HF id, or a local model directory")
-    g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; "
-                                                                    "default: the shipped one)")
+    if not pooled:
+        g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; "
+                                                                        "default: the shipped one)")
     g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR, or "
                                                     "../shared/data beside the current folder or the promptsearch "
                                                     "checkout)")
@@ -128,10 +139,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                                                   "where it is the faster precision)")
     g.add_argument("--no-bf16", dest="bf16", action="store_false", default=None, help="run in float32 (default: where "
                                                                                       "bf16 is not faster)")
-    g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' before "
-                                                                                "they fill [X]")
+    if not pooled:
+        g.add_argument("--no-period", dest="add_period", action="store_false", help="don't end sentences with '.' "
+                                                                                    "before they fill [X]")
     g.add_argument("--max-length", type=at_least(1), default=None, help="token limit per input (sentence truncated "
                                                                         "inside [X])")
+    if pooled:
+        p.set_defaults(mlm_head=None, add_period=True, compat="promptsearch", demos=None)
+        g.add_argument("-q", "--quiet", action="store_true", help="only the results: no progress bars, and no data, "
+                                                                  "step, precision or note lines")
+        return
     g.add_argument("--compat", choices=["promptsearch", "reference"], default="promptsearch",
                    help="reference: kongds/Prompt-BERT's inputs exactly")
     g.add_argument("--demos", default=None, metavar="FILE", help="in-context demonstrations before the template "
@@ -338,7 +355,7 @@ def _retrieval(sub) -> None:
                              "queries, corpus and relevance judgements; the corpus is encoded once per document "
                              "prompt and read-out. The answer is the model's own unless something beats it beyond "
                              "noise.")
-    _common(r)
+    _common(r, pooled=True)
     g = r.add_argument_group("retrieval")
     g.add_argument("--data", default="demo", help="demo (paraphrase retrieval built from STS-B dev, offline), "
                                                   "snli-entailment (premise to entailed hypothesis, from SNLI dev, "

@@ -90,11 +90,19 @@ def cmd_retrieval(args) -> int:
         search.add_queries(generated_prompts(args, results, search.description))
         n_rest = sum(len(r.queries) for _, r in parts if r is not None)
         if not args.quiet:
+            dropped = sum(w.dropped_queries for w in wholes)
             o.say(f"data: {task.data.name}, {len(task.query_ids):,} queries searched"
                   + (f" ({n_rest:,} more kept unseen to check the answer on)" if n_rest else "")
                   + f", {len(task.corpus_ids):,} documents"
                   + (f" in {len(parts)} sets (the metric: the mean of their nDCG@10; {{task}} in a prompt is each "
-                     "set's description)" if len(parts) > 1 else ""))
+                     "set's description)" if len(parts) > 1 else "")
+                  + (f"; {dropped:,} {'query' if dropped == 1 else 'queries'} without a relevant document left out, "
+                     "as sentence-transformers' evaluator leaves them out" if dropped else ""))
+            if note := holdout_note(args.holdout, n_rest):
+                o.say(note)
+            if results.entries:
+                o.say(f"resuming {results.path}: its {len(results.entries):,} scored candidates are read back, not "
+                      "scored again")
         res = search.run()
     finally:
         if queue is not None:
@@ -108,7 +116,7 @@ def cmd_retrieval(args) -> int:
               "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16, with another "
               "--out, gives its numbers)")
     print(f"corpus encodings{' in this process (workers count their own)' if queue is not None else ''}: "
-          f"{task.corpus_encodings} computed in {task.corpus_passes} passes over the corpus, "
+          f"{task.corpus_encodings} computed in {_plural(task.corpus_passes, 'pass')} over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
@@ -123,6 +131,29 @@ def cmd_retrieval(args) -> int:
     return 0
 
 
+def holdout_note(holdout: float, unseen_queries: int, few: int = 30) -> str:
+    """A note when the check on unseen queries is weak or absent although ``--holdout`` asked for one ('' when not).
+
+    :param holdout: the share of the queries held out.
+    :param unseen_queries: how many were held out.
+    :param few: below this many the check is called weak: the standard error of a mean over so few queries is itself
+        uncertain.
+    :returns: the note, or ''."""
+    if holdout <= 0:
+        return ""
+    if unseen_queries == 0:
+        return (f"note: too few queries to hold any out (--holdout {holdout:g}): an answer other than the model's own "
+                "is not checked on unseen queries")
+    if unseen_queries < few:
+        return (f"note: only {unseen_queries} queries are held out: the check on them is weak (more queries, or a "
+                "larger --holdout, make it stronger)")
+    return ""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
 def _raced(res, dropped: int) -> str:
     """What racing did, in words: the candidates it dropped, after how many passes over the smaller corpus (some read
     back from the cache), and how many races a resumed run read back from its file instead of screening again."""
@@ -130,7 +161,7 @@ def _raced(res, dropped: int) -> str:
     passes, read = st.get("screen_passes", 0), st.get("races_read", 0)
     out = f"racing dropped {dropped}"
     if passes or st.get("screen_reused"):  # a screen read back from the cache drops candidates too
-        out += f" after {passes} passes over a smaller corpus"
+        out += f" after {_plural(passes, 'pass')} over a smaller corpus"
         if st.get("screen_reused"):
             out += f", {st['screen_reused']} read back from the cache"
     if read:

@@ -66,7 +66,7 @@ from ..errors import DataError, first_line
 from ..paths import hub_offline_if_unreachable
 from .corpora import snli_groups
 from .sts import read_stsb
-from .user import PairFormat, _quiet_datasets
+from .user import PairFormat, _quiet_datasets, json_error
 
 DEFAULT_DESCRIPTION = "Given a query, retrieve relevant passages"
 DEMO_NAMES = ("demo", "stsb-paraphrase")
@@ -372,7 +372,7 @@ def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{i}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line") \
+                    raise DataError(f"{path}:{i}: not valid JSON ({json_error(exc)}); fix that line") \
                         from None
                 if not isinstance(row, dict):
                     raise DataError(f"{path}:{i}: a JSON {type(row).__name__}, not an object with _id and text")
@@ -383,7 +383,8 @@ def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
 
 def _field(row: dict, key: str, where: str):
     if key not in row:
-        raise DataError(f"{where}: no {key!r} field; its fields are {', '.join(row) or 'none'}")
+        raise DataError(f"{where}: no {key!r} field; its fields are {', '.join(row) or 'none'}: give every row one "
+                        "(BEIR's fields: a document's _id, title, text; a query's _id, text)")
     return row[key]
 
 

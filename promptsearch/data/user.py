@@ -245,12 +245,12 @@ def _json_problem(p: Path) -> str | None:
                 try:
                     json.loads(line)
                 except json.JSONDecodeError as exc:
-                    return f"{p}:{i}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line"
+                    return f"{p}:{i}: not valid JSON ({json_error(exc)}); fix that line"
         return None
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:
-        return f"{p}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix the file there"
+        return f"{p}:{exc.lineno}: not valid JSON ({json_error(exc)}); fix the file there"
     return None
 
 
@@ -445,3 +445,9 @@ def load_triplets(spec: str):
     if len(ds) == 0:
         raise DataError(f"{spec} holds no triplets")
     return ds
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """What a JSON parser said, and where on the line: 'Invalid control character at column 31' (the message alone
+    can end in 'at', which its text fills with the place)."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"

@@ -550,15 +550,39 @@ class CorpusRace:
     step with two or more document prompts other than the lead's races (the greedy document step): one is one corpus
     pass either way, and a prompt's read-outs share its pass.
 
+    A race needs a smaller corpus that is small: one holding more than ``most`` of the documents (a small corpus, few
+    documents but the judged ones) costs about what it saves, so there is no race (``pays``).
+
     :param share: the share of the not-judged documents the screen keeps.
     :param keep: the share of the screened candidates that may go on.
     :param z: how many standard errors behind the screen's leader drops a candidate.
-    :param seed: the screen's draw."""
+    :param seed: the screen's draw.
+    :param most: the largest share of the corpus a screen may hold and still race."""
 
     share: float = 0.1
     keep: float = 0.5
     z: float = 1.645
     seed: int = 0
+    most: float = 0.25
+
+    def pays(self, runner) -> bool:
+        """Whether screening can save corpus encoding: the smaller corpus holds at most ``most`` of the documents.
+        Screening ``n`` document prompts and the lead costs ``(n + 1) × S`` documents encoded and saves at most
+        ``(n - ceil(keep × n)) × D``; at ``keep`` 0.5 and three prompts (the library's) that is a saving only below
+        ``S = D / 4``. Said once a run when it does not.
+
+        :param runner: the ``RetrievalSearch``.
+        :returns: whether to race."""
+        scorer = runner.scorer
+        screen, whole = len(self.screening(scorer).corpus_ids), len(scorer.task.corpus_ids)
+        if screen <= self.most * whole:
+            return True
+        if not scorer.said_no_race:
+            scorer.said_no_race = True
+            runner.say(f"  racing: none, its smaller corpus would hold {screen:,} of the {whole:,} documents, more "
+                       f"than {self.most:.0%} (the judged ones and --race-share of the rest): a screen would cost "
+                       "about what it saves")
+        return False
 
     def __post_init__(self):
         if not 0 < self.share < 1:  # NaN too
@@ -616,6 +640,8 @@ class CorpusRace:
             scorer.races_read += 1
             runner.say(f"  racing: {len(new)} document prompts, screened on {record['documents']:,} documents by the "
                        "run this file resumes")
+        elif not self.pays(runner):  # a small corpus: every document prompt on the whole of it
+            return candidates, None
         else:
             record = self._screened(runner, lead, new)
             runner.keep(races={**runner.results.races, key: record})  # kept before any is scored: an interrupt keeps it
@@ -668,6 +694,7 @@ class RetrievalScorer:
         self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
         self.races_read = 0  # races whose decision a resumed run read back from the results file
         self.screen = None  # the task racing screened on (its corpus passes are counted apart)
+        self.said_no_race = False  # whether the run said that racing does not pay on its corpus (said once)
 
     @staticmethod
     def representation(c: RetrievalCandidate) -> RetrievalCandidate:

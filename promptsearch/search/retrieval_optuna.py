@@ -255,7 +255,7 @@ class OptunaRetrieval(RetrievalStrategy):
         scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked; a trial whose document
         side another trial of the batch goes on with is not pruned (it costs a query pass). The screened trials →
         (their screen score, whether pruned); none without a race or with workers."""
-        if self.race is None or search.scorer.queue is not None:
+        if self.race is None or search.scorer.queue is not None or not self.race.pays(search):
             return {}
         sides = {c.side("document") for c in search.results.entries}
         new = [t for t in trials if cands[t.number].side("document") not in sides]

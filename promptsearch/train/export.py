@@ -403,8 +403,9 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     d = json.loads(Path(path).read_text(encoding="utf-8"))  # a JSON object: results_kind read it
     best = d.get("best")
     if not best:
-        raise PromptSearchError(f"{path} holds no chosen retrieval prompts yet (no \"best\"); export it when its "
-                                "search has scored them")
+        raise PromptSearchError(f"{path} holds no chosen retrieval prompts yet (no \"best\"): its search stopped "
+                                "before its verdict; re-run the retrieval command with the same --out to finish it, "
+                                "then export")
     given = best.get("readout") if isinstance(best, dict) else None
     sides = given if isinstance(given, dict) else {"query": given, "document": given}
     fields = {"query": best.get("query") if isinstance(best, dict) else None,

@@ -106,6 +106,15 @@ def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, ca
     assert err.startswith(f"promptsearch {argv[0]}: ") and "unrecognized" in err
 
 
+@pytest.mark.parametrize("flag", [["--no-period"], ["--compat", "reference"], ["--mlm-head=none"], ["--demos", "d"]])
+def test_a_template_flag_given_to_retrieval_is_refused_saying_why(flag, capsys):
+    """retrieval reads pooled prompts only: its help does not offer the template flags, and one given is refused (they
+    had been accepted and did nothing)."""
+    err = _one_line(capsys, main(["retrieval", *flag]), f"{flag[0].split('=')[0]} sets how a template reads [MASK] "
+                    "or fills [X], and retrieval reads pooled prompts only: drop it", "promptsearch retrieval --help")
+    assert "did you mean" not in err
+
+
 def test_an_unknown_flag_close_to_none_is_said_without_a_guess(capsys):
     err = _one_line(capsys, main(["greedy", "--zzz"]), "unrecognized arguments: --zzz", "promptsearch greedy --help")
     assert "did you mean" not in err

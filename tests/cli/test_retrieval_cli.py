@@ -39,7 +39,9 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
-def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    # a corpus whose screen is small: the 16 queries' judged documents and a tenth of 300 others
+    beir = beir_folder(tmp_path / "race", small_retrieval_data(20, 300))
     argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--readouts", "cls", "-q",
             "--cache-dir", str(tmp_path / "cache")]
     assert main([*argv, "--out", str(tmp_path / "raced.json")]) == 0
@@ -381,3 +383,38 @@ def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_onl
     assert n > 999
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("data: "))
     assert line.endswith(f", {n:,} documents"), line
+
+
+def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes(tiny_bert_encoder_only_dir, tmp_path,
+                                                                                capsys):
+    """A query whose only judgement is 0 is left out, as sentence-transformers' evaluator leaves it out: the data line
+    says so. Eight queries hold out one or two: the check on them is called weak. A rerun says it resumes before it
+    starts, not only in its last lines."""
+    data = small_retrieval_data(8, 30)
+    folder = beir_folder(tmp_path / "few", data)
+    qrels = folder / "qrels" / "test.tsv"
+    (folder / "queries.jsonl").write_text((folder / "queries.jsonl").read_text() + json.dumps(
+        {"_id": "lonely", "text": "a query no document answers"}) + "\n")
+    qrels.write_text(qrels.read_text() + f"lonely\t{next(iter(data.corpus))}\t0\n")
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(folder), "--readouts", "cls",
+            "--no-cache", "--out", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    line = next(x for x in err if x.startswith("data: "))
+    assert line.endswith("; 1 query without a relevant document left out, as sentence-transformers' evaluator leaves "
+                         "them out"), line
+    unseen = 8 - json.loads((tmp_path / "r.json").read_text())["data"]["queries"]
+    assert 0 < unseen < 30 and (f"note: only {unseen} queries are held out: the check on them is weak (more queries, "
+                                "or a larger --holdout, make it stronger)") in err
+    assert not any(x.startswith("resuming ") for x in err)
+    assert main(argv) == 0
+    n = len(json.loads((tmp_path / "r.json").read_text())["entries"])
+    assert (f"resuming {tmp_path / 'r.json'}: its {n} scored candidates are read back, not scored again"
+            in capsys.readouterr().err.splitlines())
+    assert main([*argv[:-1], str(tmp_path / "none.json"), "--holdout", "0"]) == 0
+    assert not any(x.startswith("note: ") and "held out" in x for x in capsys.readouterr().err.splitlines())
+    from promptsearch.cli.retrieval import holdout_note
+
+    assert holdout_note(0.2, 0) == ("note: too few queries to hold any out (--holdout 0.2): an answer other than the "
+                                    "model's own is not checked on unseen queries")
+    assert holdout_note(0.2, 52) == holdout_note(0.0, 0) == ""

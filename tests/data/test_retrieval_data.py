@@ -192,7 +192,8 @@ BAD_BEIR = [
                                                                                   "_id, body$"),
     ("blank title and text", dict(corpus=CORPUS + [{"_id": "d9", "title": " ", "text": ""}]), r"neither title nor "
                                                                                                "text"),
-    ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field"),
+    ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field; its fields are "
+                                                                    "text: give every row one"),
     ("query without text", dict(queries=QUERIES + [{"_id": "q8"}]), r"queries.jsonl:5: no 'text' field"),
     ("empty query", dict(queries=QUERIES + [{"_id": "q8", "text": "  "}]), r"query 'q8' is empty"),
     ("text not a string", dict(corpus=CORPUS + [{"_id": "d9", "text": ["a"]}]), r"the text is list"),
@@ -216,6 +217,11 @@ def test_bad_files_and_splits(tmp_path):
         load_beir(folder, split="dev")
     (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": \n', encoding="utf-8")
     with pytest.raises(DataError, match=r"corpus.jsonl:2: not valid JSON"):
+        load_beir(folder)
+    # a raw tab inside a string: the parser's message ends in 'at', which its own text fills with the place
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a\tb"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"corpus.jsonl:1: not valid JSON \(Invalid control character at column 25\); "
+                                        "fix that line$"):
         load_beir(folder)
     (folder / "corpus.jsonl").unlink()
     with pytest.raises(DataError, match=r"missing .*corpus.jsonl; a BEIR folder holds"):

@@ -111,3 +111,24 @@ def test_candidates_a_file_already_scored_are_weighed_even_when_the_race_drops_t
     doc = next(s for s in res.steps if s["stage"] == "document")
     assert task.scored == [] and len(doc["race"]["dropped"]) == 2  # nothing scored again; the race drops two ...
     assert doc["candidates"] == 4  # ... whose whole-corpus scores, already in the file, the step still weighs
+
+
+def test_no_race_where_the_smaller_corpus_would_not_be_small(enc, tmp_path):
+    """On a corpus of few documents besides the judged ones, the screen would hold most of it: screening four
+    candidates there costs about what dropping two saves, so the step scores every document prompt on the whole corpus
+    and says why once."""
+    data = small_retrieval_data(12, 40)
+    said: list[str] = []
+    race = CorpusRace()
+    task = RetrievalTask(data, cache_dir=tmp_path / "c")
+    screen = len(task.screen(race.share, race.seed).corpus_ids)
+    assert screen > race.most * len(data.corpus)  # the judged documents alone are more than a quarter
+    greedy = GreedyRetrieval(readouts=["cls"], race=race)
+    res = RetrievalSearch(task, enc, results(), greedy, progress=said.append).run()
+    doc = next(s for s in res.steps if s["stage"] == "document")
+    assert "race" not in doc and res.stats["screened_out"] == 0 and res.stats["screen_passes"] == 0
+    assert {c.document for c in res.entries} >= {"passage: ", "search_document: ", "title: none | text: "}
+    assert [line for line in said if "racing" in line] == [
+        f"  racing: none, its smaller corpus would hold {screen:,} of the {len(data.corpus):,} documents, more than "
+        "25% (the judged ones and --race-share of the rest): a screen would cost about what it saves"]
+    task.close()
