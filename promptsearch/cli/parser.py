@@ -362,7 +362,10 @@ def _retrieval(sub) -> None:
                                                   "offline), a BEIR "
                                                   "folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), a Hugging "
                                                   "Face dataset folder or hub id in MTEB's layout; several joined by "
-                                                  "commas are searched as one (the mean of their nDCG@10)")
+                                                  "commas are searched as one (the mean of their nDCG@10, or "
+                                                  "--objective min)")
+    g.add_argument("--objective", choices=["mean", "min"], default="mean", help="over several --data sets: their mean "
+                                                                                "or min nDCG@10 (the worst set's)")
     g.add_argument("--split", default="test", help="the qrels split (default test)")
     g.add_argument("--relevant-from", default=None, metavar="SCORE",
                    help="graded judgments: the lowest qrel score that counts as relevant (default: scores must be 0 "

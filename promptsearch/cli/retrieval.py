@@ -67,10 +67,10 @@ def cmd_retrieval(args) -> int:
     cache = False if args.no_cache else args.cache_dir
     f16 = FLOAT16_ABOVE_GIB if args.float16_above_gib is None else args.float16_above_gib
     task = as_task([RetrievalTask(d, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
-                    for d, _ in parts], several=len(parts) > 1)
+                    for d, _ in parts], several=len(parts) > 1, objective=args.objective)
     held = [RetrievalTask(r, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
             for _, r in parts if r is not None]
-    confirm = as_task(held, several=len(parts) > 1) if held else None
+    confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -94,8 +94,8 @@ def cmd_retrieval(args) -> int:
             o.say(f"data: {task.data.name}, {len(task.query_ids):,} queries searched"
                   + (f" ({n_rest:,} more kept unseen to check the answer on)" if n_rest else "")
                   + f", {len(task.corpus_ids):,} documents"
-                  + (f" in {len(parts)} sets (the metric: the mean of their nDCG@10; {{task}} in a prompt is each "
-                     "set's description)" if len(parts) > 1 else "")
+                  + (f" in {len(parts)} sets (the metric: the {args.objective} of their nDCG@10; {{task}} in a prompt "
+                     "is each set's description)" if len(parts) > 1 else "")
                   + (f"; {dropped:,} {'query' if dropped == 1 else 'queries'} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
             if note := holdout_note(args.holdout, n_rest):
@@ -175,7 +175,7 @@ def source_of(args) -> dict:
     return {"data": args.data, "split": args.split, "relevant_from": args.relevant_from,
             "description": args.description, "holdout": args.holdout, "queries": args.queries, "seed": args.seed,
             "float16_above_gib": FLOAT16_ABOVE_GIB if args.float16_above_gib is None else args.float16_above_gib,
-            "max_length": args.max_length}
+            "max_length": args.max_length, "objective": args.objective}
 
 
 def work_for(args, spec: dict, model: str) -> RetrievalWork:
@@ -193,7 +193,7 @@ def work_for(args, spec: dict, model: str) -> RetrievalWork:
     task = as_task([RetrievalTask(split_queries(w, src["holdout"], src["queries"], src["seed"])[0],
                                   cache_dir=getattr(args, "cache_dir", None), show_progress_bar=False,
                                   float16_above_gib=src["float16_above_gib"])
-                    for w in wholes], several=len(wholes) > 1)
+                    for w in wholes], several=len(wholes) > 1, objective=src.get("objective", "mean"))
     return RetrievalWork(task, enc, src)
 
 
@@ -224,9 +224,10 @@ def split_queries(whole, holdout: float, queries: int | None, seed: int) -> tupl
     return data, unseen(whole, data)
 
 
-def as_task(tasks: list, several: bool):
-    """One set's task as it is; several sets' (or the held-out part of some of them) as one ``RetrievalSets``."""
-    return RetrievalSets(tasks) if several else tasks[0]
+def as_task(tasks: list, several: bool, objective: str = "mean"):
+    """One set's task as it is; several sets' (or the held-out part of some of them) as one ``RetrievalSets``, their
+    scores combined by ``objective`` (mean or min)."""
+    return RetrievalSets(tasks, objective) if several else tasks[0]
 
 
 def generated_prompts(args, results: RetrievalResults, task: str) -> list[tuple[str, str]]:

@@ -1,5 +1,7 @@
 """Several retrieval data sets scored as one (``promptsearch retrieval --data scifact,nfcorpus``), as MTEB averages
-its retrieval tasks: a candidate's metrics are the mean over the sets of each set's metrics.
+its retrieval tasks: a candidate's metrics are the mean over the sets of each set's metrics — or their min
+(``--objective min``, the worst set's), by the one rule several STS dev sets are combined with
+(``promptsearch.eval.objective.combine``).
 
 ``RetrievalSets`` looks like one ``RetrievalTask`` to the search (``evaluate``, ``record``, ``numbers``, the
 encoding counts), so the steps, Optuna, the held-out check, the worker queue and the results file take it as they
@@ -8,8 +10,8 @@ take one set. A prompt keeps ``{task}`` as written: each set fills it with its o
 the answer is a prompt to fill with the user's own task when it is exported.
 
 The per-query nDCG@10 of a candidate is the sets' per-query values one after another (``sizes`` says where each
-set's begin); the step rule weighs each set's queries so that the gain is the gain of the mean of the sets' means
-(``promptsearch.search.retrieval.judge``), and so is its standard error.
+set's begin); the step rule weighs each set's queries so that the gain is the gain of the objective of the sets'
+means (``promptsearch.search.retrieval.judge``), and so is its standard error.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, PromptSearchError
+from .objective import DEFAULT_OBJECTIVE, OBJECTIVES, combine
 from .retrieval import TASK_SLOT, RetrievalCandidate, RetrievalTask
 
 if TYPE_CHECKING:
@@ -38,14 +41,19 @@ def set_metric(name: str, metric: str) -> str:
 
 
 class RetrievalSets:
-    """Several ``RetrievalTask``\\ s scored as one: each metric is the mean over the sets (each set's nDCG@10 also
-    kept, as ``"<set>:ndcg@10"``).
+    """Several ``RetrievalTask``\\ s scored as one: each metric is the ``objective`` over the sets, their mean or min
+    (each set's nDCG@10 also kept, as ``"<set>:ndcg@10"``).
 
     :param tasks: the sets, each a ``RetrievalTask`` of its own data (one or more, each holding other data; one: its
         candidates' ``{task}`` filled, as on the held-out queries of the one set that has some).
-    :raises promptsearch.DataError: for no set, two sets of one name, or two holding the same data."""
+    :param objective: "mean" or "min" of the sets' metrics.
+    :raises promptsearch.DataError: for no set, two sets of one name, or two holding the same data.
+    :raises promptsearch.PromptSearchError: for another objective."""
 
-    def __init__(self, tasks: Sequence[RetrievalTask]):
+    def __init__(self, tasks: Sequence[RetrievalTask], objective: str = DEFAULT_OBJECTIVE):
+        if objective not in OBJECTIVES:
+            raise PromptSearchError(f"objective={objective!r}: choose mean or min")
+        self.objective = objective
         tasks = list(tasks)
         if not tasks:
             raise DataError("no retrieval set to score: give one or more")
@@ -91,7 +99,7 @@ class RetrievalSets:
         :param share: the share of each set's documents no query judges relevant that is kept.
         :param seed: the draw's seed.
         :returns: the sets on their screening corpora."""
-        return RetrievalSets([t.screen(share, seed) for t in self.tasks])
+        return RetrievalSets([t.screen(share, seed) for t in self.tasks], self.objective)
 
     def close(self) -> None:
         """Close every set's task."""
@@ -100,11 +108,13 @@ class RetrievalSets:
 
     def record(self) -> dict:
         """The data as a results file names it: the sets' names joined, one fingerprint of them all (names,
-        contents, descriptions), the counts summed, and each set's own record under ``"sets"``."""
+        contents, descriptions, and the objective when it is not the mean: a file of the mean's fingerprints as
+        before), the counts summed, and each set's own record under ``"sets"``."""
         sets = [{**t.record(), "description": t.data.description} for t in self.tasks]
-        fp = hashlib.sha1(json.dumps(sets, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        hashed = sets if self.objective == DEFAULT_OBJECTIVE else {"sets": sets, "objective": self.objective}
+        fp = hashlib.sha1(json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
         return {"name": self.data.name, "fingerprint": fp, "queries": len(self.query_ids),
-                "corpus": len(self.corpus_ids), "objective": "mean", "sets": sets}
+                "corpus": len(self.corpus_ids), "objective": self.objective, "sets": sets}
 
     def numbers(self, enc: "PromptEncoder") -> dict:
         """What changes a score besides the data (``RetrievalTask.numbers``), each set's corpus dtype named.
@@ -119,8 +129,8 @@ class RetrievalSets:
                  on_score: Callable[[RetrievalCandidate, dict, float], None] | None = None,
                  ) -> dict[RetrievalCandidate, dict]:
         """Score each candidate on every set (``{task}`` filled with that set's description; each set's corpus
-        encoded once per document side, as ``RetrievalTask.evaluate`` does): each metric the mean over the sets, each
-        set's primary metric kept as ``"<set>:ndcg@10"``.
+        encoded once per document side, as ``RetrievalTask.evaluate`` does): each metric the objective (mean or min)
+        over the sets, each set's primary metric kept as ``"<set>:ndcg@10"``.
 
         :param enc: the encoder.
         :param candidates: the candidates (their prompts may name ``{task}``).
@@ -144,7 +154,7 @@ class RetrievalSets:
         out: dict[RetrievalCandidate, dict] = {}
         for c in cands:
             ms = [g[c] for g in got]
-            m: dict = {k: float(np.mean([x[k] for x in ms])) for k in ms[0] if k != "per_query"}
+            m: dict = {k: combine([x[k] for x in ms], self.objective) for k in ms[0] if k != "per_query"}
             for name, x in zip(self.names, ms):
                 m[set_metric(name, self.primary_metric)] = float(x[self.primary_metric])
             if per_query:

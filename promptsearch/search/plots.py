@@ -252,7 +252,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     plt = _pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 2 + 0.28 * len(shown)), gridspec_kw={"width_ratios": [3, 2]})
     ys = np.arange(len(shown))[::-1]
-    se = [x if np.isfinite(x) else 0.0 for x in (mean_se(e.per_query, res.sizes) for e in shown)]
+    se = [x if np.isfinite(x) else 0.0 for x in (mean_se(e.per_query, res.sizes, res.objective) for e in shown)]
     colours = ["tab:red" if e.candidate == res.own else "k" if e.candidate == res.best else "tab:blue" for e in shown]
     ax.errorbar([e.score for e in shown], ys, xerr=se, fmt="none", ecolor="0.6", capsize=2)
     ax.scatter([e.score for e in shown], ys, c=colours, zorder=3, s=18)
@@ -260,9 +260,9 @@ def plot_retrieval(path, out: Path) -> list[Path]:
               + (" (the model's own)" if e.candidate == res.own else "")
               + (" (the answer)" if e.candidate == res.best else "") for e in shown]
     ax.set_yticks(ys, labels, fontsize=7)
-    sets = f"the mean of {len(res.sizes)} sets' " if res.sizes else ""
+    sets = f"the {res.objective} of {len(res.sizes)} sets' " if res.sizes else ""
     ax.set_xlabel(f"{sets}{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e."
-                  + (" of that mean" if sets else ""))
+                  + (f" of that {res.objective}" if sets else ""))
     s = res.spread
     spread = f"; min {s.min:.4f}, median {s.median:.4f}, max {s.max:.4f}" if s else ""
     ax.set_title(f"{res.strategy.get('name', 'greedy')} on {res.data.get('name')}: {len(res.entries)} candidates, "

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
+from ..eval.objective import DEFAULT_OBJECTIVE, combine
 from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
 from ..eval.retrieval_sets import set_metric
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
@@ -187,13 +188,18 @@ def check_pooled(readouts: Sequence[str]) -> list[str]:
 
 
 # ---- the step rule --------------------------------------------------------------------------------------
-def mean_se(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
-    """The standard error of a mean of per-query values: ``std(v, ddof=1) / sqrt(n)``; with ``sizes`` (several sets,
-    their queries one after another), of the mean of the sets' means, ``sqrt(sum(se_s ** 2)) / k``. Infinite when a
-    set holds fewer than two queries.
+BOOTSTRAP = 1000  # resamples behind a min objective's standard errors
+
+
+def mean_se(values: np.ndarray, sizes: Sequence[int] | None = None, objective: str = DEFAULT_OBJECTIVE) -> float:
+    """The standard error of a candidate's score from its per-query values: of their mean, ``std(v, ddof=1) /
+    sqrt(n)``; with ``sizes`` (several sets, their queries one after another), of the mean of the sets' means,
+    ``sqrt(sum(se_s ** 2)) / k``, or, for the ``"min"`` objective, of their min (the spread of that min over
+    ``BOOTSTRAP`` resamples of each set's queries, seeded). Infinite when a set holds fewer than two queries.
 
     :param values: the per-query values.
     :param sizes: each set's count of queries, in order (None: one set).
+    :param objective: "mean" or "min" of the sets' means.
     :returns: the standard error."""
     v = np.asarray(values, dtype=np.float64)
     parts = _per_set(v, sizes)
@@ -201,17 +207,21 @@ def mean_se(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
         return float("inf")
     if len(parts) == 1:
         return float(v.std(ddof=1) / np.sqrt(len(v)))
+    if objective != DEFAULT_OBJECTIVE:
+        return float(_resampled([v], sizes, objective)[0].std(ddof=1))
     return float(np.sqrt(sum(p.var(ddof=1) / len(p) for p in parts)) / len(parts))
 
 
-def set_mean(values: np.ndarray, sizes: Sequence[int] | None = None) -> float:
-    """The mean of per-query values; with ``sizes``, the mean of the sets' means (what the metric of several sets is).
+def set_mean(values: np.ndarray, sizes: Sequence[int] | None = None, objective: str = DEFAULT_OBJECTIVE) -> float:
+    """The score of per-query values: their mean; with ``sizes``, the ``objective`` (mean or min) of the sets' means,
+    what the metric of several sets is (``combine``, the rule several STS dev sets are combined by).
 
     :param values: the per-query values.
     :param sizes: each set's count of queries, in order (None: one set).
-    :returns: the mean (0.0 for no values)."""
+    :param objective: "mean" or "min" of the sets' means.
+    :returns: the score (0.0 for no values)."""
     v = np.asarray(values, dtype=np.float64)
-    return float(np.mean([p.mean() for p in _per_set(v, sizes)])) if len(v) else 0.0
+    return combine([p.mean() for p in _per_set(v, sizes)], objective) if len(v) else 0.0
 
 
 def _per_set(values: np.ndarray, sizes: Sequence[int] | None) -> list[np.ndarray]:
@@ -219,20 +229,55 @@ def _per_set(values: np.ndarray, sizes: Sequence[int] | None) -> list[np.ndarray
     return np.split(values, np.cumsum(sizes)[:-1]) if sizes else [values]
 
 
+def _resampled(arrays: Sequence[np.ndarray], sizes: Sequence[int] | None, objective: str,
+               n_boot: int = BOOTSTRAP, seed: int = 0) -> list[np.ndarray]:
+    """Each array's score (``set_mean``) on ``n_boot`` resamples of each set's queries, the same resamples for every
+    array (paired), seeded."""
+    rng = np.random.default_rng(seed)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if sizes else np.array([0])
+    lengths = list(sizes) if sizes else [len(arrays[0])]
+    idx = [s + rng.integers(0, n, size=(n_boot, n)) for s, n in zip(starts, lengths)]
+    return [np.asarray(_rows([np.asarray(a, dtype=np.float64)[i].mean(1) for i in idx], objective))
+            for a in arrays]
+
+
+def _rows(per_set: list[np.ndarray], objective: str) -> np.ndarray:
+    """The objective of each resample's set means (``per_set``: each set's means, one per resample)."""
+    stacked = np.stack(per_set)
+    return stacked.mean(0) if objective == DEFAULT_OBJECTIVE else stacked.min(0)
+
+
 def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto",
-          sizes: Sequence[int] | None = None) -> Judged:
-    """The step rule: ``after`` is taken over ``before`` only when the mean of the per-query differences (its
-    nDCG@10 minus the lead's: the gain of the mean) is above ``min_gain`` ("auto" or None: that mean's standard
-    error, ``std(d, ddof=1) / sqrt(n)``). Over several sets (``sizes``) the gain is that of the mean of the sets'
-    means, and the error that mean's (``mean_se``).
+          sizes: Sequence[int] | None = None, objective: str = DEFAULT_OBJECTIVE) -> Judged:
+    """The step rule: ``after`` is taken over ``before`` only when its gain is above ``min_gain`` ("auto" or None: the
+    gain's standard error). On one set the gain is the mean of the per-query differences (its nDCG@10 minus the
+    lead's), its error ``std(d, ddof=1) / sqrt(n)``. Over several sets (``sizes``) the gain is that of the objective
+    of the sets' means: for the mean, the error that mean's (``mean_se``); for the min, the spread of the gain over
+    paired resamples of each set's queries.
 
     :param before: the lead's per-query nDCG@10.
     :param after: the challenger's, the same queries in the same order.
     :param min_gain: the gain (a fraction of nDCG) it must exceed; "auto" or None: the standard error.
     :param sizes: each set's count of queries, in order (None: one set).
+    :param objective: "mean" or "min" of the sets' means.
     :returns: the judgement."""
-    d = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)
-    return Judged.of(set_mean(d, sizes), mean_se(d, sizes), min_gain)  # the one step rule (search.runner)
+    b, a = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
+    return Judged.of(*gain_se(b, a, sizes, objective), min_gain)  # the one step rule (search.runner)
+
+
+def gain_se(before: np.ndarray, after: np.ndarray, sizes: Sequence[int] | None = None,
+            objective: str = DEFAULT_OBJECTIVE) -> tuple[float, float]:
+    """``after``'s gain over ``before`` in the score (``set_mean``) and that gain's standard error (see ``judge``).
+
+    :returns: ``(gain, se)``."""
+    if objective == DEFAULT_OBJECTIVE or not sizes or len(sizes) < 2:
+        d = after - before
+        return set_mean(d, sizes), mean_se(d, sizes)
+    gain = set_mean(after, sizes, objective) - set_mean(before, sizes, objective)
+    if any(n < 2 for n in sizes):
+        return gain, float("inf")
+    rb, ra = _resampled([before, after], sizes, objective)
+    return gain, float((ra - rb).std(ddof=1))
 
 
 # ---- the results file -----------------------------------------------------------------------------------
@@ -430,6 +475,11 @@ class RetrievalResults:
         sets = self.data.get("sets")
         return [int(x["queries"]) for x in sets] if isinstance(sets, list) else None
 
+    @property
+    def objective(self) -> str:
+        """Over several sets, how their scores are one: "mean" or "min" (a file written before the min: "mean")."""
+        return str(self.data.get("objective", DEFAULT_OBJECTIVE))
+
     def ranking(self) -> list[RetrievalEntry]:
         """The entries, highest nDCG@10 first."""
         return sorted(self.entries.values(), key=lambda e: -e.score)
@@ -457,6 +507,13 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
     if old.model != new.model:
         return f"model={old.model!r}, not {new.model!r}"
     if old.data.get("fingerprint") != new.data.get("fingerprint"):
+        was_obj, now_obj = (d.get("objective", DEFAULT_OBJECTIVE) for d in (old.data, new.data))
+        if was_obj != now_obj:
+            return f"the {was_obj} of its sets' scores, not their {now_obj} (--objective)"
+        if (all(old.data.get(k) == new.data.get(k) for k in ("name", "corpus")) and not old.data.get("sets")
+                and old.data.get("queries") != new.data.get("queries")):
+            return (f"other queries searched ({old.data.get('queries')}, not {new.data.get('queries')} as now: "
+                    "--holdout, --queries and --seed choose them)")
         shown = ("name", "queries", "corpus")
         if all(old.data.get(k) == new.data.get(k) for k in shown):  # the same name and sizes: say what else differs
             was = {s.get("name"): s.get("description") for s in old.data.get("sets") or []}
@@ -662,7 +719,7 @@ class CorpusRace:
         leader = max([lead, *new], key=lambda c: got[c][METRIC])
         behind = set()
         for c in new:
-            j = judge(pq[c], pq[leader], 0.0, scorer.sizes)
+            j = judge(pq[c], pq[leader], 0.0, scorer.sizes, scorer.objective)
             if c != leader and j.gain > self.z * j.se:
                 behind.add(c)
         rest = sorted((c for c in new if c not in behind), key=lambda c: -got[c][METRIC])
@@ -689,6 +746,7 @@ class RetrievalScorer:
     def __init__(self, task, enc, results: "RetrievalResults", queue=None):
         self.task, self.enc, self.results, self.queue = task, enc, results, queue
         self.sizes = getattr(task, "sizes", None)  # several sets: each one's count of queries (weighed by the rule)
+        self.objective = getattr(task, "objective", DEFAULT_OBJECTIVE)  # several sets: the mean or min of theirs
         self.made: dict[RetrievalCandidate, RetrievalEntry] = {}  # scored by this process
         self.scored_now = 0  # candidates scored by this process (not read back from the file)
         self.screened_out = 0  # candidates a race dropped (never encoded over the whole corpus)
@@ -747,21 +805,21 @@ class RetrievalScorer:
 
     def gain(self, before: RetrievalCandidate, after: RetrievalCandidate, seed: int = 0) -> tuple[float, float]:
         """The gain of ``after`` over ``before`` (the mean of their per-query nDCG@10 differences; over several sets,
-        of the sets' means) and its standard error (``mean_se``): what the step rule weighs. Both scored.
+        of the objective of the sets' means) and its standard error (``gain_se``): what the step rule weighs. Both
+        scored.
 
         :param before: the candidate stepped from.
         :param after: the candidate stepped to.
-        :param seed: unused (the error is analytic, not a bootstrap).
+        :param seed: unused (the error is analytic, or a bootstrap of its own fixed seed for a min objective).
         :returns: ``(gain, se)``, fractions of nDCG@10."""
-        d = self.entry(after).per_query - self.entry(before).per_query
-        return set_mean(d, self.sizes), mean_se(d, self.sizes)
+        return gain_se(self.entry(before).per_query, self.entry(after).per_query, self.sizes, self.objective)
 
     def se(self, c: RetrievalCandidate) -> float:
         """The standard error of a candidate's nDCG@10 (of its per-query values' mean).
 
         :param c: a scored candidate.
         :returns: the error."""
-        return mean_se(self.entry(c).per_query, self.sizes)
+        return mean_se(self.entry(c).per_query, self.sizes, self.objective)
 
     def unreadable(self, c: RetrievalCandidate) -> str | None:
         """Why this model cannot read a candidate (a prompt that leaves no room for the text within its max length),
@@ -972,7 +1030,8 @@ class RetrievalSearch(StepRunner):
         self.say(f"checking the answer against the model's own on the {n:,} queries the search did not see")
         got = self.confirm.evaluate(self.enc, [own_c, chosen], per_query=True)
         pq = {c: np.asarray(m["per_query"][METRIC], dtype=np.float64) for c, m in got.items()}
-        j = judge(pq[own_c], pq[chosen], self.min_gain, getattr(self.confirm, "sizes", None))
+        j = judge(pq[own_c], pq[chosen], self.min_gain, getattr(self.confirm, "sizes", None),
+                  getattr(self.confirm, "objective", DEFAULT_OBJECTIVE))
         res.verdict = {**(res.verdict or {}), "unseen": {
             "queries": n, "own": round(float(got[own_c][METRIC]), 6),
             "chosen": round(float(got[chosen][METRIC]), 6), **j.rounded(6), "taken": j.taken}}

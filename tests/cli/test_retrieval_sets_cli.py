@@ -174,3 +174,40 @@ def test_per_set_line_shows_the_searchs_best_when_the_own_is_the_answer():
     res.best = q  # the search's best is the answer: the chosen / the model's own
     line = next(x for x in summary(res) if x.startswith("per set"))
     assert line == "per set (ndcg@10, the chosen / the model's own): a 0.9500 / 0.9000, b 0.4500 / 0.5000"
+
+
+def test_min_over_two_sets_scores_the_worst_set_is_recorded_and_a_mean_run_is_another(tiny_bert_encoder_only_dir, sets,
+                                                                                     tmp_path, capsys):
+    """--objective min, as STS's several dev sets take it: each candidate's score is its worse set's, the data line and
+    the picture say min, a worker rebuilds the same objective, and the file refuses a rerun with the mean."""
+    from promptsearch.cli.retrieval import work_for
+    from promptsearch.search.retrieval import RetrievalResults
+
+    out = tmp_path / "min.json"
+    argv = argv_for(tiny_bert_encoder_only_dir, sets, tmp_path, "--out", str(out), "--objective", "min")
+    argv.remove("-q")
+    assert main(argv) == 0
+    got = capsys.readouterr()
+    assert "in 2 sets (the metric: the min of their nDCG@10;" in got.err
+    d = json.loads(out.read_text())
+    assert d["data"]["objective"] == "min"
+    for e in d["entries"]:
+        m = e["metrics"]
+        assert m["ndcg@10"] == pytest.approx(min(m["seta:ndcg@10"], m["setb:ndcg@10"]), abs=1e-6)
+    assert RetrievalResults.load(out).objective == "min"
+    assert main(["plot", str(out), "--out", str(tmp_path / "m.svg")]) == 0
+    assert "the min of 2 sets" in (tmp_path / "m.svg").read_text()
+    mean = [a for a in argv if a not in ("--objective", "min")]
+    assert main(mean) == 2
+    err = capsys.readouterr().err
+    assert "holds a retrieval run with the min of its sets' scores, not their mean (--objective)" in err
+    import argparse
+
+    spec = {"source": {"data": ",".join(sets), "split": "test", "relevant_from": None,
+                       "description": ["Find the sentence that says the same", "Retrieve a paraphrase"],
+                       "holdout": 0.2, "queries": None, "seed": 0, "float16_above_gib": 2.0, "max_length": None,
+                       "objective": "min"}, "precision": "fp32"}
+    args = argparse.Namespace(data_dir=None, bf16=False, max_length=None, cache_dir=str(tmp_path / "cache"),
+                              device=None, mlm_head=None, batch_size=None, max_tokens=None, add_period=True,
+                              compat="promptsearch", quiet=True, model=str(tiny_bert_encoder_only_dir))
+    assert work_for(args, spec, str(tiny_bert_encoder_only_dir)).task.objective == "min"

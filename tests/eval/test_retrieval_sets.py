@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_encoder, small_retrieval_data
 
-from promptsearch.errors import DataError
+from promptsearch.errors import DataError, PromptSearchError
 from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
 from promptsearch.eval.retrieval_sets import RetrievalSets
 from promptsearch.search.retrieval import judge, mean_se, set_mean
@@ -82,3 +82,40 @@ def test_the_step_rule_weighs_each_set_as_the_mean_of_means_does():
     assert mean_se(d) < 0.6 * j.se
     assert judge(before, after, sizes=[440]) == judge(before, after)  # one set: the rule as before
     assert mean_se(d, [1, 439]) == float("inf")  # a set of one query has no error estimate
+
+
+def test_the_min_objective_is_the_worst_sets_score_and_its_step_rule_weighs_that_min(tiny_bert_encoder_only_dir, two,
+                                                                                      tmp_path):
+    """``objective="min"``: each metric the lower of the sets' (STS's ``combine``, the one rule), recorded, and a
+    file of it another run than the mean's; the step rule's gain is the gain of the min of the sets' means, its
+    error that of the min over paired resamples of each set's queries."""
+    enc = make_encoder(tiny_bert_encoder_only_dir)
+    a, b = two
+    tasks = [RetrievalTask(a, cache_dir=tmp_path), RetrievalTask(b, cache_dir=tmp_path)]
+    mean, worst = RetrievalSets(tasks), RetrievalSets(tasks, "min")
+    plain = RetrievalCandidate.of("query: ", "", "mean")
+    m, w = mean.evaluate(enc, [plain])[plain], worst.evaluate(enc, [plain])[plain]
+    for k in ("ndcg@10", "mrr@10", "map@100"):
+        each = [t.evaluate(enc, [plain])[plain][k] for t in tasks]
+        assert w[k] == min(each)
+    assert w["ndcg@10"] <= m["ndcg@10"] and w["a:ndcg@10"] == m["a:ndcg@10"]
+    assert worst.record()["objective"] == "min" and mean.record()["objective"] == "mean"
+    assert worst.record()["fingerprint"] != mean.record()["fingerprint"]
+    assert worst.screen(0.1).objective == "min"
+    with pytest.raises(PromptSearchError, match="objective='max': choose mean or min"):
+        RetrievalSets(tasks, "max")
+
+    rng = np.random.default_rng(1)
+    sizes = [60, 300]
+    before = np.concatenate([rng.uniform(0.2, 0.4, 60), rng.uniform(0.7, 0.9, 300)])  # set a is the worst
+    after = before + np.concatenate([rng.normal(0.05, 0.1, 60), rng.normal(-0.1, 0.02, 300)])
+    j = judge(before, after, sizes=sizes, objective="min")
+    assert j.gain == pytest.approx(after[:60].mean() - before[:60].mean(), abs=1e-12)  # the min is set a's, both sides
+    assert set_mean(after, sizes, "min") == pytest.approx(min(after[:60].mean(), after[60:].mean()), abs=1e-12)
+    # set a decides the min here, so its error is about that of set a's mean difference alone (its own s.e.), not
+    # the mean-of-means error, which halves it
+    alone = float((after[:60] - before[:60]).std(ddof=1) / np.sqrt(60))
+    assert j.se == pytest.approx(alone, rel=0.15) and judge(before, after, sizes=sizes).se < 0.6 * j.se
+    assert j.taken is (j.gain > j.se) and judge(before, after, sizes=sizes).gain < 0 < j.gain  # the mean refuses it
+    assert mean_se(after, sizes, "min") == pytest.approx(float(after[:60].std(ddof=1) / np.sqrt(60)), rel=0.15)
+    assert judge(before, after, sizes=[360], objective="min") == judge(before, after)  # one set: min is the mean

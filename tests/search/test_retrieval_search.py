@@ -138,6 +138,11 @@ def test_another_runs_file_is_refused_in_one_line(tmp_path):
     with pytest.raises(PromptSearchError, match=r"other data of the same name and size \('fake', 400 queries, 10 "
                                                 r"documents\): other queries, documents or judgements"):
         RetrievalResults.open(out, "tiny", same_size, "fp32", {"model": "abc"})
+    # the same data with other queries searched (another --holdout, --queries or --seed): said which flags
+    fewer = {**results().data, "fingerprint": "d" * 16, "queries": 300}
+    with pytest.raises(PromptSearchError, match=r"other queries searched \(400, not 300 as now: --holdout, --queries "
+                                                r"and --seed choose them\)"):
+        RetrievalResults.open(out, "tiny", fewer, "fp32", {"model": "abc"})
     with pytest.raises(PromptSearchError, match="scores in fp32, not bf16"):
         RetrievalResults.open(out, "tiny", results().data, "bf16", {"model": "abc"})
     sts = tmp_path / "best.json"
