@@ -383,6 +383,13 @@ def _retrieval(sub) -> None:
                    help="the share of the queries the search never sees (default 0.2; 0: none): an answer other than "
                         "the model's own must beat it there too, since the best of many prompts is chosen for how it "
                         "scored on the queries searched")
+    g.add_argument("--validate-on", default="", metavar="DATA",
+                   help="other retrieval sets (as --data takes them, joined by commas) the answer, the model's own and "
+                        "the search's best are scored on afterwards, to see how the prompts carry over (not search "
+                        "work: the answer stays the search's; default none)")
+    g.add_argument("--validate-top", type=at_least(0), default=None, metavar="K",
+                   help="with --validate-on: also the K best of the search (default none besides those three; 0: no "
+                        "validation)")
     g.add_argument("--seed", type=at_least(0), default=0,
                    help="the --holdout and --queries draws' seed (default 0; the same on every process sharing a "
                         "study or work study: it decides which queries are searched)")

@@ -61,6 +61,7 @@ def cmd_retrieval(args) -> int:
         raise PromptSearchError("--generate asks for instructions for one task; with several --data sets, run it on "
                                 "one set, or drop --generate")
     parts = [split_queries(w, args.holdout, args.queries, args.seed) for w in wholes]
+    checks = held_out_sets(args, wholes)
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
@@ -71,6 +72,7 @@ def cmd_retrieval(args) -> int:
     held = [RetrievalTask(r, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
             for _, r in parts if r is not None]
     confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
+    others = [RetrievalTask(d, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16) for d in checks]
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -103,11 +105,13 @@ def cmd_retrieval(args) -> int:
             if results.entries:
                 o.say(f"resuming {results.path}: its {len(results.entries):,} scored candidates are read back, not "
                       "scored again")
-        res = search.run()
+        res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
     finally:
         if queue is not None:
             queue.close()
         task.close()
+        for t in others:
+            t.close()
         if confirm is not None:
             confirm.close()
     absorbed = strategy.absorbed if strategy is not None else 0
@@ -129,6 +133,31 @@ def cmd_retrieval(args) -> int:
     print("\n".join(summary(res)))
     print(next_steps(res))
     return 0
+
+
+def held_out_sets(args, searched: list) -> list:
+    """The retrieval sets ``--validate-on`` names (each read now, not after the search; each with its own description),
+    none of them one the search sees.
+
+    :param args: the command's arguments.
+    :param searched: the ``--data`` sets' data.
+    :returns: each held-out set's data.
+    :raises promptsearch.PromptSearchError: for a set the search also searches, or two of one name."""
+    if not args.validate_on.strip() or args.validate_top == 0:
+        return []
+    sets = load_sets(args.validate_on, None, partial(load_retrieval, data_dir=args.data_dir, split=args.split,
+                                                     fmt=RetrievalFormat.parse(args.relevant_from)))
+    seen = {w.fingerprint(): w.name for w in searched}
+    names: set[str] = set()
+    for d in sets:
+        if d.fingerprint() in seen:
+            raise PromptSearchError(f"--validate-on {d.name} is the data --data searches ({seen[d.fingerprint()]}): "
+                                    "give sets the search does not see (its own unseen queries already check the "
+                                    "answer: --holdout)")
+        if d.name in names:
+            raise PromptSearchError(f"--validate-on names {d.name} twice; give each set once")
+        names.add(d.name)
+    return sets
 
 
 def holdout_note(holdout: float, unseen_queries: int, few: int = 30) -> str:

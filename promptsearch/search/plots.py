@@ -245,7 +245,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     res = RetrievalResults.load(path)
     if not res.entries:
         raise PromptSearchError(f"{path} holds no scored candidate yet; nothing to plot")
-    shown = res.ranking()[:TOP]
+    shown = res.ranked()[:TOP]
     for c in (res.own, res.best):
         if c is not None and c in res.entries and res.entries[c] not in shown:
             shown.append(res.entries[c])

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 import jsonschema
 
@@ -103,6 +103,8 @@ class Results:
 
     ``open`` makes or resumes one, ``load`` reads one; each ``add`` saves it (atomically).
     """
+    PLACES: ClassVar[int] = 4  # the decimals a score is kept to (Spearman x100)
+    UNIT: ClassVar[str] = "representation"  # what an entry is called in what a command says
     path: Path | None
     model: str
     dataset: str

@@ -34,7 +34,7 @@ import string
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
 from ..eval.objective import DEFAULT_OBJECTIVE, combine
 from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
-from ..eval.retrieval_sets import set_metric
+from ..eval.retrieval_sets import RetrievalSets, set_metric
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
 from ..representation import POOLED_READOUTS
@@ -50,6 +50,7 @@ from .results import kept_precision
 from .runner import Judged, StepRunner
 from .state import Spread
 from .strategy import Strategy, Told
+from .validate import held_out
 
 if TYPE_CHECKING:
     from ..encoding import PromptEncoder
@@ -290,6 +291,7 @@ class RetrievalEntry:
     source: str
     seconds: float
     per_query: np.ndarray  # nDCG@10 of each query (the step rule's input)
+    validation: dict[str, float] | None = None  # held-out set -> nDCG@10 there (``held_out``; not search work)
 
     @property
     def score(self) -> float:
@@ -313,12 +315,14 @@ class RetrievalEntry:
     def to_json(self) -> dict:
         return {**self.candidate.to_json(), "metrics": {k: round(float(v), 6) for k, v in self.metrics.items()},
                 "source": self.source, "seconds": round(self.seconds, 3),
-                "per_query": {METRIC: [round(float(x), 6) for x in self.per_query]}}
+                "per_query": {METRIC: [round(float(x), 6) for x in self.per_query]},
+                **({"validation": self.validation} if self.validation else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "RetrievalEntry":
         return cls(RetrievalCandidate.from_json(d), {k: float(v) for k, v in d["metrics"].items()}, d.get("source", ""),
-                   float(d.get("seconds", 0.0)), np.asarray(d["per_query"][METRIC], dtype=np.float64))
+                   float(d.get("seconds", 0.0)), np.asarray(d["per_query"][METRIC], dtype=np.float64),
+                   {str(k): float(v) for k, v in d["validation"].items()} if d.get("validation") else None)
 
 
 @dataclass
@@ -346,6 +350,8 @@ class RetrievalResults:
     strategy: dict = field(default_factory=dict)  # the strategy that proposed the candidates and its settings
     generated: list[dict] = field(default_factory=list)  # query prompts a language model wrote ({prompt, source})
     races: dict[str, dict] = field(default_factory=dict)  # each race's record, by its key: a resumed run reads it back
+    validation: dict | None = None  # held-out validation: its sets, top and seconds (``held_out``)
+    PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
 
     @classmethod
     def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
@@ -422,6 +428,7 @@ class RetrievalResults:
         res.strategy = dict(d.get("strategy") or {})
         res.generated = [dict(g) for g in d.get("generated") or []]
         res.races = {str(k): dict(v) for k, v in (d.get("races") or {}).items()}
+        res.validation = dict(d["validation"]) if d.get("validation") else None
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -480,8 +487,8 @@ class RetrievalResults:
         """Over several sets, how their scores are one: "mean" or "min" (a file written before the min: "mean")."""
         return str(self.data.get("objective", DEFAULT_OBJECTIVE))
 
-    def ranking(self) -> list[RetrievalEntry]:
-        """The entries, highest nDCG@10 first."""
+    def ranked(self) -> list[RetrievalEntry]:
+        """The entries, highest nDCG@10 first (as STS ``Results.ranked``)."""
         return sorted(self.entries.values(), key=lambda e: -e.score)
 
     def to_json(self) -> dict:
@@ -494,7 +501,8 @@ class RetrievalResults:
                 "spread": self.spread.to_json() if self.spread else None, "path": self.steps, "stats": self.stats,
                 **({"strategy": self.strategy} if self.strategy else {}),
                 **({"generated": self.generated} if self.generated else {}),
-                **({"races": self.races} if self.races else {})}
+                **({"races": self.races} if self.races else {}),
+                **({"validation": self.validation} if self.validation else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""
@@ -509,11 +517,11 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
     if old.data.get("fingerprint") != new.data.get("fingerprint"):
         was_obj, now_obj = (d.get("objective", DEFAULT_OBJECTIVE) for d in (old.data, new.data))
         if was_obj != now_obj:
-            return f"the {was_obj} of its sets' scores, not their {now_obj} (--objective)"
+            return f"the {was_obj} of its sets' scores, not their {now_obj} (objective=)"
         if (all(old.data.get(k) == new.data.get(k) for k in ("name", "corpus")) and not old.data.get("sets")
                 and old.data.get("queries") != new.data.get("queries")):
             return (f"other queries searched ({old.data.get('queries')}, not {new.data.get('queries')} as now: "
-                    "--holdout, --queries and --seed choose them)")
+                    "holdout=, queries= and seed= choose them)")
         shown = ("name", "queries", "corpus")
         if all(old.data.get(k) == new.data.get(k) for k in shown):  # the same name and sizes: say what else differs
             was = {s.get("name"): s.get("description") for s in old.data.get("sets") or []}
@@ -637,7 +645,7 @@ class CorpusRace:
         if not scorer.said_no_race:
             scorer.said_no_race = True
             runner.say(f"  racing: none, its smaller corpus would hold {screen:,} of the {whole:,} documents, more "
-                       f"than {self.most:.0%} (the judged ones and --race-share of the rest): a screen would cost "
+                       f"than {self.most:.0%} (the judged ones and race_share= of the rest): a screen would cost "
                        "about what it saves")
         return False
 
@@ -1039,9 +1047,16 @@ class RetrievalSearch(StepRunner):
             res.best = own_c
             res.verdict["kept"] = True  # the model's own is the answer after all
 
-    def run(self) -> RetrievalResults:
-        """The whole search: the model's own candidate, the three steps, the verdict (recorded and saved).
+    def run(self, validate_on: Sequence = (), validate_top: int | None = None, announce=None) -> RetrievalResults:
+        """The whole search: the model's own candidate, the strategy's steps, the verdict (recorded and saved), then
+        held-out validation on other retrieval sets (``validate_held_out``), as an STS search validates on held-out
+        sets.
 
+        :param validate_on: other retrieval sets (``RetrievalTask``\\ s) to score the answer and others on afterwards;
+            empty: none.
+        :param validate_top: how many of the best to validate besides the answer, the model's own and the search's best
+            (None: just those; 0: no validation).
+        :param announce: told (one line) what validation will cost before it starts.
         :returns: the results, ``best`` the answer."""
         t0 = time.perf_counter()
         res = self.results
@@ -1052,7 +1067,7 @@ class RetrievalSearch(StepRunner):
         res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
         res.lead = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides ``best``
         self.strategy.propose(self)
-        highest = res.ranking()[0].candidate
+        highest = res.ranked()[0].candidate
         done = self.settle_own(own_c, res.lead if res.lead is not None else highest, highest)  # as every search ends
         res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
@@ -1069,7 +1084,27 @@ class RetrievalSearch(StepRunner):
                      "seconds": round(time.perf_counter() - t0, 3),
                      **self.strategy.stats()}
         res.save()
+        if validate_on and validate_top != 0:
+            self.validate_held_out(validate_on, validate_top or 0, announce)
         return res
+
+    def validate_held_out(self, tasks: Sequence, top: int = 0, announce=None) -> None:
+        """The answer, the model's own, the search's best and the ``top`` best scored on each of ``tasks`` (other
+        retrieval sets: how the prompts carry over), by ``held_out``, the validation STS searches use: each entry's
+        ``validation`` gets the set's nDCG@10 (its ``{task}`` filled with that set's description), saved. Not search
+        work: the answer stays what the verdict made it.
+
+        :param tasks: the held-out sets (``RetrievalTask``\\ s).
+        :param top: how many of the best to validate besides those three.
+        :param announce: told one line of its size before it starts."""
+        res = self.results
+        helds = {}
+        for t in tasks:
+            wrapped = RetrievalSets([t])  # one set: its description fills a candidate's {task}
+            helds[wrapped.data.name] = RetrievalScorer(wrapped, self.enc, RetrievalResults(
+                None, res.model, wrapped.record(), self.enc.precision))
+        extra = [c for c in (res.best, res.own, res.ranked()[0].candidate) if c is not None]
+        held_out(res, helds, top, extra, announce=announce)
 
 
 def summary(res: RetrievalResults, top: int = 5) -> list[str]:
@@ -1079,7 +1114,7 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     :param top: how many of the ranking to list.
     :returns: the lines."""
     lines = [f"top {min(top, len(res.entries))} of {len(res.entries)} by {METRIC}:"]
-    for e in res.ranking()[:top]:
+    for e in res.ranked()[:top]:
         lines.append(f"  {e.score:.4f}  {e.candidate.shown}")
     lines += _path(res.steps)
     own = res.entries[res.own] if res.own in res.entries else None
@@ -1115,6 +1150,7 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                                                "answer): " if other is not None else "the chosen / the model's own): ")
                      + ", ".join(f"{n} {(other or best).metrics.get(set_metric(n, METRIC), float('nan')):.4f} / "
                                  f"{own.metrics.get(set_metric(n, METRIC), float('nan')):.4f}" for n in names))
+    lines += _held(res)
     s = res.spread
     if s:
         rank = f"; the model's own ({s.own:.4f}) ranks {s.own_rank} of {s.n}" if s.own_rank is not None else ""
@@ -1124,6 +1160,24 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
         lines.append(f"chosen: query prompt {json.dumps(best.candidate.query, ensure_ascii=False)}, document prompt "
                      f"{json.dumps(best.candidate.document, ensure_ascii=False)}, read-out {best.candidate.readout}   "
                      f"{METRIC} {best.score:.4f}")
+    return lines
+
+
+def _held(res: RetrievalResults) -> list[str]:
+    """The held-out validation's lines: each validated candidate's nDCG@10 on every held-out set (none without)."""
+    sets = (res.validation or {}).get("tasks") or []
+    done = [e for e in res.ranked() if e.validation]
+    if not sets or not done:
+        return []
+    first = [e for e in done if e.candidate == res.best] + [e for e in done if e.candidate != res.best]
+    w = max(len(e.candidate.shown) for e in first)
+    lines = [f"held-out sets ({METRIC} on {', '.join(sets)}: data the search never saw; not search work):"]
+    for e in first:
+        marks = [m for m, c in (("the answer", res.best), ("the model's own", res.own)) if e.candidate == c]
+        mark = f" ({', '.join(marks)})" if marks else ""
+        v = e.validation or {}
+        lines.append(f"  {(e.candidate.shown + mark).ljust(w + 18)}  "
+                     + ", ".join(f"{n} {v[n]:.4f}" if n in v else f"{n} -" for n in sets))
     return lines
 
 

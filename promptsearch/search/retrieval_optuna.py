@@ -376,4 +376,4 @@ class OptunaRetrieval(RetrievalStrategy):
                         # pruned after a screen (a trial the model cannot read is pruned unscreened)
                         "raced_out": sum(t.state == TrialState.PRUNED and "screen" in t.user_attrs
                                          for t in all_trials)}
-        search.choose(search.results.ranking()[0].candidate)
+        search.choose(search.results.ranked()[0].candidate)

@@ -8,6 +8,7 @@ precision, the same cache), so it equals what ``promptsearch eval`` prints for t
 from __future__ import annotations
 
 import time
+from typing import Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -25,7 +26,8 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
              announce=None) -> None:
     """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
     path) on every task; store them in their entries' ``validation`` (and its time in the results'
-    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts.
+    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts
+    (``held_out``, which every kind of search validates with).
 
     :param results: the search's results (updated and saved).
     :param scorer: the search's scorer; each task is scored with ``scorer.on(task)``.
@@ -35,26 +37,60 @@ def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), sh
     :param show_progress_bar: False: no progress bar.
     :param announce: a callable told one line (size and cost) before validation starts; None: silent.
     """
-    t0 = time.perf_counter()
     tasks = list(dict.fromkeys(tasks))
-    chosen = [e.entry_key for e in results.ranked()[:top]]
-    chosen += [k for k in extra if k in results.entries and k not in chosen]
+    chosen = picked(results, top, extra)
     helds = {task: scorer.on(task) for task in tasks} if chosen else {}
-    if announce is not None and chosen and tasks:
-        announce(f"held-out validation: {len(chosen)} representation{'s' if len(chosen) > 1 else ''} on "
-                 f"{', '.join(tasks)} ({len(chosen) * len(tasks)} scores, {cost(results, scorer, helds, len(chosen))}; "
-                 "not search work, validate_top=0 skips it)")
-    results.validation = {"tasks": tasks, "top": top}
+    held_out(results, helds, top, extra, show_progress_bar, announce,
+             cost=lambda n: cost(results, scorer, helds, n), names=tasks)
+
+
+def picked(results, top: int, extra=()) -> list:
+    """The entry keys held-out validation scores: the best ``top`` by the search, then ``extra`` ones the results hold.
+
+    :param results: the search's results (any kind's: ``ranked`` and ``entries``).
+    :param top: how many of the best.
+    :param extra: further keys.
+    :returns: the keys, each once."""
+    chosen = [e.entry_key for e in results.ranked()[:top]]
+    return chosen + [k for k in dict.fromkeys(extra) if k in results.entries and k not in chosen]
+
+
+def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_progress_bar=None, announce=None,
+             cost: Callable[[int], str] | None = None, names: Sequence[str] | None = None) -> None:
+    """Held-out validation for every kind of search (STS templates on held-out sets, retrieval prompts on other
+    retrieval sets): the best ``top`` of ``results`` and the ``extra`` it holds, each scored by every held-out scorer;
+    each score (its primary metric, the results' ``PLACES``) stored in its entry's ``validation`` under the set's name,
+    the sets, ``top`` and the time in the results' ``validation``, and saved. Not search work: nothing here chooses.
+
+    :param results: the search's results (``ranked``, ``entries`` with a ``validation`` each, ``validation``,
+        ``PLACES``, ``save``; ``UNIT``: what an entry is called in the announced line).
+    :param helds: held-out set name → a scorer on it (``TaskScorer``: ``score(keys)`` in order, each with a ``value``).
+    :param top: how many of the best-ranked entries to validate.
+    :param extra: further entry keys to validate.
+    :param show_progress_bar: False: no progress bar.
+    :param announce: told one line (size and cost) before validation starts; None: silent.
+    :param cost: the cost of validating ``n`` entries, in words (None: not said).
+    :param names: the held-out sets' names, in order (None: ``helds``'s; with nothing to validate ``helds`` may be
+        empty, and the file still names the sets)."""
+    t0 = time.perf_counter()
+    names = list(helds if names is None else names)
+    unit = getattr(results, "UNIT", "candidate")
+    chosen = picked(results, top, extra)
+    if announce is not None and chosen and names:
+        n = len(chosen)
+        announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({n * len(names)} "
+                 f"scores{', ' + cost(n) if cost is not None else ''}; not search work, validate_top=0 skips it)")
+    results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False
-    with tqdm(total=len(tasks) * len(chosen), desc="held-out", leave=False, disable=not show, unit="template") as bar:
-        for task, held in helds.items():
-            for t, sc in zip(chosen, held.score(chosen)):  # each layer's templates together, then ensembles
-                e = results.entries[t]
-                e.validation = {**(e.validation or {}), task: round(sc.spearman, 4)}  # not search work
+    with tqdm(total=len(names) * len(chosen), desc="held-out", leave=False, disable=not show, unit=unit) as bar:
+        for name, held in (helds.items() if chosen else ()):
+            for key, sc in zip(chosen, held.score(chosen)):  # each in one call (one pass per layer / corpus side)
+                e = results.entries[key]
+                e.validation = {**(e.validation or {}), name: round(float(sc.value), results.PLACES)}
                 bar.update(1)
-    for t in chosen:  # in the order of --validate-on
-        v = results.entries[t].validation or {}
-        results.entries[t].validation = {k: v[k] for k in tasks if k in v} or None
+    for key in chosen:  # in the order the sets were given
+        v = results.entries[key].validation or {}
+        results.entries[key].validation = {k: v[k] for k in names if k in v} or None
     results.validation["seconds"] = round(time.perf_counter() - t0, 1)
     results.save()
 

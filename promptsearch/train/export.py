@@ -404,8 +404,8 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     best = d.get("best")
     if not best:
         raise PromptSearchError(f"{path} holds no chosen retrieval prompts yet (no \"best\"): its search stopped "
-                                "before its verdict; re-run the retrieval command with the same --out to finish it, "
-                                "then export")
+                                "before its verdict; run the search again with the same out= to finish it, then "
+                                "export")
     given = best.get("readout") if isinstance(best, dict) else None
     sides = given if isinstance(given, dict) else {"query": given, "document": given}
     fields = {"query": best.get("query") if isinstance(best, dict) else None,

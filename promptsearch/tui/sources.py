@@ -95,7 +95,7 @@ def retrieval_board(path: Path) -> Board:
         res = RetrievalResults.load(path)
     except PromptSearchError as exc:
         return Board(error=str(exc))
-    ranked = res.ranking()
+    ranked = res.ranked()
     if res.best in res.entries:
         ranked = [res.entries[res.best]] + [e for e in ranked if e.candidate != res.best]
     rows = [(e.score, e.candidate.shown) for e in ranked]

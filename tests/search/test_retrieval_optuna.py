@@ -83,7 +83,7 @@ def test_the_verdict_is_the_step_rule_against_the_models_own(enc, tmp_path):
     # every candidate but the own gains a tenth of a point: far beyond the per-query noise of the wobble
     res = RetrievalSearch(Task(lambda c: 0.0 if c == own else 0.1), enc, results(),
                           strategy=strategy(tmp_path, 8, "beats")).run()
-    assert res.best != own and res.best == res.ranking()[0].candidate and res.verdict["taken"] is True
+    assert res.best != own and res.best == res.ranked()[0].candidate and res.verdict["taken"] is True
     # every other candidate a little below the own on every query: the own stays, and no step is a step to itself
     res = RetrievalSearch(Task(lambda c: 0.0 if c == own else -0.01, wobble=0.0), enc, results(),
                           strategy=strategy(tmp_path, 8, "worse")).run()

@@ -130,5 +130,5 @@ def test_no_race_where_the_smaller_corpus_would_not_be_small(enc, tmp_path):
     assert {c.document for c in res.entries} >= {"passage: ", "search_document: ", "title: none | text: "}
     assert [line for line in said if "racing" in line] == [
         f"  racing: none, its smaller corpus would hold {screen:,} of the {len(data.corpus):,} documents, more than "
-        "25% (the judged ones and --race-share of the rest): a screen would cost about what it saves"]
+        "25% (the judged ones and race_share= of the rest): a screen would cost about what it saves"]
     task.close()
