@@ -451,6 +451,8 @@ def load_beir(folder, split: str = "test", relevant_from: float | None = None,
         if "text" not in row and "title" not in row:  # a misnamed field, not an empty document
             raise DataError(f"{where}: no 'text' field (nor 'title'); its fields are {', '.join(row)}")
         _put(corpus, cid, _document(row.get("title"), row.get("text"), where), where, "document")
+    if not corpus:  # named by its file, as every other error in the folder is
+        raise DataError(f"{path}: the corpus is empty; give at least one document")
     queries: dict[str, str] = {}
     path = root / "queries.jsonl"
     for i, row in _jsonl(path):
@@ -460,6 +462,8 @@ def load_beir(folder, split: str = "test", relevant_from: float | None = None,
         if not text.strip():
             raise DataError(f"{where}: query {qid!r} is empty; give it a text or remove it")
         _put(queries, qid, text, where, "query")
+    if not queries:
+        raise DataError(f"{path}: there are no queries; give at least one query")
     judged, where_of = _read_qrels(root / "qrels" / f"{split}.tsv")
     name = root.resolve().name + ("" if split == "test" else f"@{split}")
     return _build(name, queries, corpus, judged, cut, description, where_of)

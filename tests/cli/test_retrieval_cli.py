@@ -411,6 +411,9 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     n = len(json.loads((tmp_path / "r.json").read_text())["entries"])
     assert (f"resuming {tmp_path / 'r.json'}: its {n} scored candidates are read back, not scored again"
             in capsys.readouterr().err.splitlines())
+    assert main([*argv, "--holdout", "0"]) == 2  # the same file, every query searched: refused, saying which flags
+    assert "other queries searched (6, not 8 as now: --holdout, --queries and --seed choose them)" in \
+        capsys.readouterr().err
     assert main([*argv[:-1], str(tmp_path / "none.json"), "--holdout", "0"]) == 0
     assert not any(x.startswith("note: ") and "held out" in x for x in capsys.readouterr().err.splitlines())
     from promptsearch.cli.retrieval import holdout_note

@@ -177,8 +177,8 @@ BAD_BEIR = [
     ("qrel names a missing query", dict(qrels=QRELS + [("q7", "d1", 1)]), r"test.tsv:7: .*query 'q7'.*not among"),
     ("qrel names a missing document", dict(qrels=QRELS + [("q1", "d7", 1)]), r"test.tsv:7: .*document 'd7'.*not in "
                                                                               "the corpus"),
-    ("empty corpus", dict(corpus=[]), r"^bad: the corpus is empty; give at least one document$"),
-    ("no queries", dict(queries=[]), r"^bad: there are no queries; give at least one query$"),
+    ("empty corpus", dict(corpus=[]), r"/bad/corpus.jsonl: the corpus is empty; give at least one document$"),
+    ("no queries", dict(queries=[]), r"/bad/queries.jsonl: there are no queries; give at least one query$"),
     ("nothing relevant", dict(qrels=[("q1", "d1", 0), ("q2", "d2", 0)]), r"no query has a document judged relevant"),
     ("duplicate document id", dict(corpus=CORPUS + [CORPUS[0]]), r"corpus.jsonl:6: document id 'd1' appears twice"),
     ("duplicate query id", dict(queries=QUERIES + [QUERIES[0]]), r"queries.jsonl:5: query id 'q1' appears twice"),

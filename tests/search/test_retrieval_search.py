@@ -140,8 +140,8 @@ def test_another_runs_file_is_refused_in_one_line(tmp_path):
         RetrievalResults.open(out, "tiny", same_size, "fp32", {"model": "abc"})
     # the same data with other queries searched (another --holdout, --queries or --seed): said which flags
     fewer = {**results().data, "fingerprint": "d" * 16, "queries": 300}
-    with pytest.raises(PromptSearchError, match=r"other queries searched \(400, not 300 as now: --holdout, --queries "
-                                                r"and --seed choose them\)"):
+    with pytest.raises(PromptSearchError, match=r"other queries searched \(400, not 300 as now: holdout=, queries= "
+                                                r"and seed= choose them\)"):
         RetrievalResults.open(out, "tiny", fewer, "fp32", {"model": "abc"})
     with pytest.raises(PromptSearchError, match="scores in fp32, not bf16"):
         RetrievalResults.open(out, "tiny", results().data, "bf16", {"model": "abc"})
