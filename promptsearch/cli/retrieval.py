@@ -143,10 +143,13 @@ def held_out_sets(args, searched: list) -> list:
     :param searched: the ``--data`` sets' data.
     :returns: each held-out set's data.
     :raises promptsearch.PromptSearchError: for a set the search also searches, or two of one name."""
+    if args.validate_top and not args.validate_on.strip():
+        raise PromptSearchError(f"--validate-top {args.validate_top} scores the search's best on --validate-on sets: "
+                                "give them too (e.g. --validate-on snli-entailment)")
     if not args.validate_on.strip() or args.validate_top == 0:
         return []
     sets = load_sets(args.validate_on, None, partial(load_retrieval, data_dir=args.data_dir, split=args.split,
-                                                     fmt=RetrievalFormat.parse(args.relevant_from)))
+                                                     fmt=RetrievalFormat.parse(args.relevant_from)), "--validate-on")
     seen = {w.fingerprint(): w.name for w in searched}
     names: set[str] = set()
     for d in sets:
@@ -226,14 +229,15 @@ def work_for(args, spec: dict, model: str) -> RetrievalWork:
     return RetrievalWork(task, enc, src)
 
 
-def load_sets(data: str, descriptions: list[str] | None, load: Callable) -> list:
-    """The retrieval sets ``--data`` names (several joined by commas), each read by ``load(spec, description=...)``
-    with its ``--description`` (none: each set's own; one: every set's; else one per set, in order).
+def load_sets(data: str, descriptions: list[str] | None, load: Callable, flag: str = "--data") -> list:
+    """The retrieval sets ``--data`` (or another ``flag``) names (several joined by commas), each read by
+    ``load(spec, description=...)`` with its ``--description`` (none: each set's own; one: every set's; else one per
+    set, in order).
 
     :returns: each set's ``RetrievalData``."""
     specs = [s.strip() for s in data.split(",")] if "," in data else [data]
     if not all(specs):
-        raise PromptSearchError(f"--data {data!r} names an empty set; give sets joined by commas, e.g. demo,my-beir")
+        raise PromptSearchError(f"{flag} {data!r} names an empty set; give sets joined by commas, e.g. demo,my-beir")
     given = list(descriptions or [])
     if len(given) > 1 and len(given) != len(specs):
         raise PromptSearchError(f"--description is given {len(given)} times for {len(specs)} data set(s): give it "

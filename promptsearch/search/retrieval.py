@@ -233,19 +233,23 @@ def _per_set(values: np.ndarray, sizes: Sequence[int] | None) -> list[np.ndarray
 def _resampled(arrays: Sequence[np.ndarray], sizes: Sequence[int] | None, objective: str,
                n_boot: int = BOOTSTRAP, seed: int = 0) -> list[np.ndarray]:
     """Each array's score (``set_mean``) on ``n_boot`` resamples of each set's queries, the same resamples for every
-    array (paired), seeded."""
+    array (paired), seeded. Drawn ``RESAMPLES_AT_ONCE`` resamples at a time, so memory stays at that many times a
+    set's queries, whatever ``n_boot``."""
     rng = np.random.default_rng(seed)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if sizes else np.array([0])
     lengths = list(sizes) if sizes else [len(arrays[0])]
-    idx = [s + rng.integers(0, n, size=(n_boot, n)) for s, n in zip(starts, lengths)]
-    return [np.asarray(_rows([np.asarray(a, dtype=np.float64)[i].mean(1) for i in idx], objective))
-            for a in arrays]
+    vals = [np.asarray(a, dtype=np.float64) for a in arrays]
+    out: list[list[np.ndarray]] = [[] for _ in vals]
+    for lo in range(0, n_boot, RESAMPLES_AT_ONCE):
+        k = min(RESAMPLES_AT_ONCE, n_boot - lo)
+        idx = [s + rng.integers(0, n, size=(k, n)) for s, n in zip(starts, lengths)]
+        for o, v in zip(out, vals):
+            per_set = np.stack([v[i].mean(1) for i in idx])
+            o.append(per_set.mean(0) if objective == DEFAULT_OBJECTIVE else per_set.min(0))
+    return [np.concatenate(o) for o in out]
 
 
-def _rows(per_set: list[np.ndarray], objective: str) -> np.ndarray:
-    """The objective of each resample's set means (``per_set``: each set's means, one per resample)."""
-    stacked = np.stack(per_set)
-    return stacked.mean(0) if objective == DEFAULT_OBJECTIVE else stacked.min(0)
+RESAMPLES_AT_ONCE = 50  # resamples drawn together (memory: this many times a set's queries, in int64 indices)
 
 
 def judge(before: np.ndarray, after: np.ndarray, min_gain: float | str | None = "auto",
@@ -1091,8 +1095,10 @@ class RetrievalSearch(StepRunner):
     def validate_held_out(self, tasks: Sequence, top: int = 0, announce=None) -> None:
         """The answer, the model's own, the search's best and the ``top`` best scored on each of ``tasks`` (other
         retrieval sets: how the prompts carry over), by ``held_out``, the validation STS searches use: each entry's
-        ``validation`` gets the set's nDCG@10 (its ``{task}`` filled with that set's description), saved. Not search
-        work: the answer stays what the verdict made it.
+        ``validation`` gets the set's nDCG@10, saved. Each is scored as it would be exported: a search over one set
+        filled ``{task}`` with that set's description when it made its candidates, and that text is what is scored;
+        over several sets the candidates keep ``{task}``, and each held-out set fills it with its own description.
+        Not search work: the answer stays what the verdict made it.
 
         :param tasks: the held-out sets (``RetrievalTask``\\ s).
         :param top: how many of the best to validate besides those three.
@@ -1164,20 +1170,22 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
 
 
 def _held(res: RetrievalResults) -> list[str]:
-    """The held-out validation's lines: each validated candidate's nDCG@10 on every held-out set (none without)."""
+    """The held-out validation's lines: each validated candidate's nDCG@10 on every held-out set of the file's last
+    validation (none without)."""
     sets = (res.validation or {}).get("tasks") or []
-    done = [e for e in res.ranked() if e.validation]
-    if not sets or not done:
+    done = [e for e in res.ranked() if set(e.validation or ()) & set(sets)]  # not an earlier validation's other sets
+    if not done:
         return []
     first = [e for e in done if e.candidate == res.best] + [e for e in done if e.candidate != res.best]
-    w = max(len(e.candidate.shown) for e in first)
-    lines = [f"held-out sets ({METRIC} on {', '.join(sets)}: data the search never saw; not search work):"]
+    named = []
     for e in first:
         marks = [m for m, c in (("the answer", res.best), ("the model's own", res.own)) if e.candidate == c]
-        mark = f" ({', '.join(marks)})" if marks else ""
+        named.append(e.candidate.shown + (f" ({', '.join(marks)})" if marks else ""))
+    w = max(len(n) for n in named)
+    lines = [f"held-out sets ({METRIC} on {', '.join(sets)}: data the search never saw; not search work):"]
+    for e, n in zip(first, named):
         v = e.validation or {}
-        lines.append(f"  {(e.candidate.shown + mark).ljust(w + 18)}  "
-                     + ", ".join(f"{n} {v[n]:.4f}" if n in v else f"{n} -" for n in sets))
+        lines.append(f"  {n.ljust(w)}  " + ", ".join(f"{s} {v[s]:.4f}" if s in v else f"{s} -" for s in sets))
     return lines
 
 

@@ -174,6 +174,7 @@ class StepRunner:
         self.show = getattr(strategy, "show_progress_bar", None)  # False: no progress bars
         self.min_gain = strategy.min_gain  # what a step must gain ("auto" or None: its noise)
         self.progress = progress
+        self.lead = None  # the answer the strategy named in this run (``choose``); None: the highest score
 
     def say(self, line: str) -> None:
         """One line of what the search is doing, to ``progress`` (nothing without one).
@@ -272,6 +273,7 @@ class StepRunner:
 
         :param key: the representation (a retrieval candidate) the strategy answers with (one the results hold).
         """
+        self.lead = key  # this run's: a resumed file's earlier answer is not the strategy's now
         self.results.choose(key)
 
     def settle_own(self, own, lead, highest) -> Settled:

@@ -71,6 +71,11 @@ def test_a_set_the_search_sees_or_one_named_twice_is_refused_in_one_line(tiny_be
                                    "see" in err
     assert main([*base, "--validate-on", "demo,demo"]) == 2
     assert "--validate-on names stsb-paraphrase twice; give each set once" in capsys.readouterr().err
+    assert main([*base, "--validate-top", "2"]) == 2  # K best of the search, on no set: refused, not ignored
+    assert ("--validate-top 2 scores the search's best on --validate-on sets: give them too" in
+            capsys.readouterr().err)
+    assert main([*base, "--validate-on", "demo,"]) == 2
+    assert "--validate-on 'demo,' names an empty set" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()  # refused before anything was written
     assert main([*base, "--validate-on", str(a), "--validate-top", "0", "-q"]) == 0  # no validation: nothing checked
     assert "held-out sets" not in capsys.readouterr().out

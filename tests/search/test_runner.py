@@ -304,3 +304,37 @@ def test_every_kind_of_search_ends_with_one_verdict_which_never_answers_what_the
     assert RetrievalCandidate.from_json(res.verdict["challenger"]) == better
     assert any("above the model's own, but the strategy did not choose it" in line for line in summary(res))
     assert (res.spread.own_rank, res.spread.n) == (2, 2)
+
+
+def test_a_resumed_run_settles_on_what_its_strategy_chooses_now_not_on_the_files_last_answer(tmp_path):
+    """A finished run kept the model's own (its file's x_chosen); the resumed run scores a template far above it and
+    names no answer: the verdict weighs the highest and takes it, as a fresh run over the same scores does — the
+    file's earlier answer is not this run's strategy's."""
+    from promptsearch.search.baseline import settle, verdict_lines
+    from promptsearch.search.state import Verdict
+
+    own, top = Representation("[X] is [MASK] ."), Representation("[X] says [MASK] .")
+
+    class Scores(Strategy):
+        name = "given"
+
+        def __init__(self, keys):
+            self.keys = keys
+
+        def propose(self, runner) -> None:
+            runner.score(self.keys, "score", record="new")
+
+    def run(keys):
+        res = Results.open(tmp_path / "r.json", "m", "stsb-dev", "score", True)
+        runner = Runner(Scores(keys), FakeScorer(), res)
+        runner.score([own.text], "baseline", record="new")
+        runner.keep(baseline=Verdict(own))
+        runner.strategy.propose(runner)
+        settle(runner)
+        return res
+
+    first = run([own.text, "[X] means [MASK] ."])  # +1.00 within its error 2.00: the own kept, and chosen
+    assert first.best.entry_key == own and first.chosen == own
+    again = run(list(SCORES))
+    assert again.best.entry_key == top and again.baseline.kept is False  # +5.00 beyond 2.00
+    assert "beats the model's own representation" in verdict_lines(again)[0]
