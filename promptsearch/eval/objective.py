@@ -22,8 +22,8 @@ OBJECTIVES = ("mean", "min")
 DEFAULT_OBJECTIVE = "mean"
 
 
-def _rule(objective: str):
-    """The one rule of an objective over several sets' scores (along the first axis)."""
+def rule(objective: str):
+    """The one rule of an objective over several sets' scores (along the first axis): ``np.mean`` or ``np.min``."""
     return np.mean if objective == "mean" else np.min
 
 
@@ -33,7 +33,7 @@ def combine(values: Iterable[float], objective: str = "mean") -> float:
     v = np.asarray([x for x in values if np.isfinite(x)], dtype=np.float64)
     if not len(v):
         return float("nan")
-    return float(_rule(objective)(v))
+    return float(rule(objective)(v))
 
 
 def group_spearmans(sims: np.ndarray, gold: np.ndarray, groups: np.ndarray, labels) -> list[float]:
@@ -67,7 +67,7 @@ def bootstrap_rhos(sims: dict[str, np.ndarray], gold: np.ndarray, n_boot: int, s
             r = rankdata(s[idx], axis=1)
             r = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, keepdims=True), 1e-12)
             per[t].append((r * g).mean(1))
-    return {t: (v[0] if len(v) == 1 else _rule(objective)(v, 0)) for t, v in per.items()}
+    return {t: (v[0] if len(v) == 1 else rule(objective)(v, 0)) for t, v in per.items()}
 
 
 class Objective(IndexedPairs):

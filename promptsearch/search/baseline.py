@@ -45,9 +45,9 @@ def settle(runner) -> None:
         return
     own = results.entries[base]
     reads = results.baseline.reads if results.baseline is not None else None
-    highest = results.ranked()[0].entry_key
-    # the strategy's answer in this run; not the file's ``x_chosen``, which a resumed file holds from its last verdict
-    done = runner.settle_own(base, runner.lead if runner.lead is not None else highest, highest)
+    # weighs the strategy's answer in this run (``runner.lead``); not the file's ``x_chosen``, which a resumed file
+    # holds from its last verdict
+    done = runner.settle_own(base, results.ranked()[0].entry_key)
     if done.judged is not None:
         j, rival = done.judged, results.entries[done.challenger]
         verdict = Verdict(base, own.spearman, best=rival.entry_key, best_spearman=rival.spearman,

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..encoding.reps import rep_from_key
 from ..errors import PromptSearchError, TemplateError
-from ..eval.objective import DEFAULT_OBJECTIVE, combine
+from ..eval.objective import DEFAULT_OBJECTIVE, combine, rule
 from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
 from ..eval.retrieval_sets import RetrievalSets, set_metric
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
@@ -244,8 +244,7 @@ def _resampled(arrays: Sequence[np.ndarray], sizes: Sequence[int] | None, object
         k = min(RESAMPLES_AT_ONCE, n_boot - lo)
         idx = [s + rng.integers(0, n, size=(k, n)) for s, n in zip(starts, lengths)]
         for o, v in zip(out, vals):
-            per_set = np.stack([v[i].mean(1) for i in idx])
-            o.append(per_set.mean(0) if objective == DEFAULT_OBJECTIVE else per_set.min(0))
+            o.append(rule(objective)(np.stack([v[i].mean(1) for i in idx]), 0))  # each resample's sets combined
     return [np.concatenate(o) for o in out]
 
 
@@ -347,7 +346,6 @@ class RetrievalResults:
     entries: dict[RetrievalCandidate, RetrievalEntry] = field(default_factory=dict)
     own: RetrievalCandidate | None = None
     best: RetrievalCandidate | None = None  # the answer (what export reads): set by the verdict only
-    lead: RetrievalCandidate | None = field(default=None, compare=False)  # the strategy's answer (not in the file)
     verdict: dict | None = None
     steps: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
@@ -448,12 +446,11 @@ class RetrievalResults:
         return entry
 
     def choose(self, key: RetrievalCandidate) -> None:
-        """The strategy's answer (``Runner.choose``), which the verdict then weighs against the model's own; held
-        apart from ``best`` (what ``export`` reads), which only the verdict sets, so a run interrupted before its
-        verdict (or its check on the unseen queries) leaves no unjudged answer in its file.
+        """The strategy's answer (``Runner.choose``): nothing to write. The runner holds it (``StepRunner.lead``) for
+        the verdict to weigh against the model's own; ``best`` (what ``export`` reads) is the verdict's alone, so a
+        run interrupted before its verdict (or its check on the unseen queries) leaves no unjudged answer in its file.
 
         :param key: the chosen candidate (one the results hold)."""
-        self.lead = key
 
     @property
     def path_steps(self) -> list[dict]:
@@ -1069,10 +1066,8 @@ class RetrievalSearch(StepRunner):
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
         res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
-        res.lead = None  # the strategy's lead, once it names it (Runner.choose); the verdict then decides ``best``
-        self.strategy.propose(self)
-        highest = res.ranked()[0].candidate
-        done = self.settle_own(own_c, res.lead if res.lead is not None else highest, highest)  # as every search ends
+        self.strategy.propose(self)  # its lead, once it names one, is held by the runner (choose)
+        done = self.settle_own(own_c, res.ranked()[0].candidate)  # as every search ends
         res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
         res.best = done.answer

@@ -276,18 +276,19 @@ class StepRunner:
         self.lead = key  # this run's: a resumed file's earlier answer is not the strategy's now
         self.results.choose(key)
 
-    def settle_own(self, own, lead, highest) -> Settled:
+    def settle_own(self, own, highest) -> Settled:
         """The verdict every kind of search ends with, written once: the model's own representation is the answer
-        unless the strategy's ``lead`` is another candidate and is ahead of it by the step rule (``judge``, seed 0).
-        A search never hands back something worse than what the user already has. When the lead is the model's own,
-        the ``highest`` score is weighed against it instead, so the verdict still says how far the best of the rest
-        is from it, though it cannot be the answer.
+        unless the strategy's lead (what it named in this run, ``choose``; else the ``highest`` score) is another
+        candidate and is ahead of it by the step rule (``judge``, seed 0). A search never hands back something worse
+        than what the user already has. When the lead is the model's own, the ``highest`` score is weighed against
+        it instead, so the verdict still says how far the best of the rest is from it, though it cannot be the
+        answer.
 
         :param own: the model's own representation (a retrieval candidate), scored.
-        :param lead: the strategy's answer (``choose``), or the highest score when it named none.
         :param highest: the candidate scored highest.
         :returns: the answer, what the model's own was weighed against, and the judgement."""
         rep = self.scorer.representation
+        lead = self.lead if self.lead is not None else highest
         challenger = lead if rep(lead) != rep(own) else highest
         if rep(challenger) == rep(own):
             return Settled(own, own, None)
