@@ -65,14 +65,14 @@ def cmd_retrieval(args) -> int:
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
-    cache = False if args.no_cache else args.cache_dir
     f16 = FLOAT16_ABOVE_GIB if args.float16_above_gib is None else args.float16_above_gib
-    task = as_task([RetrievalTask(d, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
-                    for d, _ in parts], several=len(parts) > 1, objective=args.objective)
-    held = [RetrievalTask(r, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16)
-            for _, r in parts if r is not None]
+    # the searched queries, the unseen ones and the other sets alike: one corpus cache, one float16 limit
+    make = partial(RetrievalTask, cache_dir=False if args.no_cache else args.cache_dir,
+                   show_progress_bar=o.show(args), float16_above_gib=f16)
+    task = as_task([make(d) for d, _ in parts], several=len(parts) > 1, objective=args.objective)
+    held = [make(r) for _, r in parts if r is not None]
     confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
-    others = [RetrievalTask(d, cache_dir=cache, show_progress_bar=o.show(args), float16_above_gib=f16) for d in checks]
+    others = [make(d) for d in checks]
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -197,7 +197,7 @@ def _raced(res, dropped: int) -> str:
         if st.get("screen_reused"):
             out += f", {st['screen_reused']} read back from the cache"
     if read:
-        out += f" ({read} race{'s' if read > 1 else ''} read back from {res.path}, not screened again)"
+        out += f" ({_plural(read, 'race')} read back from {res.path}, not screened again)"
     return out
 
 
