@@ -633,7 +633,7 @@ class PromptEncoder:
             for t in ts:
 
                 def at_layer(j: int, k: int | None) -> PromptStates:  # the j-th layer read, hidden_states[k]
-                    bias = (self.prompt.template_bias(t, rows[t].bias, layer=k).numpy()[inverse] if denoise
+                    bias = (self.prompt.template_bias(t, rows[t].bias, layer=k).cpu().numpy()[inverse] if denoise
                             else np.zeros((len(sentences), self.prompt.hidden_size), dtype=np.float32))
                     return PromptStates(raw=states[t.text][j][inverse], bias=bias)
 

@@ -6,6 +6,7 @@ from conftest import PAPER_T, PRECISIONS, ROBERTA_T, make_encoder, vec_tol
 from promptsearch import PromptSearchError, rep
 from promptsearch.model.loading import load_model
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 SENTS = ["a man is playing a guitar .", "a woman slices an onion", "the cat sat on the mat .",
          "a man is playing a guitar ."]
 
@@ -65,6 +66,26 @@ def test_denoise_bias_is_template_only_forward_with_shifted_positions(kind, temp
     with torch.no_grad():
         b = enc.prompt.template_bias(template, [1, 20]).numpy()
     assert not np.allclose(b[0], b[1], atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_encoder_in_training_mode_encodes_with_its_bias_computed_afresh(device, tiny_bert_dir):
+    """In training mode (dropout on) the template bias is computed afresh on the encoder's device, not cached. With
+    dropout at 0 it is the cached bias, and ``encode`` gives the same vectors. On a GPU the fresh bias stayed on the
+    device and ``encode`` failed to convert it (found on an H100, 2026-11-26)."""
+    enc = make_encoder(tiny_bert_dir, device=device)
+    want = enc.encode(SENTS, template=PAPER_T, denoise=True)
+    enc.prompt.clear_cache()
+    for m in enc.encoder.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    enc.encoder.train()
+    try:
+        got = enc.encode(SENTS, template=PAPER_T, denoise=True)
+        assert not enc.prompt._bias_cache  # computed afresh, not kept
+    finally:
+        enc.encoder.eval()
+    np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
