@@ -123,13 +123,13 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     :raises promptsearch.PromptSearchError: for views that cannot differ, a checkpoint in ``out_dir`` of other
         settings, or a dev set that cannot be read or scored, or an encoder with ``compat="reference"``."""
     check_compat(enc.compat)
-    acc = Accelerator()
+    acc, device = _accelerator(enc)
     out = Path(out_dir)
     # identical views with no dropout would train nothing: refused before anything is written
     views = views_note(enc, cfg)
     assert cfg.lr is not None and cfg.batch_size is not None and cfg.eval_steps is not None  # set by __post_init__
     set_seed(cfg.seed)
-    prompt = enc.prompt.to(acc.device)
+    prompt = enc.prompt.to(device)
     for p in prompt.encoder.parameters():
         p.requires_grad_(True)
     opt = torch.optim.AdamW(prompt.encoder.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -185,7 +185,16 @@ def finetune(enc: PromptEncoder, data, cfg: FinetuneConfig, out_dir, model_name:
     return {"dev_set": run.dev_dataset, "start_dev": round(start_score, 4), "best_dev": round(best, 4), "steps": total,
             "seconds": round(secs, 1), "steps_per_second": round((total - start) / secs, 3) if secs > 0 else None,
             "train_sentences_per_second": sentences_per_second(total - start, cfg.batch_size, secs, evaluating),
-            "history": cfg.history, "device": str(acc.device), "processes": acc.num_processes}
+            "history": cfg.history, "device": str(device), "processes": acc.num_processes}
+
+
+def _accelerator(enc: PromptEncoder) -> tuple[Accelerator, torch.device]:
+    """Accelerate, and the device this process trains on. Launched as several processes (``accelerate launch``,
+    ``torchrun``), each trains on the device Accelerate gives it; a single process trains where the encoder is
+    (``device=`` / ``--device``: the CPU, or the second GPU), where Accelerate's default would be the first GPU.
+    The model is placed here, not by ``prepare``."""
+    acc = Accelerator(device_placement=False)
+    return acc, acc.device if acc.num_processes > 1 else enc.device
 
 
 @dataclass

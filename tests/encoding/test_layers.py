@@ -4,7 +4,7 @@ at [MASK] (or a causal LM's last template token), raw and denoised, every layer 
 import numpy as np
 import pytest
 import torch
-from conftest import CAUSAL_T, PAPER_T, ROBERTA_T, make_encoder
+from conftest import CAUSAL_T, CLI_DEVICE, PAPER_T, ROBERTA_T, make_encoder
 
 from promptsearch import PromptSearchError, rep
 from promptsearch.encoding import MaskState
@@ -103,7 +103,7 @@ def test_greedy_layer_step_scores_each_layer_as_eval_does(tiny_bert_dir, tmp_pat
     d = json.loads(out.read_text())
     rows = [r for r in d["path"] if r["stage"] == "layer"]
     assert [r.get("layer") for r in rows] == [1, None]  # the last layer is the template itself: one entry, "T"
-    enc = make_encoder(tiny_bert_dir, bf16=False)
+    enc = make_encoder(tiny_bert_dir, bf16=False, device=CLI_DEVICE)
     by_key = {(e["template"], e.get("layer")): e for e in d["templates"]}
     for r in rows:
         want = evaluate_reps(enc, [rep(r["template"], denoise=True, layer=r.get("layer", 2))], ["sts16"])
@@ -162,7 +162,7 @@ def test_optuna_searches_the_layer_as_a_trial_parameter(tiny_bert_dir, tmp_path)
     trials = [e for e in d["templates"] if e["source"] != "baseline"]  # the model's own representation reads no layer
     # layer 2, the last, is the template's own read-out: its key names no layer
     assert {e.get("layer") for e in trials} <= {1, None}
-    enc = make_encoder(tiny_bert_dir, bf16=False)
+    enc = make_encoder(tiny_bert_dir, bf16=False, device=CLI_DEVICE)
     for e in trials[:3]:
         at = {k: evaluate_reps(enc, [r], ["sts16"])[r]["sts16"]["spearman"]
               for k in (1, 2) for r in [rep(e["template"], denoise=True, layer=k)]}
@@ -183,6 +183,7 @@ def test_a_layer_is_trained_saved_loaded_and_exported(tiny_bert_dir, sentences, 
                          max_steps=2, eval_steps=1, layer=1)
     summary = finetune(enc, sentences[:32], cfg, tmp_path / "ft", "tiny", TrainRun(resume=False))
     out = tmp_path / "ft"
+    assert summary["device"] == "cpu"  # where the encoder is, also where a GPU is (Accelerate's default device)
     saved = json.loads((out / "promptsearch.json").read_text())
     assert saved["layer"] == 1
     # the dev score it tracked is the layer-1 read-out of the weights it started from
