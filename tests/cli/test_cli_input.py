@@ -162,6 +162,12 @@ def test_a_missing_data_folder_names_every_place_looked(tiny_bert_dir, tmp_path,
         assert str(place) in err, err
 
 
+def _with_repo() -> str:
+    """$PYTHONPATH with this checkout first (run from another folder, the command imports this promptsearch; the
+    packages the path already names, as a machine that keeps them outside site-packages does, stay found)."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def test_the_tui_without_a_terminal_is_one_line(tmp_path):
     """18. 'tui < /dev/null > out.txt' ran forever at 50-100 % CPU writing terminal codes; without a terminal
     it is now one line that says to run it in one, exit 2, at once."""
@@ -170,7 +176,7 @@ def test_the_tui_without_a_terminal_is_one_line(tmp_path):
     from conftest import run_cli
 
     r = run_cli(["tui", "--results", str(tmp_path / "r.json")], timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path,
-                env={"PYTHONPATH": str(REPO)})
+                env={"PYTHONPATH": _with_repo()})
     assert r.returncode == 2, r.stderr[-500:]
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "terminal" in r.stderr and "\x1b" not in r.stderr
     assert r.stdout == "" and not any(tmp_path.iterdir())  # nothing left behind
@@ -191,7 +197,7 @@ def _tui_in_a_terminal(tmp_path):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     p = spawn([sys.executable, "-m", "promptsearch", "tui", "--results", str(tmp_path / "r.json")],
-              {"PYTHONPATH": str(REPO)}, stdin=slave, stdout=slave, stderr=slave, text=False, cwd=tmp_path)
+              {"PYTHONPATH": _with_repo()}, stdin=slave, stdout=slave, stderr=slave, text=False, cwd=tmp_path)
     os.close(slave)
     got = bytearray()
 

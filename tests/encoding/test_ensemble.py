@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import PAPER_T, make_encoder
+from conftest import CLI_DEVICE, PAPER_T, make_encoder
 
 from promptsearch import PromptSearchError
 from promptsearch.encoding import Ensemble, MaskState
@@ -37,7 +37,8 @@ def test_eval_with_several_templates_scores_their_ensemble(tiny_bert_dir, capsys
                  "--tasks", "sts16", "--json", "-q", "--no-bf16"]) == 0
     got = json.loads(capsys.readouterr().out)["sts16"]
     ens = Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True)))
-    want = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), [ens], ["sts16"])[ens]["sts16"]["spearman"]
+    enc = make_encoder(tiny_bert_dir, bf16=False, device=CLI_DEVICE)  # the command's device: the same arithmetic
+    want = evaluate_reps(enc, [ens], ["sts16"])[ens]["sts16"]["spearman"]
     assert got == pytest.approx(want, abs=1e-4)
 
 
@@ -55,7 +56,7 @@ def test_greedy_grows_an_ensemble_only_while_it_pays(tiny_bert_dir, tmp_path):
     d = json.loads(out.read_text())
     rows = [r for r in d["path"] if r["stage"] == "ensemble"]
     assert rows and all(r["taken"] == (r["gain"] > 0) for r in rows) and len(rows[-1]["members"]) <= 3
-    enc = make_encoder(tiny_bert_dir, bf16=False)
+    enc = make_encoder(tiny_bert_dir, bf16=False, device=CLI_DEVICE)
     for e in (e for e in d["templates"] if e.get("members")):  # members may be pooled read-outs (the model's own too)
         ens = rep_from_key(" + ".join(e["members"]), denoise=True)
         want = evaluate_reps(enc, [ens], ["sts16"])[ens]["sts16"]["spearman"]
@@ -99,7 +100,7 @@ def test_report_takes_layers_and_ensembles_by_results_key(tiny_bert_dir, tmp_pat
                  "sts16", "--json", str(out), "-q", "--no-bf16"]) == 0
     rows = {r["label"]: r for r in json.loads(out.read_text())["results"]}
     want = {Ensemble((MaskState(PAPER_T, True), MaskState(OTHER, True))), MaskState(OTHER, True, 1)}
-    got = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False), list(want), ["sts16"])
+    got = evaluate_reps(make_encoder(tiny_bert_dir, bf16=False, device=CLI_DEVICE), list(want), ["sts16"])
     for r in want:
         assert rows[r.label]["tasks"]["sts16"]["spearman"] == pytest.approx(got[r]["sts16"]["spearman"], abs=1e-4)
     assert rows[f"{OTHER} @layer 1 (denoised)"]["layer"] == 1

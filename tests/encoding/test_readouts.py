@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import PAPER_T, json_without_promptsearch, make_encoder
+from conftest import CLI_DEVICE, PAPER_T, json_without_promptsearch, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.data import load_task
@@ -89,7 +89,7 @@ def test_the_models_own_representation_is_scored_first(tiny_bert_dir, tmp_path, 
     scores = [e["spearman"] for e in d["templates"]]
     assert (s["n"], s["min"], s["max"]) == (3, min(scores), max(scores))
     assert s["own_rank"] == 1 + sum(v > first["spearman"] for v in scores)
-    enc = make_encoder(tiny_bert_dir)
+    enc = make_encoder(tiny_bert_dir, device=CLI_DEVICE)
     from promptsearch.eval import evaluate_reps
     own = PromptPool("[X]", "mean")
     want = evaluate_reps(enc, [own], ["sts16"])[own]["sts16"]["spearman"]
@@ -199,7 +199,7 @@ def test_optuna_takes_the_readout_as_a_trial_parameter(tiny_bert_dir, tmp_path):
     d = json.loads(out.read_text())
     trials = [e for e in d["templates"] if e["source"].startswith("optuna")]
     assert {e.get("readout") for e in trials} > {None}  # pooled and [MASK] trials both
-    enc = make_encoder(tiny_bert_dir)
+    enc = make_encoder(tiny_bert_dir, device=CLI_DEVICE)
     for e in trials:
         key = e["template"] + (" @" + e["readout"] if e.get("readout") else "")
         r = rep_from_key(key, denoise=True)
@@ -293,7 +293,7 @@ def test_greedy_prefix_steps_on_the_best_pooled_prompt(tiny_bert_dir, tmp_path):
     rows = [r for r in d["path"] if r["stage"] in ("readout-prefix", "readout-stop")]
     assert rows and all(r["stage"] == "readout-prefix" for r in rows[:-1]) and len(rows) <= 2
     assert all((r["stage"] == "readout-prefix") == (r["gain"] > 0) for r in rows)  # --min-gain 0: any gain is a step
-    enc = make_encoder(tiny_bert_dir)
+    enc = make_encoder(tiny_bert_dir, device=CLI_DEVICE)
     for r in rows:
         rep = rep_from_key(r["template"])
         assert r["spearman"] == pytest.approx(evaluate_reps(enc, [rep], ["sts16"])[rep]["sts16"]["spearman"], abs=1e-4)

@@ -25,7 +25,7 @@ def test_a_demonstration_is_the_filled_template_with_its_word(tmp_path):
 
 @pytest.mark.parametrize("kind, vocabulary", [("tiny_bert_dir", None), ("tiny_gpt2_dir", "greedy-causal")])
 def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabulary, request, tmp_path):
-    from conftest import make_encoder
+    from conftest import CLI_DEVICE, make_encoder
     from conftest import write_vocab as _vocab
 
     from promptsearch.encoding import rep
@@ -44,7 +44,7 @@ def test_greedy_picks_the_best_demonstration_only_above_its_noise(kind, vocabula
     step = [r for r in res["path"] if r["stage"] == "demos"][0]
     before = [r for r in res["path"] if r["stage"] in ("relation:best", "prefix")][-1]["template"]
     shots = read_demos(str(pool))
-    enc = make_encoder(d, bf16=False)
+    enc = make_encoder(d, bf16=False, device=CLI_DEVICE)
 
     def fits(t):
         try:

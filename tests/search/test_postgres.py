@@ -187,7 +187,7 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
     scores and similarities are the search's own. (It took the [MASK] inputs' limit, 64, for a --max-length
     and refused every such study: "this worker's pooled differ".) A worker given --max-length 64 would cut
     pooled inputs at 64, not 32 (other numbers: STS-B has longer sentences): it is still refused."""
-    from conftest import make_encoder, stsb_dev_csv
+    from conftest import CLI_DEVICE, make_encoder, stsb_dev_csv
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
@@ -206,7 +206,8 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
     (folder / "tokenizer_config.json").write_text(json.dumps({**tok, "model_max_length": 64}))
     # below
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 32, "do_lower_case": False}))
-    scorer = Scorer(make_encoder(folder), dataset=str(stsb_dev_csv(tmp_path / "dev.csv", 0, 200)), cache=False)
+    dev = str(stsb_dev_csv(tmp_path / "dev.csv", 0, 200))
+    scorer = Scorer(make_encoder(folder, device=CLI_DEVICE), dataset=dev, cache=False)  # on the worker's device
     assert (scorer.encoder.max_length, scorer.encoder.pooled_max_length) == (64, 32)
     url = f"sqlite:///{tmp_path / 'work.db'}"
     queue = WorkQueue(url, scorer, str(folder), "own", local=False, grace=3)
