@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The device checks, as one prepared script for a lent GPU machine (after ../shared/scripts/gpu-stage's three
+# copies, so that /tmp/gpu/env.sh exists there). Each part writes its log under $OUT (or /tmp/gpu-out).
+#   bash scripts/gpu-check.sh tests [S] # the CI test command's pytest part, CUDA present (the default device)
+#   bash scripts/gpu-check.sh timings   # the main job, the retrieval demo and the benchmarks, on cuda
+#   bash scripts/gpu-check.sh encode [S] # the encode benchmark alone
+# Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
+# from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
+# after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
+# /usr/share/wordnet/{data,index}.* and *.exc into .gpu/b/wordnet before the second copy, and have that copy put
+# them in /usr/share/wordnet. Used on an H100 on 2026-11-26: docs/benchmarks.md has what it measured.
+set -u
+. /tmp/gpu/env.sh
+out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
+repo=$PWD
+# step NAME SECONDS COMMAND...: the command under its limit, stopped by SIGINT (pytest then still reports the
+# failures it has) and killed 20 s later; its whole output in $OUT/NAME.log, its last lines here.
+step() { local name=$1 limit=$2; shift 2; echo "== $name (limit ${limit}s): $*"; local t0=$SECONDS
+  ( set -o pipefail; timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -25 )
+  echo "== $name: rc=$? in $((SECONDS - t0)) s"; }
+nvidia-smi -L
+python3 -c "import torch, transformers, sentence_transformers as s; print('torch', torch.__version__, 'transformers',
+transformers.__version__, 'sentence-transformers', s.__version__, torch.cuda.get_device_name())"
+case ${1:-} in
+tests)
+  export PYTHONPATH=$PYTHONPATH:$repo/scripts FAILURES_FILE=$out/failures.txt
+  step pytest "${2:-300}" python3 -m pytest -p failures_as_they_come -m "not slow" -n 15 --dist loadfile -p no:cacheprovider -v --tb=short \
+    -rfE --timeout 120 --durations=15 ;;
+timings)
+  cd /tmp
+  step greedy 200 python3 -m promptsearch greedy --model default --out /tmp/best.json
+  step retrieval 90 python3 -m promptsearch retrieval --model default --data demo --out /tmp/retrieval.json
+  cd "$repo"
+  step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
+  step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
+    --passages 8 --json "$out/retrieval_passages.json"
+  step encode_speed 120 python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
+encode)
+  step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
+*) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds]"; exit 2 ;;
+esac
