@@ -38,7 +38,9 @@ def next_steps(res: RetrievalResults) -> str:
                f"  promptsearch export {out} --out my-model     # a sentence-transformers folder with these prompts\n")
             + "  python -c \"from sentence_transformers import SentenceTransformer; "
             "m = SentenceTransformer('my-model'); "
-            "print(m.similarity(m.encode_query(['a question']), m.encode_document(['a passage'])))\"")
+            "print(m.similarity(m.encode_query(['a question']), m.encode_document(['a passage'])))\"\n"
+            f"  promptsearch plot {out}     # the search's picture: every candidate and each step's judgement\n"
+            f"  promptsearch tui --results {out}     # the leaderboard")
 
 
 def cmd_retrieval(args) -> int:

@@ -27,6 +27,8 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     i = lines.index("next:")
     assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
     assert f"promptsearch export {out} --out my-model" in lines[i + 1] and "encode_query" in lines[i + 2]
+    assert lines[i + 3:] == [f"  promptsearch plot {out}     # the search's picture: every candidate and each step's "
+                             "judgement", f"  promptsearch tui --results {out}     # the leaderboard"]
     d = json.loads(out.read_text())
     assert d["kind"] == "retrieval" and d["data"]["queries"] == 16 and d["best"] and d["own"]  # 4 of 20 held out
     n = len(d["entries"])
@@ -179,8 +181,10 @@ def test_the_default_model_on_the_demo_task(tmp_path):
                  "-q"], timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
-    assert lines[-3].startswith("next:") and lines[-4].startswith("chosen: query prompt ")
-    assert lines[-5].startswith("spread of the ")
+    i = lines.index("next:")
+    assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
+    assert lines[-2:] == [f"  promptsearch plot {out}     # the search's picture: every candidate and each step's "
+                          "judgement", f"  promptsearch tui --results {out}     # the leaderboard"]
     assert ("searched on 20 of 259 queries (--holdout 0.2, --queries 20); an answer other than the model's own is "
             "checked on the other 239") in lines
     assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
