@@ -7,13 +7,19 @@ import os
 _config = None
 
 
+def _path() -> str:
+    return os.environ.get("FAILURES_FILE", "failures.txt")
+
+
 def pytest_configure(config):
     global _config
     _config = config
+    if not hasattr(config, "workerinput"):  # the controller starts the file afresh: one run's failures
+        open(_path(), "w", encoding="utf-8").close()
 
 
 def pytest_runtest_logreport(report):
     if not report.failed or hasattr(_config, "workerinput"):  # the controller alone writes (xdist)
         return
-    with open(os.environ.get("FAILURES_FILE", "failures.txt"), "a", encoding="utf-8") as f:
+    with open(_path(), "a", encoding="utf-8") as f:
         f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")

@@ -10,20 +10,23 @@
 # /usr/share/wordnet/{data,index}.* and *.exc into .gpu/b/wordnet before the second copy, and have that copy put
 # them in /usr/share/wordnet. Used on an H100 on 2026-11-26: docs/benchmarks.md has what it measured.
 set -u
-. /tmp/gpu/env.sh
+. /tmp/gpu/env.sh || { echo "no /tmp/gpu/env.sh: make gpu-stage's three copies first"; exit 2; }
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 repo=$PWD
-# step NAME SECONDS COMMAND...: the command under its limit, stopped by SIGINT (pytest then still reports the
-# failures it has) and killed 20 s later; its whole output in $OUT/NAME.log, its last lines here.
-step() { local name=$1 limit=$2; shift 2; echo "== $name (limit ${limit}s): $*"; local t0=$SECONDS
-  ( set -o pipefail; timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -25 )
-  echo "== $name: rc=$? in $((SECONDS - t0)) s"; }
+# step NAME SECONDS COMMAND...: the command under its limit, stopped by SIGINT and killed 20 s later (under
+# pytest-xdist no summary is sure to come: failures_as_they_come.py keeps each failure as it comes); its whole
+# output in $OUT/NAME.log, its last lines here. The script's exit status is 1 when any step failed.
+fail=0
+step() { local name=$1 limit=$2 rc; shift 2; echo "== $name (limit ${limit}s): $*"; local t0=$SECONDS
+  ( set -o pipefail; timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -25 ); rc=$?
+  [ "$rc" -eq 0 ] || fail=1
+  echo "== $name: rc=$rc in $((SECONDS - t0)) s"; }
 nvidia-smi -L
 python3 -c "import torch, transformers, sentence_transformers as s; print('torch', torch.__version__, 'transformers',
 transformers.__version__, 'sentence-transformers', s.__version__, torch.cuda.get_device_name())"
 case ${1:-} in
 tests)
-  export PYTHONPATH=$PYTHONPATH:$repo/scripts FAILURES_FILE=$out/failures.txt
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts FAILURES_FILE=$out/failures.txt
   step pytest "${2:-300}" python3 -m pytest -p failures_as_they_come -m "not slow" -n 15 --dist loadfile -p no:cacheprovider -v --tb=short \
     -rfE --timeout 120 --durations=15 ;;
 timings)
@@ -39,3 +42,4 @@ encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
 *) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds]"; exit 2 ;;
 esac
+exit $fail
