@@ -180,6 +180,23 @@ def _check_tokenizer_files(folder: Path) -> None:
 COMPUTE_DEVICES = ("cpu", "cuda", "mps")  # "meta" holds shapes, no numbers
 
 
+def default_device() -> torch.device:
+    """Where a model goes when no ``device=`` is given: the CPU without CUDA; with it, the first GPU, or, in one of
+    several processes a launcher started (``accelerate launch``, ``torchrun``: ``$LOCAL_RANK``), that process's
+    own GPU, where Accelerate would place its model (not every process's copy on the first)."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    rank = os.environ.get("LOCAL_RANK", "")
+    if rank.isdigit() and int(rank) < torch.cuda.device_count():
+        return torch.device("cuda", int(rank))
+    return torch.device("cuda")
+
+
+def resolve_device(device) -> torch.device:
+    """``device`` as a torch device; ``None`` (or empty): ``default_device()``."""
+    return torch.device(device) if device else default_device()
+
+
 def _check_device(device) -> None:
     """A device that cannot be used fails here, in one line, before any weights are read."""
     if device is None or str(device) == "auto":
@@ -297,7 +314,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
     if not placement:
-        device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = resolve_device(device)
         for m in (encoder, mlm, lm):
             if m is not None:
                 m.to(device)

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..data import read_wordnet
 from ..errors import ModelError, TemplateError, first_line, note
-from ..model.loading import _quiet_transformers
+from ..model.loading import _quiet_transformers, resolve_device
 from ..template import Template, special_tokens_around
 from .runner import Runner
 from .scorer import Scorer
@@ -65,7 +65,7 @@ class T5Generator:
             first = first_line(exc)
             raise ModelError(f"cannot load T5 model {model_name!r} ({first}); pass model_t5= with a local path or "
                              "a reachable HF id, or use generator=mlm offline") from None
-        self.device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = resolve_device(device)
         # transformers types ``to`` as a wrapped function whose first argument is the model itself
         self.model.to(self.device).eval()  # type: ignore[arg-type]
         self.num_beams = num_beams

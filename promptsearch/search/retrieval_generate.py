@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..errors import ModelError, first_line
-from ..model.loading import _quiet_transformers
+from ..model.loading import _quiet_transformers, resolve_device
 
 FORM = "Instruct: {instruction}\nQuery: "  # e5-mistral's and Qwen3-Embedding's query form
 ASK = ("Write one instruction, a single sentence, that tells a search engine what to find for this task: {task}. "
@@ -80,7 +80,7 @@ def generate_instructions(model_name: str, task: str, n: int = 16, seed: int = 0
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot load the generator {model_name!r} ({first_line(exc)}); give generate= a causal LM "
                          "or a sequence-to-sequence model by Hugging Face id or local path") from None
-    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = resolve_device(device)
     model.to(dev).eval()
     request = ASK.format(task=task.strip().rstrip("."))
     if not seq2seq and getattr(tok, "chat_template", None):
