@@ -224,6 +224,7 @@ class _Finetunee(Trainee):
         """``parts``: the prepared (wrapped module, optimizer, scheduler); ``save(info)`` writes the model folder;
         ``settings``: what changes the numbers (``run_settings``), kept in the checkpoint."""
         self.enc, self.cfg, self.acc, self.dev, self.save, self.start_score = enc, cfg, acc, dev, save, start_score
+        self.device = enc.device
         self.settings = settings
         # (steps, evaluations, seconds of the start's dev evaluation or None), set once the run is planned
         self.estimate: tuple[int, int, float | None] | None = None

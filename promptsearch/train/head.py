@@ -339,7 +339,7 @@ class _HeadTrainee(Trainee):
                  settings: HeadTrainSettings, exclude: Sequence[int], on_epoch, steps_per_epoch: int):
         self.head, (self.opt, self.sched), self.train, self.test = head, parts, train, test
         self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
-        dev = self.dev = head.bias.device
+        dev = self.dev = self.device = head.bias.device
         self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
         self.best_state: dict | None = None
         self.total_loss = 0.0

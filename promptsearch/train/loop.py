@@ -280,26 +280,39 @@ def sentences_per_second(steps: int, batch_size: int, seconds: float, evaluating
     return round(steps * batch_size / (seconds - evaluating), 1) if seconds > evaluating else None
 
 
-def rng_state() -> dict:
-    """Every random generator's state, for a resume checkpoint.
+def rng_state(device: torch.device | str | None = None) -> dict:
+    """The state of every random generator a run on ``device`` draws from: for a resume checkpoint, and to replay
+    a micro-batch's dropout.
 
+    :param device: the device the run trains on. A CUDA device's generator is kept with the others; no other
+        GPU's (nothing is opened on a GPU the run does not use), and none for a run on the CPU.
     :returns: ``{"python", "numpy", "torch"}`` (Python's ``random``, NumPy's global generator, torch's CPU
-        generator), and ``"cuda"`` (every CUDA device's) when CUDA is available."""
+        generator), and ``"cuda"``: (the GPU's index, its generator's state) when ``device`` is a CUDA device."""
     st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.random.get_rng_state()}
-    if torch.cuda.is_available():
-        st["cuda"] = torch.cuda.get_rng_state_all()
+    dev = None if device is None else torch.device(device)
+    if dev is not None and dev.type == "cuda":
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        st["cuda"] = (index, torch.cuda.get_rng_state(index))
     return st
 
 
 def set_rng_state(st: dict) -> None:
-    """Restore the generators ``rng_state`` saved (the CUDA ones when saved and CUDA is available).
+    """Restore the generators ``rng_state`` saved. A GPU's is restored where that GPU is; a checkpoint written
+    before (every GPU's generator, in a list) restores those of the GPUs there are.
 
     :param st: what ``rng_state`` returned."""
     random.setstate(st["python"])
     np.random.set_state(st["numpy"])
     torch.random.set_rng_state(st["torch"])
-    if "cuda" in st and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(st["cuda"])
+    saved = st.get("cuda")
+    if saved is None or not torch.cuda.is_available():
+        return
+    if isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], int):
+        if saved[0] < torch.cuda.device_count():
+            torch.cuda.set_rng_state(saved[1], saved[0])
+        return
+    for index, state in enumerate(list(saved)[: torch.cuda.device_count()]):
+        torch.cuda.set_rng_state(state, index)
 
 
 RESUME_DIR = "resume"  # a trainer's resume checkpoint lives in OUT/resume/, apart from the model it writes
@@ -435,11 +448,13 @@ class Trainee:
 
     :cvar desc: the progress bar's label.
     :cvar is_main: whether this is the process that evaluates and writes (one of several under accelerate).
+    :cvar device: the device it trains on (a checkpoint keeps that GPU's random generator; None: no GPU's).
     :cvar atomic_update: True: ``step`` only computes gradients and ``update`` applies them, so that an
         interrupt is checkpointed at the last whole step."""
 
     desc = "train"  # the progress bar's label
     is_main = True  # the process that evaluates and writes (one of several under accelerate)
+    device: torch.device | None = None  # where it trains: a checkpoint keeps this GPU's generator (None: no GPU's)
 
     def step(self, items) -> torch.Tensor:
         """One optimisation step on a batch; the loss (a device tensor, read only to log).
@@ -598,7 +613,7 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
                     progress.best = last
                     trainee.keep(done, last)
                 if checkpoint is not None:
-                    Checkpoint(done, progress.best, progress.history, rng_state(),
+                    Checkpoint(done, progress.best, progress.history, rng_state(trainee.device),
                                trainee.state().to_dict()).save(checkpoint)
                     saved = done
         trainee.after_eval()
@@ -618,7 +633,7 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
             if trainee.atomic_update:
                 with interrupts_held():
                     trainee.update()
-                    whole, after = done, rng_state()
+                    whole, after = done, rng_state(trainee.device)
             if step == progress.step:  # the first step this run takes, waited for on the device: its whole time
                 float(loss)
                 trainee.first_step(time.time() - t_step, loss)
@@ -633,7 +648,8 @@ def train_loop(trainee: Trainee, data, schedule: Schedule, checkpoint: Path | No
                 if due(whole):  # its evaluation did not finish: the resumed run runs it first
                     assert loss is not None  # a whole step was taken
                     state[PENDING] = float(loss)
-                Checkpoint(whole, progress.best, progress.history, after or rng_state(), state).save(checkpoint)
+                Checkpoint(whole, progress.best, progress.history, after or rng_state(trainee.device),
+                           state).save(checkpoint)
         raise
     finally:
         bar.close()

@@ -171,6 +171,7 @@ class _OptiPromptee(Trainee):
     def __init__(self, enc, cfg: OptiPromptConfig, template: str, soft: torch.nn.Parameter, opt, dev: DevEval,
                  best_vec: torch.Tensor):
         self.enc, self.cfg, self.template, self.soft, self.opt, self.dev = enc, cfg, template, soft, opt, dev
+        self.device = enc.device
         self.best_vec = best_vec
 
     def step(self, items) -> torch.Tensor:

@@ -133,14 +133,14 @@ def train_step(enc: PromptEncoder, step: Step, items: list, backward, no_sync=co
     states, parts = [], []
     with torch.no_grad():
         for c in chunks:
-            states.append(rng_state())  # the CPU's generator and, on CUDA, the GPU's (where dropout draws)
+            states.append(rng_state(enc.device))  # the CPU's generator and, on a GPU, its own (where dropout draws)
             parts.append(views(enc, step, [items[i] for i in c], prompt))
     full = [torch.cat([p[v] for p in parts])[where.to(parts[0][v].device)].detach().requires_grad_()
             for v in range(len(parts[0]))]
     out = loss(step, full)
     out.backward()
     grads = [cast(torch.Tensor, f.grad) for f in full]  # set by out.backward(): every view requires it
-    after = rng_state()
+    after = rng_state(enc.device)
     for k, (c, st) in enumerate(zip(chunks, states)):
         set_rng_state(st)  # the same dropout masks as in the first pass
         ctx = no_sync() if k < len(chunks) - 1 else contextlib.nullcontext()

@@ -608,3 +608,28 @@ def test_training_refuses_the_reference_inputs_in_the_library(tiny_bert_dir, tmp
         finetune(enc, ["a b c"] * 4, FinetuneConfig("unsup", [PAPER_T, PAPER_T.replace("means", "is")]), tmp_path / "f",
                  "tiny")
     assert not (tmp_path / "o").exists() and not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_the_random_state_kept_is_the_training_devices_own(device):
+    """A run's random state (a resume checkpoint's, a micro-batch's dropout replay) holds the generators it draws
+    from: Python's, NumPy's, torch's CPU one and, on a GPU, that GPU's. It used to hold every visible GPU's, which
+    opened each GPU from every process (a CPU run on a GPU machine too) and could not be restored on a machine
+    with fewer GPUs. Restoring gives the same draws again."""
+    import random
+
+    from promptsearch.train.loop import rng_state, set_rng_state
+
+    st = rng_state(device)
+    assert ("cuda" in st) == (device == "cuda") and "cuda" not in rng_state()
+    # as a checkpoint written before kept them: every GPU's generator, in a list
+    every_gpu = [torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())] if device == "cuda" else []
+
+    def draws():
+        return random.random(), float(np.random.rand()), torch.rand(3, device=device).tolist()
+
+    first = draws()
+    set_rng_state(st)
+    assert draws() == first
+    set_rng_state({**st, "cuda": every_gpu})
+    assert draws() == first
