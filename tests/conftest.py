@@ -118,13 +118,22 @@ from sentence_transformers import SentenceTransformer
 """
 
 
+def _path_without_the_checkout() -> str | None:
+    """$PYTHONPATH without this checkout (the meta-path finder keeps promptsearch out either way; the packages the
+    path names, as a machine that keeps them outside site-packages does, stay found); None: no path is left."""
+    keep = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not Path(p).resolve().is_relative_to(REPO)]
+    return os.pathsep.join(keep) or None
+
+
 def json_without_promptsearch(body: str, cwd, timeout: float = 300):
     """Run ``body`` in a Python process that cannot import promptsearch (sentence-transformers imported, ``json``
     and ``sys`` at hand), check promptsearch stayed out of it, and return the JSON its last line of output holds
     (``body`` prints it): what a user without promptsearch gets from a folder it wrote."""
     code = (_WITHOUT_PROMPTSEARCH + body.strip("\n") + "\n"
             + 'assert not any(m.split(".")[0] == "promptsearch" for m in sys.modules)\n')
-    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": None}, timeout=timeout, cwd=cwd)
+    done = run_child([sys.executable, "-c", code], {"PYTHONPATH": _path_without_the_checkout()}, timeout=timeout,
+                     cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import _sentences, make_encoder
+from conftest import CLI_DEVICE, _sentences, make_encoder
 
 from promptsearch.cli import main
 from promptsearch.encoding.reps import PromptPool
@@ -224,7 +224,7 @@ def test_the_default_models_own_number_is_sentence_transformers(capsys):
 
     assert main(["eval", "--model", "default", "--tasks", "stsb-dev", "--no-bf16", "-q", "--json"]) == 0
     ours = json.loads(capsys.readouterr().out)["stsb-dev"]
-    enc = make_encoder("default")
+    enc = make_encoder("default", device=CLI_DEVICE)
     assert_the_reference_number(get_model_path(), ours, Scorer(enc, dataset="stsb-dev", cache=False).similarities(
         enc.own_representation()))
 
@@ -272,7 +272,7 @@ def test_the_search_scores_the_models_own_as_sentence_transformers_scores_it(fam
     d = json.loads(out.read_text())
     own = next(e for e in d["templates"] if e["source"] == "baseline")
     assert (own["template"], own["readout"]) == ("query: [X]", mode if include else "sentence-" + mode)
-    enc = make_encoder(folder)
+    enc = make_encoder(folder, device=CLI_DEVICE)
     assert_the_reference_number(folder, own["spearman"], Scorer(enc, dataset="stsb-dev", cache=False).similarities(
         enc.own_representation()))
 
@@ -284,7 +284,7 @@ def test_eval_without_a_template_is_the_folders_own_representation(tiny_roberta_
     assert "[X] @max (the model's own: max pooling + Dense 32→16, 24 tokens)" in printed
     assert main(["eval", "--model", str(folder), "--tasks", "stsb-dev", "--no-bf16", "-q", "--json"]) == 0
     ours = json.loads(capsys.readouterr().out)["stsb-dev"]
-    enc = make_encoder(folder)
+    enc = make_encoder(folder, device=CLI_DEVICE)
     assert_the_reference_number(folder, ours, Scorer(enc, dataset="stsb-dev", cache=False).similarities(
         enc.own_representation()))
 
@@ -410,7 +410,7 @@ def test_export_keeps_the_max_length_it_was_scored_with(tiny_roberta_dir, tmp_pa
     assert main(["export", str(res), "--out", str(out)]) == 0
     assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 24
     chosen = next(e for e in d["templates"] if e.get("chosen"))
-    back = make_encoder(out)
+    back = make_encoder(out, device=CLI_DEVICE)
     assert back.own_representation().text == d["x_chosen"]
     assert_the_reference_number(out, chosen["spearman"], Scorer(back, dataset="stsb-dev", cache=False).similarities(
         back.own_representation()))
