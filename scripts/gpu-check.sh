@@ -4,6 +4,7 @@
 #   bash scripts/gpu-check.sh tests [S] # the CI test command's pytest part, CUDA present (the default device)
 #   bash scripts/gpu-check.sh timings   # the main job, the retrieval demo and the benchmarks, on cuda
 #   bash scripts/gpu-check.sh encode [S] # the encode benchmark alone
+#   bash scripts/gpu-check.sh recheck [S] # the tests that failed on the H100 on 2026-11-26 and those added since
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -38,8 +39,15 @@ timings)
   step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
     --passages 8 --json "$out/retrieval_passages.json"
   step encode_speed 120 python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
+recheck)  # what failed on the H100 on 2026-11-26, and the tests added with the fixes: fixed since, not rerun there
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts FAILURES_FILE=$out/failures.txt
+  step recheck "${2:-240}" python3 -m pytest -p failures_as_they_come -n 8 -p no:cacheprovider -q -rfE \
+    tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
+    tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
+    tests/encoding/test_fidelity.py tests/train/test_train.py \
+    "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does" ;;
 encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
-*) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds]"; exit 2 ;;
+*) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds]"; exit 2 ;;
 esac
 exit $fail
