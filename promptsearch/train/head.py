@@ -339,17 +339,17 @@ class _HeadTrainee(Trainee):
                  settings: HeadTrainSettings, exclude: Sequence[int], on_epoch, steps_per_epoch: int):
         self.head, (self.opt, self.sched), self.train, self.test = head, parts, train, test
         self.settings, self.exclude, self.on_epoch, self.per_epoch = settings, exclude, on_epoch, steps_per_epoch
-        dev = self.dev = self.device = head.bias.device
-        self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=dev) if exclude else None
+        self.device: torch.device = head.bias.device  # where the head and its batches are
+        self.mask_out = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=self.device) if exclude else None
         self.best_state: dict | None = None
         self.total_loss = 0.0
         self.acc: Accuracy | None = None  # the last evaluation's
         self.row: dict = {}  # the last evaluation's history row
 
     def step(self, ix) -> torch.Tensor:
-        x = self.train.states[ix].to(self.dev).float()
-        y = self.train.targets[ix].to(self.dev)
-        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=bool(self.settings.bf16)):
+        x = self.train.states[ix].to(self.device).float()
+        y = self.train.targets[ix].to(self.device)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bool(self.settings.bf16)):
             logits = self.head(x).float()
         if self.mask_out is not None:
             logits = logits.index_fill(1, self.mask_out, float("-inf"))
