@@ -18,7 +18,10 @@ def add_device_flag(ap) -> None:
 
 
 def resolve(device: str | None) -> torch.device:
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    """The device a benchmark runs on: the one given, else the library's default (``default_device``)."""
+    from promptsearch.model.loading import resolve_device
+
+    return resolve_device(device)
 
 
 def sync(device) -> None:

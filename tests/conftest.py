@@ -303,7 +303,9 @@ def tiny_distilbert_dir(tmp_path_factory, tiny_bert_dir) -> Path:
 # test computes by hand there); the CLI, like any user, takes the default device: CUDA where there
 # is one. A test that compares what a command printed with an encoder of its own builds that
 # encoder on CLI_DEVICE, so both sides run the same arithmetic on one device.
-CLI_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+from promptsearch.model.loading import default_device  # noqa: E402 - beside its one use
+
+CLI_DEVICE = str(default_device())  # the library's own rule (no launcher here: cuda, else cpu)
 
 
 def make_encoder(path, device="cpu", **kw):
