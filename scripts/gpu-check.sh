@@ -22,14 +22,16 @@ step() { local name=$1 limit=$2 rc; shift 2; echo "== $name (limit ${limit}s): $
   ( set -o pipefail; timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -25 ); rc=$?
   [ "$rc" -eq 0 ] || fail=1
   echo "== $name: rc=$rc in $((SECONDS - t0)) s"; }
+# pytest_step NAME SECONDS ARGS...: pytest as a step, each failure written to $OUT/failures.txt as it comes
+pytest_step() { local name=$1 limit=$2; shift 2
+  PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts FAILURES_FILE=$out/failures.txt \
+    step "$name" "$limit" python3 -m pytest -p failures_as_they_come -p no:cacheprovider -rfE "$@"; }
 nvidia-smi -L
 python3 -c "import torch, transformers, sentence_transformers as s; print('torch', torch.__version__, 'transformers',
 transformers.__version__, 'sentence-transformers', s.__version__, torch.cuda.get_device_name())"
 case ${1:-} in
 tests)
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts FAILURES_FILE=$out/failures.txt
-  step pytest "${2:-300}" python3 -m pytest -p failures_as_they_come -m "not slow" -n 15 --dist loadfile -p no:cacheprovider -v --tb=short \
-    -rfE --timeout 120 --durations=15 ;;
+  pytest_step pytest "${2:-300}" -m "not slow" -n 15 --dist loadfile -v --tb=short --timeout 120 --durations=15 ;;
 timings)
   cd /tmp
   step greedy 200 python3 -m promptsearch greedy --model default --out /tmp/best.json
@@ -40,8 +42,7 @@ timings)
     --passages 8 --json "$out/retrieval_passages.json"
   step encode_speed 120 python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
 recheck)  # what failed on the H100 on 2026-11-26, and the tests added with the fixes: fixed since, not rerun there
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts FAILURES_FILE=$out/failures.txt
-  step recheck "${2:-240}" python3 -m pytest -p failures_as_they_come -n 8 -p no:cacheprovider -q -rfE \
+  pytest_step recheck "${2:-240}" -n 8 -q \
     tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
     tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
     tests/encoding/test_fidelity.py tests/train/test_train.py \
