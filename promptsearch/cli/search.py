@@ -214,6 +214,17 @@ def _run_app(app) -> None:
         app.run()
     finally:
         put_back((*job, *ends))
+        _flush_the_terminal(app)
+
+
+def _flush_the_terminal(app) -> None:
+    """Wait until Textual has written what puts the terminal back. Its driver writes from a thread; leaving
+    application mode only queues the codes that leave the alternate screen, and a KeyboardInterrupt out of the
+    app's loop skips the shutdown that drains that queue (``driver.close()``). The command's last line, printed
+    next, could then land on the alternate screen, out of sight. Closing twice is harmless."""
+    driver = getattr(app, "_driver", None)
+    if driver is not None:
+        driver.close()
 
 
 def _nothing(signum, frame) -> None:
