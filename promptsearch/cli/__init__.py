@@ -6,6 +6,7 @@ arguments, runs the command and turns errors and interrupts into one line."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             parser = build_parser()
             try:
-                args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+                given = sys.argv[1:] if argv is None else list(argv)
+                # the command line as given rides along (``args.argv``): a results file may record it
+                args = parser.parse_args(given, namespace=argparse.Namespace(argv=given))
             except SystemExit as exc:  # a usage error (one line, already printed), --help or --version: an exit code
                 return exc.code if isinstance(exc.code, int) else 2
             if not getattr(args, "func", None):

@@ -209,12 +209,16 @@ def _run_app(app) -> None:
         for sig in ends:
             signal.signal(sig, ending)
     except ValueError:  # not the main thread: Textual's own way
-        return app.run()
+        try:
+            return app.run()
+        finally:
+            app.end_searches()
     try:
         app.run()
     finally:
         put_back((*job, *ends))
         _flush_the_terminal(app)
+        app.end_searches()  # a search the TUI started in a child process ends with it (its scores kept)
 
 
 def _flush_the_terminal(app) -> None:

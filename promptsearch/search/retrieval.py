@@ -353,6 +353,8 @@ class RetrievalResults:
     generated: list[dict] = field(default_factory=list)  # query prompts a language model wrote ({prompt, source})
     races: dict[str, dict] = field(default_factory=dict)  # each race's record, by its key: a resumed run reads it back
     validation: dict | None = None  # held-out validation: its sets, top and seconds (``held_out``)
+    # the command that last ran the search, {"argv": its arguments, "cwd": its folder} (the TUI resumes with it)
+    command: dict | None = None
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
 
     @classmethod
@@ -431,6 +433,7 @@ class RetrievalResults:
         res.generated = [dict(g) for g in d.get("generated") or []]
         res.races = {str(k): dict(v) for k, v in (d.get("races") or {}).items()}
         res.validation = dict(d["validation"]) if d.get("validation") else None
+        res.command = dict(d["command"]) if isinstance(d.get("command"), dict) else None
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -503,7 +506,8 @@ class RetrievalResults:
                 **({"strategy": self.strategy} if self.strategy else {}),
                 **({"generated": self.generated} if self.generated else {}),
                 **({"races": self.races} if self.races else {}),
-                **({"validation": self.validation} if self.validation else {})}
+                **({"validation": self.validation} if self.validation else {}),
+                **({"command": self.command} if self.command else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""

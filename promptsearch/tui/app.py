@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 
 from textual.app import App
@@ -11,6 +12,7 @@ from textual.widgets import Static
 
 from ..data import DEV_SET
 from ..errors import PromptSearchError
+from . import resume
 from .leaderboard import LeaderboardScreen
 from .predictions import PredictionsScreen
 from .sources import OptunaSource, ResultsFileSource
@@ -20,7 +22,8 @@ HELP = """[b]promptsearch tui[/b]
 [b]Leaderboard[/b]  templates ranked by STS-B dev score, refreshed while a
 search writes the results file (or the Optuna study) in another process.
   ↑/↓ move · enter: predict with the selected template · s: start a greedy
-  search into the results file · g: plot it (promptsearch plot) · r: reload
+  search into the results file (a retrieval file: resume its search with
+  the command that wrote it) · g: plot it (promptsearch plot) · r: reload
 
 [b]Predictions[/b]  top-5 [MASK] tokens without and with template denoising.
   type a sentence, enter · ctrl+r: random STS-B dev sentence · esc: back
@@ -64,6 +67,12 @@ class PromptSearchApp(App):
         self._encoder = encoder
         self._lock = threading.Lock()
         self.poll_seconds = poll_seconds
+        self.searches: list[subprocess.Popen] = []  # searches this app started in child processes
+
+    def end_searches(self) -> None:
+        """End the searches this app started that still run (each keeps its scores): the TUI's searches end with it."""
+        for child in self.searches:
+            resume.end(child)
 
     def on_mount(self) -> None:
         self.install_screen(LeaderboardScreen(self.source, self.poll_seconds), name="leaderboard")

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
 from ..errors import PromptSearchError
 from ..representation import template_of
+from . import resume
 from .sources import Board
 
 
@@ -25,7 +26,7 @@ class LeaderboardScreen(Screen):
 
     BINDINGS = [
         Binding("enter", "open_predictions", "Predict with template", show=True),
-        Binding("s", "start_search", "Start greedy search"),
+        Binding("s", "start_search", "Start search"),
         Binding("r", "reload", "Reload"),
         Binding("g", "plot", "Plot results"),
     ]
@@ -145,10 +146,29 @@ class LeaderboardScreen(Screen):
             self.notify("a search is already running")
             return
         if self.board.kind == "retrieval":
-            self.notify("this is a retrieval results file: run promptsearch retrieval --out FILE to search (the board "
-                        "follows it)", severity="warning")
+            why = resume.why_not(self.board.command, str(path))
+            if why:
+                self.notify(why, severity="warning")
+            else:
+                self.resume_retrieval(str(path), dict(self.board.command or {}))
             return
         self.run_search(str(path))
+
+    @work(thread=True, exclusive=True, group="search")
+    def resume_retrieval(self, out: str, command: dict) -> None:
+        """The retrieval search that wrote ``out``, run again by its recorded command in a child process: it scores
+        what the file does not hold and ends with its verdict, and the board follows the file."""
+        try:
+            child = resume.start(command, out)
+        except OSError as exc:
+            self.app.call_from_thread(self._set_status, f"search failed: {exc}")
+            return
+        self.app.searches.append(child)
+        self.app.call_from_thread(self._set_status, f"running: promptsearch retrieval into {out} (its output: "
+                                                    f"{resume.log_path(out)})")
+        code = child.wait()
+        msg = "search finished" if code == 0 else f"search failed (exit {code}): {resume.last_line(out)}"
+        self.app.call_from_thread(self._set_status, msg)
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:

@@ -27,6 +27,7 @@ class Board:
     metric: str = "STS-B dev"  # the score column's name: the dev set's Spearman × 100, or a retrieval run's nDCG@10
     places: int = 2  # the score's decimals (Spearman × 100: 2; nDCG@10, a fraction: 4)
     kind: str = "sts"  # "sts": template scores; "retrieval": query prompt × document prompt × read-out candidates
+    command: dict | None = None  # a retrieval file's: the command that ran its search (resumed by the TUI's "s")
 
     def held_out_text(self, template: str) -> str:
         v = self.held_out.get(template) or {}
@@ -113,7 +114,7 @@ def retrieval_board(path: Path) -> Board:
     return Board(res.strategy.get("name", "greedy"), res.model, str(res.data.get("name", "-")), True,
                  len(res.entries), rows, [e.score for e in res.entries.values()], held_out=held, chosen=chosen,
                  unit="scored", metric=f"{METRIC}, mean of {len(res.sizes)} sets" if res.sizes else METRIC, places=4,
-                 kind="retrieval")
+                 kind="retrieval", command=res.command)
 
 
 class OptunaSource(_Polled):

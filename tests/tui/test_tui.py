@@ -220,3 +220,76 @@ def test_a_several_sets_retrieval_file_names_its_score_as_their_mean(tmp_path):
     res.save()
     board = retrieval_board(path)
     assert board.metric == "ndcg@10, mean of 2 sets" and board.rows == [(0.9, own.shown)]
+
+
+def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_it(tiny_bert_encoder_only_dir,
+                                                                                 tmp_path):
+    """The TUI's "s" started only STS searches; a retrieval file said to run the command by hand. The file now keeps
+    the command that ran its search (its arguments and folder), and "s" runs it again in a child process: a search
+    cut short (here: its verdict and its last scores taken out of the file) scores what the file lacks and ends
+    with its verdict, the board following it."""
+    from conftest import beir_folder, run_cli, small_retrieval_data
+
+    beir = beir_folder(tmp_path / "beir", small_retrieval_data(20, 80))
+    path = tmp_path / "r.json"
+    (tmp_path / "there").mkdir()
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", "../r.json",
+            "--cache-dir", str(tmp_path / "cache"), "--readouts", "cls", "-q"]
+    r = run_cli(argv, cwd=tmp_path / "there")  # a process of its own: the file's write lock is its
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = json.loads(path.read_text())
+    assert whole["command"] == {"argv": argv, "cwd": str(tmp_path / "there")}  # the out is relative to it
+    cut = {k: v for k, v in whole.items() if k not in ("best", "verdict")}
+    cut["entries"] = whole["entries"][:2]  # the model's own and one more: the rest to score again
+    path.write_text(json.dumps(cut))
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(140, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == 2)
+            assert "chosen" not in str(app.screen.query_one("#info").render())
+            await pilot.press("s")
+            await _wait_for(pilot, lambda: app.screen.search_status.startswith("search "), timeout=300)
+            assert app.screen.search_status == "search finished", app.screen.search_status
+            await _wait_for(pilot, lambda: table.row_count == len(whole["entries"]))
+            assert "chosen" in str(app.screen.query_one("#info").render())
+        app.end_searches()
+
+    asyncio.run(scenario())
+    again = json.loads(path.read_text())
+    assert again["best"] == whole["best"] and len(again["entries"]) == len(whole["entries"])
+    assert {json.dumps(e["metrics"], sort_keys=True) for e in again["entries"]} == \
+        {json.dumps(e["metrics"], sort_keys=True) for e in whole["entries"]}  # the same numbers, rescored
+    log = (tmp_path / "r.json.log").read_text()
+    assert "resuming" not in log and "chosen: query prompt" in log  # -q: the results only
+
+
+def test_a_retrieval_file_without_its_command_says_what_to_run(tmp_path):
+    from promptsearch.cli.retrieval import recorded_command
+    from promptsearch.tui.resume import why_not
+
+    out = str(tmp_path / "r.json")
+    assert "does not record the command" in why_not(None, out) and f"--out {out}" in why_not(None, out)
+    assert "does not record the command" in why_not({"argv": ["greedy"], "cwd": str(tmp_path)}, out)
+    assert "is gone" in why_not({"argv": ["retrieval"], "cwd": str(tmp_path / "nowhere")}, out)
+    assert why_not({"argv": ["retrieval", "--data", "demo"], "cwd": str(tmp_path)}, out) is None
+    args = type("Args", (), {"argv": ["retrieval", "--storage", "postgresql://me:s3cret@db/x", "--data", "demo"]})()
+    kept = recorded_command(args)
+    assert kept is not None and kept["masked"] and "s3cret" not in json.dumps(kept)
+    assert kept["argv"][2] == "postgresql://me:***@db/x" and "password" in why_not(kept, out)
+    args.argv = ["retrieval", "--storage", "sqlite:///r.db"]
+    assert recorded_command(args) == {"argv": args.argv, "cwd": str(__import__("os").getcwd())}
+
+
+def test_a_search_the_tui_started_ends_with_it_as_sigterm_ends_the_command(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from promptsearch.tui.resume import end
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    end(child, seconds=30)
+    assert child.returncode == -signal.SIGTERM
+    end(child)  # ended already: nothing to do

@@ -1,0 +1,65 @@
+"""A retrieval search resumed from the TUI: the command its results file recorded, run again in a child process
+(its output in a log beside the file), ended with the TUI."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def why_not(command: dict | None, out: str) -> str | None:
+    """Why a retrieval results file's recorded ``command`` cannot be run again from here, or None.
+
+    :param command: the file's ``command`` (``{"argv", "cwd"}``, or None in a file written before it was kept).
+    :param out: the results file.
+    :returns: the reason, with the command to run instead, or None."""
+    ask = f"run promptsearch retrieval … --out {out} to resume it (the board follows it)"
+    if not command or not isinstance(command.get("argv"), list) or command["argv"][:1] != ["retrieval"]:
+        return f"this retrieval results file does not record the command that wrote it: {ask}"
+    if command.get("masked"):
+        return f"the command that wrote this file had a password in a storage URL, not kept in the file: {ask}"
+    if not Path(str(command.get("cwd", ""))).is_dir():
+        return f"the folder the search ran in ({command.get('cwd')}) is gone: {ask}"
+    return None
+
+
+def log_path(out: str) -> Path:
+    """Where a resumed search's output goes: beside its results file, ``FILE.log``."""
+    return Path(f"{out}.log")
+
+
+def start(command: dict, out: str) -> subprocess.Popen:
+    """Run the recorded command again, in its folder, into ``out`` (the file the TUI follows, wherever it now is):
+    it resumes the search, scoring only what the file does not hold. Its output goes to ``log_path(out)``.
+
+    :param command: the file's recorded command (``why_not`` gave None).
+    :param out: the results file.
+    :returns: the child process."""
+    argv = [sys.executable, "-m", "promptsearch", *command["argv"], "--out", str(Path(out).resolve())]
+    with open(log_path(out), "w", encoding="utf-8") as log:
+        return subprocess.Popen(argv, cwd=command["cwd"], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # the terminal's keys are the TUI's
+
+
+def end(child: subprocess.Popen, seconds: float = 60.0) -> None:
+    """End a resumed search that still runs as a SIGTERM ends the command: it keeps every score made (a rerun
+    resumes). Killed if it has not ended within ``seconds``."""
+    if child.poll() is not None:
+        return
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def last_line(out: str) -> str:
+    """The last line a resumed search wrote (its error, when it failed)."""
+    try:
+        lines = log_path(out).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
