@@ -33,6 +33,14 @@ def precision_line(args, device, bf16: bool | None = None, pinned: str | None = 
     return worded(f"precision: {why}")  # a hint in it names the flag ('bf16=True forces it': '--bf16 forces it')
 
 
+def precision_now(enc: PromptEncoder) -> None:
+    """Say the precision line now, not at the first pass: once a command has said its data, so that the line comes
+    in the same place whether the run encodes at once or (resumed) only at its end."""
+    hook, enc.on_first_pass = enc.on_first_pass, None
+    if hook is not None:
+        hook()
+
+
 def say(line: str) -> None:
     """A library's line for the user (stderr), its parameters said as the command's flags."""
     print(worded(line), file=sys.stderr)

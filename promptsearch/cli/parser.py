@@ -377,8 +377,9 @@ def _retrieval(sub) -> None:
     g.add_argument("--out", default="retrieval.json", help="results JSON (default retrieval.json); an existing one is "
                                                            "resumed")
     g.add_argument("--queries", type=at_least(1), default=None, metavar="N",
-                   help="score a seeded random sample of N queries (quicker, noisier; the corpus stays whole); with "
-                        "several --data sets, N of each set's")
+                   help="score a seeded random sample of N queries (noisier; it saves the queries' encoding and "
+                        "scoring only: the corpus stays whole, and racing, told apart by fewer queries, may drop "
+                        "fewer document prompts, so it can take longer); with several --data sets, N of each set's")
     g.add_argument("--holdout", type=non_negative, default=0.2, metavar="F",
                    help="the share of the queries the search never sees (default 0.2; 0: none): an answer other than "
                         "the model's own must beat it there too, since the best of many prompts is chosen for how it "

@@ -98,18 +98,20 @@ def cmd_retrieval(args) -> int:
         n_rest = sum(len(r.queries) for _, r in parts if r is not None)
         if not args.quiet:
             dropped = sum(w.dropped_queries for w in wholes)
-            o.say(f"data: {task.data.name}, {len(task.query_ids):,} queries searched"
+            o.say(f"data: {task.data.name}, {_queries(len(task.query_ids))} searched"
                   + (f" ({n_rest:,} more kept unseen to check the answer on)" if n_rest else "")
                   + f", {len(task.corpus_ids):,} documents"
                   + (f" in {len(parts)} sets (the metric: the {args.objective} of their nDCG@10; {{task}} in a prompt "
                      "is each set's description)" if len(parts) > 1 else "")
                   + (f"; {dropped:,} {'query' if dropped == 1 else 'queries'} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
-            if note := holdout_note(args.holdout, n_rest):
-                o.say(note)
+            for note in (holdout_note(args.holdout, n_rest), few_searched_note(len(task.query_ids), args.holdout)):
+                if note:
+                    o.say(note)
             if results.entries:
                 o.say(f"resuming {results.path}: its {len(results.entries):,} scored candidates are read back, not "
                       "scored again")
+            o.precision_now(enc)  # a resumed run encodes only at its end: the line comes here all the same
         res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
     finally:
         if queue is not None:
@@ -193,9 +195,29 @@ def holdout_note(holdout: float, unseen_queries: int, few: int = 30) -> str:
         return (f"note: too few queries to hold any out (--holdout {holdout:g}): an answer other than the model's own "
                 "is not checked on unseen queries")
     if unseen_queries < few:
-        return (f"note: only {unseen_queries} queries are held out: the check on them is weak (more queries, or a "
-                "larger --holdout, make it stronger)")
+        return (f"note: only {_queries(unseen_queries)} {'is' if unseen_queries == 1 else 'are'} held out: the check "
+                "on them is weak (more queries, or a larger --holdout, make it stronger)")
     return ""
+
+
+def few_searched_note(searched: int, holdout: float, few: int = 30) -> str:
+    """A note when so few queries are searched that a step's gain is mostly noise ('' when not): steps are then
+    rarely taken, and the answer is likely the model's own for that reason alone.
+
+    :param searched: the queries searched.
+    :param holdout: the share held out (named in the advice when there is one).
+    :param few: below this many the note is given.
+    :returns: the note, or ''."""
+    if searched >= few:
+        return ""
+    less = ", or a smaller --holdout" if holdout > 0 else ""
+    return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
+            f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give more "
+            f"queries{less})")
+
+
+def _queries(n: int) -> str:
+    return f"{n:,} {'query' if n == 1 else 'queries'}"
 
 
 def _plural(n: int, word: str) -> str:

@@ -200,7 +200,8 @@ def _text(value, where: str, what: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text")
+        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; write it as a JSON string "
+                        f"({json.dumps(str(value))})")
     return value
 
 
@@ -375,7 +376,8 @@ def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
                     raise DataError(f"{path}:{i}: not valid JSON ({json_error(exc)}); fix that line") \
                         from None
                 if not isinstance(row, dict):
-                    raise DataError(f"{path}:{i}: a JSON {type(row).__name__}, not an object with _id and text")
+                    raise DataError(f"{path}:{i}: a JSON {type(row).__name__}, not an object with _id and text; write "
+                                    'one object a line, e.g. {"_id": "d1", "text": "..."}')
                 yield i, row
         except UnicodeDecodeError:
             raise DataError(f"{path} is not valid UTF-8; save it as UTF-8") from None
@@ -415,7 +417,8 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                 where = f"{path}:{i}"
                 if len(row) < 3:
                     raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
-                                    f"{len(row)} field(s)")
+                                    f"{len(row)} field(s); give each judgement as query-id<TAB>corpus-id<TAB>score "
+                                    "(1: relevant)")
                 q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
                 _judge(judged, q, d, _score(row[2].strip(), where), where)
                 where_of.setdefault((q, d), where)

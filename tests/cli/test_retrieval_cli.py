@@ -410,11 +410,16 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     unseen = 8 - json.loads((tmp_path / "r.json").read_text())["data"]["queries"]
     assert 0 < unseen < 30 and (f"note: only {unseen} queries are held out: the check on them is weak (more queries, "
                                 "or a larger --holdout, make it stronger)") in err
+    assert ("note: only 6 queries searched: a step's gain over so few is mostly noise, so steps are rarely taken and "
+            "the answer is likely the model's own for that reason (give more queries, or a smaller --holdout)") in err
     assert not any(x.startswith("resuming ") for x in err)
     assert main(argv) == 0
     n = len(json.loads((tmp_path / "r.json").read_text())["entries"])
-    assert (f"resuming {tmp_path / 'r.json'}: its {n} scored candidates are read back, not scored again"
-            in capsys.readouterr().err.splitlines())
+    again = capsys.readouterr().err.splitlines()
+    i = again.index(f"resuming {tmp_path / 'r.json'}: its {n} scored candidates are read back, not scored again")
+    # the precision next, as a fresh run says it after its data, not after the steps (where the resumed run encodes)
+    assert again[i + 1].startswith("precision: ") and again[i + 1].endswith("a resumed run keeps it)"), again
+    assert sum(x.startswith("precision: ") for x in again) == 1
     assert main([*argv, "--holdout", "0"]) == 2  # the same file, every query searched: refused, saying which flags
     assert "other queries searched (6, not 8 as now: --holdout, --queries and --seed choose them)" in \
         capsys.readouterr().err

@@ -196,7 +196,10 @@ BAD_BEIR = [
                                                                     "text: give every row one"),
     ("query without text", dict(queries=QUERIES + [{"_id": "q8"}]), r"queries.jsonl:5: no 'text' field"),
     ("empty query", dict(queries=QUERIES + [{"_id": "q8", "text": "  "}]), r"query 'q8' is empty"),
-    ("text not a string", dict(corpus=CORPUS + [{"_id": "d9", "text": ["a"]}]), r"the text is list"),
+    ("text not a string", dict(corpus=CORPUS + [{"_id": "d9", "text": 42}]), r"the text is int 42, not text; write "
+                                                                             r'it as a JSON string \("42"\)$'),
+    ("a JSON list as a line", dict(corpus=CORPUS + [["d9", "x"]]), r"corpus.jsonl:6: a JSON list, not an object with "
+                                                                   r"_id and text; write one object a line, e\.g\. "),
     ("score not a number", dict(qrels=QRELS + [("q1", "d2", "high")]), r"test.tsv:7: score 'high' is not a number"),
     ("the same pair judged twice, differently", dict(qrels=QRELS + [("q1", "d1", 0)]), r"judged twice, 1 and 0"),
     ("no qrels", dict(qrels=[]), r"holds no qrels"),
@@ -209,6 +212,15 @@ def test_bad_beir_input_is_one_line(tmp_path, what, kw, pattern):
     with pytest.raises(DataError, match=pattern) as err:
         load_retrieval(str(folder))
     assert "\n" not in str(err.value)
+
+
+def test_a_qrel_with_too_few_fields_says_how_to_write_one(tmp_path):
+    folder = write_beir(tmp_path / "f")
+    with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
+        f.write("q1 d2 1\n")  # spaces, not tabs
+    with pytest.raises(DataError, match=r"test.tsv:7: expected query-id, corpus-id and score separated by tabs, found "
+                                        r"1 field\(s\); give each judgement as query-id<TAB>corpus-id<TAB>score"):
+        load_retrieval(str(folder))
 
 
 def test_bad_files_and_splits(tmp_path):
