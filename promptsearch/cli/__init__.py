@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
             parser = build_parser()
             try:
                 given = sys.argv[1:] if argv is None else list(argv)
-                # the command line as given rides along (``args.argv``): a results file may record it
-                args = parser.parse_args(given, namespace=argparse.Namespace(argv=given))
+                # the command line as given rides along (``args.command_line``, no flag's dest): a results file
+                # may record it
+                args = parser.parse_args(given, namespace=argparse.Namespace(command_line=given))
             except SystemExit as exc:  # a usage error (one line, already printed), --help or --version: an exit code
                 return exc.code if isinstance(exc.code, int) else 2
             if not getattr(args, "func", None):

@@ -105,7 +105,8 @@ def cmd_retrieval(args) -> int:
                      "is each set's description)" if len(parts) > 1 else "")
                   + (f"; {dropped:,} {'query' if dropped == 1 else 'queries'} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
-            for note in (holdout_note(args.holdout, n_rest), few_searched_note(len(task.query_ids), args.holdout)):
+            for note in (holdout_note(args.holdout, n_rest),
+                         few_searched_note(len(task.query_ids), args.holdout, bool(args.queries))):
                 if note:
                     o.say(note)
             if results.entries:
@@ -146,11 +147,18 @@ def recorded_command(args) -> dict | None:
     """What the results file keeps of the command that ran the search, so the TUI can resume it: its arguments and
     folder; a password in a storage URL is kept as ``***`` (and the TUI then asks for the command). None when the
     arguments are not known (``cmd_retrieval`` called without ``main``)."""
-    argv = getattr(args, "argv", None)
+    argv = getattr(args, "command_line", None)
     if argv is None:
         return None
-    kept = [re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", a) for a in argv]
+    kept = [_without_secrets(a) for a in argv]
     return {"argv": kept, "cwd": os.getcwd(), **({"masked": True} if kept != list(argv) else {})}
+
+
+def _without_secrets(arg: str) -> str:
+    """An argument with a URL's password as ``***``: ``user:PASSWORD@`` (a slash in it too, as SQLAlchemy reads
+    it) and a ``password=`` query parameter (as libpq reads it)."""
+    arg = re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", arg)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", arg, flags=re.IGNORECASE)
 
 
 def held_out_sets(args, searched: list) -> list:
@@ -200,20 +208,22 @@ def holdout_note(holdout: float, unseen_queries: int, few: int = 30) -> str:
     return ""
 
 
-def few_searched_note(searched: int, holdout: float, few: int = 30) -> str:
+def few_searched_note(searched: int, holdout: float, sampled: bool = False, few: int = 30) -> str:
     """A note when so few queries are searched that a step's gain is mostly noise ('' when not): steps are then
     rarely taken, and the answer is likely the model's own for that reason alone.
 
     :param searched: the queries searched.
     :param holdout: the share held out (named in the advice when there is one).
+    :param sampled: whether ``--queries`` chose the count (then named in the advice).
     :param few: below this many the note is given.
     :returns: the note, or ''."""
     if searched >= few:
         return ""
+    more = "a larger --queries" if sampled else "more queries"
     less = ", or a smaller --holdout" if holdout > 0 else ""
     return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
-            f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give more "
-            f"queries{less})")
+            f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give "
+            f"{more}{less})")
 
 
 def _queries(n: int) -> str:

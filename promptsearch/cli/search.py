@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
+import threading
 
 import optuna
 
@@ -212,23 +213,37 @@ def _run_app(app) -> None:
         try:
             return app.run()
         finally:
-            app.end_searches()
+            _end_searches(app)
     try:
         app.run()
     finally:
-        put_back((*job, *ends))
-        _flush_the_terminal(app)
-        app.end_searches()  # a search the TUI started in a child process ends with it (its scores kept)
+        try:  # still under ``ending``: a second signal here kills what is left, then the command ends
+            try:
+                _flush_the_terminal(app)
+            finally:
+                _end_searches(app)
+        finally:
+            put_back((*job, *ends))
 
 
-def _flush_the_terminal(app) -> None:
+def _end_searches(app) -> None:
+    """End a search the TUI started in a child process (it keeps its scores), saying so: it may take a moment."""
+    if app.running_searches():
+        print("promptsearch tui: ending the search it started (its scores are kept; s resumes it)", file=sys.stderr)
+    app.end_searches()
+
+
+def _flush_the_terminal(app, seconds: float = 10.0) -> None:
     """Wait until Textual has written what puts the terminal back. Its driver writes from a thread; leaving
     application mode only queues the codes that leave the alternate screen, and a KeyboardInterrupt out of the
     app's loop skips the shutdown that drains that queue (``driver.close()``). The command's last line, printed
-    next, could then land on the alternate screen, out of sight. Closing twice is harmless."""
+    next, could then land on the alternate screen, out of sight. Closing twice is harmless. At most ``seconds``:
+    a writer that died on a terminal gone away cannot take its queue's end, and must not hang the command."""
     driver = getattr(app, "_driver", None)
     if driver is not None:
-        driver.close()
+        closing = threading.Thread(target=driver.close, name="promptsearch-terminal", daemon=True)
+        closing.start()
+        closing.join(seconds)
 
 
 def _nothing(signum, frame) -> None:

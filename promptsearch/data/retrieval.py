@@ -200,8 +200,9 @@ def _text(value, where: str, what: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; write it as a JSON string "
-                        f"({json.dumps(str(value))})")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; write it as a JSON string"
+                        + (f" ({json.dumps(str(value))})" if number else ""))
     return value
 
 

@@ -69,9 +69,13 @@ class PromptSearchApp(App):
         self.poll_seconds = poll_seconds
         self.searches: list[subprocess.Popen] = []  # searches this app started in child processes
 
+    def running_searches(self) -> list[subprocess.Popen]:
+        """The searches this app started in child processes that still run."""
+        return [c for c in self.searches if c.poll() is None]
+
     def end_searches(self) -> None:
         """End the searches this app started that still run (each keeps its scores): the TUI's searches end with it."""
-        for child in self.searches:
+        for child in self.running_searches():
             resume.end(child)
 
     def on_mount(self) -> None:

@@ -149,32 +149,39 @@ class LeaderboardScreen(Screen):
             why = resume.why_not(self.board.command, str(path))
             if why:
                 self.notify(why, severity="warning")
-            else:
-                self.resume_retrieval(str(path), dict(self.board.command or {}))
+                return
+            self.resume_retrieval(str(path), dict(self.board.command or {}))
             return
+        self._set_status(f"running: greedy on {self.app.dataset} into {path}")  # at once: a second "s" finds it
         self.run_search(str(path))
 
-    @work(thread=True, exclusive=True, group="search")
     def resume_retrieval(self, out: str, command: dict) -> None:
         """The retrieval search that wrote ``out``, run again by its recorded command in a child process: it scores
-        what the file does not hold and ends with its verdict, and the board follows the file."""
+        what the file does not hold and ends with its verdict, and the board follows the file. The child is
+        watched by a timer, not waited for in a thread (a thread would keep the app from ending until the search
+        is done); the app ends it as it ends (``end_searches``), its scores kept."""
         try:
             child = resume.start(command, out)
         except OSError as exc:
-            self.app.call_from_thread(self._set_status, f"search failed: {exc}")
+            self._set_status(f"search failed: {exc}")
             return
         self.app.searches.append(child)
-        self.app.call_from_thread(self._set_status, f"running: promptsearch retrieval into {out} (its output: "
-                                                    f"{resume.log_path(out)})")
-        code = child.wait()
-        msg = "search finished" if code == 0 else f"search failed (exit {code}): {resume.last_line(out)}"
-        self.app.call_from_thread(self._set_status, msg)
+        self._set_status(f"running: {resume.shown(command)} (its output: {resume.log_path(out)})")
+
+        def check() -> None:
+            if child.poll() is None:
+                return
+            timer.stop()
+            code = child.returncode
+            self._set_status("search finished" if code == 0
+                             else f"search failed (exit {code}): {resume.last_line(out)}")
+
+        timer = self.set_interval(0.2, check)
 
     @work(thread=True, exclusive=True, group="search")
     def run_search(self, out: str) -> None:
         from ..search import greedy_search  # lazy: start-up time (torch loads with the first search)
 
-        self.app.call_from_thread(self._set_status, f"running: greedy on {self.app.dataset} into {out}")
         try:
             greedy_search(self.app.get_encoder(), out, self.app.model_name, self.app.dataset)
             msg = "search finished"

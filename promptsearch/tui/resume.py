@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,7 +18,9 @@ def why_not(command: dict | None, out: str) -> str | None:
     :param out: the results file.
     :returns: the reason, with the command to run instead, or None."""
     ask = f"run promptsearch retrieval … --out {out} to resume it (the board follows it)"
-    if not command or not isinstance(command.get("argv"), list) or command["argv"][:1] != ["retrieval"]:
+    argv = command.get("argv") if isinstance(command, dict) else None
+    if (command is None or not isinstance(argv, list) or argv[:1] != ["retrieval"]
+            or not all(isinstance(a, str) for a in argv)):
         return f"this retrieval results file does not record the command that wrote it: {ask}"
     if command.get("masked"):
         return f"the command that wrote this file had a password in a storage URL, not kept in the file: {ask}"
@@ -30,17 +34,40 @@ def log_path(out: str) -> Path:
     return Path(f"{out}.log")
 
 
+def shown(command: dict) -> str:
+    """The recorded command as a shell would take it (said when the TUI runs it)."""
+    return shlex.join(["promptsearch", *_without_out(command["argv"])])
+
+
+def _without_out(argv: list[str]) -> list[str]:
+    """``argv`` less its ``--out`` (the TUI gives the file it follows instead)."""
+    kept: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            kept.append(a)
+    return kept
+
+
 def start(command: dict, out: str) -> subprocess.Popen:
     """Run the recorded command again, in its folder, into ``out`` (the file the TUI follows, wherever it now is):
-    it resumes the search, scoring only what the file does not hold. Its output goes to ``log_path(out)``.
+    it resumes the search, scoring only what the file does not hold. Its output goes to ``log_path(out)``. It
+    shares the TUI's process group, so a hang-up that ends the TUI (its terminal closed) ends it too; it runs the
+    promptsearch this TUI runs (its folder first on the child's path).
 
     :param command: the file's recorded command (``why_not`` gave None).
     :param out: the results file.
     :returns: the child process."""
-    argv = [sys.executable, "-m", "promptsearch", *command["argv"], "--out", str(Path(out).resolve())]
+    argv = [sys.executable, "-m", "promptsearch", *_without_out(command["argv"]), "--out", str(Path(out).resolve())]
+    here = str(Path(__file__).resolve().parents[2])  # the folder this promptsearch package is in
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     with open(log_path(out), "w", encoding="utf-8") as log:
-        return subprocess.Popen(argv, cwd=command["cwd"], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # the terminal's keys are the TUI's
+        return subprocess.Popen(argv, cwd=command["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT)
 
 
 def end(child: subprocess.Popen, seconds: float = 60.0) -> None:
@@ -54,6 +81,9 @@ def end(child: subprocess.Popen, seconds: float = 60.0) -> None:
     except subprocess.TimeoutExpired:
         child.kill()
         child.wait()
+    except BaseException:  # a second Ctrl-C while it ends: killed, not left behind
+        child.kill()
+        raise
 
 
 def last_line(out: str) -> str:

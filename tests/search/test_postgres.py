@@ -435,7 +435,9 @@ def test_two_retrieval_processes_share_one_optuna_study_on_postgresql(postgres_u
                    + ["--out", tmp_path / f"w{i}.json", "--cache-dir", tmp_path / f"cache{i}", "--tpe-seed", str(i)],
                    ONE_THREAD) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    # a string, so that pytest shows it whole (a list's repr is cut in the middle, where the error is)
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(f"process {i}: {err[-1500:]}" for i, (_, err) in
+                                                               enumerate(outs))
     study = optuna.load_study(study_name="shared", storage=storage_url(postgres_url))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]  # racing's, on the smaller corpus

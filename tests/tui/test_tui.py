@@ -222,12 +222,9 @@ def test_a_several_sets_retrieval_file_names_its_score_as_their_mean(tmp_path):
     assert board.metric == "ndcg@10, mean of 2 sets" and board.rows == [(0.9, own.shown)]
 
 
-def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_it(tiny_bert_encoder_only_dir,
-                                                                                 tmp_path):
-    """The TUI's "s" started only STS searches; a retrieval file said to run the command by hand. The file now keeps
-    the command that ran its search (its arguments and folder), and "s" runs it again in a child process: a search
-    cut short (here: its verdict and its last scores taken out of the file) scores what the file lacks and ends
-    with its verdict, the board following it."""
+def _cut_retrieval_run(tiny_bert_encoder_only_dir, tmp_path):
+    """A retrieval search run by its command in a folder of its own, then cut short: its verdict and all but two
+    scores taken out of the file. (path, the whole run's file, the command line.)"""
     from conftest import beir_folder, run_cli, small_retrieval_data
 
     beir = beir_folder(tmp_path / "beir", small_retrieval_data(20, 80))
@@ -238,10 +235,29 @@ def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_i
     r = run_cli(argv, cwd=tmp_path / "there")  # a process of its own: the file's write lock is its
     assert r.returncode == 0, r.stderr[-2000:]
     whole = json.loads(path.read_text())
-    assert whole["command"] == {"argv": argv, "cwd": str(tmp_path / "there")}  # the out is relative to it
     cut = {k: v for k, v in whole.items() if k not in ("best", "verdict")}
     cut["entries"] = whole["entries"][:2]  # the model's own and one more: the rest to score again
     path.write_text(json.dumps(cut))
+    return path, whole, argv
+
+
+def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_it(tiny_bert_encoder_only_dir,
+                                                                                 tmp_path):
+    """The TUI's "s" started only STS searches; a retrieval file said to run the command by hand. The file now keeps
+    the command that ran its search (its arguments and folder), and "s" runs it again in a child process: a search
+    cut short scores what the file lacks and ends with its verdict, the board following it. Here the file was
+    copied elsewhere first: the search resumes the copy the TUI follows, not the file its command named."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    first, whole, argv = _cut_retrieval_run(tiny_bert_encoder_only_dir, tmp_path)
+    assert whole["command"]["argv"] == argv
+    assert Path(whole["command"]["cwd"]).resolve() == (tmp_path / "there").resolve()
+    (tmp_path / "moved").mkdir()
+    path = tmp_path / "moved" / "r.json"
+    shutil.copy(first, path)
+    before = first.read_bytes()
 
     async def scenario():
         app = PromptSearchApp(results=str(path), poll_seconds=0.1)
@@ -250,36 +266,92 @@ def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_i
             await _wait_for(pilot, lambda: table.row_count == 2)
             assert "chosen" not in str(app.screen.query_one("#info").render())
             await pilot.press("s")
+            assert app.screen.search_status.startswith("running: promptsearch retrieval --model ")
+            await pilot.press("s")  # at once again: refused, not a second search
+            assert len(app.searches) == 1
             await _wait_for(pilot, lambda: app.screen.search_status.startswith("search "), timeout=300)
             assert app.screen.search_status == "search finished", app.screen.search_status
             await _wait_for(pilot, lambda: table.row_count == len(whole["entries"]))
             assert "chosen" in str(app.screen.query_one("#info").render())
-        app.end_searches()
+        assert not app.running_searches()
 
     asyncio.run(scenario())
     again = json.loads(path.read_text())
     assert again["best"] == whole["best"] and len(again["entries"]) == len(whole["entries"])
     assert {json.dumps(e["metrics"], sort_keys=True) for e in again["entries"]} == \
         {json.dumps(e["metrics"], sort_keys=True) for e in whole["entries"]}  # the same numbers, rescored
-    log = (tmp_path / "r.json.log").read_text()
+    assert first.read_bytes() == before  # the file the command named is untouched
+    assert again["command"]["argv"].count("--out") == 1 and again["command"]["argv"][-1] == os.path.abspath(path)
+    log = (tmp_path / "moved" / "r.json.log").read_text()
     assert "resuming" not in log and "chosen: query prompt" in log  # -q: the results only
+
+
+def test_the_tui_ends_the_search_it_started_when_it_ends(tiny_bert_encoder_only_dir, tmp_path):
+    """A child watched by a thread kept the app from ending until the search was done. Quit at once: the app ends
+    without waiting for it, and the search ends with the TUI (``end_searches``), its scores kept."""
+    import time
+
+    path, _, _ = _cut_retrieval_run(tiny_bert_encoder_only_dir, tmp_path)
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1)
+        async with app.run_test(size=(140, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == 2)
+            await pilot.press("s")
+            assert app.running_searches()
+        return app
+
+    t0 = time.monotonic()
+    app = asyncio.run(scenario())
+    assert time.monotonic() - t0 < 20 and app.running_searches()  # the app ended; the search had not
+    app.end_searches()
+    assert not app.running_searches() and app.searches[0].returncode in (143, -15)  # SIGTERM, as the command takes it
 
 
 def test_a_retrieval_file_without_its_command_says_what_to_run(tmp_path):
     from promptsearch.cli.retrieval import recorded_command
-    from promptsearch.tui.resume import why_not
+    from promptsearch.tui.resume import _without_out, shown, why_not
 
     out = str(tmp_path / "r.json")
     assert "does not record the command" in why_not(None, out) and f"--out {out}" in why_not(None, out)
     assert "does not record the command" in why_not({"argv": ["greedy"], "cwd": str(tmp_path)}, out)
+    assert "does not record the command" in why_not({"argv": ["retrieval", 3], "cwd": str(tmp_path)}, out)
     assert "is gone" in why_not({"argv": ["retrieval"], "cwd": str(tmp_path / "nowhere")}, out)
     assert why_not({"argv": ["retrieval", "--data", "demo"], "cwd": str(tmp_path)}, out) is None
-    args = type("Args", (), {"argv": ["retrieval", "--storage", "postgresql://me:s3cret@db/x", "--data", "demo"]})()
+    for url, hidden in [("postgresql://me:s3cret@db/x", "postgresql://me:***@db/x"),
+                        ("postgresql://me:pa/ss@db/x", "postgresql://me:***@db/x"),
+                        ("postgresql://me@db/x?password=s3cret", "postgresql://me@db/x?password=***"),
+                        ("postgresql:///db?user=me&PASSWORD=s3cret&host=/tmp", "postgresql:///db?user=me&PASSWORD=***"
+                                                                               "&host=/tmp")]:
+        args = type("Args", (), {"command_line": ["retrieval", "--storage", url, "--data", "demo"]})()
+        kept = recorded_command(args)
+        assert kept is not None and kept["masked"] and kept["argv"][2] == hidden, kept
+        assert "s3cret" not in json.dumps(kept) and "ss@" not in json.dumps(kept) and "password" in why_not(kept, out)
+    args = type("Args", (), {"command_line": ["retrieval", "--storage=sqlite:///r.db", "--out=a.json"]})()
     kept = recorded_command(args)
-    assert kept is not None and kept["masked"] and "s3cret" not in json.dumps(kept)
-    assert kept["argv"][2] == "postgresql://me:***@db/x" and "password" in why_not(kept, out)
-    args.argv = ["retrieval", "--storage", "sqlite:///r.db"]
-    assert recorded_command(args) == {"argv": args.argv, "cwd": str(__import__("os").getcwd())}
+    assert kept == {"argv": args.command_line, "cwd": str(__import__("os").getcwd())}
+    assert _without_out(["retrieval", "--out", "a", "-q", "--out=b", "--data", "d"]) == ["retrieval", "-q", "--data",
+                                                                                        "d"]
+    assert shown(kept) == "promptsearch retrieval --storage=sqlite:///r.db"
+
+
+def test_no_flag_takes_the_name_the_command_line_rides_under():
+    """``main`` passes the command line as given in the namespace, as ``command_line``: a flag of that dest would
+    overwrite it."""
+    import argparse
+
+    from promptsearch.cli.parser import build_parser
+
+    def dests(parser):
+        for action in parser._actions:
+            yield action.dest
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from dests(sub)
+
+    found = list(dests(build_parser()))
+    assert "model" in found and "command_line" not in found
 
 
 def test_a_search_the_tui_started_ends_with_it_as_sigterm_ends_the_command(tmp_path):
