@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 
 from ..data import DataOptions, PairFormat
@@ -39,6 +41,24 @@ def precision_now(enc: PromptEncoder) -> None:
     hook, enc.on_first_pass = enc.on_first_pass, None
     if hook is not None:
         hook()
+
+
+def recorded_command(args) -> dict | None:
+    """What a results file keeps of the command that ran its search, so the TUI's ``s`` can resume it: its arguments
+    and folder; a password in a URL is kept as ``***`` (and the TUI then asks for the command). None when the
+    arguments are not known (a command function called without ``main``)."""
+    argv = getattr(args, "command_line", None)
+    if argv is None:
+        return None
+    kept = [_without_secrets(a) for a in argv]
+    return {"argv": kept, "cwd": os.getcwd(), **({"masked": True} if kept != list(argv) else {})}
+
+
+def _without_secrets(arg: str) -> str:
+    """An argument with a URL's password as ``***``: ``user:PASSWORD@`` (a slash in it too, as SQLAlchemy reads
+    it) and a ``password=`` query parameter (as libpq reads it)."""
+    arg = re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", arg)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", arg, flags=re.IGNORECASE)
 
 
 def say(line: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 from functools import partial
 from typing import Callable, cast
@@ -79,7 +77,7 @@ def cmd_retrieval(args) -> int:
     others = [make(d) for d in checks]
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
-        results.command = recorded_command(args)  # saved with the first score, or the verdict
+        results.command = o.recorded_command(args)  # saved with the first score, or the verdict
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, trials=args.trials, seed=args.tpe_seed,
                                            batch=args.batch_trials, library=args.prompts, readouts=readouts,
@@ -141,24 +139,6 @@ def cmd_retrieval(args) -> int:
     print("\n".join(summary(res)))
     print(next_steps(res))
     return 0
-
-
-def recorded_command(args) -> dict | None:
-    """What the results file keeps of the command that ran the search, so the TUI can resume it: its arguments and
-    folder; a password in a storage URL is kept as ``***`` (and the TUI then asks for the command). None when the
-    arguments are not known (``cmd_retrieval`` called without ``main``)."""
-    argv = getattr(args, "command_line", None)
-    if argv is None:
-        return None
-    kept = [_without_secrets(a) for a in argv]
-    return {"argv": kept, "cwd": os.getcwd(), **({"masked": True} if kept != list(argv) else {})}
-
-
-def _without_secrets(arg: str) -> str:
-    """An argument with a URL's password as ``***``: ``user:PASSWORD@`` (a slash in it too, as SQLAlchemy reads
-    it) and a ``password=`` query parameter (as libpq reads it)."""
-    arg = re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", arg)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", arg, flags=re.IGNORECASE)
 
 
 def held_out_sets(args, searched: list) -> list:

@@ -14,7 +14,7 @@ from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable
 from ..library import read_templates
 from ..representation import Representation, readout_key
-from ..search import GivenTemplates, Results, Scorer, check_resume, run_strategy
+from ..search import GivenTemplates, Results, Scorer, check_resume, open_results, run_strategy
 from ..search.distributed import WorkQueue, serve
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
@@ -62,7 +62,9 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     else:
         queue = None
     try:
-        return run_strategy(strategy, scorer, args.out, args.model, tasks, args.validate_top, o.show(args), announce)
+        results = open_results(strategy, scorer, args.out, args.model)
+        results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
+        return run_strategy(strategy, scorer, results, args.model, tasks, args.validate_top, o.show(args), announce)
     finally:
         if queue is not None:
             queue.close()

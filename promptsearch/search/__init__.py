@@ -39,17 +39,29 @@ def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "def
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
                  validate_on=DEFAULT_VALIDATE_ON, validate_top: int | None = None, show_progress_bar=None,
                  announce=None) -> Results:
-    """Open (or resume) the results file, run the strategy, validate on the held-out ``validate_on`` tasks
+    """Open (or resume) the results file (``out``: its path, or the ``Results`` that ``open_results`` gave), run the
+    strategy, validate on the held-out ``validate_on`` tasks
     (``validate``) the chosen representation and the best [MASK] template (``validate_top=None``), or
     besides them the best ``validate_top`` templates, the model's own and the strategy's extras (a greedy
     path), or nothing (``validate_top=0``); return the results."""
     if not isinstance(strategy, Strategy):
         raise TypeError(f"{type(strategy).__name__} is not a promptsearch.search.Strategy: subclass it")
-    strategy.check(scorer)  # refuse bad input before the results file is opened
-    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise,
-                           run_settings(strategy, scorer),
-                           numbers=scorer.numbers())
+    results = out if isinstance(out, Results) else open_results(strategy, scorer, out, model_name)
     return Runner(strategy, scorer, results).run(validate_on, validate_top, show_progress_bar, announce)
+
+
+def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default") -> Results:
+    """The results file ``run_strategy`` runs ``strategy`` into (new, or resumed), bad input refused before it is
+    opened; a caller that adds to it first (the command line: the command that ran it) passes it as ``out``.
+
+    :param strategy: the strategy.
+    :param scorer: the scorer.
+    :param out: the file (None: in memory).
+    :param model_name: the model's name or path as given.
+    :returns: the results."""
+    strategy.check(scorer)  # refuse bad input before the results file is opened
+    return Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
+                        numbers=scorer.numbers())
 
 
 @dataclass
@@ -90,4 +102,4 @@ def greedy_search(encoder, out, model_name: str = "default", dataset: str = DEV_
 
 
 __all__ = ["greedy_search", "GivenTemplates", "Strategy", "Runner", "Scorer", "Score", "Results", "run_strategy",
-           "check_resume", "validate", "DEFAULT_VALIDATE_ON"]
+           "check_resume", "open_results", "validate", "DEFAULT_VALIDATE_ON"]

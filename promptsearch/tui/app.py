@@ -21,9 +21,9 @@ HELP = """[b]promptsearch tui[/b]
 
 [b]Leaderboard[/b]  templates ranked by STS-B dev score, refreshed while a
 search writes the results file (or the Optuna study) in another process.
-  ↑/↓ move · enter: predict with the selected template · s: start a greedy
-  search into the results file (a retrieval file: resume its search with
-  the command that wrote it) · g: plot it (promptsearch plot) · r: reload
+  ↑/↓ move · enter: predict with the selected template · s: resume the
+  search that wrote the results file, with its command (a file without one:
+  start a greedy search into it) · g: plot it (promptsearch plot) · r: reload
 
 [b]Predictions[/b]  top-5 [MASK] tokens without and with template denoising.
   type a sentence, enter · ctrl+r: random STS-B dev sentence · esc: back

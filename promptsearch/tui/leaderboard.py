@@ -145,18 +145,19 @@ class LeaderboardScreen(Screen):
         if self.search_status.startswith("running"):
             self.notify("a search is already running")
             return
-        if self.board.kind == "retrieval":
-            why = resume.why_not(self.board.command, str(path))
+        if self.board.command is not None or self.board.kind == "retrieval":  # its own command resumes it
+            why = resume.why_not(self.board.command, str(path), self.board.kind)
             if why:
                 self.notify(why, severity="warning")
                 return
-            self.resume_retrieval(str(path), dict(self.board.command or {}))
+            self.resume_search(str(path), dict(self.board.command or {}))
             return
+        # a template search's file without its command (or no file yet): a greedy search here, into it
         self._set_status(f"running: greedy on {self.app.dataset} into {path}")  # at once: a second "s" finds it
         self.run_search(str(path))
 
-    def resume_retrieval(self, out: str, command: dict) -> None:
-        """The retrieval search that wrote ``out``, run again by its recorded command in a child process: it scores
+    def resume_search(self, out: str, command: dict) -> None:
+        """The search that wrote ``out``, run again by its recorded command in a child process: it scores
         what the file does not hold and ends with its verdict, and the board follows the file. The child is
         watched by a timer, not waited for in a thread (a thread would keep the app from ending until the search
         is done); the app ends it as it ends (``end_searches``), its scores kept."""

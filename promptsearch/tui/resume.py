@@ -1,5 +1,5 @@
-"""A retrieval search resumed from the TUI: the command its results file recorded, run again in a child process
-(its output in a log beside the file), ended with the TUI."""
+"""A search resumed from the TUI: the command its results file recorded (a retrieval search's or an STS one's), run
+again in a child process (its output in a log beside the file), ended with the TUI."""
 
 from __future__ import annotations
 
@@ -11,19 +11,22 @@ import sys
 from pathlib import Path
 
 
-def why_not(command: dict | None, out: str) -> str | None:
-    """Why a retrieval results file's recorded ``command`` cannot be run again from here, or None.
+def why_not(command: dict | None, out: str, kind: str = "retrieval") -> str | None:
+    """Why a results file's recorded ``command`` cannot be run again from here, or None.
 
-    :param command: the file's ``command`` (``{"argv", "cwd"}``, or None in a file written before it was kept).
+    :param command: the file's command (``{"argv", "cwd"}``, or None in a file written before it was kept).
     :param out: the results file.
+    :param kind: the file's kind, named in the advice when its command is not known.
     :returns: the reason, with the command to run instead, or None."""
-    ask = f"run promptsearch retrieval … --out {out} to resume it (the board follows it)"
     argv = command.get("argv") if isinstance(command, dict) else None
-    if (command is None or not isinstance(argv, list) or argv[:1] != ["retrieval"]
-            or not all(isinstance(a, str) for a in argv)):
-        return f"this retrieval results file does not record the command that wrote it: {ask}"
+    ok = (isinstance(argv, list) and bool(argv) and all(isinstance(a, str) for a in argv)
+          and argv[0] not in ("tui", "worker"))
+    ask = (f"run promptsearch {argv[0] if ok and argv else 'retrieval' if kind == 'retrieval' else 'greedy'} … "
+           f"--out {out} to resume it (the board follows it)")
+    if command is None or not ok:
+        return f"this results file does not record the command that wrote it: {ask}"
     if command.get("masked"):
-        return f"the command that wrote this file had a password in a storage URL, not kept in the file: {ask}"
+        return f"the command that wrote this file had a password in a URL, not kept in the file: {ask}"
     if not Path(str(command.get("cwd", ""))).is_dir():
         return f"the folder the search ran in ({command.get('cwd')}) is gone: {ask}"
     return None

@@ -27,7 +27,7 @@ class Board:
     metric: str = "STS-B dev"  # the score column's name: the dev set's Spearman × 100, or a retrieval run's nDCG@10
     places: int = 2  # the score's decimals (Spearman × 100: 2; nDCG@10, a fraction: 4)
     kind: str = "sts"  # "sts": template scores; "retrieval": query prompt × document prompt × read-out candidates
-    command: dict | None = None  # a retrieval file's: the command that ran its search (resumed by the TUI's "s")
+    command: dict | None = None  # the command that ran the file's search (the TUI's "s" runs it again: resumes it)
 
     def held_out_text(self, template: str) -> str:
         v = self.held_out.get(template) or {}
@@ -84,7 +84,13 @@ class ResultsFileSource(_Polled):
         timeline = [float(e.spearman) for e in sorted(res.entries.values(), key=lambda e: e.order)]
         held = {e.key: e.validation for e in res.entries.values() if e.validation}
         return Board(res.strategy, res.model, res.dataset, res.denoise, res.finished_trials, rows, timeline,
-                     held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored")
+                     held_out=held, chosen=chosen, unit="trials" if res.strategy == "optuna" else "scored",
+                     command=_command(res.extras.get("x_command")))
+
+
+def _command(value) -> dict | None:
+    """A results file's recorded command as the board keeps it (a dict), or None."""
+    return dict(value) if isinstance(value, dict) else None
 
 
 def retrieval_board(path: Path) -> Board:

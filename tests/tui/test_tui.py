@@ -286,6 +286,41 @@ def test_s_resumes_an_interrupted_retrieval_search_with_the_command_that_wrote_i
     assert "resuming" not in log and "chosen: query prompt" in log  # -q: the results only
 
 
+def test_s_resumes_a_template_search_with_its_own_command_not_a_default_greedy_one(tiny_bert_dir, tmp_path):
+    """On a template search's file, "s" started a greedy search of the TUI's model and dev set: a file written by
+    another command, model or dev set was refused, or not what its run was. The file now keeps its command too, and
+    "s" runs it again: here a ``score`` run cut short scores the template it lacks."""
+    from conftest import run_cli
+
+    path = tmp_path / "s.json"
+    templates = ["[X] means [MASK] .", "This sentence : \"[X]\" means [MASK] .", "[X] is [MASK] ."]
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--no-bf16",
+            "--validate-top", "0", "--out", str(path), *templates]
+    r = run_cli(argv, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = json.loads(path.read_text())
+    assert whole["x_command"] == {"argv": argv, "cwd": str(tmp_path)}
+    scores = {t["template"]: t["spearman"] for t in whole["templates"]}
+    cut = dict(whole, templates=[t for t in whole["templates"] if t["template"] != templates[1]])
+    path.write_text(json.dumps(cut))
+
+    async def scenario():
+        app = PromptSearchApp(results=str(path), poll_seconds=0.1, model="not-this-model", dataset="sickr")
+        async with app.run_test(size=(140, 24)) as pilot:
+            table = app.screen.query_one("#board", DataTable)
+            await _wait_for(pilot, lambda: table.row_count == len(scores) - 1)
+            await pilot.press("s")
+            assert app.screen.search_status.startswith("running: promptsearch score --model ")
+            await _wait_for(pilot, lambda: app.screen.search_status.startswith("search "), timeout=300)
+            assert app.screen.search_status == "search finished", app.screen.search_status
+            await _wait_for(pilot, lambda: table.row_count == len(scores))
+
+    asyncio.run(scenario())
+    again = json.loads(path.read_text())
+    assert {t["template"]: t["spearman"] for t in again["templates"]} == scores  # the same numbers, one rescored
+    assert again["model"] == str(tiny_bert_dir) and again["dataset"] == "sts16"
+
+
 def test_the_tui_ends_the_search_it_started_when_it_ends(tiny_bert_encoder_only_dir, tmp_path):
     """A child watched by a thread kept the app from ending until the search was done. Quit at once: the app ends
     without waiting for it, and the search ends with the TUI (``end_searches``), its scores kept."""
@@ -310,12 +345,14 @@ def test_the_tui_ends_the_search_it_started_when_it_ends(tiny_bert_encoder_only_
 
 
 def test_a_retrieval_file_without_its_command_says_what_to_run(tmp_path):
-    from promptsearch.cli.retrieval import recorded_command
+    from promptsearch.cli.options import recorded_command
     from promptsearch.tui.resume import _without_out, shown, why_not
 
     out = str(tmp_path / "r.json")
     assert "does not record the command" in why_not(None, out) and f"--out {out}" in why_not(None, out)
-    assert "does not record the command" in why_not({"argv": ["greedy"], "cwd": str(tmp_path)}, out)
+    assert "does not record the command" in why_not({"argv": ["tui"], "cwd": str(tmp_path)}, out)
+    assert "run promptsearch greedy … --out" in why_not(None, out, kind="sts")
+    assert why_not({"argv": ["greedy", "--model", "m"], "cwd": str(tmp_path)}, out, kind="sts") is None
     assert "does not record the command" in why_not({"argv": ["retrieval", 3], "cwd": str(tmp_path)}, out)
     assert "is gone" in why_not({"argv": ["retrieval"], "cwd": str(tmp_path / "nowhere")}, out)
     assert why_not({"argv": ["retrieval", "--data", "demo"], "cwd": str(tmp_path)}, out) is None
