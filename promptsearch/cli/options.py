@@ -35,14 +35,6 @@ def precision_line(args, device, bf16: bool | None = None, pinned: str | None = 
     return worded(f"precision: {why}")  # a hint in it names the flag ('bf16=True forces it': '--bf16 forces it')
 
 
-def precision_now(enc: PromptEncoder) -> None:
-    """Say the precision line now, not at the first pass: once a command has said its data, so that the line comes
-    in the same place whether the run encodes at once or (resumed) only at its end."""
-    hook, enc.on_first_pass = enc.on_first_pass, None
-    if hook is not None:
-        hook()
-
-
 def recorded_command(args) -> dict | None:
     """What a results file keeps of the command that ran its search, so the TUI's ``s`` can resume it: its arguments
     and folder; a password in a URL is kept as ``***`` (and the TUI then asks for the command). None when the

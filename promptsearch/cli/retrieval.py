@@ -101,7 +101,7 @@ def cmd_retrieval(args) -> int:
                   + f", {len(task.corpus_ids):,} documents"
                   + (f" in {len(parts)} sets (the metric: the {args.objective} of their nDCG@10; {{task}} in a prompt "
                      "is each set's description)" if len(parts) > 1 else "")
-                  + (f"; {dropped:,} {'query' if dropped == 1 else 'queries'} without a relevant document left out, "
+                  + (f"; {_queries(dropped)} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
             for note in (holdout_note(args.holdout, n_rest),
                          few_searched_note(len(task.query_ids), args.holdout, bool(args.queries))):
@@ -110,7 +110,7 @@ def cmd_retrieval(args) -> int:
             if results.entries:
                 o.say(f"resuming {results.path}: its {len(results.entries):,} scored candidates are read back, not "
                       "scored again")
-            o.precision_now(enc)  # a resumed run encodes only at its end: the line comes here all the same
+            enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
         res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
     finally:
         if queue is not None:

@@ -514,7 +514,7 @@ class PromptEncoder:
             if r.st_prompt is not None:
                 by_prompt.setdefault(r.st_prompt, []).append(r)
         if by_prompt:
-            self._first_pass()
+            self.first_pass()
             with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
                 bar.total = 0  # each prompt adds its batches (st_pooled)
                 for prompt, rs in by_prompt.items():
@@ -578,7 +578,7 @@ class PromptEncoder:
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(prepare(sentences, add_period=False))
         rows = {t: self.prompt.input_rows(uniq, t, pooled=True) for t in ts}
-        self._first_pass()
+        self.first_pass()
         with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
             states = self.prompt.pooled_rows_states(rows, self.max_tokens, batch_size or self.batch_size, bar)
         return {t.text: states[t.text][:, inverse] for t in ts}
@@ -625,7 +625,7 @@ class PromptEncoder:
         ts = list(dict.fromkeys(Template.parse(t) for t in templates))
         uniq, inverse = unique(self.prepare(sentences))
         rows = {t: self.prompt.input_rows(uniq, t) for t in ts}
-        self._first_pass()
+        self.first_pass()
         ls = None if layers is None else list(dict.fromkeys(self.prompt.layer_index(k) for k in layers))
         with torch.inference_mode(), self._progress(len(uniq) * len(ts) // 64, "encode", show_progress_bar) as bar:
             states = self.prompt.rows_states(rows, self.max_tokens, batch_size or self.batch_size, ls, bar)
@@ -658,7 +658,9 @@ class PromptEncoder:
         out = self.encode_reps(sentences, reps, batch_size=batch_size, show_progress_bar=show_progress_bar)
         return [out[r] for r in reps]
 
-    def _first_pass(self) -> None:
+    def first_pass(self) -> None:
+        """Run the ``on_first_pass`` hook once, if one is set: each encoding pass calls it; a command that wants its
+        line said before any pass (a resumed run encodes only at its end) calls it itself."""
         hook, self.on_first_pass = self.on_first_pass, None
         if hook is not None:
             hook()
@@ -674,7 +676,7 @@ class PromptEncoder:
         :param batch_size: rows per batch (default: the encoder's, else 64).
         :param show_progress_bar: show a progress bar (default: the encoder's setting).
         :returns: each pooling → float32 ``(n, hidden)`` in input order."""
-        self._first_pass()
+        self.first_pass()
         hidden_states = any(p.hidden_states for p in poolings)
         attentions = any(p.attentions for p in poolings)
         forward = any(p.forward for p in poolings)
