@@ -77,6 +77,28 @@ def timed_evaluate(enc, data, candidates, device) -> tuple[float, dict, object]:
         task.close()
 
 
+def breakdown(enc, data, candidates, device) -> dict[str, float]:
+    """The parts of one ``evaluate`` of ``candidates`` on a fresh task, each timed alone: the queries' encodings
+    (every query prompt), the corpus encoding (the one document prompt), then the scoring with both in memory."""
+    from promptsearch.eval.retrieval import RetrievalTask
+
+    task = RetrievalTask(data, cache_dir=False, show_progress_bar=False)
+    try:
+        spans = []
+        for step in (lambda: task.query_vectors(enc, [c.side("query") for c in candidates]),
+                     lambda: task.corpus_vectors(enc, [candidates[0].side("document")]),
+                     lambda: task.evaluate(enc, candidates)):  # both read from memory now: the scoring alone
+            sync(device)
+            t0 = time.perf_counter()
+            step()
+            sync(device)
+            spans.append(time.perf_counter() - t0)
+        return dict(zip([f"{len(candidates)} query encodings", "corpus encoding",
+                         f"scoring {len(candidates)} prompts"], spans))
+    finally:
+        task.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
@@ -127,6 +149,9 @@ def main():
               f"encoding, {t2.query_encodings} query encodings; nDCG@10 from "
               f"{min(m['ndcg@10'] for m in got.values()):.4f} to {max(m['ndcg@10'] for m in got.values()):.4f}",
               flush=True)
+    # where the 16 prompts' time goes, on a fresh task: each part timed alone, in the order evaluate takes them
+    parts = breakdown(enc, data, many, device)
+    print("  where it goes (" + ", ".join(f"{k} {v:.3f} s" for k, v in parts.items()) + ")", flush=True)
     one_s, many_s = min(ones), min(manys)
     ratio = many_s / one_s
     print(f"{len(many)} query prompts cost {ratio:.2f}x one pair (the fastest of {args.repeats} each: {many_s:.2f} s "
@@ -137,7 +162,8 @@ def main():
                        "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
                        "one_pair_s": [round(x, 3) for x in ones], "many_s": [round(x, 3) for x in manys],
                        "prompts": len(many),
-                       "ratio": round(ratio, 3), "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
+                       "ratio": round(ratio, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
+                       "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
                       indent=1)
 
 

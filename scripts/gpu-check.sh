@@ -5,6 +5,8 @@
 #   bash scripts/gpu-check.sh timings   # the main job, the retrieval demo and the benchmarks, on cuda
 #   bash scripts/gpu-check.sh encode [S] # the encode benchmark alone
 #   bash scripts/gpu-check.sh recheck [S] # the tests that failed on the H100 on 2026-11-26 and those added since
+#   bash scripts/gpu-check.sh retrieval # the retrieval benchmark on both data shapes, on cuda
+#   bash scripts/gpu-check.sh lease [S] # recheck, then retrieval: one call for a 15-minute loan
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -29,6 +31,18 @@ pytest_step() { local name=$1 limit=$2; shift 2
 nvidia-smi -L
 python3 -c "import torch, transformers, sentence_transformers as s; print('torch', torch.__version__, 'transformers',
 transformers.__version__, 'sentence-transformers', s.__version__, torch.cuda.get_device_name())"
+# what failed on the H100 on 2026-11-26, the tests added with the fixes (fixed since, not rerun there), and the
+# retrieval metrics scored on the GPU (compared with sentence-transformers' evaluator on the GPU)
+recheck() {
+  pytest_step recheck "$1" -n 8 -q \
+    tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
+    tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
+    tests/encoding/test_fidelity.py tests/train/test_train.py tests/eval/test_ir_metrics.py \
+    "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does"; }
+retrieval() {
+  step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
+  step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
+    --passages 8 --json "$out/retrieval_passages.json"; }
 case ${1:-} in
 tests)
   pytest_step pytest "${2:-300}" -m "not slow" -n 15 --dist loadfile -v --tb=short --timeout 120 --durations=15 ;;
@@ -37,18 +51,17 @@ timings)
   step greedy 200 python3 -m promptsearch greedy --model default --out /tmp/best.json
   step retrieval 90 python3 -m promptsearch retrieval --model default --data demo --out /tmp/retrieval.json
   cd "$repo"
-  step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
-  step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
-    --passages 8 --json "$out/retrieval_passages.json"
+  retrieval
   step encode_speed 120 python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
-recheck)  # what failed on the H100 on 2026-11-26, and the tests added with the fixes: fixed since, not rerun there
-  pytest_step recheck "${2:-240}" -n 8 -q \
-    tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
-    tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
-    tests/encoding/test_fidelity.py tests/train/test_train.py \
-    "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does" ;;
+recheck)
+  recheck "${2:-240}" ;;
+retrieval)
+  retrieval ;;
+lease)
+  recheck "${2:-200}"; retrieval ;;
 encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
-*) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds]"; exit 2 ;;
+*) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds] |" \
+     "retrieval | lease [seconds]"; exit 2 ;;
 esac
 exit $fail

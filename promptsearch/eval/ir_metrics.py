@@ -24,16 +24,20 @@ caller's own arrays, one call's peak is about
   + chunk_size x 2 x dim                      the float16 rows read from a float16 CorpusStore (not for an
                                               array; a float32 store is read straight into the float32 rows)
   + n_queries x max_k x 110                   the running top-k and its merge with a chunk's
+  + (matrices - 1) x n_queries               each further query matrix (``retrieval_metrics_many``): its
+      x (12 x max_k + 8 x dim)                normalised copy and its running top-k (more in float64)
   + n_corpus x 60                             the corpus ids' order (a sorted Python list while it is built)
 
 plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`` bytes while those rows are
 re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
-process. ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a
-2-core CPU: 120 MB measured for a float16 CorpusStore against 114 MB from the terms above; 252 MB through an
-``np.memmap``; 1,004 MB for the full matrix. A ``CorpusStore`` keeps a corpus's vectors on disk (float32 as
-given, or float16 unit vectors for half the size) and reads them with plain reads, so a chunk is all that is
-resident; an ``np.memmap`` works too, but the pages it touches count in the process's resident memory (the whole
-file, by the end) until the kernel drops them.
+process. Scores are computed on the query tensors' device: on a GPU the buffers above but the ids' order live there,
+and rows not already there pass through one host buffer of ``chunk_size x 4 x dim`` bytes.
+``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a 2-core CPU:
+120 MB measured for a float16 CorpusStore against 114 MB from the terms above; 252 MB through an ``np.memmap``;
+1,004 MB for the full matrix. A ``CorpusStore`` keeps a corpus's vectors on disk (float32 as given, or float16 unit
+vectors for half the size) and reads them with plain reads, so a chunk is all that is resident; an ``np.memmap``
+works too, but the pages it touches count in the process's resident memory (the whole file, by the end) until the
+kernel drops them.
 """
 
 from __future__ import annotations
@@ -230,8 +234,9 @@ def _check_finite(x: torch.Tensor, name: str, first_row: int = 0) -> None:
 
 
 def _as_matrix(x: Any, name: str) -> torch.Tensor:
-    """``x`` as a float tensor of its own (a copy: the caller's array stays untouched, a read-only one too)."""
-    t = x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x))
+    """``x`` as a float tensor of its own (a copy: the caller's array stays untouched, a read-only one too), on the
+    tensor's device (the CPU for an array): scores are computed there."""
+    t = x.detach().clone() if isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x))
     if t.dim() != 2 or not t.is_floating_point():
         raise DataError(f"{name}= must be a 2-d float array (rows, dim); got shape {tuple(t.shape)}, {t.dtype}")
     return t
@@ -250,11 +255,18 @@ def _corpus_layout(corpus: CorpusEmbeddings) -> tuple[int, torch.dtype]:
 
 
 def _fill_chunks(corpus: CorpusEmbeddings, work: torch.Tensor) -> Iterator[tuple[int, int]]:
-    """Copy the corpus into ``work`` (``(chunk_size, dim)``, the scoring dtype), one chunk at a time: (start, rows)
-    for each, the rows in ``work[:rows]``. One buffer for every chunk: memory is allocated once, not per chunk (a
-    freed chunk-sized block that the allocator keeps would add to the peak), and the caller's array is never
-    changed (the rows are normalised in ``work``)."""
+    """Copy the corpus into ``work`` (``(chunk_size, dim)``, the scoring dtype, on the scoring device), one chunk at a
+    time: (start, rows) for each, the rows in ``work[:rows]``. One buffer for every chunk: memory is allocated once,
+    not per chunk (a freed chunk-sized block that the allocator keeps would add to the peak), and the caller's array
+    is never changed (the rows are normalised in ``work``). On a GPU, rows that are not already there pass through
+    one host buffer of the same size."""
     chunk_size = len(work)
+    if work.device.type != "cpu" and not isinstance(corpus, torch.Tensor):
+        host = torch.empty(tuple(work.shape), dtype=work.dtype)
+        for start, m in _fill_chunks(corpus, host):
+            work[:m].copy_(host[:m])
+            yield start, m
+        return
     if isinstance(corpus, CorpusStore):
         corpus._check_complete()
         direct = corpus.dtype == np.float32 and work.dtype == torch.float32  # read straight into the work rows
@@ -266,14 +278,13 @@ def _fill_chunks(corpus: CorpusEmbeddings, work: torch.Tensor) -> Iterator[tuple
                     work[:m].copy_(torch.from_numpy(buf[:m]))
                 yield start, m
         return
-    as_numpy = work.numpy()
     for start in range(0, len(corpus), chunk_size):
         part = corpus[start:start + chunk_size]
         m = len(part)
         if isinstance(part, torch.Tensor):
             work[:m].copy_(part.detach())
         else:  # numpy casts float16 (a memmap's pages read here) into the buffer
-            np.copyto(as_numpy[:m], part, casting="same_kind")
+            np.copyto(work.numpy()[:m], part, casting="same_kind")
         yield start, m
 
 
@@ -302,62 +313,90 @@ def retrieval_top_k(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEmbe
     :raises promptsearch.DataError: for mismatched shapes or ids, duplicate ids, or vectors that are not finite."""
     q = _as_matrix(query_emb, "query_emb")
     corpus_ids = _ids(corpus_ids, len(corpus_emb), "corpus_ids", "corpus_emb")
-    return _top_k(q, corpus_emb, corpus_ids, _positive(k, "k"), _positive(chunk_size, "chunk_size"))
+    return _top_ks([q], corpus_emb, corpus_ids, _positive(k, "k"), _positive(chunk_size, "chunk_size"))[0]
 
 
-def _top_k(q: torch.Tensor, corpus_emb: CorpusEmbeddings, corpus_ids: list[str], k: int,
-           chunk_size: int) -> tuple[np.ndarray, np.ndarray]:
+def _top_ks(qs: list[torch.Tensor], corpus_emb: CorpusEmbeddings, corpus_ids: list[str], k: int,
+            chunk_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``retrieval_top_k`` of each query matrix in ``qs`` over one pass through the corpus per scoring dtype (each
+    chunk read and normalised once, then scored against each matrix in turn), on the first matrix's device: each
+    result is the one a call of its own gives, bit for bit, since each matrix meets the same normalised rows in the
+    same chunks."""
     n = len(corpus_ids)
     if n == 0:
         raise DataError("corpus_emb= is empty: there is nothing to retrieve")
     dim, corpus_dtype = _corpus_layout(corpus_emb)
-    if dim != q.shape[1]:
-        raise DataError(f"query_emb= has {q.shape[1]} dimensions but corpus_emb= has {dim}: they must match")
-    if q.shape[0] == 0:
-        raise DataError("query_emb= has no rows: there is nothing to score")
-    dtype = torch.float64 if torch.float64 in (q.dtype, corpus_dtype) else torch.float32
-    _check_finite(q, "query_emb")
-    q = F.normalize(q.to(dtype), p=2, dim=-1, eps=_EPS)
+    for q in qs:
+        if dim != q.shape[1]:
+            raise DataError(f"query_emb= has {q.shape[1]} dimensions but corpus_emb= has {dim}: they must match")
+        if q.shape[0] == 0:
+            raise DataError("query_emb= has no rows: there is nothing to score")
+        _check_finite(q, "query_emb")
     # each corpus row's place in ascending id order: the evaluator ranks equal scores by corpus id
     rank = torch.empty(n, dtype=torch.long)
     rank[torch.tensor(sorted(range(n), key=corpus_ids.__getitem__), dtype=torch.long)] = torch.arange(n)
-    best_v = torch.empty((q.shape[0], 0), dtype=dtype)
-    best_i = torch.empty((q.shape[0], 0), dtype=torch.long)
-    work = torch.empty((min(chunk_size, n), dim), dtype=dtype)
-    score_buf = torch.empty(q.shape[0] * len(work), dtype=dtype)
-    group = max(1, q.shape[0] // 8)  # tied rows re-ranked this many at a time: their int64 keys stay small
+    rank = rank.to(qs[0].device)
+    out: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * len(qs)
+    by_dtype: dict[torch.dtype, list[int]] = {}
+    for j, q in enumerate(qs):  # float64 where either side is, as the evaluator's cos_sim keeps it
+        by_dtype.setdefault(torch.float64 if torch.float64 in (q.dtype, corpus_dtype) else torch.float32, []).append(j)
+    for dtype, which in by_dtype.items():
+        tops = _one_pass([qs[j] for j in which], corpus_emb, rank, k, chunk_size, dtype)
+        for j, (v, i) in zip(which, tops):
+            out[j] = v.cpu().numpy(), i.cpu().numpy()
+    return out
+
+
+def _one_pass(qs: list[torch.Tensor], corpus_emb: CorpusEmbeddings, rank: torch.Tensor, k: int, chunk_size: int,
+              dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The running top ``k`` of each query matrix (float ``dtype``) over one pass through the corpus, on ``rank``'s
+    device."""
+    n, device = len(rank), rank.device
+    qs = [F.normalize(q.to(device=device, dtype=dtype), p=2, dim=-1, eps=_EPS) for q in qs]
+    best = [(torch.empty((q.shape[0], 0), dtype=dtype, device=device),
+             torch.empty((q.shape[0], 0), dtype=torch.long, device=device)) for q in qs]
+    work = torch.empty((min(chunk_size, n), _corpus_layout(corpus_emb)[0]), dtype=dtype, device=device)
+    score_buf = torch.empty(max(q.shape[0] for q in qs) * len(work), dtype=dtype, device=device)
     for start, m in _fill_chunks(corpus_emb, work):
         rows = work[:m]
         norms = rows.norm(2, dim=-1, keepdim=True)
         if not bool(torch.isfinite(norms).all()):
             _check_finite(rows, "corpus_emb", start)
         rows.div_(norms.clamp_min(_EPS))  # F.normalize's arithmetic, in place
-        scores = torch.mm(q, rows.T, out=score_buf[:q.shape[0] * m].view(q.shape[0], m))
-        kk = min(k, m)
-        if kk < m:
-            # one more than kept: a tie across the cut shows as the (kk+1)-th score equal to the kk-th
-            v, i = torch.topk(scores, kk + 1, dim=1, largest=True, sorted=True)
-            tied = v[:, kk] == v[:, kk - 1]
-            v, i = v[:, :kk], i[:, :kk]
-            if bool(tied.any()):
-                # torch.topk breaks ties arbitrarily: those rows take their tied entries with the lowest ids, as
-                # the evaluator does (scores above the cut first, then the ties by id, then the rest)
-                chunk_rank = rank[start:start + m]
-                for r in tied.nonzero().squeeze(1).split(group):
-                    sub, cut = scores[r], v[r, kk - 1:kk]
-                    keys = torch.where(sub > cut, chunk_rank, 2 * n)
-                    keys = torch.where(sub == cut, chunk_rank + n, keys)
-                    pick = keys.topk(kk, dim=1, largest=False).indices
-                    i[r], v[r] = pick, sub.gather(1, pick)
-        else:  # the whole chunk is kept
-            v, i = scores, torch.arange(kk).expand_as(scores)
-        # fold into the running top-k under (-score, id): sort by id, then (stably) by score
-        cat_v, cat_i = torch.cat([best_v, v], dim=1), torch.cat([best_i, i + start], dim=1)
-        order = rank[cat_i].argsort(dim=1)
-        cat_v, cat_i = cat_v.gather(1, order), cat_i.gather(1, order)
-        order = cat_v.argsort(dim=1, descending=True, stable=True)[:, :k]
-        best_v, best_i = cat_v.gather(1, order), cat_i.gather(1, order)
-    return best_v.numpy(), best_i.numpy()
+        for j, q in enumerate(qs):
+            scores = torch.mm(q, rows.T, out=score_buf[:q.shape[0] * m].view(q.shape[0], m))
+            v, i = _chunk_top(scores, rank[start:start + m], k, n)
+            # fold into the running top-k under (-score, id): sort by id, then (stably) by score
+            cat_v, cat_i = torch.cat([best[j][0], v], dim=1), torch.cat([best[j][1], i + start], dim=1)
+            order = rank[cat_i].argsort(dim=1)
+            cat_v, cat_i = cat_v.gather(1, order), cat_i.gather(1, order)
+            order = cat_v.argsort(dim=1, descending=True, stable=True)[:, :k]
+            best[j] = cat_v.gather(1, order), cat_i.gather(1, order)
+    return best
+
+
+def _chunk_top(scores: torch.Tensor, chunk_rank: torch.Tensor, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk's top ``k`` columns of each row of ``scores`` (queries x chunk rows), ties across the cut taken by
+    the lowest corpus id (``chunk_rank``: each column's place in id order, out of ``n``): (values, columns)."""
+    m = scores.shape[1]
+    kk = min(k, m)
+    if kk == m:  # the whole chunk is kept (the caller's torch.cat copies the scores before their buffer is reused)
+        return scores, torch.arange(kk, device=scores.device).expand_as(scores)
+    # one more than kept: a tie across the cut shows as the (kk+1)-th score equal to the kk-th
+    v, i = torch.topk(scores, kk + 1, dim=1, largest=True, sorted=True)
+    tied = v[:, kk] == v[:, kk - 1]
+    v, i = v[:, :kk], i[:, :kk]
+    if bool(tied.any()):
+        # torch.topk breaks ties arbitrarily: those rows take their tied entries with the lowest ids, as the
+        # evaluator does (scores above the cut first, then the ties by id, then the rest); an eighth of the queries
+        # at a time, so their int64 keys stay small
+        for r in tied.nonzero().squeeze(1).split(max(1, scores.shape[0] // 8)):
+            sub, cut = scores[r], v[r, kk - 1:kk]
+            keys = torch.where(sub > cut, chunk_rank, 2 * n)
+            keys = torch.where(sub == cut, chunk_rank + n, keys)
+            pick = keys.topk(kk, dim=1, largest=False).indices
+            i[r], v[r] = pick, sub.gather(1, pick)
+    return v, i
 
 
 @dataclass(frozen=True)
@@ -424,15 +463,45 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
     :param chunk_size: corpus rows scored at once (memory, not the result, depends on it).
     :param per_query: also return ``"per_query"``: metric name -> float64 array over the queries in ``query_ids``
         order (what a query contributes to the mean; ``accuracy@k`` 0 or 1).
+
+    Scores are computed where the query vectors are: a tensor on a GPU is scored there (the corpus is copied there a
+    chunk at a time), as the evaluator scores a model's tensors on the model's device; an array on the CPU.
+
     :returns: metric name (``"ndcg@10"``, ``"mrr@10"``, ``"map@100"``, ``"recall@10"``, ``"precision@1"``,
         ``"accuracy@1"`` ...) -> value in [0, 1]; ``PRIMARY_METRIC`` is ``"ndcg@10"``.
     :raises promptsearch.DataError: for mismatched shapes or ids, duplicate ids, a query without relevant documents,
         a relevant id not in ``corpus_ids``, an empty corpus, vectors that are not finite, or a cut-off below 1."""
+    got = retrieval_metrics_many([query_emb], corpus_emb, query_ids, corpus_ids, relevant, cutoffs=cutoffs,
+                                 chunk_size=chunk_size)[0]
+    if not per_query:
+        del got["per_query"]
+    return got
+
+
+def retrieval_metrics_many(query_embs: Sequence[np.ndarray | torch.Tensor], corpus_emb: CorpusEmbeddings,
+                           query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Mapping[str, Any], *,
+                           cutoffs: Cutoffs | None = None, chunk_size: int = 50_000) -> list[dict[str, Any]]:
+    """``retrieval_metrics(..., per_query=True)`` of several query matrices (the same queries under several query
+    prompts, say) against one corpus, in one pass through it: each chunk is read and normalised once and scored
+    against every matrix, so a further matrix costs its scoring, not another read of the corpus. Each result is the
+    one ``retrieval_metrics`` gives for its matrix alone, to the last bit (the same rows in the same chunks). They
+    are scored on the first matrix's device.
+
+    :param query_embs: one ``(n_queries, dim)`` matrix per query prompt, rows in ``query_ids`` order.
+    :returns: one metrics dict per matrix, in order, each with ``"per_query"``.
+    :raises promptsearch.DataError: as ``retrieval_metrics``, and for no matrix."""
     chunk_size = _positive(chunk_size, "chunk_size")
     cutoffs = Cutoffs() if cutoffs is None else cutoffs
     max_k = cutoffs.max_k
-    q = _as_matrix(query_emb, "query_emb")
-    query_ids = _ids(query_ids, q.shape[0], "query_ids", "query_emb")
+    if not query_embs:
+        raise DataError("query_embs= is empty: give at least one query matrix")
+    qs = [_as_matrix(x, "query_emb") for x in query_embs]
+    qs = [q.to(qs[0].device) for q in qs]
+    query_ids = _ids(query_ids, qs[0].shape[0], "query_ids", "query_emb")
+    for q in qs[1:]:
+        if q.shape[0] != len(query_ids):
+            raise DataError(f"query_ids= has {len(query_ids)} ids but a matrix in query_embs= has {q.shape[0]} rows: "
+                            "each must have one row per query")
     corpus_ids = _ids(corpus_ids, len(corpus_emb), "corpus_ids", "corpus_emb")
     if not corpus_ids:
         raise DataError("corpus_emb= is empty: there is nothing to retrieve")
@@ -454,12 +523,19 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
             raise DataError(f"relevant= names corpus id {missing[0]!r} for query {qid!r}, but corpus_ids= has no such "
                             "id")
         rel_codes.extend(qi * len(corpus_ids) + row_of[d] for d in docs)
-    _, top = _top_k(q, corpus_emb, corpus_ids, max_k, chunk_size)
-    codes = np.arange(len(query_ids), dtype=np.int64)[:, None] * len(corpus_ids) + top
-    hits = np.zeros((len(query_ids), max_k), dtype=np.float64)  # fewer than max_k columns when the corpus is small
-    hits[:, :top.shape[1]] = np.isin(codes, np.asarray(rel_codes, dtype=np.int64))
+    tops = _top_ks(qs, corpus_emb, corpus_ids, max_k, chunk_size)
+    rel = np.asarray(rel_codes, dtype=np.int64)
+    first = np.arange(len(query_ids), dtype=np.int64)[:, None] * len(corpus_ids)
+    return [_metrics(np.isin(first + top, rel), n_rel, cutoffs) for _, top in tops]
 
-    n_q = len(query_ids)
+
+def _metrics(is_hit: np.ndarray, n_rel: np.ndarray, cutoffs: Cutoffs) -> dict[str, Any]:
+    """Every metric from the hits of each query's ranking (``is_hit``: bool, queries x ranks kept) and its number of
+    relevant documents, with ``"per_query"``."""
+    max_k = cutoffs.max_k
+    hits = np.zeros((len(is_hit), max_k), dtype=np.float64)  # fewer than max_k columns when the corpus is small
+    hits[:, :is_hit.shape[1]] = is_hit
+    n_q = len(hits)
     out: dict[str, Any] = {}
     each: dict[str, Any] = {}  # metric -> float64 (n_queries,)
     for k in cutoffs.accuracy_at_k:
@@ -492,6 +568,5 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
         ap = _sequential_sum(np.where(window > 0, precision_at_rank, 0.0)) / np.minimum(k, n_rel)
         each[f"map@{k}"] = ap
         out[f"map@{k}"] = float(np.mean(ap))
-    if per_query:
-        out["per_query"] = {name: np.ascontiguousarray(values) for name, values in each.items()}
+    out["per_query"] = {name: np.ascontiguousarray(values) for name, values in each.items()}
     return out

@@ -4,13 +4,14 @@ A ``RetrievalCandidate`` is what a retrieval search tries: a query prompt, a doc
 sentence-transformers prompt, the text before the input; "" for none) and one pooled read-out for both sides,
 so that one Pooling module serves ``encode_query`` and ``encode_document`` alike.
 
-``RetrievalTask`` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does
-(cosine, ``retrieval_metrics``), with the cost kept to what differs between
-them: the queries are encoded once per distinct (query prompt, read-out) and the corpus once per distinct
-(document prompt, read-out). Corpus vectors go into a file (``CorpusStore``,
-read a chunk at a time) in the cache folder, keyed by the model's weights and tokenizer, its sentence-transformers
-stack, the precision, the corpus's contents, the document side and the file's dtype: a rerun reads them back instead
-of encoding the corpus again, and the corpus never has to fit in memory.
+``RetrievalTask`` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does (cosine,
+``retrieval_metrics``), with the cost kept to what differs between them: the queries are encoded once per distinct
+(query prompt, read-out) and the corpus once per distinct (document prompt, read-out), and the candidates that share
+a document side are scored in one pass over its vectors (``retrieval_metrics_many``), on the model's device, as the
+evaluator scores a model's tensors. Corpus vectors go into a file (``CorpusStore``, read a chunk at a time) in the
+cache folder, keyed by the model's weights and tokenizer, its sentence-transformers stack, the precision, the
+corpus's contents, the document side and the file's dtype: a rerun reads them back instead of encoding the corpus
+again, and the corpus never has to fit in memory.
 
 The file holds the vectors in float32 as encoded, so the metrics are the numbers sentence-transformers'
 ``InformationRetrievalEvaluator`` gives for the exported model (the same cosines of the same vectors), unless the
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+import torch
 
 from ..encoding.reps import rep_from_key
 from ..errors import DataError, PromptSearchError, note
@@ -40,7 +42,7 @@ from ..model import model_fingerprint
 from ..model.loading import tokenizer_fingerprint
 from ..paths import cache_dir as default_cache_root
 from ..representation import Representation, pooling_of, readout_of
-from .ir_metrics import PRIMARY_METRIC, CorpusStore, retrieval_metrics
+from .ir_metrics import PRIMARY_METRIC, CorpusStore, retrieval_metrics_many
 
 if TYPE_CHECKING:
     from ..data.retrieval import RetrievalData
@@ -488,7 +490,8 @@ class RetrievalTask:
         """Score each candidate: its queries' vectors against its corpus vectors, cosine, every metric of
         ``retrieval_metrics`` (``ndcg@10`` the primary one). The queries of all candidates are encoded first (once
         per distinct query side), then candidates are taken grouped by document side, so each corpus encoding is
-        made (or read back) once.
+        made (or read back) once, and each group is scored in one pass over its corpus vectors on the model's device
+        (a group's scores are all reported when that pass ends).
 
         :param enc: the encoder (its precision and batching are the task's numbers).
         :param candidates: the candidates.
@@ -513,16 +516,18 @@ class RetrievalTask:
         corpus_seconds = (time.perf_counter() - t1) / max(len(by_doc), 1)
         for side, group in by_doc.items():
             corpus = self.corpus_vectors(enc, [side])[side]
-            for i, c in enumerate(group):
-                t2 = time.perf_counter()
-                m = retrieval_metrics(queries[c.side("query")], corpus, self.query_ids, self.corpus_ids,
-                                      self.data.relevant, chunk_size=self.chunk_size, per_query=True)
+            t2 = time.perf_counter()
+            # one pass over the corpus for the group's query prompts, scored where the model is
+            got = retrieval_metrics_many([torch.from_numpy(queries[c.side("query")]).to(enc.device) for c in group],
+                                         corpus, self.query_ids, self.corpus_ids, self.data.relevant,
+                                         chunk_size=self.chunk_size)
+            scoring_seconds = (time.perf_counter() - t2) / len(group)
+            for i, (c, m) in enumerate(zip(group, got)):
                 if not per_query:
                     del m["per_query"]
-                seconds = query_seconds + time.perf_counter() - t2 + (corpus_seconds if i == 0 else 0.0)
                 out[c] = m
                 if on_score is not None:
-                    on_score(c, m, seconds)
+                    on_score(c, m, query_seconds + scoring_seconds + (corpus_seconds if i == 0 else 0.0))
         return out
 
 

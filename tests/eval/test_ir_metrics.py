@@ -22,7 +22,16 @@ import pytest
 import torch
 
 from promptsearch.errors import DataError, PromptSearchError
-from promptsearch.eval.ir_metrics import PRIMARY_METRIC, CorpusStore, Cutoffs, retrieval_metrics, retrieval_top_k
+from promptsearch.eval.ir_metrics import (
+    PRIMARY_METRIC,
+    CorpusStore,
+    Cutoffs,
+    retrieval_metrics,
+    retrieval_metrics_many,
+    retrieval_top_k,
+)
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 # more cut-offs than the defaults, so every metric is checked at a k below and above the relevant-set sizes
 KS = dict(mrr_at_k=(1, 3, 10), ndcg_at_k=(1, 5, 10, 20), accuracy_at_k=(1, 3, 5, 10),
@@ -34,7 +43,8 @@ class _FixedVectors:
     """The one method the evaluator calls when given corpus embeddings: a query's text is its id -> its vector."""
 
     def __init__(self, query_ids, query_emb):
-        self.vectors = dict(zip(query_ids, torch.as_tensor(np.asarray(query_emb))))
+        t = query_emb if isinstance(query_emb, torch.Tensor) else torch.as_tensor(np.asarray(query_emb))
+        self.vectors = dict(zip(query_ids, t))  # a tensor stays on its device
 
     def encode_query(self, texts, **kwargs):
         return torch.stack([self.vectors[t] for t in texts])
@@ -50,7 +60,8 @@ def evaluator_metrics(query_emb, corpus_emb, query_ids, corpus_ids, relevant, ch
     ev = InformationRetrievalEvaluator(dict(zip(query_ids, query_ids)), dict(zip(corpus_ids, corpus_ids)),
                                        {q: set(d) for q, d in relevant.items()}, corpus_chunk_size=chunk_size,
                                        score_functions={"cosine": cos_sim}, **{k: list(v) for k, v in ks.items()})
-    corpus = corpus_emb if isinstance(corpus_emb, np.memmap) else torch.as_tensor(np.asarray(corpus_emb))
+    corpus = (corpus_emb if isinstance(corpus_emb, (np.memmap, torch.Tensor))
+              else torch.as_tensor(np.asarray(corpus_emb)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = ev.compute_all_metrics(_FixedVectors(query_ids, query_emb), corpus_embeddings=corpus)["cosine"]
@@ -420,3 +431,62 @@ def test_the_corpus_is_scored_only_in_chunks(monkeypatch):
     monkeypatch.setattr(torch, "mm", recording_mm)
     retrieval_metrics(q, c, qids, cids, rel, chunk_size=64)
     assert widths == [64] * 7 + [503 - 7 * 64]
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal metrics dicts, per-query arrays compared element for element (bit for bit)."""
+    pa, pb = a.get("per_query", {}), b.get("per_query", {})
+    return ({k: v for k, v in a.items() if k != "per_query"} == {k: v for k, v in b.items() if k != "per_query"}
+            and pa.keys() == pb.keys() and all(np.array_equal(pa[k], pb[k]) for k in pa))
+
+
+@pytest.mark.parametrize("chunk_size", [300, 64, 7])
+def test_many_matrices_in_one_pass_equal_each_scored_alone(chunk_size):
+    """Several query prompts' matrices over one corpus pass give each one's own numbers, to the last bit: exact ties
+    across the chunk cuts, a float64 matrix (scored in float64, its own pass), fewer rows than k in a chunk."""
+    q, c, qids, cids, rel = exact_task(3)
+    rng = np.random.default_rng(0)
+    matrices = [q, q[::-1].copy(), (q + 0.1 * rng.standard_normal(q.shape)).astype(np.float32),
+                q.astype(np.float64) + 1e-9, torch.from_numpy(q)]
+    got = retrieval_metrics_many(matrices, c, qids, cids, rel, cutoffs=CUT, chunk_size=chunk_size)
+    assert len(got) == len(matrices)
+    for m, g in zip(matrices, got):
+        assert _same(g, retrieval_metrics(m, c, qids, cids, rel, cutoffs=CUT, chunk_size=chunk_size, per_query=True))
+    assert not _same(got[0], got[1])  # the matrices differ, and so do their numbers: the comparison can fail
+
+
+def test_many_matrices_read_the_corpus_once(tmp_path, monkeypatch):
+    q, c, qids, cids, rel = random_task(4, n_corpus=503)
+    with CorpusStore(tmp_path / "c.npy", len(c), c.shape[1], dtype="float32") as store:
+        store.append(c)
+    store = CorpusStore.open(tmp_path / "c.npy")
+    reads, read = [], CorpusStore._read
+
+    def recording_read(self, f, start, buf):
+        reads.append(start)
+        return read(self, f, start, buf)
+
+    monkeypatch.setattr(CorpusStore, "_read", recording_read)
+    got = retrieval_metrics_many([q, q * 2, -q], store, qids, cids, rel, chunk_size=100)
+    assert reads == [0, 100, 200, 300, 400, 500]  # one pass (503 rows) for three matrices
+    assert _same(got[0], got[1]) and not _same(got[0], got[2])  # a scaled matrix has the same cosines
+
+
+def test_many_refuses_mismatched_matrices():
+    q, c, qids, cids, rel = random_task(5, n_queries=6, n_corpus=40)
+    with pytest.raises(DataError, match="a matrix in query_embs= has 5 rows"):
+        retrieval_metrics_many([q, q[:5]], c, qids, cids, rel)
+    with pytest.raises(DataError, match="query_embs= is empty"):
+        retrieval_metrics_many([], c, qids, cids, rel)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scored_where_the_vectors_are_equal_to_the_evaluator_there(device):
+    """Tensors on a GPU are scored on the GPU, as the evaluator scores a model's tensors there: the same numbers as
+    the evaluator given the same tensors (on the CPU, the arrays' numbers too)."""
+    q, c, qids, cids, rel = random_task(1)
+    qt, ct = torch.from_numpy(q).to(device), torch.from_numpy(c).to(device)
+    for chunk_size in (50_000, 64):
+        want = evaluator_metrics(qt, ct, qids, cids, rel, chunk_size, **KS)
+        assert retrieval_metrics(qt, ct, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT) == want
+        assert retrieval_metrics(qt, c, qids, cids, rel, chunk_size=chunk_size, cutoffs=CUT) == want  # array corpus
