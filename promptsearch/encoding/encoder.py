@@ -516,12 +516,12 @@ class PromptEncoder:
         if by_prompt:
             self.first_pass()
             with self._progress(len(sentences) * len(by_prompt) // 64, "encode", show_progress_bar) as bar:
-                bar.total = 0  # each prompt adds its batches (st_pooled)
+                bar.total = 0  # st_pooled adds its batches
+                got = st_pooled(self, sentences, {p: [r.readout for r in rs] for p, rs in by_prompt.items()},
+                                batch_size, bar)
                 for prompt, rs in by_prompt.items():
-                    got = st_pooled(self, sentences, prompt, list(dict.fromkeys(r.readout for r in rs)), batch_size,
-                                    bar)
                     for r in rs:
-                        out[r] = got[r.readout]
+                        out[r] = got[prompt][r.readout]
         rendered = [r for r in pooled_t if r.st_prompt is None]  # other templates: promptsearch's rendering
         if rendered:
             by_template = self.template_pooled(sentences, list(dict.fromkeys(r.template for r in rendered)),

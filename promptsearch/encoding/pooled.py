@@ -13,7 +13,7 @@ depend on its batch (float rounding aside).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -133,17 +133,37 @@ def _pad(rows: dict[str, list[np.ndarray]], idx: np.ndarray, side: str, pad_id: 
     return out
 
 
-def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence[str], batch_size: int | None = None,
-              bar=None) -> dict[str, np.ndarray]:
-    """{read-out: (n, dim)} for the sentences under ``prompt``, each pooled read-out as sentence-transformers
-    computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s
-    ``max_length`` option, when set, in place of the folder's max length:
-    ``pooled_max_length``)."""
+def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[str]], batch_size: int | None = None,
+              bar=None) -> dict[str, dict[str, np.ndarray]]:
+    """{prompt: {read-out: (n, dim)}} for the sentences under each prompt, each pooled read-out as sentence-transformers
+    computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s ``max_length``
+    option, when set, in place of the folder's max length: ``pooled_max_length``).
+
+    Each prompt's rows go in token-budget batches of their own, so a prompt's vectors do not depend on what else is
+    encoded with it; the vectors stay on the model's device until every prompt's are computed (one copy back, and on
+    a GPU the next prompt's tokenizing overlaps the last one's forward pass).
+
+    :param prompts: each prompt ("" for none) → the read-outs wanted under it."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
-        return {r: np.zeros((0, stack.dimension), np.float32) for r in readouts}
-    rows, rest = _rows(stack, uniq, prompt, encoder.pooled_max_length if encoder.options.max_length else None)
+        return {p: {r: np.zeros((0, stack.dimension), np.float32) for r in rs} for p, rs in prompts.items()}
+    max_length = encoder.pooled_max_length if encoder.options.max_length else None
+    device = encoder.device
+    on_device: dict[str, dict[str, torch.Tensor]] = {}
+    for p, readouts in prompts.items():
+        poolings = {r: stack.pooling_for(r) for r in dict.fromkeys(readouts)}
+        for m in stack.modules + list(poolings.values()):
+            m.to(device)
+        rows, rest = _rows(stack, uniq, p, max_length)
+        on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar)
+    return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
+
+
+def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict, poolings: dict, batch_size, bar,
+                  ) -> dict[str, torch.Tensor]:
+    """{read-out: (rows, dim) float32 on the model's device}: the token rows through the transformer in token-budget
+    batches, each batch pooled by every Pooling in ``poolings``."""
     lengths = np.array([len(x) for x in rows["input_ids"]])
     batches = budget_batches(lengths, encoder.max_tokens, batch_size or encoder.batch_size)
     if bar is not None:
@@ -152,9 +172,6 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
     tok = stack.transformer.tokenizer
     side, pad_id = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
     device = encoder.device
-    poolings = {r: stack.pooling_for(r) for r in readouts}
-    for m in stack.modules + list(poolings.values()):
-        m.to(device)
     out: dict[str, torch.Tensor] = {}
     with torch.inference_mode(), encoder.autocast():
         for idx in batches:
@@ -163,11 +180,11 @@ def st_pooled(encoder, sentences: Sequence[str], prompt: str, readouts: Sequence
             for r, pool in poolings.items():
                 v = _pooled(stack, pool, dict(feats))
                 if r not in out:
-                    out[r] = torch.empty((len(uniq), v.shape[1]), dtype=torch.float32, device=device)
+                    out[r] = torch.empty((len(lengths), v.shape[1]), dtype=torch.float32, device=device)
                 out[r][torch.from_numpy(idx).to(device)] = v
             if bar is not None:
                 bar.update(1)
-    return {r: v.cpu().numpy()[inverse] for r, v in out.items()}
+    return out
 
 
 def st_forward(stack, texts: Sequence[str], prompt: str, readout: str, max_length: int | None, device) -> torch.Tensor:

