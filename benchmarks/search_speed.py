@@ -69,7 +69,8 @@ def kendall(model: str, templates: dict[str, float], data_dir) -> dict:
     from promptsearch.encoding import PromptEncoder
     from promptsearch.search import Scorer
 
-    enc = PromptEncoder.from_pretrained(model, bf16=False, show_progress_bar=False).with_precision("int8")
+    # int8 runs on the CPU only: named here, or a machine with a GPU (the default device there) refuses it
+    enc = PromptEncoder.from_pretrained(model, device="cpu", bf16=False, show_progress_bar=False).with_precision("int8")
     s = Scorer(enc, dataset="stsb-dev", data=DataOptions(data_dir), cache=False)
     names = sorted(templates)
     int8 = [s.score(t).spearman for t in names]

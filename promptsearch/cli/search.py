@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import signal
 import sys
@@ -187,6 +188,20 @@ def cmd_tui(args) -> int:
     return 0
 
 
+class _NoInterruptedTasks(logging.Filter):
+    """Drops asyncio's report of a task that ended with KeyboardInterrupt ("Task exception was never retrieved").
+    Since Python 3.12 Textual runs its widgets' message pumps as eager tasks. The KeyboardInterrupt that SIGTERM or
+    Ctrl-C raises in one of them ends the app, as it should, and also stays in that task, which asyncio then reports
+    with a traceback when the task is collected. The command says how it ended in its one line, so the report is
+    not printed. Any other exception's report still is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+_NO_INTERRUPTED_TASKS = _NoInterruptedTasks()
+
+
 def _run_app(app) -> None:
     """Run the Textual ``app``, and leave the job-control handlers its driver installs (SIGCONT, SIGTSTP: it
     never removes them) as they were found, also when SIGTERM or Ctrl-C ends it. A SIGTERM raises
@@ -208,6 +223,7 @@ def _run_app(app) -> None:
         raise KeyboardInterrupt
 
     ends = [sig for sig in (signal.SIGTERM, signal.SIGINT) if callable(kept[sig])]  # an ignored one stays ignored
+    logging.getLogger("asyncio").addFilter(_NO_INTERRUPTED_TASKS)  # kept: the report comes when the task is collected
     try:
         for sig in ends:
             signal.signal(sig, ending)
