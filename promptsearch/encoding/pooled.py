@@ -140,8 +140,9 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     option, when set, in place of the folder's max length: ``pooled_max_length``).
 
     Each prompt's rows go in token-budget batches of their own, so a prompt's vectors do not depend on what else is
-    encoded with it; the vectors stay on the model's device until every prompt's are computed (one copy back, and on
-    a GPU the next prompt's tokenizing overlaps the last one's forward pass).
+    encoded with it; the vectors stay on the model's device until every prompt's are computed, then come back in
+    one copy. (Each batch's inputs still go to the device in a copy that waits for the device, so on a GPU one
+    prompt's tokenizing does not overlap another's forward pass.)
 
     :param prompts: each prompt ("" for none) → the read-outs wanted under it."""
     stack = encoder.model.stack()

@@ -30,8 +30,9 @@ caller's own arrays, one call's peak is about
 
 plus, where scores tie across a chunk's cut, up to ``chunk_size x n_queries x 3`` bytes while those rows are
 re-ranked (an eighth of the queries at a time), and some 15 MB the first time torch runs these operations in a
-process. Scores are computed on the query tensors' device: on a GPU the buffers above but the ids' order live there,
-and rows not already there pass through one host buffer of ``chunk_size x 4 x dim`` bytes.
+process. Scores are computed on the query tensors' device. On a GPU the rows, scores, top-k and the ids' ranks
+(``n_corpus x 8``) live there; the sorted ids, a float16 store's read buffer, and one host buffer of the rows
+(``chunk_size x 4 x dim`` bytes, x 8 in float64) that rows not already there pass through stay on the host.
 ``benchmarks/retrieval_memory.py`` measures it: a 200k x 384 corpus, 500 queries, chunks of 20k, on a 2-core CPU:
 120 MB measured for a float16 CorpusStore against 114 MB from the terms above; 252 MB through an ``np.memmap``;
 1,004 MB for the full matrix. A ``CorpusStore`` keeps a corpus's vectors on disk (float32 as given, or float16 unit
@@ -352,7 +353,9 @@ def _one_pass(qs: list[torch.Tensor], corpus_emb: CorpusEmbeddings, rank: torch.
     """The running top ``k`` of each query matrix (float ``dtype``) over one pass through the corpus, on ``rank``'s
     device."""
     n, device = len(rank), rank.device
-    qs = [F.normalize(q.to(device=device, dtype=dtype), p=2, dim=-1, eps=_EPS) for q in qs]
+    # F.normalize's arithmetic, in place where the matrix is already ours in this dtype on this device (the callers'
+    # copies: no second copy of each kept for the pass)
+    qs = [_normalized(q.to(device=device, dtype=dtype)) for q in qs]
     best = [(torch.empty((q.shape[0], 0), dtype=dtype, device=device),
              torch.empty((q.shape[0], 0), dtype=torch.long, device=device)) for q in qs]
     work = torch.empty((min(chunk_size, n), _corpus_layout(corpus_emb)[0]), dtype=dtype, device=device)
@@ -373,6 +376,10 @@ def _one_pass(qs: list[torch.Tensor], corpus_emb: CorpusEmbeddings, rank: torch.
             order = cat_v.argsort(dim=1, descending=True, stable=True)[:, :k]
             best[j] = cat_v.gather(1, order), cat_i.gather(1, order)
     return best
+
+
+def _normalized(q: torch.Tensor) -> torch.Tensor:
+    return q.div_(q.norm(2, dim=-1, keepdim=True).clamp_min(_EPS))
 
 
 def _chunk_top(scores: torch.Tensor, chunk_rank: torch.Tensor, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -460,7 +467,8 @@ def retrieval_metrics(query_emb: np.ndarray | torch.Tensor, corpus_emb: CorpusEm
     :param corpus_ids: the corpus rows' ids (equal scores rank by ascending id, as in the evaluator).
     :param relevant: query id -> the relevant corpus ids (binary relevance; entries for other queries are ignored).
     :param cutoffs: the k of each metric (default: the evaluator's, ``Cutoffs()``).
-    :param chunk_size: corpus rows scored at once (memory, not the result, depends on it).
+    :param chunk_size: corpus rows scored at once: memory depends on it, the result only by float rounding where
+        the matrix kernels differ by shape (equal to the evaluator's with the same chunk size, as by default).
     :param per_query: also return ``"per_query"``: metric name -> float64 array over the queries in ``query_ids``
         order (what a query contributes to the mean; ``accuracy@k`` 0 or 1).
 
@@ -482,10 +490,10 @@ def retrieval_metrics_many(query_embs: Sequence[np.ndarray | torch.Tensor], corp
                            query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Mapping[str, Any], *,
                            cutoffs: Cutoffs | None = None, chunk_size: int = 50_000) -> list[dict[str, Any]]:
     """``retrieval_metrics(..., per_query=True)`` of several query matrices (the same queries under several query
-    prompts, say) against one corpus, in one pass through it: each chunk is read and normalised once and scored
-    against every matrix, so a further matrix costs its scoring, not another read of the corpus. Each result is the
-    one ``retrieval_metrics`` gives for its matrix alone, to the last bit (the same rows in the same chunks). They
-    are scored on the first matrix's device.
+    prompts, say) against one corpus, in one pass through it per scoring dtype (float64 where a side is): each
+    chunk is read and normalised once and scored against every matrix, so a further matrix costs its scoring, not
+    another read of the corpus. All are scored on the first matrix's device, and each result is the one
+    ``retrieval_metrics`` gives for its matrix there, to the last bit (the same rows in the same chunks).
 
     :param query_embs: one ``(n_queries, dim)`` matrix per query prompt, rows in ``query_ids`` order.
     :returns: one metrics dict per matrix, in order, each with ``"per_query"``.
@@ -493,7 +501,7 @@ def retrieval_metrics_many(query_embs: Sequence[np.ndarray | torch.Tensor], corp
     chunk_size = _positive(chunk_size, "chunk_size")
     cutoffs = Cutoffs() if cutoffs is None else cutoffs
     max_k = cutoffs.max_k
-    if not query_embs:
+    if len(query_embs) == 0:  # len: a stacked array has no truth value
         raise DataError("query_embs= is empty: give at least one query matrix")
     qs = [_as_matrix(x, "query_emb") for x in query_embs]
     qs = [q.to(qs[0].device) for q in qs]

@@ -7,11 +7,11 @@ so that one Pooling module serves ``encode_query`` and ``encode_document`` alike
 ``RetrievalTask`` scores candidates the way sentence-transformers' ``InformationRetrievalEvaluator`` does (cosine,
 ``retrieval_metrics``), with the cost kept to what differs between them: the queries are encoded once per distinct
 (query prompt, read-out) and the corpus once per distinct (document prompt, read-out), and the candidates that share
-a document side are scored in one pass over its vectors (``retrieval_metrics_many``), on the model's device, as the
-evaluator scores a model's tensors. Corpus vectors go into a file (``CorpusStore``, read a chunk at a time) in the
-cache folder, keyed by the model's weights and tokenizer, its sentence-transformers stack, the precision, the
-corpus's contents, the document side and the file's dtype: a rerun reads them back instead of encoding the corpus
-again, and the corpus never has to fit in memory.
+a document side are scored several at a pass over its vectors (``retrieval_metrics_many``, ``score_passes``), on the
+model's device, as the evaluator scores a model's tensors. Corpus vectors go into a file (``CorpusStore``, read a
+chunk at a time) in the cache folder, keyed by the model's weights and tokenizer, its sentence-transformers stack,
+the precision, the corpus's contents, the document side and the file's dtype: a rerun reads them back instead of
+encoding the corpus again, and the corpus never has to fit in memory.
 
 The file holds the vectors in float32 as encoded, so the metrics are the numbers sentence-transformers'
 ``InformationRetrievalEvaluator`` gives for the exported model (the same cosines of the same vectors), unless the
@@ -50,6 +50,25 @@ if TYPE_CHECKING:
 
 ENCODE_CHUNK = 8192  # corpus texts encoded per call (then written to the store): what bounds the float32 in memory
 FLOAT16_ABOVE_GIB = 2.0  # a corpus whose float32 vectors exceed this many GiB is stored in float16
+# query prompts scored in one pass over a corpus's vectors: at most this many, this many bytes of query vectors, and
+# this much arithmetic per pass on the device type (2-core CPU: about a second; a GPU: a fraction of one), so that a
+# pass never holds a search's scores, progress or an interrupt for long
+PASS_MATRICES = 16
+PASS_BYTES = 256 << 20
+PASS_FLOPS = {"cpu": 5e10}  # other devices: PASS_FLOPS_ELSEWHERE
+PASS_FLOPS_ELSEWHERE = 5e12
+
+
+def score_passes(n_items: int, n_queries: int, n_corpus: int, dim: int, device: torch.device) -> list[range]:
+    """``n_items`` query matrices (each ``n_queries x dim`` float32) cut into passes over a corpus of ``n_corpus``
+    rows, within ``PASS_MATRICES``, ``PASS_BYTES`` and the device's ``PASS_FLOPS``: the ranges of items, in order.
+
+    :returns: consecutive ranges covering ``range(n_items)``, each at least one item."""
+    flops = PASS_FLOPS.get(torch.device(device).type, PASS_FLOPS_ELSEWHERE)
+    each = max(1, n_queries * dim)
+    per = int(min(PASS_MATRICES, PASS_BYTES // (4 * each), flops // (2 * each * max(1, n_corpus))))
+    per = max(1, per)
+    return [range(i, min(i + per, n_items)) for i in range(0, n_items, per)]
 
 
 def check_similarity(enc: "PromptEncoder") -> None:
@@ -490,14 +509,15 @@ class RetrievalTask:
         """Score each candidate: its queries' vectors against its corpus vectors, cosine, every metric of
         ``retrieval_metrics`` (``ndcg@10`` the primary one). The queries of all candidates are encoded first (once
         per distinct query side), then candidates are taken grouped by document side, so each corpus encoding is
-        made (or read back) once, and each group is scored in one pass over its corpus vectors on the model's device
-        (a group's scores are all reported when that pass ends).
+        made (or read back) once, and scored in passes over its corpus vectors on the model's device, several query
+        prompts a pass (``score_passes``: a pass's scores are reported when it ends).
 
         :param enc: the encoder (its precision and batching are the task's numbers).
         :param candidates: the candidates.
         :param per_query: also return ``"per_query"``: {metric: one value per query, in ``query_ids`` order}.
-        :param on_score: called with (candidate, metrics, seconds) as each candidate is scored (a search saves
-            there, so an interrupt keeps every score made).
+        :param on_score: called with (candidate, metrics, seconds) as each candidate is scored, the candidates of one
+            pass together as it ends (a search saves there, so an interrupt keeps every score made but those of the
+            pass under way).
         :returns: each candidate → its metrics (fractions 0..1, as sentence-transformers reports them).
         :raises promptsearch.TemplateError: for a prompt this model cannot read (one line).
         :raises promptsearch.PromptSearchError: for a model that compares vectors otherwise than by cosine (see
@@ -516,18 +536,20 @@ class RetrievalTask:
         corpus_seconds = (time.perf_counter() - t1) / max(len(by_doc), 1)
         for side, group in by_doc.items():
             corpus = self.corpus_vectors(enc, [side])[side]
-            t2 = time.perf_counter()
-            # one pass over the corpus for the group's query prompts, scored where the model is
-            got = retrieval_metrics_many([torch.from_numpy(queries[c.side("query")]).to(enc.device) for c in group],
-                                         corpus, self.query_ids, self.corpus_ids, self.data.relevant,
-                                         chunk_size=self.chunk_size)
-            scoring_seconds = (time.perf_counter() - t2) / len(group)
-            for i, (c, m) in enumerate(zip(group, got)):
-                if not per_query:
-                    del m["per_query"]
-                out[c] = m
-                if on_score is not None:
-                    on_score(c, m, query_seconds + scoring_seconds + (corpus_seconds if i == 0 else 0.0))
+            dim = queries[group[0].side("query")].shape[1]
+            for part in score_passes(len(group), len(self.query_ids), len(self.corpus_ids), dim, enc.device):
+                t2 = time.perf_counter()
+                # one pass over the corpus for these query prompts, scored where the model is
+                got = retrieval_metrics_many(
+                    [torch.from_numpy(queries[group[i].side("query")]).to(enc.device) for i in part], corpus,
+                    self.query_ids, self.corpus_ids, self.data.relevant, chunk_size=self.chunk_size)
+                scoring_seconds = (time.perf_counter() - t2) / len(part)
+                for i, m in zip(part, got):
+                    if not per_query:
+                        del m["per_query"]
+                    out[group[i]] = m
+                    if on_score is not None:
+                        on_score(group[i], m, query_seconds + scoring_seconds + (corpus_seconds if i == 0 else 0.0))
         return out
 
 

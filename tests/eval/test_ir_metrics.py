@@ -478,6 +478,8 @@ def test_many_refuses_mismatched_matrices():
         retrieval_metrics_many([q, q[:5]], c, qids, cids, rel)
     with pytest.raises(DataError, match="query_embs= is empty"):
         retrieval_metrics_many([], c, qids, cids, rel)
+    stacked = retrieval_metrics_many(np.stack([q, 2 * q]), c, qids, cids, rel)  # a 3-d array: one matrix a prompt
+    assert len(stacked) == 2 and _same(stacked[0], retrieval_metrics(q, c, qids, cids, rel, per_query=True))
 
 
 @pytest.mark.parametrize("device", DEVICES)

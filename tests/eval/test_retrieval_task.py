@@ -3,6 +3,7 @@ the metrics exactly those of ir_metrics on the encoder's own vectors."""
 
 import numpy as np
 import pytest
+import torch
 from conftest import make_encoder, small_retrieval_data
 
 from promptsearch.encoding.reps import rep_from_key
@@ -207,3 +208,21 @@ def test_held_out_queries_are_a_seeded_share_the_search_never_sees():
     for bad in (1.0, -0.1, float("nan"), 0.99):
         with pytest.raises(DataError, match="holdout="):
             hold_out(data, bad)
+
+
+def test_score_passes_keep_each_pass_small_and_cover_every_candidate():
+    """Query prompts of one document side share a pass over its corpus vectors, within a count, a size and the
+    device's arithmetic, so a pass never holds a search's scores (and an interrupt) for long."""
+    from promptsearch.eval.retrieval import PASS_MATRICES, score_passes
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")  # a device object needs no GPU
+    # the benchmark's data (64 queries, 10,647 documents, 384 dimensions): 16 a pass on either
+    assert [list(r) for r in score_passes(20, 64, 10_647, 384, cpu)] == [list(range(16)), list(range(16, 20))]
+    assert len(score_passes(20, 64, 10_647, 384, gpu)) == 2
+    # a large corpus: one prompt a pass on a CPU (its scoring alone is seconds), several on a GPU
+    assert [len(r) for r in score_passes(5, 300, 1_000_000, 768, cpu)] == [1] * 5
+    assert [len(r) for r in score_passes(5, 300, 1_000_000, 768, gpu)] == [5]
+    # many queries: bounded by the bytes of their vectors
+    assert max(len(r) for r in score_passes(40, 50_000, 1_000, 1024, gpu)) == 1
+    for n in (1, 7, PASS_MATRICES, 33):
+        assert [i for r in score_passes(n, 64, 1_000, 384, gpu) for i in r] == list(range(n))
