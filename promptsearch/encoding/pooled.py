@@ -210,8 +210,12 @@ def _pooled(stack, pool, features: dict) -> torch.Tensor:
 
 
 def prompt_tokens(stack, prompt: str) -> int:
-    """The tokens an input holds besides its sentence under ``prompt`` (the special tokens and the prompt's)."""
-    return int(stack.transformer.preprocess([""], prompt=prompt or None)["attention_mask"].sum())
+    """The tokens an input holds besides its sentence under ``prompt`` (the special tokens and the prompt's),
+    counted once per stack and prompt (``ModuleStack.prompt_lengths``; every encode call checks its prompts)."""
+    if prompt not in stack.prompt_lengths:
+        stack.prompt_lengths[prompt] = int(stack.transformer.preprocess([""], prompt=prompt or None)["attention_mask"]
+                                           .sum())
+    return stack.prompt_lengths[prompt]
 
 
 def input_lengths(stack, texts: Sequence[str], prompt: str, max_length: int | None) -> list[int]:

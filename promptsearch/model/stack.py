@@ -101,6 +101,7 @@ class ModuleStack:
     saved: bool = False
     _variants: dict = field(default_factory=dict, repr=False)
     similarity: str = "cosine"
+    prompt_lengths: dict[str, int] = field(default_factory=dict, repr=False, compare=False)  # pooled.prompt_tokens
 
     @property
     def pooling(self):

@@ -509,3 +509,20 @@ def test_export_refuses_a_missing_model_or_a_dangling_out_in_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "nothing").exists()
+
+
+def test_a_prompts_length_is_counted_once_per_stack(tiny_bert_dir, tmp_path, monkeypatch):
+    """Every encode call checks that its prompts leave room for a sentence; the count goes through
+    sentence-transformers' preprocess once per prompt, then comes from the stack (the same number)."""
+    from promptsearch.encoding.pooled import prompt_tokens
+
+    enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
+    stack = enc.model.stack()
+    calls, preprocess = [], stack.transformer.preprocess
+    monkeypatch.setattr(stack.transformer, "preprocess", lambda *a, **k: calls.append(a) or preprocess(*a, **k))
+    first = [prompt_tokens(stack, p) for p in ("query: ", "", "query: ")]
+    counts = [a for a in calls if a[0] == [""]]  # preprocess's own calls (the prompt's length) aside
+    assert first == [first[0], first[1], first[0]] and first[0] > first[1] and len(counts) == 2
+    for _ in range(2):
+        enc.encode_reps(SENTS[:8], [PromptPool("query: [X]", "mean"), PromptPool("passage: [X]", "mean")])
+    assert sum(1 for a in calls if a[0] == [""]) == 3  # "query: ", "", then "passage: " once
