@@ -13,6 +13,9 @@ run's peak (``promptsearch/eval/ir_metrics.py`` says where each term comes from)
   + n_corpus x 60                            the corpus ids' order
   + about 15 MB                              torch's first use of these operations in a process
 
+and for ``retrieval_metrics_many`` over 16 query matrices (16 query prompts in one pass: the "many" variant), 15 x
+n_queries x (12 x max_k + 4 x dim) more: each further matrix's copy and its running top-k.
+
 A memmap's pages count as resident once touched (the kernel may drop them, as they are the file's), so its peak grows
 with the corpus; the store reads each chunk into one buffer of its own, so only a chunk is resident.
 """
@@ -31,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 VARIANTS = {"store": "CorpusStore (float16), chunked", "memmap": "np.memmap (float16), chunked",
-            "full": "full matrix (float32 corpus)"}
+            "full": "full matrix (float32 corpus)", "many": "CorpusStore, 16 query matrices"}
+MATRICES = 16  # the "many" variant: retrieval_metrics_many over this many query matrices (16 query prompts), one pass
 
 
 def _status_kb(field: str) -> int:
@@ -48,9 +52,11 @@ def worker(variant: str, folder: Path, chunk_size: int) -> None:
     # here, not at the top: the worker's imports are made before its baseline, so torch's own memory is not counted
     import torch  # noqa: F401
 
-    from promptsearch.eval.ir_metrics import CorpusStore, retrieval_metrics
+    from promptsearch.eval.ir_metrics import CorpusStore, retrieval_metrics, retrieval_metrics_many
 
     queries = np.load(folder / "queries.npy")
+    rng = np.random.default_rng(2)  # the further query prompts' matrices: the queries moved a little, each its own
+    further = [queries + 0.3 * rng.standard_normal(queries.shape, dtype=np.float32) for _ in range(MATRICES - 1)]
     meta = json.loads((folder / "meta.json").read_text())
     relevant = {q: set(d) for q, d in meta["relevant"].items()}
     query_ids = list(meta["relevant"])
@@ -59,14 +65,19 @@ def worker(variant: str, folder: Path, chunk_size: int) -> None:
     _reset_peak()
     t0 = time.perf_counter()
     corpus: object
-    if variant == "store":
+    if variant in ("store", "many"):
         corpus = CorpusStore.open(folder / "corpus.npy")
     elif variant == "memmap":
         corpus = np.load(folder / "corpus.npy", mmap_mode="r")
     else:
         corpus = np.load(folder / "corpus.npy").astype(np.float32)
         chunk_size = len(corpus)
-    got = retrieval_metrics(queries, corpus, query_ids, corpus_ids, relevant, chunk_size=chunk_size)
+    if variant == "many":
+        got = retrieval_metrics_many([queries, *further], corpus, query_ids, corpus_ids, relevant,
+                                     chunk_size=chunk_size)[0]
+        del got["per_query"]
+    else:
+        got = retrieval_metrics(queries, corpus, query_ids, corpus_ids, relevant, chunk_size=chunk_size)
     seconds = time.perf_counter() - t0
     peak = _status_kb("VmHWM")
     print(json.dumps({"variant": variant, "extra_mb": (peak - before) / 1024, "seconds": seconds,
@@ -121,6 +132,7 @@ def main() -> None:
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     max_k = 100  # the default cut-offs' largest (map@100)
     estimate = chunk * (4 * nq + 6 * dim) + 110 * nq * max_k + 60 * n + 15 * 2**20
+    further = (MATRICES - 1) * nq * (12 * max_k + 4 * dim)  # each further matrix: its copy and its running top-k
     print(f"{'variant':<32} {'extra peak RSS':>15} {'seconds':>8} {'ndcg@10':>9}")
     for r in rows:
         print(f"{VARIANTS[r['variant']]:<32} {r['extra_mb']:>12.1f} MB {r['seconds']:>8.2f} "
@@ -128,6 +140,11 @@ def main() -> None:
     by = {r["variant"]: r for r in rows}
     print(f"estimate for the CorpusStore run: {estimate / 2**20:.1f} MB (chunk x (4 x queries + 6 x dim) + 110 x "
           f"queries x max_k + 60 x corpus + 15 MB); measured {by['store']['extra_mb'] / (estimate / 2**20):.2f}x it")
+    many_mb = (estimate + further) / 2**20
+    print(f"{MATRICES} query matrices in one pass (retrieval_metrics_many): estimate {many_mb:.1f} MB (+ "
+          f"{MATRICES - 1} x queries x (12 x max_k + 4 x dim)); measured {by['many']['extra_mb'] / many_mb:.2f}x it, "
+          f"{by['many']['seconds'] / by['store']['seconds']:.1f}x one matrix's time; the first matrix's metrics equal "
+          f"one's alone: {'yes' if by['many']['metrics'] == by['store']['metrics'] else 'NO'}")
     print(f"full matrix / CorpusStore: {by['full']['extra_mb'] / by['store']['extra_mb']:.1f}x the memory, "
           f"{by['full']['seconds'] / by['store']['seconds']:.2f}x the time; np.memmap / CorpusStore: "
           f"{by['memmap']['extra_mb'] / by['store']['extra_mb']:.1f}x the memory")

@@ -99,3 +99,4 @@ def test_retrieval_memory():
     assert "CorpusStore (float16), chunked" in out and "np.memmap (float16), chunked" in out
     assert "full matrix (float32 corpus)" in out and "estimate for the CorpusStore run:" in out
     assert "full matrix / CorpusStore:" in out and "store and memmap give the same metrics: yes" in out
+    assert "CorpusStore, 16 query matrices" in out and "the first matrix's metrics equal one's alone: yes" in out
