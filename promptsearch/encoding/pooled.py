@@ -151,11 +151,11 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
         return {p: {r: np.zeros((0, stack.dimension), np.float32) for r in rs} for p, rs in prompts.items()}
     max_length = encoder.pooled_max_length if encoder.options.max_length else None
     device = encoder.device
+    for m in stack.modules:
+        m.to(device)
     on_device: dict[str, dict[str, torch.Tensor]] = {}
     for p, readouts in prompts.items():
-        poolings = {r: stack.pooling_for(r) for r in dict.fromkeys(readouts)}
-        for m in stack.modules + list(poolings.values()):
-            m.to(device)
+        poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(readouts)}
         rows, rest = _rows(stack, uniq, p, max_length)
         on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}

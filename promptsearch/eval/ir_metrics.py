@@ -285,7 +285,7 @@ def _fill_chunks(corpus: CorpusEmbeddings, work: torch.Tensor) -> Iterator[tuple
         if isinstance(part, torch.Tensor):
             work[:m].copy_(part.detach())
         else:  # numpy casts float16 (a memmap's pages read here) into the buffer
-            np.copyto(work.numpy()[:m], part, casting="same_kind")
+            np.copyto(work.numpy()[:m], part, casting="same_kind")  # work is on the CPU here (a view: no copy)
         yield start, m
 
 
@@ -503,8 +503,7 @@ def retrieval_metrics_many(query_embs: Sequence[np.ndarray | torch.Tensor], corp
     max_k = cutoffs.max_k
     if len(query_embs) == 0:  # len: a stacked array has no truth value
         raise DataError("query_embs= is empty: give at least one query matrix")
-    qs = [_as_matrix(x, "query_emb") for x in query_embs]
-    qs = [q.to(qs[0].device) for q in qs]
+    qs = [_as_matrix(x, "query_emb") for x in query_embs]  # each moved to the first's device by _one_pass
     query_ids = _ids(query_ids, qs[0].shape[0], "query_ids", "query_emb")
     for q in qs[1:]:
         if q.shape[0] != len(query_ids):

@@ -66,8 +66,7 @@ def score_passes(n_items: int, n_queries: int, n_corpus: int, dim: int, device: 
     :returns: consecutive ranges covering ``range(n_items)``, each at least one item."""
     flops = PASS_FLOPS.get(torch.device(device).type, PASS_FLOPS_ELSEWHERE)
     each = max(1, n_queries * dim)
-    per = int(min(PASS_MATRICES, PASS_BYTES // (4 * each), flops // (2 * each * max(1, n_corpus))))
-    per = max(1, per)
+    per = max(1, int(min(PASS_MATRICES, PASS_BYTES // (4 * each), flops // (2 * each * max(1, n_corpus)))))
     return [range(i, min(i + per, n_items)) for i in range(0, n_items, per)]
 
 
