@@ -5,7 +5,7 @@
 #   bash scripts/gpu-check.sh timings   # the main job, the retrieval demo and the benchmarks, on cuda
 #   bash scripts/gpu-check.sh encode [S] # the encode benchmark alone
 #   bash scripts/gpu-check.sh recheck [S] # the tests that failed on the H100 on 2026-11-26 and those added since
-#   bash scripts/gpu-check.sh retrieval # the retrieval benchmark on both data shapes, on cuda
+#   bash scripts/gpu-check.sh retrieval # tokenizing ahead, then the retrieval benchmark on both data shapes, on cuda
 #   bash scripts/gpu-check.sh lease [S] # recheck, then retrieval: one call for a 15-minute loan
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
@@ -38,8 +38,10 @@ recheck() {
     tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
     tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
     tests/encoding/test_fidelity.py tests/train/test_train.py tests/eval/test_ir_metrics.py \
+    tests/tui/test_tui.py tests/test_benchmarks.py \
     "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does"; }
 retrieval() {
+  step tokenize_ahead 60 python3 benchmarks/tokenize_ahead.py --device cuda
   step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
   step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
     --passages 8 --json "$out/retrieval_passages.json"; }

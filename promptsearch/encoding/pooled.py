@@ -7,12 +7,16 @@ modules. This module calls those very functions and modules (``ModuleStack``),
 with promptsearch's batching around them: sentences deduplicated, each tokenized once (the bulk by the
 tokenizer's backend once it gave ``preprocess``'s ids on the longest and shortest texts), rows cut into
 token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
-autocast where it is the faster precision. Padding is the tokenizer's own side, so a row's numbers do not
-depend on its batch (float rounding aside).
+autocast where it is the faster precision, and on a GPU the next prompt tokenized in a worker thread while
+the previous one's batches run. Padding is the tokenizer's own side, so a row's numbers do not depend on its batch
+(float rounding aside).
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -129,22 +133,35 @@ def _pad(rows: dict[str, list[np.ndarray]], idx: np.ndarray, side: str, pad_id: 
     for name, rs in rows.items():
         a = np.full(real.shape, pad_id if name == "input_ids" else 0, dtype=rs[idx[0]].dtype)
         a[real] = np.concatenate([rs[i] for i in idx])
-        out[name] = torch.from_numpy(a).to(device)
+        out[name] = _upload(a, device)
     return out
 
 
+def _upload(a: np.ndarray, device) -> torch.Tensor:
+    """``a`` as a tensor on ``device``: on a GPU, copied from pinned memory without waiting for the device (the
+    pinned buffer is not reused before its copy ran: PyTorch's host allocator records the copy), so the host goes on
+    to the next batch while this one runs."""
+    t = torch.from_numpy(a)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[str]], batch_size: int | None = None,
-              bar=None) -> dict[str, dict[str, np.ndarray]]:
+              bar=None, ahead: bool | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{prompt: {read-out: (n, dim)}} for the sentences under each prompt, each pooled read-out as sentence-transformers
     computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s ``max_length``
     option, when set, in place of the folder's max length: ``pooled_max_length``).
 
     Each prompt's rows go in token-budget batches of their own, so a prompt's vectors do not depend on what else is
     encoded with it; the vectors stay on the model's device until every prompt's are computed, then come back in
-    one copy. (Each batch's inputs still go to the device in a copy that waits for the device, so on a GPU one
-    prompt's tokenizing does not overlap another's forward pass.)
+    one copy. With several prompts, the next prompt is tokenized in a worker thread while the previous one's
+    batches run (``ahead``), and on a GPU each batch's inputs go up from pinned memory without waiting: the same
+    numbers, with the tokenizer's time hidden behind the model's.
 
-    :param prompts: each prompt ("" for none) → the read-outs wanted under it."""
+    :param prompts: each prompt ("" for none) → the read-outs wanted under it.
+    :param ahead: tokenize one prompt ahead in a worker thread (default: when the model is not on the CPU, where
+        the tokenizer and the model would share the same cores)."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
@@ -153,12 +170,35 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     device = encoder.device
     for m in stack.modules:
         m.to(device)
+    if ahead is None:
+        ahead = torch.device(device).type != "cpu"
     on_device: dict[str, dict[str, torch.Tensor]] = {}
-    for p, readouts in prompts.items():
-        poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(readouts)}
-        rows, rest = _rows(stack, uniq, p, max_length)
-        on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar)
+    with closing(_tokenized(stack, uniq, list(prompts), max_length, ahead)) as tokenized:
+        for p, (rows, rest) in tokenized:
+            poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(prompts[p])}
+            on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
+
+
+def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: bool,
+               ) -> Generator[tuple[str, tuple[dict[str, list[np.ndarray]], dict]], None, None]:
+    """(prompt, ``_rows`` of the texts under it) for each prompt in turn. With ``ahead``, a worker thread tokenizes
+    the next prompt while the caller works on this one (one prompt ahead, so at most two prompts' rows are held;
+    the tokenizer is only ever used by that one thread meanwhile)."""
+    if not ahead or len(prompts) < 2:
+        for p in prompts:
+            yield p, _rows(stack, texts, p, max_length)
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix="promptsearch-tokenize")
+    try:
+        nxt = pool.submit(_rows, stack, texts, prompts[0], max_length)
+        for i, p in enumerate(prompts):
+            got = nxt.result()
+            if i + 1 < len(prompts):
+                nxt = pool.submit(_rows, stack, texts, prompts[i + 1], max_length)
+            yield p, got
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the worker's prompt finishes first
 
 
 def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict, poolings: dict, batch_size, bar,
@@ -178,11 +218,12 @@ def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict,
         for idx in batches:
             feats = {**_pad(rows, idx, side, pad_id, device), **rest}
             feats = stack.transformer(feats)
+            where = _upload(idx, device)
             for r, pool in poolings.items():
                 v = _pooled(stack, pool, dict(feats))
                 if r not in out:
                     out[r] = torch.empty((len(lengths), v.shape[1]), dtype=torch.float32, device=device)
-                out[r][torch.from_numpy(idx).to(device)] = v
+                out[r][where] = v
             if bar is not None:
                 bar.update(1)
     return out

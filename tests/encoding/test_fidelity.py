@@ -10,8 +10,10 @@ Dense, Normalize, a short max length and prompts with and without a trailing spa
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import threading
 import warnings
 
 import numpy as np
@@ -20,6 +22,8 @@ import torch
 from conftest import CLI_DEVICE, _sentences, make_encoder
 
 from promptsearch.cli import main
+from promptsearch.encoding import encoder as encoder_module
+from promptsearch.encoding.pooled import st_pooled
 from promptsearch.encoding.reps import PromptPool
 from promptsearch.representation import Representation, pooling_of
 from promptsearch.search import Scorer
@@ -202,11 +206,16 @@ def test_the_models_own_representation_is_what_sentence_transformers_encodes(fam
         assert_same_similarities(ours, reference(folder, pooling_of(ro)).encode(SENTS, prompt=p))
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["in-turn", "ahead"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes(family, request, tmp_path):
+def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes(family, ahead, request, tmp_path,
+                                                                                 monkeypatch):
     """One ``encode_reps`` call with several prompts (a retrieval search's query prompts, pooled two ways) gives each
     prompt sentence-transformers' vectors for that prompt, and the very vectors (bit for bit) that prompt gets when
-    encoded alone: a prompt's rows have batches of their own, so its numbers never depend on what else is encoded."""
+    encoded alone: a prompt's rows have batches of their own, so its numbers never depend on what else is encoded.
+    Both with each prompt tokenized in turn (the CPU's default) and with the next prompt tokenized in a worker
+    thread while the previous one's batches run (a GPU's)."""
+    monkeypatch.setattr(encoder_module, "st_pooled", functools.partial(st_pooled, ahead=ahead))
     base = request.getfixturevalue(FAMILIES[family])
     enc = make_encoder(st_folder(base, tmp_path / "st"))
     prompts = ["", "query: ", "Instruct: find the same meaning\nQuery: ", "passage:"]
@@ -216,6 +225,49 @@ def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes
         np.testing.assert_array_equal(got[r], enc.encode_reps(SENTS, [r])[r])
         theirs = reference(tmp_path / "st", pooling_of(r.readout)).encode(SENTS, prompt=r.st_prompt or None)
         assert_same_similarities(got[r], theirs)
+
+
+def _tokenizing_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("promptsearch-tokenize")]
+
+
+@pytest.mark.parametrize("where", ["tokenizer", "model"])
+def test_tokenizing_ahead_stops_with_an_error_or_interrupt_and_leaves_no_thread(where, tiny_bert_dir, tmp_path,
+                                                                                monkeypatch):
+    """An error in the worker's tokenizing reaches the caller as it was raised; an interrupt during a prompt's
+    forward passes stops the call; either way the worker thread is gone when the call returns, and the next call
+    gives the same vectors as before."""
+    from promptsearch.encoding import pooled
+    from promptsearch.errors import PromptSearchError
+
+    enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
+    prompts = {"a: ": ["mean"], "b: ": ["mean"], "c: ": ["mean"]}
+    want = st_pooled(enc, SENTS, prompts, ahead=True)
+    if where == "tokenizer":
+        rows = pooled._rows
+        monkeypatch.setattr(pooled, "_rows", lambda stack, texts, p, m: (_ for _ in ()).throw(
+            PromptSearchError(f"cannot tokenize {p!r}")) if p == "b: " else rows(stack, texts, p, m))
+        with pytest.raises(PromptSearchError, match="cannot tokenize 'b: '"):
+            st_pooled(enc, SENTS, prompts, ahead=True)
+    else:
+        forward = pooled._forward_rows
+        calls = []
+
+        def interrupted(*a):
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return forward(*a)
+
+        monkeypatch.setattr(pooled, "_forward_rows", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            st_pooled(enc, SENTS, prompts, ahead=True)
+    assert _tokenizing_threads() == []
+    monkeypatch.undo()
+    again = st_pooled(enc, SENTS, prompts, ahead=True)
+    for p in prompts:
+        np.testing.assert_array_equal(again[p]["mean"], want[p]["mean"])
+    assert _tokenizing_threads() == []
 
 
 @pytest.mark.realmodel
