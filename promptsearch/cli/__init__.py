@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -27,7 +28,16 @@ def _saved_hint(args) -> str:
     if args.command in ("optiprompt", "finetune"):
         return f"; the last checkpoint is in {out}, {again}" if out and any(Path(out).rglob("*-checkpoint.pt")) else ""
     what = "candidates" if args.command == "retrieval" else "templates"
-    return f"; scored {what} are saved in {out}, {again}" if out and Path(out).is_file() else ""
+    if not out or not Path(out).is_file():
+        return ""
+    try:  # a results file is written when its run starts: say so when nothing was scored into it yet
+        held = json.loads(Path(out).read_text(encoding="utf-8"))
+        scored = held.get("entries" if args.command == "retrieval" else "templates")
+    except (OSError, ValueError, AttributeError):
+        scored = None
+    if scored == []:
+        return f"; nothing was scored yet, {again.replace('resume', 'start it again')}"
+    return f"; scored {what} are saved in {out}, {again}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -245,8 +245,9 @@ def _relevant(name: str, queries: dict[str, str], corpus: dict[str, str],
                 graded = (where, score)
     if graded is not None and relevant_from is None:
         where, score = graded
-        raise DataError(f"{where}: graded relevance (score {score:g}); the metrics count a document as relevant or "
-                        "not: say the lowest score that counts with relevant_from=, e.g. relevant_from=1")
+        what = (f"a negative score ({score:g})" if score < 0 else f"graded relevance (score {score:g})")
+        raise DataError(f"{where}: {what}; the metrics count a document as relevant or not: say the lowest score "
+                        "that counts with relevant_from=, e.g. relevant_from=1 (lower scores count as not relevant)")
     cut = 1.0 if relevant_from is None else relevant_from
     relevant: dict[str, frozenset[str]] = {}
     dropped = 0
@@ -410,8 +411,11 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
             for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL), 1):
                 if i == 1:
                     if tuple(c.strip().lower() for c in row[:3]) != QRELS_HEADER:
+                        found = tuple(c.strip().lower() for c in row)
+                        fix = ("add the score column (1 for relevant) to the header and every row"
+                               if found == QRELS_HEADER[:2] else "add the header line (BEIR skips the first line)")
                         raise DataError(f"{path}:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
-                                        f"{row[:3]!r}; add the header line (BEIR skips the first line)")
+                                        f"{row[:3]!r}; {fix}")
                     continue
                 if not row or not "".join(row).strip():
                     continue
@@ -540,8 +544,9 @@ def _configs(spec: str) -> list[str]:
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ConnectionError ...)
             if p.is_dir():
                 raise DataError(f"cannot load {p} as a 🤗 dataset ({first_line(exc, 160)}); {FORMS}") from None
-            raise DataError(f"cannot load {spec!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
-                            "is not reachable, download it elsewhere (git clone) and pass the local folder") from None
+            raise DataError(f"no folder {spec!r} here, and cannot load it from the Hugging Face Hub "
+                            f"({first_line(exc, 160)}); check the path, or where the hub is not reachable, download it "
+                            "elsewhere (git clone) and pass the local folder") from None
 
 
 def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,

@@ -161,8 +161,9 @@ def load_table(spec: str, text_file_builder: str | None = None):
         except (FileNotFoundError, ConnectionError, OSError) as exc:
             if p.exists():
                 raise DataError(f"cannot read {p}: {first_line(exc, 160)}") from None
-            raise DataError(f"cannot load {name!r} from the Hugging Face Hub ({first_line(exc, 160)}); where the hub "
-                            "is not reachable, download it elsewhere and pass the local folder or file") from None
+            raise DataError(f"no file or folder {name!r} here, and cannot load it from the Hugging Face Hub "
+                            f"({first_line(exc, 160)}); check the path, or where the hub is not reachable, download it "
+                            "elsewhere and pass the local folder or file") from None
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, parser errors, ...)
             if p.is_file() and "corresponds to no data" in str(exc):
                 raise DataError(f"{p} holds no data rows (a header only?); give a file with data rows") from None

@@ -355,6 +355,9 @@ class RetrievalResults:
     validation: dict | None = None  # held-out validation: its sets, top and seconds (``held_out``)
     # the command that last ran the search, {"argv": its arguments, "cwd": its folder} (the TUI resumes with it)
     command: dict | None = None
+    # the searched queries' ids, in the order of each entry's per-query scores (several sets: "set/id"), so a score
+    # can be recomputed on exactly those queries (the rest were held out or left out of a sample)
+    query_ids: list[str] = field(default_factory=list)
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
 
     @classmethod
@@ -395,7 +398,12 @@ class RetrievalResults:
         :param task: the ``RetrievalTask``.
         :param enc: the encoder.
         :returns: the results, new or resumed."""
-        return cls.open(path, model, task.record(), enc.precision, task.numbers(enc))
+        res = cls.open(path, model, task.record(), enc.precision, task.numbers(enc))
+        ids = [str(q) for q in task.query_ids]
+        if res.query_ids != ids:  # the data's fingerprint matched: the same queries (a file written before they were)
+            res.query_ids = ids
+            res.save()
+        return res
 
     @classmethod
     def load(cls, path) -> "RetrievalResults":
@@ -434,6 +442,7 @@ class RetrievalResults:
         res.races = {str(k): dict(v) for k, v in (d.get("races") or {}).items()}
         res.validation = dict(d["validation"]) if d.get("validation") else None
         res.command = dict(d["command"]) if isinstance(d.get("command"), dict) else None
+        res.query_ids = [str(q) for q in d.get("query_ids") or []]
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -507,7 +516,8 @@ class RetrievalResults:
                 **({"generated": self.generated} if self.generated else {}),
                 **({"races": self.races} if self.races else {}),
                 **({"validation": self.validation} if self.validation else {}),
-                **({"command": self.command} if self.command else {})}
+                **({"command": self.command} if self.command else {}),
+                **({"query_ids": self.query_ids} if self.query_ids else {})}
 
     def save(self) -> None:
         """Write the file atomically (no-op in memory)."""
@@ -1164,8 +1174,15 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     if best is not None:
         lines.append(f"chosen: query prompt {json.dumps(best.candidate.query, ensure_ascii=False)}, document prompt "
                      f"{json.dumps(best.candidate.document, ensure_ascii=False)}, read-out {best.candidate.readout}   "
-                     f"{METRIC} {best.score:.4f}")
+                     f"{METRIC} {best.score:.4f}" + _searched(res))
     return lines
+
+
+def _searched(res: RetrievalResults) -> str:
+    """Which queries a score in the file is on: the ones searched (the rest, held out or left out of a sample, are
+    not in it; their ids are the file's ``query_ids``), so the evaluator on every query gives another number."""
+    n = res.data.get("queries")
+    return f" on the {n:,} queries searched" if isinstance(n, int) else ""
 
 
 def _held(res: RetrievalResults) -> list[str]:

@@ -1,7 +1,9 @@
 """promptsearch retrieval: a whole run on a BEIR folder (its output ends with the chosen prompts, the model's own, the
 spread and the next step), a rerun resumed without scoring, bad input in one line with exit 2."""
 
+import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -97,8 +99,11 @@ def test_queries_held_out_and_left_out_of_a_sample_are_where_the_answer_is_check
     assert r.returncode == 2 and err[-1].startswith("promptsearch retrieval: error: --holdout 1.0: give the share")
 
 
+@pytest.mark.parametrize("holdout", ["0", "0.2"])
 def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_the_same(tiny_bert_encoder_only_dir,
-                                                                                     beir, tmp_path, capsys):
+                                                                                     beir, holdout, tmp_path, capsys):
+    """The folder's encode_query / encode_document give the file's numbers on the queries searched: all of them, or
+    with a fifth held out, the ones the file's query_ids lists (what the chosen line says it is on)."""
     from sentence_transformers import SentenceTransformer
 
     from promptsearch.data.retrieval import load_retrieval
@@ -106,7 +111,10 @@ def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_th
 
     out = tmp_path / "r.json"
     assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
-                 "--no-cache", "--readouts", "cls", "--no-bf16", "--holdout", "0", "-q"]) == 0
+                 "--no-cache", "--readouts", "cls", "--no-bf16", "--holdout", holdout, "-q"]) == 0
+    n = 20 if holdout == "0" else 16
+    chosen = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("chosen: "))
+    assert re.search(rf"   ndcg@10 \d\.\d{{4}} on the {n} queries searched$", chosen), chosen
     assert main(["export", str(out), "--out", str(tmp_path / "m")]) == 0
     capsys.readouterr()
     d = json.loads(out.read_text())
@@ -114,6 +122,9 @@ def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_th
     m = SentenceTransformer(str(tmp_path / "m"), device="cpu")
     assert m.prompts["query"] == d["best"]["query"] and m.prompts["document"] == d["best"]["document"]
     data = load_retrieval(str(beir))
+    assert len(d["query_ids"]) == n and set(d["query_ids"]) <= set(data.queries)
+    data = dataclasses.replace(data, queries={i: data.queries[i] for i in d["query_ids"]},
+                               relevant={i: data.relevant[i] for i in d["query_ids"]})
     q = m.encode_query([data.queries[i] for i in data.queries])
     c = m.encode_document([data.corpus[i] for i in data.corpus])
     got = retrieval_metrics(q, c, list(data.queries), list(data.corpus), data.relevant)
@@ -430,3 +441,64 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     assert holdout_note(0.2, 0) == ("note: too few queries to hold any out (--holdout 0.2): an answer other than the "
                                     "model's own is not checked on unseen queries")
     assert holdout_note(0.2, 52) == holdout_note(0.0, 0) == ""
+
+
+def test_the_guides_python_api_prints_what_the_command_prints(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    """The retrieval guide's Python API, as it writes it (a fifth of the queries held out, the answer checked there,
+    the document step raced), gives the command's summary line for line, and its answer."""
+    from promptsearch import PromptEncoder
+    from promptsearch.data.retrieval import load_retrieval
+    from promptsearch.eval.retrieval import RetrievalTask, hold_out, unseen
+    from promptsearch.search.retrieval import CorpusRace, GreedyRetrieval, RetrievalResults, RetrievalSearch, summary
+
+    model = str(tiny_bert_encoder_only_dir)
+    assert main(["retrieval", "--model", model, "--data", str(beir), "--out", str(tmp_path / "cli.json"), "--no-cache",
+                 "--no-bf16", "-q"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    enc = PromptEncoder.from_pretrained(model, bf16=False, show_progress_bar=False)
+    whole = load_retrieval(str(beir))
+    searched = hold_out(whole, 0.2, seed=0)
+    task = RetrievalTask(searched, cache_dir=False, show_progress_bar=False)
+    check = RetrievalTask(unseen(whole, searched), cache_dir=False, show_progress_bar=False)
+    try:
+        res = RetrievalSearch(task, enc, RetrievalResults.for_task(tmp_path / "api.json", model, task, enc),
+                              GreedyRetrieval(race=CorpusRace()), confirm=check).run()
+    finally:
+        task.close()
+        check.close()
+    lines = summary(res)
+    start = printed.index(lines[0])
+    assert printed[start : start + len(lines)] == lines and printed[start + len(lines)] == "next:"
+    assert res.best == RetrievalResults.load(tmp_path / "cli.json").best
+
+
+def test_a_run_interrupted_before_it_scored_anything_says_so(tiny_bert_encoder_only_dir, beir, tmp_path, capsys,
+                                                             monkeypatch):
+    """Ctrl-C before the first candidate is scored: the file holds the run's settings and no score, and the last
+    line says nothing was scored yet (not that scored candidates are saved); once one is scored, it says they are."""
+    from promptsearch.search import retrieval as search_retrieval
+
+    out = tmp_path / "r.json"
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+            "--no-cache", "--no-bf16", "-q"]
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search_retrieval.RetrievalSearch, "run", stop)
+    assert main(argv) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert json.loads(out.read_text())["entries"] == []
+    assert last.endswith("nothing was scored yet, re-run the same command to start it again"), last
+    record = search_retrieval.RetrievalResults.add
+
+    def add_then_stop(self, entry, source=""):
+        record(self, entry, source)
+        raise KeyboardInterrupt
+
+    monkeypatch.undo()
+    monkeypatch.setattr(search_retrieval.RetrievalResults, "add", add_then_stop)
+    assert main(argv) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert len(json.loads(out.read_text())["entries"]) == 1
+    assert f"scored candidates are saved in {out}, re-run the same command to resume" in last, last

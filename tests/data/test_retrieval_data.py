@@ -140,6 +140,14 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
         from_dicts({1: "a", "1": "b"}, {2: "b"}, {1: {2}})
 
 
+def test_a_qrels_header_without_the_score_column_is_told_to_add_the_column(tmp_path):
+    folder = write_beir(tmp_path / "s")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\nq1\td1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"test.tsv:1: expected the header .*found \['query-id', 'corpus-id'\]; add "
+                                        r"the score column \(1 for relevant\) to the header and every row$"):
+        load_beir(folder)
+
+
 def test_graded_scores_need_relevant_from(tmp_path):
     graded = QRELS + [("q1", "d4", 2), ("q3", "d2", 2)]
     folder = write_beir(tmp_path / "g", qrels=graded)
@@ -183,7 +191,9 @@ BAD_BEIR = [
     ("duplicate document id", dict(corpus=CORPUS + [CORPUS[0]]), r"corpus.jsonl:6: document id 'd1' appears twice"),
     ("duplicate query id", dict(queries=QUERIES + [QUERIES[0]]), r"queries.jsonl:5: query id 'q1' appears twice"),
     ("graded", dict(qrels=QRELS + [("q1", "d2", 3)]), r"graded relevance \(score 3\).*relevant_from="),
-    ("no header", dict(header=False), r"test.tsv:1: expected the header"),
+    ("negative", dict(qrels=QRELS + [("q1", "d2", -1)]), r"a negative score \(-1\).*relevant_from=1 \(lower scores "
+                                                        "count as not relevant"),
+    ("no header", dict(header=False), r"test.tsv:1: expected the header.*add the header line"),
     ("no title nor text", dict(corpus=CORPUS + [{"_id": "d9", "title": None, "text": None}]), r"corpus.jsonl:6: "
                                                                                                  ".*neither title nor "
                                                                                                  "text"),
@@ -307,8 +317,8 @@ def test_spec_forms_and_their_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match=r"cannot load .*empty.* as a 🤗 dataset .*" + three):
         load_retrieval(str(tmp_path / "empty"))
-    with pytest.raises(DataError, match=r"cannot load 'no-such-owner/no-such-set' from the Hugging Face Hub .*local "
-                                        "folder"):
+    with pytest.raises(DataError, match=r"no folder 'no-such-owner/no-such-set' here, and cannot load it from the "
+                                        r"Hugging Face Hub .*check the path.*local folder"):
         load_retrieval("no-such-owner/no-such-set")  # the suite runs with HF_HUB_OFFLINE=1
     with pytest.raises(DataError, match=r"description=' ': give one sentence"):
         load_beir(write_beir(tmp_path / "d"), description=" ")
