@@ -185,3 +185,14 @@ def test_training_reads_corpora_through_datasets(tiny_bert_dir, sentences, tmp_p
 
     texts = load_texts(str(tmp_path / "corpus.txt"))
     assert len(texts) == 64 and texts[0]["text"] == sentences[0]  # blank lines dropped, memory-mapped rows
+
+
+def test_a_missing_path_shaped_like_a_hub_id_is_said_to_be_no_file_here_first():
+    """'dir/name' that exists neither here nor on the hub (the suite runs offline): the one line says there is no
+    such file or folder here before the hub's own error, and to check the path."""
+    from promptsearch.data.user import load_pairs
+    from promptsearch.errors import DataError
+
+    with pytest.raises(DataError, match=r"^no file or folder 'no-owner/no-set' here, and cannot load it from the "
+                                        r"Hugging Face Hub \(.*\); check the path"):
+        load_pairs("no-owner/no-set")
