@@ -10,9 +10,11 @@ while prompt i's forward passes do. Both ways give the very same vectors (checke
 The benchmark times ``--prompts`` query prompts (the shipped retrieval library's, ``{task}`` filled) over
 ``--queries`` of the demo task's queries, both ways in turn, ``--repeats`` times, and prints the fastest of each and
 their ratio. ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's tokenizer: its forward is
-nearly free, so the host's work dominates, as for a small model on a GPU. On a CPU the tokenizer and the model share
-the cores; ``--split-cores`` gives each one thread (torch one intra-op thread, the tokenizer's Rust pool one), which
-is how a GPU host runs them: the model's host thread on one core, the tokenizer on others.
+nearly free, so the host's work dominates, as for a small model on a GPU. The tokenizer runs one thread, as the
+command runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU it shares the cores with torch's
+threads, and ``--split-cores`` gives torch one intra-op thread too, which is how a GPU host runs them: the model's
+host thread on one core, the tokenizer on another. The two ways alternate which goes first from one repeat to the
+next.
 
     python benchmarks/tokenize_ahead.py [--model default|tiny|PATH] [--device cpu|cuda] [--queries 64]
                                         [--prompts 16] [--repeats 5] [--split-cores]
@@ -37,8 +39,9 @@ def main() -> None:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available, else cpu)")
     args = ap.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as the command sets it: the tokenizer on one thread
     if args.split_cores:
-        os.environ["RAYON_RS_NUM_CPUS"] = "1"  # the tokenizer's Rust thread pool: read when it first starts
+        os.environ["RAYON_RS_NUM_CPUS"] = "1"  # the tokenizer's Rust thread pool, in case parallelism is asked for
     import numpy as np
     import torch
 
@@ -63,15 +66,17 @@ def main() -> None:
     first = {ahead: st_pooled(enc, queries, want, ahead=ahead) for ahead in (False, True)}  # warm-up, and the check
     same = all(np.array_equal(first[False][p]["mean"], first[True][p]["mean"]) for p in prompts)
     times: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(args.repeats):
-        for ahead in (False, True):
+    for i in range(args.repeats):
+        for ahead in ((False, True) if i % 2 == 0 else (True, False)):
             sync(device)
             t0 = time.perf_counter()
             st_pooled(enc, queries, want, ahead=ahead)
             sync(device)
             times[ahead].append(time.perf_counter() - t0)
     seq, ahd = min(times[False]), min(times[True])
-    cores = "torch 1 thread, tokenizer 1 thread" if args.split_cores else f"torch {torch.get_num_threads()} threads"
+    one = args.split_cores or os.environ["TOKENIZERS_PARALLELISM"].lower() in ("false", "0", "")
+    cores = (f"torch {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}, tokenizer "
+             + ("1 thread" if one else "its own thread pool"))
     print(f"{len(prompts)} query prompts x {len(queries)} queries, model {args.model} ({enc.precision}), on "
           f"{device_name(device)} "
           f"({cores}), fastest of {args.repeats}:")

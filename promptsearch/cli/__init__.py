@@ -27,15 +27,16 @@ def _saved_hint(args) -> str:
         return f"; masked states are cached and finished epochs saved in {out}, {again}"
     if args.command in ("optiprompt", "finetune"):
         return f"; the last checkpoint is in {out}, {again}" if out and any(Path(out).rglob("*-checkpoint.pt")) else ""
-    what = "candidates" if args.command == "retrieval" else "templates"
+    what, key = ("candidates", "entries") if args.command == "retrieval" else ("templates", "templates")
     if not out or not Path(out).is_file():
         return ""
-    try:  # a results file is written when its run starts: say so when nothing was scored into it yet
-        held = json.loads(Path(out).read_text(encoding="utf-8"))
-        scored = held.get("entries" if args.command == "retrieval" else "templates")
-    except (OSError, ValueError, AttributeError):
-        scored = None
-    if scored == []:
+    try:  # a results file is written when its run starts (one scored into is larger than a small read: not read)
+        held = json.loads(Path(out).read_text(encoding="utf-8")) if Path(out).stat().st_size < 2 ** 20 else {key: 1}
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(held, dict) or key not in held:  # not a results file (a picture plot writes, a folder ...)
+        return ""
+    if held[key] == []:
         return f"; nothing was scored yet, {again.replace('resume', 'start it again')}"
     return f"; scored {what} are saved in {out}, {again}"
 

@@ -411,9 +411,11 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
             for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL), 1):
                 if i == 1:
                     if tuple(c.strip().lower() for c in row[:3]) != QRELS_HEADER:
-                        found = tuple(c.strip().lower() for c in row)
+                        found = tuple(c.strip().lower() for c in row if c.strip())
                         fix = ("add the score column (1 for relevant) to the header and every row"
-                               if found == QRELS_HEADER[:2] else "add the header line (BEIR skips the first line)")
+                               if found == QRELS_HEADER[:2] else "add the header line (BEIR skips the first line)"
+                               if len(row) >= 3 and _is_number(row[2]) else "name the columns query-id, corpus-id "
+                               "and score in the header line")
                         raise DataError(f"{path}:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
                                         f"{row[:3]!r}; {fix}")
                     continue
@@ -432,6 +434,15 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
     if not where_of:
         raise DataError(f"{path} holds no qrels; give rows of query-id, corpus-id, score under the header")
     return judged, where_of
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (a qrels row's score: the first line is data, not a header)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def load_beir(folder, split: str = "test", relevant_from: float | None = None,

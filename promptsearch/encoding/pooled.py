@@ -172,19 +172,21 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
         m.to(device)
     if ahead is None:
         ahead = torch.device(device).type != "cpu"
+    tok = stack.transformer.tokenizer  # read before a worker thread tokenizes: from then on only the worker uses it
+    pad = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
     on_device: dict[str, dict[str, torch.Tensor]] = {}
     with closing(_tokenized(stack, uniq, list(prompts), max_length, ahead)) as tokenized:
         for p, (rows, rest) in tokenized:
             poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(prompts[p])}
-            on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar)
+            on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar, pad)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
 
 
 def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: bool,
                ) -> Generator[tuple[str, tuple[dict[str, list[np.ndarray]], dict]], None, None]:
     """(prompt, ``_rows`` of the texts under it) for each prompt in turn. With ``ahead``, a worker thread tokenizes
-    the next prompt while the caller works on this one (one prompt ahead, so at most two prompts' rows are held;
-    the tokenizer is only ever used by that one thread meanwhile)."""
+    the next prompt while the caller works on this one (one prompt ahead, so at most two prompts' rows are held),
+    every prompt's tokenizing in that thread: the caller must not use the tokenizer until the generator is closed."""
     if not ahead or len(prompts) < 2:
         for p in prompts:
             yield p, _rows(stack, texts, p, max_length)
@@ -202,16 +204,17 @@ def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | No
 
 
 def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict, poolings: dict, batch_size, bar,
-                  ) -> dict[str, torch.Tensor]:
+                  pad: tuple[str, int]) -> dict[str, torch.Tensor]:
     """{read-out: (rows, dim) float32 on the model's device}: the token rows through the transformer in token-budget
-    batches, each batch pooled by every Pooling in ``poolings``."""
+    batches, each batch pooled by every Pooling in ``poolings``.
+
+    :param pad: the tokenizer's padding side and pad id (read before a worker thread may be tokenizing)."""
     lengths = np.array([len(x) for x in rows["input_ids"]])
     batches = budget_batches(lengths, encoder.max_tokens, batch_size or encoder.batch_size)
     if bar is not None:
         bar.total = (bar.total or 0) + len(batches)
         bar.refresh()
-    tok = stack.transformer.tokenizer
-    side, pad_id = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
+    side, pad_id = pad
     device = encoder.device
     out: dict[str, torch.Tensor] = {}
     with torch.inference_mode(), encoder.autocast():

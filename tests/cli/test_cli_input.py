@@ -327,3 +327,28 @@ def test_export_and_finetune_write_no_model_shards_bar(tiny_bert_dir, tmp_path, 
     err = capfd.readouterr().err
     assert (tmp_path / "e" / "model.safetensors").is_file() and (tmp_path / "ft" / "model.safetensors").is_file()
     assert "Writing model shards" not in err and "Writing" not in err, err
+
+
+@pytest.mark.parametrize("command, content, says", [
+    ("greedy", '{"templates": []}', "; nothing was scored yet, re-run the same command to start it again"),
+    ("greedy", '{"templates": [{"template": "[X] means [MASK] ."}]}', "; scored templates are saved in {out}, re-run "
+                                                                     "the same command to resume"),
+    ("retrieval", '{"kind": "retrieval", "entries": []}', "; nothing was scored yet, re-run the same command to start "
+                                                          "it again"),
+    ("retrieval", '{"kind": "retrieval", "entries": [{}]}', "; scored candidates are saved in {out}, re-run the same "
+                                                            "command to resume"),
+    ("plot", "<svg></svg>", ""),  # plot's picture: not a results file, nothing to resume
+    ("greedy", "{not json", ""),
+    ("greedy", " " * 2 ** 20 + '{"templates": []}', "; scored templates are saved in {out}, re-run the same command "
+                                                    "to resume"),  # large: not read, as one scored into would be
+])
+def test_an_interrupted_commands_last_line_says_what_its_file_holds(command, content, says, tmp_path):
+    """What an interrupt's one line says about the --out file: scored entries kept (resume), nothing scored yet (the
+    file holds only the run's settings), or nothing at all when the file is not a results file."""
+    import argparse
+
+    from promptsearch.cli import _saved_hint
+
+    out = tmp_path / "out.json"
+    out.write_text(content, encoding="utf-8")
+    assert _saved_hint(argparse.Namespace(command=command, out=str(out))) == says.format(out=out)

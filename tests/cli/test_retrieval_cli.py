@@ -127,12 +127,14 @@ def test_the_answer_exports_to_a_folder_whose_encode_query_and_document_score_th
                                relevant={i: data.relevant[i] for i in d["query_ids"]})
     q = m.encode_query([data.queries[i] for i in data.queries])
     c = m.encode_document([data.corpus[i] for i in data.corpus])
-    got = retrieval_metrics(q, c, list(data.queries), list(data.corpus), data.relevant)
+    got = retrieval_metrics(q, c, list(data.queries), list(data.corpus), data.relevant, per_query=True)
     # the search scored the corpus's float32 vectors, which the folder's encode_document gives again (up to how rows
     # are batched, ~1e-7, which reorders no two documents here): the same cosines, the same numbers exactly, as the
-    # results file writes them (6 decimals)
+    # results file writes them (6 decimals), and each query's nDCG@10 where query_ids puts it
     assert got["ndcg@10"] != pytest.approx(1.0, abs=0.05)  # mid-range: a reordering would move it
     assert {k: round(got[k], 6) for k in best["metrics"]} == best["metrics"]
+    each = [round(float(x), 6) for x in got["per_query"]["ndcg@10"]]
+    assert each == best["per_query"]["ndcg@10"] and len(set(each)) > 2  # differing values: their order is checked
 
 
 def test_a_corpus_above_the_float16_limit_is_noted_and_a_bad_limit_is_one_line(tiny_bert_encoder_only_dir, beir,

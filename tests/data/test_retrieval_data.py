@@ -140,11 +140,18 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
         from_dicts({1: "a", "1": "b"}, {2: "b"}, {1: {2}})
 
 
-def test_a_qrels_header_without_the_score_column_is_told_to_add_the_column(tmp_path):
+@pytest.mark.parametrize("head, advice", [
+    ("query-id\tcorpus-id\nq1\td1\n", r"\['query-id', 'corpus-id'\]; add the score column \(1 for relevant\) to the "
+                                         "header and every row$"),
+    ("query-id\tcorpus-id\t\nq1\td1\t\n", r"\['query-id', 'corpus-id', ''\]; add the score column"),
+    ("qid\tdocid\trel\nq1\td1\t1\n", r"\['qid', 'docid', 'rel'\]; name the columns query-id, corpus-id and score in "
+                                      "the header line$"),
+    ("q1\td1\t1\nq2\td2\t1\n", r"\['q1', 'd1', '1'\]; add the header line \(BEIR skips the first line\)$"),
+], ids=["no score column", "an empty score column", "other names", "no header"])
+def test_a_qrels_header_gets_the_advice_that_fits_what_it_holds(head, advice, tmp_path):
     folder = write_beir(tmp_path / "s")
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\nq1\td1\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"test.tsv:1: expected the header .*found \['query-id', 'corpus-id'\]; add "
-                                        r"the score column \(1 for relevant\) to the header and every row$"):
+    (folder / "qrels" / "test.tsv").write_text(head, encoding="utf-8")
+    with pytest.raises(DataError, match=r"test.tsv:1: expected the header .*found " + advice):
         load_beir(folder)
 
 

@@ -93,12 +93,13 @@ def assert_the_reference_number(folder, ours: float, our_cosines: np.ndarray) ->
     assert lo - 0.005 <= got <= hi + 0.005 and lo - 0.005 <= ours <= hi + 0.005, (got, ours, lo, hi, d)
 
 
-def reference(folder, pooling: tuple[str, bool] | None = None):
-    """sentence-transformers' model of ``folder`` — with its Pooling replaced by one of (mode, include_prompt)."""
+def reference(folder, pooling: tuple[str, bool] | None = None, device: str = "cpu"):
+    """sentence-transformers' model of ``folder`` on ``device`` — with its Pooling replaced by one of (mode,
+    include_prompt)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    st = SentenceTransformer(str(folder), device="cpu")
+    st = SentenceTransformer(str(folder), device=device)
     tok = st[0].tokenizer
     # what a user of a GPT-2 folder must do before encoding a batch (promptsearch does it too)
     if tok.pad_token is None:
@@ -106,7 +107,7 @@ def reference(folder, pooling: tuple[str, bool] | None = None):
     if pooling is not None:
         mods = list(st.children())
         mods[1] = Pooling(mods[1].embedding_dimension, pooling_mode=pooling[0], include_prompt=pooling[1])
-        st = SentenceTransformer(modules=mods, device="cpu", prompts=st.prompts,
+        st = SentenceTransformer(modules=mods, device=device, prompts=st.prompts,
                                  default_prompt_name=st.default_prompt_name)
     return st
 
@@ -229,6 +230,56 @@ def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes
 
 def _tokenizing_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("promptsearch-tokenize")]
+
+
+def test_tokenizing_ahead_runs_in_the_worker_thread_and_in_turn_in_the_callers(tiny_bert_dir, tmp_path, monkeypatch):
+    """With ahead, every prompt is tokenized in the worker thread (the first too: the caller waits for it); by default
+    on the CPU, or with ahead=False, each in the caller's thread, in turn: the two tests above compare real threads."""
+    from promptsearch.encoding import pooled
+
+    enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
+    rows, seen = pooled._rows, []
+
+    def recorded(stack, texts, p, m):
+        seen.append((p, threading.current_thread().name))
+        return rows(stack, texts, p, m)
+
+    monkeypatch.setattr(pooled, "_rows", recorded)
+    prompts = {"a: ": ["mean"], "b: ": ["mean"], "c: ": ["mean"]}
+    st_pooled(enc, SENTS, prompts, ahead=True)
+    assert [p for p, _ in seen] == list(prompts)
+    assert all(name.startswith("promptsearch-tokenize") for _, name in seen), seen
+    for ahead in (None, False):  # None: the CPU's default
+        seen.clear()
+        st_pooled(enc, SENTS, prompts, ahead=ahead)
+        assert seen == [(p, threading.current_thread().name) for p in prompts]
+    seen.clear()
+    st_pooled(enc, SENTS, {"a: ": ["mean"]}, ahead=True)  # one prompt: nothing to tokenize ahead of
+    assert seen == [("a: ", threading.current_thread().name)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_on_a_gpu_pooled_prompts_tokenized_ahead_and_copied_without_waiting_are_sentence_transformers(
+        family, request, tmp_path, monkeypatch):
+    """On a GPU (the default there: tokenized ahead, each batch copied up from pinned memory without waiting): the
+    vectors equal, bit for bit, those tokenized in turn and those with every copy blocking, and equal
+    sentence-transformers' encode on the same GPU within the fidelity bar."""
+    from promptsearch.encoding import pooled
+
+    base = request.getfixturevalue(FAMILIES[family])
+    enc = make_encoder(st_folder(base, tmp_path / "st"), device="cuda")
+    prompts = {"": ["mean"], "query: ": ["mean", "sentence-mean"], "Instruct: find the same meaning\nQuery: ": ["mean"]}
+    got = st_pooled(enc, SENTS, prompts)
+    in_turn = st_pooled(enc, SENTS, prompts, ahead=False)
+    monkeypatch.setattr(pooled, "_upload", lambda a, device: torch.from_numpy(a).to(device))
+    blocking = st_pooled(enc, SENTS, prompts)
+    for p, readouts in prompts.items():
+        for r in readouts:
+            np.testing.assert_array_equal(got[p][r], in_turn[p][r])
+            np.testing.assert_array_equal(got[p][r], blocking[p][r])
+            theirs = reference(tmp_path / "st", pooling_of(r), device="cuda").encode(SENTS, prompt=p or None)
+            assert_same_similarities(got[p][r], theirs)
 
 
 @pytest.mark.parametrize("where", ["tokenizer", "model"])
