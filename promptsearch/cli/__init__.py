@@ -30,15 +30,16 @@ def _saved_hint(args) -> str:
     what, key = ("candidates", "entries") if args.command == "retrieval" else ("templates", "templates")
     if not out or not Path(out).is_file():
         return ""
-    try:  # a results file is written when its run starts (one scored into is larger than a small read: not read)
-        held = json.loads(Path(out).read_text(encoding="utf-8")) if Path(out).stat().st_size < 2 ** 20 else {key: 1}
+    kept = f"; scored {what} are saved in {out}, {again}"
+    try:  # a results file is written when its run starts; one scored into is larger than a small read: not read
+        if Path(out).stat().st_size >= 2 ** 20:
+            return kept
+        held = json.loads(Path(out).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return ""
     if not isinstance(held, dict) or key not in held:  # not a results file (a picture plot writes, a folder ...)
         return ""
-    if held[key] == []:
-        return f"; nothing was scored yet, {again.replace('resume', 'start it again')}"
-    return f"; scored {what} are saved in {out}, {again}"
+    return "; nothing was scored yet, re-run the same command to start it again" if held[key] == [] else kept
 
 
 def main(argv: list[str] | None = None) -> int:

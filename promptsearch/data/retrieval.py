@@ -414,7 +414,7 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                         found = tuple(c.strip().lower() for c in row if c.strip())
                         fix = ("add the score column (1 for relevant) to the header and every row"
                                if found == QRELS_HEADER[:2] else "add the header line (BEIR skips the first line)"
-                               if len(row) >= 3 and _is_number(row[2]) else "name the columns query-id, corpus-id "
+                               if len(row) >= 3 and _is_score(row[2]) else "name the columns query-id, corpus-id "
                                "and score in the header line")
                         raise DataError(f"{path}:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
                                         f"{row[:3]!r}; {fix}")
@@ -436,11 +436,11 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
     return judged, where_of
 
 
-def _is_number(text: str) -> bool:
-    """Whether ``text`` reads as a number (a qrels row's score: the first line is data, not a header)."""
+def _is_score(text: str) -> bool:
+    """Whether ``text`` reads as a qrels row's score by ``_score``'s rule (the first line is data, not a header)."""
     try:
-        float(text)
-    except ValueError:
+        _score(text.strip(), "")
+    except DataError:
         return False
     return True
 

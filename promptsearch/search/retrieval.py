@@ -361,7 +361,8 @@ class RetrievalResults:
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
 
     @classmethod
-    def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None) -> "RetrievalResults":
+    def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None,
+             query_ids: Sequence[str] = ()) -> "RetrievalResults":
         """A new results file, or the one at ``path`` resumed when it holds a run of the same model, data,
         precision and numbers.
 
@@ -370,10 +371,12 @@ class RetrievalResults:
         :param data: the data's record (see the class).
         :param precision: the precision.
         :param numbers: what else changes a score.
+        :param query_ids: the searched queries' ids (``query_ids``): a resumed file without them (an older one) gets
+            them, as the data's fingerprint matched.
         :returns: the results (a new file is written at once, so an unwritable path fails now).
         :raises promptsearch.PromptSearchError: for another run's file, or one that cannot be written."""
         p = Path(path) if path else None
-        res = cls(p, model, data, precision, dict(numbers or {}))
+        res = cls(p, model, data, precision, dict(numbers or {}), query_ids=[str(q) for q in query_ids])
         if p is None:
             return res
         check_not_read_only(p, "out")
@@ -385,6 +388,9 @@ class RetrievalResults:
                 raise PromptSearchError(f"{p} holds a retrieval run with {why}; pass another out= (or delete the file) "
                                         "to start a new run")
             old.steps = []  # the path is walked again (from the scores kept)
+            if res.query_ids and old.query_ids != res.query_ids:
+                old.query_ids = res.query_ids
+                old.save()
             return old
         res.save()
         return res
@@ -398,12 +404,7 @@ class RetrievalResults:
         :param task: the ``RetrievalTask``.
         :param enc: the encoder.
         :returns: the results, new or resumed."""
-        res = cls.open(path, model, task.record(), enc.precision, task.numbers(enc))
-        ids = [str(q) for q in task.query_ids]
-        if res.query_ids != ids:  # the data's fingerprint matched: the same queries (a file written before they were)
-            res.query_ids = ids
-            res.save()
-        return res
+        return cls.open(path, model, task.record(), enc.precision, task.numbers(enc), task.query_ids)
 
     @classmethod
     def load(cls, path) -> "RetrievalResults":
