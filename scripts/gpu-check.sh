@@ -6,7 +6,7 @@
 #   bash scripts/gpu-check.sh encode [S] # the encode benchmark alone
 #   bash scripts/gpu-check.sh recheck [S] # the tests that failed on the H100 on 2026-11-26 and those added since
 #   bash scripts/gpu-check.sh retrieval # tokenizing ahead, then the retrieval benchmark on both data shapes, on cuda
-#   bash scripts/gpu-check.sh lease [S] # recheck, then retrieval: one call for a 15-minute loan
+#   bash scripts/gpu-check.sh lease [S] # retrieval, then recheck: one call for a 15-minute loan
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -42,6 +42,7 @@ recheck() {
     "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does"; }
 retrieval() {
   step tokenize_ahead 60 python3 benchmarks/tokenize_ahead.py --device cuda
+  step tokenize_ahead_default 60 python3 benchmarks/tokenize_ahead.py --device cuda --model default
   step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
   step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
     --passages 8 --json "$out/retrieval_passages.json"; }
@@ -60,7 +61,7 @@ recheck)
 retrieval)
   retrieval ;;
 lease)
-  recheck "${2:-200}"; retrieval ;;
+  retrieval; recheck "${2:-200}" ;;
 encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
 *) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds] |" \
