@@ -7,6 +7,7 @@
 #   bash scripts/gpu-check.sh recheck [S] # the tests that failed on the H100 on 2026-11-26 and those added since
 #   bash scripts/gpu-check.sh retrieval # tokenizing ahead, then the retrieval benchmark on both data shapes, on cuda
 #   bash scripts/gpu-check.sh lease [S] # retrieval, then recheck: one call for a 15-minute loan
+#   bash scripts/gpu-check.sh exit [S]  # recheck with scripts/exit_report.py: what keeps its processes from exiting
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -33,13 +34,13 @@ python3 -c "import torch, transformers, sentence_transformers as s; print('torch
 transformers.__version__, 'sentence-transformers', s.__version__, torch.cuda.get_device_name())"
 # what failed on the H100 on 2026-11-26, the tests added with the fixes (fixed since, not rerun there), and the
 # retrieval metrics scored on the GPU (compared with sentence-transformers' evaluator on the GPU)
-recheck() {
-  pytest_step recheck "$1" -n 8 -q \
-    tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
+recheck_files() {
+  echo tests/encoding/test_readouts.py tests/encoding/test_layers.py tests/encoding/test_ensemble.py \
     tests/search/test_demos.py tests/cli/test_cli_input.py tests/encoding/test_encoder.py tests/model/test_device.py \
     tests/encoding/test_fidelity.py tests/train/test_train.py tests/eval/test_ir_metrics.py \
     tests/tui/test_tui.py tests/test_benchmarks.py \
     "tests/search/test_postgres.py::test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does"; }
+recheck() { pytest_step recheck "$1" -n 8 -q $(recheck_files); }
 retrieval() {
   step tokenize_ahead 60 python3 benchmarks/tokenize_ahead.py --device cuda
   step tokenize_ahead_default 60 python3 benchmarks/tokenize_ahead.py --device cuda --model default
@@ -60,6 +61,14 @@ recheck)
   recheck "${2:-240}" ;;
 retrieval)
   retrieval ;;
+exit)  # the recheck, each process's threads and children written at its end; stacks dumped 20 s after the last test
+  ( PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$repo/scripts EXIT_REPORT_DIR=$out timeout -s INT -k 10 "${2:-220}" \
+      python3 -m pytest -p exit_report -p no:cacheprovider -rfE -n 8 -q $(recheck_files) >"$out/exit.log" 2>&1 ) &
+  run=$!
+  until grep -q '100%\]' "$out/exit.log" 2>/dev/null || ! kill -0 $run 2>/dev/null; do sleep 2; done
+  sleep 20; pkill -USR1 -f 'exec\(eval' ; pkill -USR1 -f '^python3 -m pytest -p exit_report'; sleep 3
+  tail -5 "$out/exit.log"; kill -0 $run 2>/dev/null && echo "still running 20 s after the last test"
+  head -50 "$out"/exit-*.txt; pkill -INT -f '^python3 -m pytest -p exit_report'; sleep 5; pkill -9 -f 'exec\(eval'; wait ;;
 lease)
   retrieval; recheck "${2:-200}" ;;
 encode)
