@@ -408,7 +408,7 @@ def model_fingerprint(model: LoadedModel) -> str:
     h = hashlib.sha1()
     params = list(model.encoder.parameters())
     for p in (params[0], params[len(params) // 2], params[-1]):
-        h.update(p.detach().float().cpu().numpy()[:64].tobytes())
+        h.update(p.detach()[:64].float().cpu().numpy().tobytes())  # 64 rows copied, not the whole tensor
     return h.hexdigest()[:12]
 
 
