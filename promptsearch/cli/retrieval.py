@@ -56,7 +56,7 @@ def cmd_retrieval(args) -> int:
     # --columns/--subset-column given: the pair format, which load_retrieval refuses in one line
     fmt = (cast(RetrievalFormat, o.fmt(args)) if args.columns or args.subset_column
            else RetrievalFormat.parse(args.relevant_from))
-    race = None if args.no_racing else CorpusRace(args.race_share, seed=args.seed)  # a bad share: refused first
+    racing = None if args.no_racing else CorpusRace(args.race_share, seed=args.seed)  # a bad share: refused first
     wholes = load_sets(args.data, args.description,
                        partial(load_retrieval, data_dir=args.data_dir, split=args.split, fmt=fmt))
     if args.generate and len(wholes) > 1:
@@ -81,7 +81,7 @@ def cmd_retrieval(args) -> int:
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, trials=args.trials, seed=args.tpe_seed,
                                            batch=args.batch_trials, library=args.prompts, readouts=readouts,
-                                           race=race)
+                                           racing=racing)
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
             queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,
@@ -89,7 +89,7 @@ def cmd_retrieval(args) -> int:
             if not args.quiet:
                 o.say(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
                       f"--study-name {queue.name}")
-        search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, race),
+        search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, racing),
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
         search.add_queries(generated_prompts(args, results, search.description))

@@ -932,16 +932,16 @@ class GreedyRetrieval(RetrievalStrategy):
 
     :param readouts: the read-outs step 3 tries (None: the model's defaults, see ``model_readouts``).
     :param library: the prompt library (a shipped name or a ``.json`` path).
-    :param race: screen the document step's prompts on a smaller corpus first (``CorpusRace``; None: every one
+    :param racing: screen the document step's prompts on a smaller corpus first (``CorpusRace``; None: every one
         scored on the whole corpus; not with workers, where a job is a whole candidate)."""
 
     readouts: Sequence[str] | None = None
     library: str = "retrieval"
-    race: CorpusRace | None = None
+    racing: CorpusRace | None = None
     name = "greedy"
 
     def settings(self) -> dict:
-        return {"name": self.name, **({"race": self.race.settings()} if self.race is not None else {})}
+        return {"name": self.name, **({"racing": self.racing.settings()} if self.racing is not None else {})}
 
     def propose(self, runner) -> None:
         own = runner.own
@@ -969,7 +969,7 @@ class GreedyRetrieval(RetrievalStrategy):
                 readable.append(c)
         runner.say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
                                                                    f"{skipped[0]['why']})" if skipped else ""))
-        race = self.race if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
+        race = self.racing if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
         told = runner.score(readable, stage, racing=race, record="new", together=True, sources=sources)
         # the first best in candidate order (Runner.score tells the scores back in it), so a tie is broken alike
         # whatever the file held (a resumed run's path is an uninterrupted one's)

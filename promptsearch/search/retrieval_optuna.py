@@ -18,7 +18,7 @@ beaten beyond the noise) weighs the same numbers wherever it is run. A candidate
 earlier one, another process, or the greedy strategy into the same results file — is told its score without encoding.
 A prompt the model cannot read (no room left for the text) is told pruned, with the reason.
 
-**Racing** (``race``: a ``CorpusRace``, as the greedy document step's): a trial whose document side (document prompt
+**Racing** (``racing``: a ``CorpusRace``, as the greedy document step's): a trial whose document side (document prompt
 and read-out) no scored candidate has yet — a new pass over the whole corpus — is first scored on the smaller corpus
 (every judged document and a share of the others), its nDCG@10 there reported as the trial's intermediate value;
 Optuna's ``SuccessiveHalvingPruner`` (one rung, the same one for every process sharing the study) prunes it there when
@@ -149,7 +149,7 @@ class OptunaRetrieval(RetrievalStrategy):
     :param batch: trials asked at once and scored together (their query prompts encoded in one pass).
     :param library: the prompt library (its prompts and its query grammar).
     :param readouts: the pooled read-outs a trial may take (None: the model's defaults, see ``model_readouts``).
-    :param race: screen a trial with a new document side on a smaller corpus first and prune it there (``CorpusRace``;
+    :param racing: screen a trial with a new document side on a smaller corpus first and prune it there (``CorpusRace``;
         None: every trial scored on the whole corpus)."""
 
     storage: str
@@ -159,7 +159,7 @@ class OptunaRetrieval(RetrievalStrategy):
     batch: int = 8
     library: str = "retrieval"
     readouts: list[str] | None = None
-    race: CorpusRace | None = None
+    racing: CorpusRace | None = None
     name = "optuna"  # type: ignore[misc]  # the strategy's name (a class attribute, not a field)
     done_before: int = field(default=0, init=False)
     finished_now: int = field(default=0, init=False)
@@ -185,7 +185,7 @@ class OptunaRetrieval(RetrievalStrategy):
     def settings(self) -> dict:
         return {"name": self.name, "storage": _shown(self.storage), "study_name": self.study_name,
                 "trials": self.trials, "seed": self.seed, "batch": self.batch,
-                **({"race": self.race.settings()} if self.race is not None else {})}
+                **({"racing": self.racing.settings()} if self.racing is not None else {})}
 
     def stats(self) -> dict:
         return {"study": self.summary} if self.summary else {}
@@ -255,13 +255,13 @@ class OptunaRetrieval(RetrievalStrategy):
         scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked; a trial whose document
         side another trial of the batch goes on with is not pruned (it costs a query pass). The screened trials →
         (their screen score, whether pruned); none without a race or with workers."""
-        if self.race is None or search.scorer.queue is not None or not self.race.pays(search):
+        if self.racing is None or search.scorer.queue is not None or not self.racing.pays(search):
             return {}
         sides = {c.side("document") for c in search.results.entries}
         new = [t for t in trials if cands[t.number].side("document") not in sides]
         if not new:
             return {}
-        screen = self.race.screening(search.scorer)
+        screen = self.racing.screening(search.scorer)
         got = screen.evaluate(search.enc, list(dict.fromkeys(cands[t.number] for t in new)))
         out = {}
         for t in new:
@@ -301,7 +301,7 @@ class OptunaRetrieval(RetrievalStrategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
-                  if self.race is not None else optuna.pruners.NopPruner())
+                  if self.racing is not None else optuna.pruners.NopPruner())
         study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
                                     sampler=sampler, pruner=pruner, load_if_exists=True)
         if "retrieval" not in study.user_attrs:

@@ -464,7 +464,7 @@ def test_the_guides_python_api_prints_what_the_command_prints(tiny_bert_encoder_
     check = RetrievalTask(unseen(whole, searched), cache_dir=False, show_progress_bar=False)
     try:
         res = RetrievalSearch(task, enc, RetrievalResults.for_task(tmp_path / "api.json", model, task, enc),
-                              GreedyRetrieval(race=CorpusRace()), confirm=check).run()
+                              GreedyRetrieval(racing=CorpusRace()), confirm=check).run()
     finally:
         task.close()
         check.close()

@@ -204,7 +204,7 @@ def test_racing_prunes_trials_with_a_new_document_prompt_on_the_smaller_corpus(e
         return {"passage: ": -0.2, "search_document: ": 0.02}.get(c.document, 0.0)
 
     task = Task(bonus, wobble=0.01)
-    res = RetrievalSearch(task, enc, results(), strategy(tmp_path, 24, race=CorpusRace(), readouts=["cls"])).run()
+    res = RetrievalSearch(task, enc, results(), strategy(tmp_path, 24, racing=CorpusRace(), readouts=["cls"])).run()
     trials = finished(tmp_path)
     raced = [t for t in trials if str(t.user_attrs.get("why", "")).startswith("pruned by racing")]
     screened = [t for t in trials if "screen" in t.user_attrs]
@@ -220,7 +220,7 @@ def test_racing_prunes_trials_with_a_new_document_prompt_on_the_smaller_corpus(e
         assert f"{t.user_attrs['screen']['ndcg@10']:.4f}" in t.user_attrs["why"]
     assert set(res.entries) == full | {c for c in completed if c in res.entries}  # no screen score is an entry
     assert res.stats["screened_out"] == len(raced) == res.stats["study"]["raced_out"]
-    assert res.strategy["race"] == CorpusRace().settings()
+    assert res.strategy["racing"] == CorpusRace().settings()
     # without a race nothing is screened
     plain = Task(bonus, wobble=0.01)
     RetrievalSearch(plain, enc, results(), strategy(tmp_path, 12, name="plain", readouts=["cls"])).run()
@@ -245,7 +245,7 @@ def test_a_trial_sharing_its_document_side_with_one_that_goes_on_is_not_pruned(e
         def set_user_attr(self, k, v):
             self.user_attrs[k] = v
 
-    s = OptunaRetrieval(storage="sqlite://", study_name="x", race=CorpusRace())
+    s = OptunaRetrieval(storage="sqlite://", study_name="x", racing=CorpusRace())
     search = RetrievalSearch(Task(), enc, results(), s)
     a, b = RetrievalCandidate.of("query: ", "passage: ", "mean"), RetrievalCandidate.of("q: ", "passage: ", "mean")
     c = RetrievalCandidate.of("query: ", "title: ", "mean")

@@ -32,7 +32,7 @@ def bonus(c):
 def test_a_document_prompt_clearly_behind_is_dropped_and_the_rest_halved(enc, tmp_path):
     task = FakeRetrievalTask(bonus, n=N, wobble=0.05)
     out = tmp_path / "r.json"
-    res = RetrievalSearch(task, enc, results(out), GreedyRetrieval(readouts=["cls"], race=CorpusRace(keep=0.3))).run()
+    res = RetrievalSearch(task, enc, results(out), GreedyRetrieval(readouts=["cls"], racing=CorpusRace(keep=0.3))).run()
     doc = next(s for s in res.steps if s["stage"] == "document")
     race = doc["race"]
     assert race["screened"] == 3 and race["documents"] == 10
@@ -50,7 +50,8 @@ def test_a_document_prompt_clearly_behind_is_dropped_and_the_rest_halved(enc, tm
     assert res.stats["screened_out"] == 2
     assert "(2 of 3 document prompts dropped by racing on 10 documents)" in "\n".join(summary(res))
     again = FakeRetrievalTask(bonus, n=N, wobble=0.05)
-    res2 = RetrievalSearch(again, enc, results(out), GreedyRetrieval(readouts=["cls"], race=CorpusRace(keep=0.3))).run()
+    greedy = GreedyRetrieval(readouts=["cls"], racing=CorpusRace(keep=0.3))
+    res2 = RetrievalSearch(again, enc, results(out), greedy).run()
     assert again.scored == [] and res2.steps == res.steps  # resumed: nothing scored again, the same race
     assert not again.screens and res2.stats["screened_out"] == 2  # its decision read back: no screen encoded again
 
@@ -82,7 +83,7 @@ def test_the_screening_corpus_holds_every_judged_document_and_a_seeded_share_of_
 def test_a_real_race_records_the_screens_numbers_and_saves_corpus_passes(enc, tmp_path):
     data = small_retrieval_data(24, 300)
     task = RetrievalTask(data, cache_dir=tmp_path / "c")
-    res = RetrievalSearch(task, enc, results(), GreedyRetrieval(readouts=["cls"], race=CorpusRace())).run()
+    res = RetrievalSearch(task, enc, results(), GreedyRetrieval(readouts=["cls"], racing=CorpusRace())).run()
     race = next(s for s in res.steps if s["stage"] == "document")["race"]
     assert race["screened"] == 3 and race["documents"] < len(data.corpus) / 2
     # the screen's numbers are the task's on the smaller corpus (recomputed here apart)
@@ -107,7 +108,7 @@ def test_candidates_a_file_already_scored_are_weighed_even_when_the_race_drops_t
     RetrievalSearch(FakeRetrievalTask(bonus, n=N, wobble=0.05), enc, results(out),
                     GreedyRetrieval(readouts=["cls"])).run()  # no race: every document prompt on the whole corpus
     task = FakeRetrievalTask(bonus, n=N, wobble=0.05)
-    res = RetrievalSearch(task, enc, results(out), GreedyRetrieval(readouts=["cls"], race=CorpusRace(keep=0.3))).run()
+    res = RetrievalSearch(task, enc, results(out), GreedyRetrieval(readouts=["cls"], racing=CorpusRace(keep=0.3))).run()
     doc = next(s for s in res.steps if s["stage"] == "document")
     assert task.scored == [] and len(doc["race"]["dropped"]) == 2  # nothing scored again; the race drops two ...
     assert doc["candidates"] == 4  # ... whose whole-corpus scores, already in the file, the step still weighs
@@ -123,7 +124,7 @@ def test_no_race_where_the_smaller_corpus_would_not_be_small(enc, tmp_path):
     task = RetrievalTask(data, cache_dir=tmp_path / "c")
     screen = len(task.screen(race.share, race.seed).corpus_ids)
     assert screen > race.most * len(data.corpus)  # the judged documents alone are more than a quarter
-    greedy = GreedyRetrieval(readouts=["cls"], race=race)
+    greedy = GreedyRetrieval(readouts=["cls"], racing=race)
     res = RetrievalSearch(task, enc, results(), greedy, progress=said.append).run()
     doc = next(s for s in res.steps if s["stage"] == "document")
     assert "race" not in doc and res.stats["screened_out"] == 0 and res.stats["screen_passes"] == 0
