@@ -156,6 +156,22 @@ class Objective(IndexedPairs):
         :returns: each rep → float32 vectors of ``sentences``."""
         return encoder.encode_reps(self.sentences, reps, show_progress_bar=show_progress_bar)
 
+    def evaluate(self, encoder: PromptEncoder, reps: Sequence[Rep], show_progress_bar=None) -> dict[Rep, dict]:
+        """Encode, then score (``eval.task.EvaluationTask``): {rep: {"spearman": the objective, "sets": each set's
+        Spearman}}, the numbers the search's ``Scorer`` gives the rep on these sets.
+
+        :param encoder: the encoder.
+        :param reps: the representations.
+        :param show_progress_bar: show a progress bar (None: the encoder's setting).
+        :returns: each rep → ``{"spearman", "sets"}``, ×100.
+        :raises promptsearch.PromptSearchError: where a set's score is undefined."""
+        vecs = self.encode(encoder, reps, show_progress_bar=show_progress_bar)
+        out = {}
+        for r in reps:
+            per = self.scores(vecs[r])
+            out[r] = {"spearman": self.value(per), "sets": per}
+        return out
+
     def gain(self, before: np.ndarray, after: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
         """(gain, its bootstrap standard error), ×100: the objective of the pairs' similarities
         ``after`` minus that of ``before`` on all pairs, and the standard deviation of that

@@ -314,6 +314,11 @@ class RetrievalTask:
         self._encoder_records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._screens: dict[tuple[float, int], RetrievalTask] = {}  # this task on smaller corpora (racing)
 
+    @property
+    def name(self) -> str:
+        """The data's name (``eval.task.EvaluationTask``)."""
+        return self.data.name
+
     def screen(self, share: float, seed: int = 0) -> "RetrievalTask":
         """This task on a smaller corpus (``screening_corpus``): where racing screens document prompts. Its corpus
         vectors are stored in this task's cache folder, temporary or not (named by their own corpus's fingerprint),

@@ -78,6 +78,11 @@ class RetrievalSets:
 
     # the encoding counts: the sets' together
     @property
+    def name(self) -> str:
+        """The sets' names, comma-joined (``eval.task.EvaluationTask``)."""
+        return self.data.name
+
+    @property
     def corpus_encodings(self) -> int:
         return sum(t.corpus_encodings for t in self.tasks)
 
