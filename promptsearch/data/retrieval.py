@@ -52,6 +52,7 @@ relevant pairs; a search may sample the queries (``--queries``).
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import itertools
 import json
@@ -363,8 +364,8 @@ def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
     try:
         f = open(path, encoding="utf-8-sig")  # -sig: a byte-order mark (some Windows editors write one) is skipped
     except FileNotFoundError:
-        raise DataError(f"missing {path}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv") \
-            from None
+        raise DataError(f"missing {path}{_nearby(path)}; a BEIR folder holds corpus.jsonl, queries.jsonl and "
+                        "qrels/<split>.tsv") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {first_line(exc)}") from None
     with f:
@@ -392,14 +393,75 @@ def _field(row: dict, key: str, where: str):
     return row[key]
 
 
+def _nearby(path: Path) -> str:
+    """For a missing file: '; found NAME here' for the nearest name its folder holds (another extension, a typo), or
+    for a missing folder the nearest folder beside it ('' when nothing is near)."""
+    where = path
+    while not where.parent.is_dir() and where.parent != where:  # the first folder that exists on the way
+        where = where.parent
+    try:
+        names = [q.name for q in where.parent.iterdir()]
+    except OSError:
+        return ""
+    stem = [n for n in names if Path(n).stem == Path(where.name).stem and n != where.name]
+    near = stem or difflib.get_close_matches(where.name, names, n=1, cutoff=0.7)
+    if not near:
+        return ""
+    found = where.parent / near[0]
+    return f"; found {found}{'/' if found.is_dir() else ''} there" + (
+        ", but BEIR's qrels are tab-separated .tsv files" if path.suffix == ".tsv" and found.suffix != ".tsv"
+        and found.is_file() else "")
+
+
+def _separator_fix(row: list[str]) -> str:
+    """What to do about a qrels line of fewer than three tab-separated fields: its columns are separated otherwise
+    (commas, spaces) or it is a TREC qrels line ('' when it is none of these)."""
+    text = "\t".join(row)
+    words = text.split()
+    if len(words) == 4 and words[1].lower() in ("0", "q0"):
+        return ("it reads as a TREC qrels line (query, 0, document, score): write query-id<TAB>corpus-id<TAB>score, "
+                "under a header line")
+    if "," in text:
+        return "separate the columns with tabs, not commas (BEIR's qrels are tab-separated)"
+    if len(words) >= 2:
+        return "separate the columns with tabs, not spaces (BEIR's qrels are tab-separated)"
+    return ""
+
+
+_QUERY_COLUMN = {"query-id", "query_id", "queryid", "qid", "query", "q"}
+_DOC_COLUMN = {"corpus-id", "corpus_id", "corpusid", "doc-id", "doc_id", "docid", "did", "pid", "doc", "document"}
+
+
+def _header_fix(row: list[str]) -> str:
+    """What is wrong with a qrels file's first line, or '' for a header BEIR reads: any three columns that are not
+    a judgement (BEIR skips the first line and reads the columns by position), unless they name the query and
+    document columns the other way round."""
+    names = tuple(c.strip().lower() for c in row[:3])
+    if names == QRELS_HEADER:
+        return ""
+    found = tuple(c.strip().lower() for c in row if c.strip())
+    if found == QRELS_HEADER[:2]:
+        return "add the score column (1 for relevant) to the header and every row"
+    if len(row) < 3:
+        return _separator_fix(row) or "give the header query-id<TAB>corpus-id<TAB>score"
+    if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):
+        return _separator_fix([" ".join(row)])
+    if _is_score(row[2]):
+        return "add the header line (BEIR skips the first line)"
+    if names[0] in _DOC_COLUMN and names[1] in _QUERY_COLUMN:
+        return ("the columns are read in BEIR's order, query-id, corpus-id, score (by position): put the query "
+                "column first")
+    return ""
+
+
 def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], str]]:
-    """BEIR's qrels TSV: a header line, then ``query-id<TAB>corpus-id<TAB>score`` rows."""
+    """BEIR's qrels TSV: a header line, then ``query-id<TAB>corpus-id<TAB>score`` rows (read by position)."""
     try:
         f = open(path, encoding="utf-8-sig", newline="")  # -sig: a byte-order mark before the header is skipped
     except FileNotFoundError:
         splits = sorted(p.stem for p in path.parent.glob("*.tsv")) if path.parent.is_dir() else []
         hint = (f"; its splits are {', '.join(splits)} (split=)" if splits
-                else "; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+                else f"{_nearby(path)}; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
         raise DataError(f"missing {path}{hint}") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {first_line(exc)}") from None
@@ -410,12 +472,9 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
             # read as BEIR reads it: csv.reader, tab-separated, minimal quoting, the first line a header
             for i, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL), 1):
                 if i == 1:
-                    if tuple(c.strip().lower() for c in row[:3]) != QRELS_HEADER:
-                        found = tuple(c.strip().lower() for c in row if c.strip())
-                        fix = ("add the score column (1 for relevant) to the header and every row"
-                               if found == QRELS_HEADER[:2] else "add the header line (BEIR skips the first line)"
-                               if len(row) >= 3 and _is_score(row[2]) else "name the columns query-id, corpus-id "
-                               "and score in the header line")
+                    # read as BEIR reads it: the first line skipped, so any header of three columns will do
+                    fix = _header_fix(row)
+                    if fix:
                         raise DataError(f"{path}:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
                                         f"{row[:3]!r}; {fix}")
                     continue
@@ -424,8 +483,8 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                 where = f"{path}:{i}"
                 if len(row) < 3:
                     raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
-                                    f"{len(row)} field(s); give each judgement as query-id<TAB>corpus-id<TAB>score "
-                                    "(1: relevant)")
+                                    f"{len(row)} field(s); " + (_separator_fix(row) or "give each judgement as "
+                                                                "query-id<TAB>corpus-id<TAB>score (1: relevant)"))
                 q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
                 _judge(judged, q, d, _score(row[2].strip(), where), where)
                 where_of.setdefault((q, d), where)

@@ -144,14 +144,45 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
     ("query-id\tcorpus-id\nq1\td1\n", r"\['query-id', 'corpus-id'\]; add the score column \(1 for relevant\) to the "
                                          "header and every row$"),
     ("query-id\tcorpus-id\t\nq1\td1\t\n", r"\['query-id', 'corpus-id', ''\]; add the score column"),
-    ("qid\tdocid\trel\nq1\td1\t1\n", r"\['qid', 'docid', 'rel'\]; name the columns query-id, corpus-id and score in "
-                                      "the header line$"),
     ("q1\td1\t1\nq2\td2\t1\n", r"\['q1', 'd1', '1'\]; add the header line \(BEIR skips the first line\)$"),
-], ids=["no score column", "an empty score column", "other names", "no header"])
+    ("query-id,corpus-id,score\nq1,d1,1\n", r"\['query-id,corpus-id,score'\]; separate the columns with tabs, not "
+                                              r"commas \(BEIR's qrels are tab-separated\)$"),
+    ("query-id corpus-id score\nq1 d1 1\n", r"separate the columns with tabs, not spaces"),
+    ("q1 0 d1 1\nq2 0 d2 1\n", r"it reads as a TREC qrels line \(query, 0, document, score\): write "
+                               r"query-id<TAB>corpus-id<TAB>score, under a header line$"),
+    ("q1\t0\td1\t1\nq2\t0\td2\t1\n", r"it reads as a TREC qrels line"),
+    ("corpus-id\tquery-id\tscore\nd1\tq1\t1\n", r"read in BEIR's order, query-id, corpus-id, score \(by position\): "
+                                                "put the query column first$"),
+], ids=["no score column", "an empty score column", "no header", "commas", "spaces", "TREC", "TREC with tabs",
+        "swapped"])
 def test_a_qrels_header_gets_the_advice_that_fits_what_it_holds(head, advice, tmp_path):
     folder = write_beir(tmp_path / "s")
     (folder / "qrels" / "test.tsv").write_text(head, encoding="utf-8")
-    with pytest.raises(DataError, match=r"test.tsv:1: expected the header .*found " + advice):
+    with pytest.raises(DataError, match=r"test.tsv:1: expected the header .*found .*" + advice):
+        load_beir(folder)
+
+
+def test_a_qrels_header_of_other_names_is_skipped_as_beir_skips_it(tmp_path):
+    folder = write_beir(tmp_path / "s")
+    want = load_beir(folder)
+    path = folder / "qrels" / "test.tsv"
+    path.write_text(path.read_text(encoding="utf-8").replace("query-id\tcorpus-id\tscore", "qid\tdocid\trel", 1),
+                    encoding="utf-8")
+    got = load_beir(folder)
+    assert got.relevant == want.relevant and got.queries == want.queries and got.corpus == want.corpus
+
+
+@pytest.mark.parametrize("move, found", [
+    (("qrels/test.tsv", "qrels/test.csv"), r"missing \S+qrels/test.tsv; found \S+qrels/test.csv there, but BEIR's qrels "
+                                           r"are tab-separated .tsv files; a BEIR folder"),
+    (("qrels", "qrel"), r"missing \S+qrels/test.tsv; found \S+/qrel/ there; a BEIR folder"),
+    (("corpus.jsonl", "corpus.json"), r"missing \S+corpus.jsonl; found \S+corpus.json there; a BEIR folder"),
+    (("queries.jsonl", "querys.jsonl"), r"missing \S+queries.jsonl; found \S+querys.jsonl there; a BEIR folder"),
+], ids=["a .csv qrels file", "a qrel folder", "corpus.json", "a typo"])
+def test_a_missing_beir_file_names_the_nearest_one_the_folder_holds(move, found, tmp_path):
+    folder = write_beir(tmp_path / "s")
+    (folder / move[0]).rename(folder / move[1])
+    with pytest.raises(DataError, match=found):
         load_beir(folder)
 
 
@@ -236,7 +267,13 @@ def test_a_qrel_with_too_few_fields_says_how_to_write_one(tmp_path):
     with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
         f.write("q1 d2 1\n")  # spaces, not tabs
     with pytest.raises(DataError, match=r"test.tsv:7: expected query-id, corpus-id and score separated by tabs, found "
-                                        r"1 field\(s\); give each judgement as query-id<TAB>corpus-id<TAB>score"):
+                                        r"1 field\(s\); separate the columns with tabs, not spaces"):
+        load_retrieval(str(folder))
+    folder = write_beir(tmp_path / "g")
+    with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
+        f.write("q1\n")  # no other column at all
+    with pytest.raises(DataError, match=r"test.tsv:7: .* found 1 field\(s\); give each judgement as "
+                                        r"query-id<TAB>corpus-id<TAB>score \(1: relevant\)$"):
         load_retrieval(str(folder))
 
 
