@@ -173,8 +173,8 @@ def test_a_qrels_header_of_other_names_is_skipped_as_beir_skips_it(tmp_path):
 
 
 @pytest.mark.parametrize("move, found", [
-    (("qrels/test.tsv", "qrels/test.csv"), r"missing \S+qrels/test.tsv; found \S+qrels/test.csv there, but BEIR's qrels "
-                                           r"are tab-separated .tsv files; a BEIR folder"),
+    (("qrels/test.tsv", "qrels/test.csv"), r"missing \S+qrels/test.tsv; found \S+qrels/test.csv there, but BEIR's "
+                                           r"qrels are tab-separated .tsv files; a BEIR folder"),
     (("qrels", "qrel"), r"missing \S+qrels/test.tsv; found \S+/qrel/ there; a BEIR folder"),
     (("corpus.jsonl", "corpus.json"), r"missing \S+corpus.jsonl; found \S+corpus.json there; a BEIR folder"),
     (("queries.jsonl", "querys.jsonl"), r"missing \S+queries.jsonl; found \S+querys.jsonl there; a BEIR folder"),
