@@ -103,13 +103,14 @@ def cmd_retrieval(args) -> int:
                      "is each set's description)" if len(parts) > 1 else "")
                   + (f"; {_queries(dropped)} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
+            held_n = sum(len(w.queries) - len(hold_out(w, args.holdout, args.seed).queries) for w in wholes)
             for note in (holdout_note(args.holdout, n_rest),
-                         few_searched_note(len(task.query_ids), args.holdout, bool(args.queries))):
+                         few_searched_note(len(task.query_ids), held_n, n_rest - held_n)):
                 if note:
                     o.say(note)
             if results.entries:
-                o.say(f"resuming {results.path}: its {len(results.entries):,} scored candidates are read back, not "
-                      "scored again")
+                o.say(f"resuming {results.path}: its {_plural(len(results.entries), 'scored candidate')} "
+                      f"{'is' if len(results.entries) == 1 else 'are'} read back, not scored again")
             enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
         res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
     finally:
@@ -188,22 +189,25 @@ def holdout_note(holdout: float, unseen_queries: int, few: int = 30) -> str:
     return ""
 
 
-def few_searched_note(searched: int, holdout: float, sampled: bool = False, few: int = 30) -> str:
+def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) -> str:
     """A note when so few queries are searched that a step's gain is mostly noise ('' when not): steps are then
-    rarely taken, and the answer is likely the model's own for that reason alone.
+    rarely taken, and the answer is likely the model's own for that reason alone. Its advice names only what would
+    give more: a larger ``--queries`` where the sample left queries out, a smaller ``--holdout`` where it held some
+    out, else data with more queries.
 
     :param searched: the queries searched.
-    :param holdout: the share held out (named in the advice when there is one).
-    :param sampled: whether ``--queries`` chose the count (then named in the advice).
+    :param held: the queries ``--holdout`` kept unseen.
+    :param left_out: the queries ``--queries`` left out of its sample.
     :param few: below this many the note is given.
     :returns: the note, or ''."""
     if searched >= few:
         return ""
-    more = "a larger --queries" if sampled else "more queries"
-    less = ", or a smaller --holdout" if holdout > 0 else ""
+    ways = (["a larger --queries"] if left_out else []) + (["a smaller --holdout"] if held else [])
+    advice = (" or ".join(ways) if ways else
+              f"data with more queries: every query with a relevant document is searched, {_queries(searched)} here")
     return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
             f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give "
-            f"{more}{less})")
+            f"{advice})")
 
 
 def _queries(n: int) -> str:

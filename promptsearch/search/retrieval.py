@@ -1183,7 +1183,7 @@ def _searched(res: RetrievalResults) -> str:
     """Which queries a score in the file is on: the ones searched (the rest, held out or left out of a sample, are
     not in it; their ids are the file's ``query_ids``), so the evaluator on every query gives another number."""
     n = res.data.get("queries")
-    return f" on the {n:,} queries searched" if isinstance(n, int) else ""
+    return f" on the {n:,} {'query' if n == 1 else 'queries'} searched" if isinstance(n, int) else ""
 
 
 def _held(res: RetrievalResults) -> list[str]:

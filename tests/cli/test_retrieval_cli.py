@@ -10,6 +10,7 @@ import pytest
 from conftest import beir_folder, run_cli, small_retrieval_data
 
 from promptsearch.cli import main
+from promptsearch.cli.retrieval import few_searched_note
 
 
 @pytest.fixture(scope="module")
@@ -402,6 +403,21 @@ def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_onl
     assert line.endswith(f", {n:,} documents"), line
 
 
+@pytest.mark.parametrize("held, left_out, advice", [
+    (4, 0, "a smaller --holdout"),
+    (0, 30, "a larger --queries"),
+    (4, 30, "a larger --queries or a smaller --holdout"),
+    (0, 0, "data with more queries: every query with a relevant document is searched, 1 query here"),
+], ids=["held out", "sampled", "both", "neither"])
+def test_the_few_queries_note_names_only_what_would_give_more(held, left_out, advice):
+    """--queries 500 on a set of 20 samples all it can and holds out 4: a larger --queries would give nothing."""
+    n = 1 if not held + left_out else 16
+    note = few_searched_note(n, held, left_out)
+    assert note.startswith(f"note: only {n} {'query' if n == 1 else 'queries'} searched: ")
+    assert note.endswith(f"for that reason (give {advice})"), note
+    assert few_searched_note(30, held, left_out) == ""
+
+
 def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes(tiny_bert_encoder_only_dir, tmp_path,
                                                                                 capsys):
     """A query whose only judgement is 0 is left out, as sentence-transformers' evaluator leaves it out: the data line
@@ -424,7 +440,7 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     assert 0 < unseen < 30 and (f"note: only {unseen} queries are held out: the check on them is weak (more queries, "
                                 "or a larger --holdout, make it stronger)") in err
     assert ("note: only 6 queries searched: a step's gain over so few is mostly noise, so steps are rarely taken and "
-            "the answer is likely the model's own for that reason (give more queries, or a smaller --holdout)") in err
+            "the answer is likely the model's own for that reason (give a smaller --holdout)") in err
     assert not any(x.startswith("resuming ") for x in err)
     assert main(argv) == 0
     n = len(json.loads((tmp_path / "r.json").read_text())["entries"])
