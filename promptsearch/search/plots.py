@@ -239,6 +239,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     :returns: the files written.
     :raises PromptSearchError: for a file with no scored candidate yet."""
     import numpy as np  # lazy: start-up time
+    from matplotlib.ticker import MaxNLocator  # lazy: start-up time
 
     from .retrieval import METRIC, RetrievalResults, mean_se  # lazy: only a retrieval file needs it
 
@@ -256,9 +257,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     colours = ["tab:red" if e.candidate == res.own else "k" if e.candidate == res.best else "tab:blue" for e in shown]
     ax.errorbar([e.score for e in shown], ys, xerr=se, fmt="none", ecolor="0.6", capsize=2)
     ax.scatter([e.score for e in shown], ys, c=colours, zorder=3, s=18)
-    labels = [_candidate_label(e.candidate)
-              + (" (the model's own)" if e.candidate == res.own else "")
-              + (" (the answer)" if e.candidate == res.best else "") for e in shown]
+    labels = [_candidate_label(e.candidate) + _tags(e.candidate == res.own, e.candidate == res.best) for e in shown]
     ax.set_yticks(ys, labels, fontsize=7)
     sets = f"the {res.objective} of {len(res.sizes)} sets' " if res.sizes else ""
     ax.set_xlabel(f"{sets}{METRIC} on the {res.data.get('queries')} queries searched ± per-query s.e."
@@ -270,14 +269,23 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     rows = _judgements(res)
     yy = np.arange(len(rows))[::-1]
-    bx.errorbar([r[1] for r in rows], yy, xerr=[r[2] for r in rows], fmt="o", capsize=4,
-                color="k", ecolor="0.4")
-    bx.scatter([r[3] for r in rows], yy, marker="|", s=300, color="tab:red", zorder=3,
+    judged = [(y, r) for y, r in zip(yy, rows) if r[4] is not None]
+    bx.errorbar([r[1] for _, r in judged], [y for y, _ in judged], xerr=[r[2] for _, r in judged], fmt="o",
+                capsize=4, color="k", ecolor="0.4")
+    bx.scatter([r[3] for _, r in judged], [y for y, _ in judged], marker="|", s=300, color="tab:red", zorder=3,
                label="the gain it had to beat")
     for y, r in zip(yy, rows):
-        bx.annotate("taken" if r[4] else "not taken", (r[1], y), textcoords="offset points", xytext=(6, 6),
-                    fontsize=7)
+        if r[4] is None:  # a step whose best was the lead itself: no step to judge
+            bx.scatter([0.0], [y], marker="o", facecolors="none", edgecolors="0.4", zorder=3)
+        if r[4] is None:
+            bx.annotate("the lead scored best: no step", (r[1], y), textcoords="offset points", xytext=(0, 8),
+                        fontsize=7, ha="center")
+        else:
+            bx.annotate("taken" if r[4] else "not taken", (r[1], y), textcoords="offset points", xytext=(6, 6),
+                        fontsize=7)
     bx.axvline(0, color="0.5", lw=1)
+    bx.xaxis.set_major_locator(MaxNLocator(5))  # few ticks: the panel is narrow
+    bx.tick_params(axis="x", labelsize=8)
     bx.set_yticks(yy, [r[0] for r in rows], fontsize=8)
     bx.set_ylim(-0.8, len(rows) - 0.2)
     bx.set_xlabel(f"gain in {METRIC} ± its standard error")
@@ -292,17 +300,25 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     return made + ([history] if history is not None else [])
 
 
-def _judgements(res) -> list[tuple[str, float, float, float, bool]]:
-    """(label, gain, standard error, the gain to beat, taken) of each judgement the search recorded."""
-    rows = [(f"step {s['stage']}", s["gain"], s["se"], s["min_gain"], bool(s["taken"])) for s in res.steps
-            if "gain" in s]
+def _tags(own: bool, answer: bool) -> str:
+    """What a candidate's label says it is: " (the model's own, the answer)", either alone, or ''."""
+    tags = [t for t, on in (("the model's own", own), ("the answer", answer)) if on]
+    return f" ({', '.join(tags)})" if tags else ""
+
+
+def _judgements(res) -> list[tuple[str, float, float, float, bool | None]]:
+    """(label, gain, standard error, the gain to beat, taken) of each step of the path (taken None, gain 0: its best
+    was the lead itself, nothing judged), then of the verdict and the check on unseen queries."""
+    rows: list[tuple[str, float, float, float, bool | None]] = [
+        (f"step {s['stage']}", s["gain"], s["se"], s["min_gain"], bool(s["taken"])) if "gain" in s
+        else (f"step {s['stage']}", 0.0, 0.0, 0.0, None) for s in res.steps]
     v = res.verdict or {}
     if "gain" in v:
         rows.append(("verdict: vs the model's own", v["gain"], v["se"], v["min_gain"], bool(v.get("taken"))))
     u = v.get("unseen")
     if u is not None:
         rows.append((f"check: {u['queries']} unseen queries", u["gain"], u["se"], u["min_gain"], bool(u["taken"])))
-    return rows or [("nothing judged: the model's own scored best", 0.0, 0.0, 0.0, False)]
+    return rows or [("nothing judged: the model's own scored best", 0.0, 0.0, 0.0, None)]
 
 
 def _retrieval_history(res, out: Path) -> Path | None:

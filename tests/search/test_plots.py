@@ -81,6 +81,12 @@ def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_o
     d = json.loads(out.read_text())
     assert "the model&#x27;s own" in text or "the model's own" in text
     assert f"{len(d['entries'])} candidates" in text and "judgements" in text
+    # every step of the path has its row, judged or not (a step whose best was the lead: no step, said so)
+    assert d["path"] and all(f"step {s['stage']}" in text for s in d["path"])
+    if any("gain" not in s for s in d["path"]):
+        assert "the lead scored best: no step" in text
+    if d["best"] == d["own"]:  # one label saying both, not two brackets
+        assert "(the model&#x27;s own, the answer)" in text or "(the model's own, the answer)" in text
     # an Optuna run: its study's history beside it
     opt = tmp_path / "o.json"
     assert main(["retrieval", *common, "--out", str(opt), "--strategy", "optuna", "--trials", "4"]) == 0
@@ -92,6 +98,26 @@ def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_o
     empty.write_text(json.dumps({**d, "entries": [], "own": None, "best": None}))
     assert main(["plot", str(empty)]) == 2
     assert "holds no scored candidate yet" in capsys.readouterr().err
+
+
+def test_a_retrieval_pictures_judgements_hold_every_step_and_labels_say_both_tags_once():
+    from types import SimpleNamespace
+
+    from promptsearch.search.plots import _judgements, _tags
+
+    path = [{"stage": "query", "gain": 0.01, "se": 0.004, "min_gain": 0.004, "taken": True},
+            {"stage": "document"},  # its best was the lead: nothing judged
+            {"stage": "readout", "gain": -0.002, "se": 0.003, "min_gain": 0.003, "taken": False}]
+    verdict = {"gain": 0.01, "se": 0.004, "min_gain": 0.004, "taken": True,
+               "unseen": {"queries": 40, "gain": 0.002, "se": 0.005, "min_gain": 0.0, "taken": True}}
+    rows = _judgements(SimpleNamespace(steps=path, verdict=verdict))
+    assert [r[0] for r in rows] == ["step query", "step document", "step readout", "verdict: vs the model's own",
+                                    "check: 40 unseen queries"]
+    assert [r[4] for r in rows] == [True, None, False, True, True]
+    assert _judgements(SimpleNamespace(steps=[], verdict=None)) == [
+        ("nothing judged: the model's own scored best", 0.0, 0.0, 0.0, None)]
+    assert _tags(True, True) == " (the model's own, the answer)" and _tags(False, True) == " (the answer)"
+    assert _tags(True, False) == " (the model's own)" and _tags(False, False) == ""
 
 
 def test_a_retrieval_picture_tells_candidates_with_long_prompts_apart(tiny_bert_encoder_only_dir, tmp_path):
