@@ -105,7 +105,8 @@ def cmd_retrieval(args) -> int:
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
             held_n = sum(len(w.queries) - len(hold_out(w, args.holdout, args.seed).queries) for w in wholes)
             for note in (holdout_note(args.holdout, n_rest),
-                         few_searched_note(len(task.query_ids), held_n, n_rest - held_n)):
+                         few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
+                         *(duplicate_note(w) for w in wholes)):
                 if note:
                     o.say(note)
             if results.entries:
@@ -208,6 +209,20 @@ def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) ->
     return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
             f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give "
             f"{advice})")
+
+
+def duplicate_note(data) -> str:
+    """A note when documents share a text ('' when not): they tie in every ranking, and which comes first is the
+    order sentence-transformers' evaluator gives them (the same here), so a score can move with their ids alone.
+
+    :param data: the ``RetrievalData``.
+    :returns: the note, or ''."""
+    n = data.duplicate_texts
+    if not n:
+        return ""
+    return (f"note: {n:,} {'document has' if n == 1 else 'documents have'} the text of another in {data.name}: they "
+            "tie in every ranking, ordered as sentence-transformers' evaluator orders them, so a score can move with "
+            "their ids alone (keep one of each for a number that does not)")
 
 
 def _queries(n: int) -> str:

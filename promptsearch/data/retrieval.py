@@ -109,6 +109,13 @@ class RetrievalData:
         """The number of (query, relevant document) pairs."""
         return sum(len(v) for v in self.relevant.values())
 
+    @cached_property
+    def duplicate_texts(self) -> int:
+        """Documents whose text is an earlier document's (under another id): they tie in every ranking.
+
+        :returns: the count (0: every text is its own)."""
+        return len(self.corpus) - len(set(self.corpus.values()))
+
     def summary(self) -> str:
         """One line: the name and the sizes, and how many queries were left out.
 

@@ -520,3 +520,19 @@ def test_a_run_interrupted_before_it_scored_anything_says_so(tiny_bert_encoder_o
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert len(json.loads(out.read_text())["entries"]) == 1
     assert f"scored candidates are saved in {out}, re-run the same command to resume" in last, last
+
+
+def test_documents_that_share_a_text_are_noted_as_ties(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    """Two documents of one text tie in every ranking; which ranks first moves with their ids (in sentence-
+    transformers' evaluator too), so the run says so."""
+    data = small_retrieval_data(8, 30)
+    ids = list(data.corpus)
+    copy = dataclasses.replace(data, corpus={**data.corpus, "copy": data.corpus[ids[0]], "copy2": data.corpus[ids[1]]})
+    assert copy.duplicate_texts == 2 and data.duplicate_texts == 0
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--readouts", "cls", "--no-cache"]
+    assert main([*argv, "--data", str(beir_folder(tmp_path / "dup", copy)), "--out", str(tmp_path / "d.json")]) == 0
+    assert ("note: 2 documents have the text of another in dup: they tie in every ranking, ordered as "
+            "sentence-transformers' evaluator orders them, so a score can move with their ids alone (keep one of each "
+            "for a number that does not)") in capsys.readouterr().err.splitlines()
+    assert main([*argv, "--data", str(beir_folder(tmp_path / "own", data)), "--out", str(tmp_path / "o.json")]) == 0
+    assert "tie in every ranking" not in capsys.readouterr().err
