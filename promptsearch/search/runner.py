@@ -148,6 +148,21 @@ class TaskResults(Protocol):
         ...
 
 
+@runtime_checkable
+class TaskRace(Protocol):
+    """What a runner asks of a race, whatever the kind of task (the STS ``Racing``: candidates screened on growing
+    subsets of the pairs; retrieval's ``CorpusRace``: on a smaller corpus): run it over a step's candidates, the
+    finalists scored on the whole data and recorded, the dropped ones named (``Told``)."""
+
+    def run(self, runner: Any, candidates: list, source: str, desc: str, sources: Mapping | None = None) -> Told:
+        """The race as ``StepRunner.score(racing=...)`` runs it."""
+        ...
+
+    def settings(self) -> dict:
+        """The race's settings, as a results file records them."""
+        ...
+
+
 class StepRunner:
     """What every search's strategy asks, whatever the kind of task (see the module's description): ``score``,
     ``step``, ``note``, ``choose``, ``keep``, ``say``, over an STS ``Scorer`` and ``Results`` (``Runner``) or
@@ -184,7 +199,7 @@ class StepRunner:
             self.progress(line)
 
     # ---- what a strategy asks -----------------------------------------------------------------
-    def score(self, candidates: Sequence, source: str, desc: str | None = None, racing=None,
+    def score(self, candidates: Sequence, source: str, desc: str | None = None, racing: TaskRace | None = None,
               record: str = "all", together: bool = False, sources: Mapping | None = None) -> Told:
         """Score ``candidates`` (representations, or their text; retrieval candidates) and record them under
         ``source``: on the full set ``CHUNK`` at a time, or raced (``racing``: an STS ``Racing``, screened on growing

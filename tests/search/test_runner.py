@@ -179,9 +179,12 @@ def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_p
     from conftest import FakeRetrievalTask, make_encoder
 
     from promptsearch.eval.retrieval import RetrievalCandidate
-    from promptsearch.search.retrieval import RetrievalResults, RetrievalSearch, own_candidate
-    from promptsearch.search.runner import StepRunner, TaskResults, TaskScorer
+    from promptsearch.search.racing import Racing
+    from promptsearch.search.retrieval import CorpusRace, RetrievalResults, RetrievalSearch, own_candidate
+    from promptsearch.search.runner import StepRunner, TaskRace, TaskResults, TaskScorer
 
+    assert isinstance(Racing(), TaskRace) and isinstance(CorpusRace(), TaskRace)  # one racing parameter, any kind
+    assert not isinstance(object(), TaskRace)
     sts = Results(None, "m", "stsb-dev", "fake", True)
     runner = Runner(FirstOrBest(list(SCORES)), FakeScorer(), sts)
     runner.strategy.propose(runner)
