@@ -212,8 +212,8 @@ def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) ->
 
 
 def duplicate_note(data) -> str:
-    """A note when documents share a text ('' when not): they tie in every ranking, and which comes first is the
-    order sentence-transformers' evaluator gives them (the same here), so a score can move with their ids alone.
+    """A note when documents share a text ('' when not): they tie in every ranking, and which comes first is decided
+    by document id, as sentence-transformers' evaluator decides it, so a score can move with their ids alone.
 
     :param data: the ``RetrievalData``.
     :returns: the note, or ''."""
@@ -221,8 +221,8 @@ def duplicate_note(data) -> str:
     if not n:
         return ""
     return (f"note: {n:,} {'document has' if n == 1 else 'documents have'} the text of another in {data.name}: they "
-            "tie in every ranking, ordered as sentence-transformers' evaluator orders them, so a score can move with "
-            "their ids alone (keep one of each for a number that does not)")
+            "tie in every ranking, ranked by document id as sentence-transformers' evaluator ranks them, so a score can "
+            "move with their ids alone (keep one of each for a number that does not)")
 
 
 def _queries(n: int) -> str:

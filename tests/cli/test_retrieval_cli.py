@@ -531,8 +531,8 @@ def test_documents_that_share_a_text_are_noted_as_ties(tiny_bert_encoder_only_di
     assert copy.duplicate_texts == 2 and data.duplicate_texts == 0
     argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--readouts", "cls", "--no-cache"]
     assert main([*argv, "--data", str(beir_folder(tmp_path / "dup", copy)), "--out", str(tmp_path / "d.json")]) == 0
-    assert ("note: 2 documents have the text of another in dup: they tie in every ranking, ordered as "
-            "sentence-transformers' evaluator orders them, so a score can move with their ids alone (keep one of each "
+    assert ("note: 2 documents have the text of another in dup: they tie in every ranking, ranked by document id as "
+            "sentence-transformers' evaluator ranks them, so a score can move with their ids alone (keep one of each "
             "for a number that does not)") in capsys.readouterr().err.splitlines()
     assert main([*argv, "--data", str(beir_folder(tmp_path / "own", data)), "--out", str(tmp_path / "o.json")]) == 0
     assert "tie in every ranking" not in capsys.readouterr().err
