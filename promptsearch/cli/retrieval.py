@@ -221,8 +221,8 @@ def duplicate_note(data) -> str:
     if not n:
         return ""
     return (f"note: {n:,} {'document has' if n == 1 else 'documents have'} the text of another in {data.name}: they "
-            "tie in every ranking, ranked by document id as sentence-transformers' evaluator ranks them, so a score can "
-            "move with their ids alone (keep one of each for a number that does not)")
+            "tie in every ranking, ranked by document id as sentence-transformers' evaluator ranks them, so a score "
+            "can move with their ids alone (keep one of each for a number that does not)")
 
 
 def _queries(n: int) -> str:
