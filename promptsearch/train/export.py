@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from ..encoding import PromptEncoder
-from ..errors import PromptSearchError, note
+from ..errors import PromptSearchError, first_line, note
 from ..eval.retrieval import TASK_SLOT, fill_task
 from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
@@ -520,7 +520,11 @@ def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
     _check_pooling_first(stack, model)  # before anything is written (write_modules checks it for finetune too)
     length = max_length or stack.max_seq_length
     out = Path(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    except OSError as exc:  # a folder that refuses new files though its mode allows them (/proc, a full disk)
+        raise PromptSearchError(f"out={out} cannot be written ({first_line(exc)}); choose a path in a writable "
+                                "folder") from None
     try:
         tr = stack.transformer
         assert tr.tokenizer is not None  # a Transformer module reads text through its tokenizer
@@ -534,6 +538,10 @@ def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
         if out.is_dir():
             out.rmdir()  # an empty folder given as --out (the command refuses one that holds anything)
         os.replace(tmp, out)
+    except OSError as exc:  # a full disk, a quota: nothing left behind, one line
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PromptSearchError(f"out={out}: writing the folder failed ({first_line(exc)}); free space or choose "
+                                "another path") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -329,6 +329,33 @@ def test_export_and_finetune_write_no_model_shards_bar(tiny_bert_dir, tmp_path, 
     assert "Writing model shards" not in err and "Writing" not in err, err
 
 
+def test_an_export_into_a_folder_that_refuses_files_is_one_line(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """A folder whose mode allows writing but which refuses new files (/proc; a full disk) failed with a traceback
+    from the temporary folder; now one line, exit 2, nothing left behind."""
+    import errno
+    import tempfile
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"promptsearch export: error: --out {tmp_path / 'e'} cannot be written ([Errno 28] No space left on "
+                   "device); choose a path in a writable folder\n"), err
+    monkeypatch.undo()
+    import promptsearch.train.export as export
+
+    def fail(*a, **kw):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(export, "public", fail)  # a write inside the folder fails
+    assert main(["export", "--template", "[X] @mean", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "f")]) == 2
+    assert capsys.readouterr().err.endswith("writing the folder failed ([Errno 122] Disk quota exceeded); free space "
+                                            "or choose another path\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary folder left beside it
+
+
 @pytest.mark.parametrize("command, content, says", [
     ("greedy", '{"templates": []}', "; nothing was scored yet, re-run the same command to start it again"),
     ("greedy", '{"templates": [{"template": "[X] means [MASK] ."}]}', "; scored templates are saved in {out}, re-run "
