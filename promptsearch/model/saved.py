@@ -75,8 +75,9 @@ def template_dir_config(directory) -> dict:
     """The config of a directory written by optiprompt or finetune; one-line error otherwise."""
     d = Path(directory)
     if not d.is_dir():
-        raise PromptSearchError(f"template_dir={d} does not exist; pass a folder written by 'promptsearch optiprompt' "
-                                "or 'finetune'")
+        what = "is a file, not a folder" if d.exists() else "does not exist"
+        raise PromptSearchError(f"template_dir={d} {what}; pass a folder written by 'promptsearch optiprompt' or "
+                                "'finetune'")
     cfg = read_config(d)
     # export's, or any model's folder
     if cfg is None and any((d / f).is_file() for f in ("modules.json", "config.json")):

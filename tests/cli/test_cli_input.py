@@ -379,3 +379,13 @@ def test_an_interrupted_commands_last_line_says_what_its_file_holds(command, con
     out = tmp_path / "out.json"
     out.write_text(content, encoding="utf-8")
     assert _saved_hint(argparse.Namespace(command=command, out=str(out))) == says.format(out=out)
+
+
+def test_a_file_given_as_template_dir_is_called_a_file(tmp_path, capsys):
+    (tmp_path / "best.json").write_text("{}")
+    assert main(["eval", "--template-dir", str(tmp_path / "best.json")]) == 2
+    assert capsys.readouterr().err == (f"promptsearch eval: error: --template-dir {tmp_path / 'best.json'} is a file, "
+                                       "not a folder; pass a folder written by 'promptsearch optiprompt' or "
+                                       "'finetune'\n")
+    assert main(["eval", "--template-dir", str(tmp_path / "none")]) == 2
+    assert "--template-dir " + str(tmp_path / "none") + " does not exist; pass a folder" in capsys.readouterr().err
