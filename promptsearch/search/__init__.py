@@ -10,8 +10,10 @@ one), so a run can be interrupted and resumed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..data import DEV_SET
+from ..fileio import hold_write_lock
 from ..representation import Representation
 from ..template import Template
 from .greedy import Greedy
@@ -59,6 +61,9 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     :param out: the file (None: in memory).
     :param model_name: the model's name or path as given.
     :returns: the results."""
+    if out is not None and Path(out).exists():  # a file it would not resume: refused before the strategy says a word
+        hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
+        check_resume(strategy, scorer, out, model_name)
     strategy.check(scorer)  # refuse bad input before the results file is opened
     return Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
                         numbers=scorer.numbers())

@@ -173,8 +173,14 @@ class Results:
             mismatch.append(("objective", old.objective, res.objective))
         if mismatch:
             k, was, now = mismatch[0]
-            raise PromptSearchError(f"{p} holds a run with {k}={was!r}, not {now!r}; pass another out= (or delete the "
-                                    "file) to start a new run")
+            if k == "denoise":  # said as the study's check says it
+                raise PromptSearchError(
+                    f"{p} holds {'denoised' if was else 'raw'} scores, this run {'denoised' if now else 'raw'} ones; "
+                    f"resume it {'without' if was else 'with'} denoise=False, or pass another out= (or delete the "
+                    "file) to start a new run")
+            held = (f"a {was} search, not {'an' if str(now)[:1] in 'aeiou' else 'a'} {now} one" if k == "strategy"
+                    else f"a run with {k}={was!r}, not {now!r}")
+            raise PromptSearchError(f"{p} holds {held}; pass another out= (or delete the file) to start a new run")
         if res.numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, res.numbers)):
             raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "
                                     "run's: pass another out= (or delete the file) to start a new run")

@@ -169,6 +169,19 @@ def test_a_results_file_greedy_would_not_resume_is_refused_before_its_work_study
     assert not (tmp_path / "w.db").exists() and out.read_bytes() == before
 
 
+def test_another_searchs_results_file_is_refused_before_the_study_is_said(tiny_bert_dir, grammar, tmp_path, capsys):
+    """From a new user's trial: optuna given a score (or greedy) run's --out said its study line, then refused the
+    file 'with --strategy ...', a flag neither command has."""
+    out = tmp_path / "o.json"
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "-q", "--no-bf16",
+                 "--no-cache", "--validate-top", "0", "[X] is [MASK] ."]) == 0
+    capsys.readouterr()
+    code = main(["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--grammar", grammar,
+                 "--trials", "1", "--out", str(out), "--no-bf16", "--no-cache"])
+    line = _one_line(capsys, code, f"{out} holds a score search, not an optuna one; pass another --out")
+    assert "--strategy" not in line and not (tmp_path / "o.db").exists()
+
+
 def test_a_worker_for_a_study_that_is_not_there_names_it(tmp_path, capsys):
     """25. ``worker --study-name nosuch``: the message named no study (and the worker made the SQLite file)."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
