@@ -52,7 +52,8 @@ def settle(runner) -> None:
         j, rival = done.judged, results.entries[done.challenger]
         verdict = Verdict(base, own.spearman, best=rival.entry_key, best_spearman=rival.spearman,
                           gain=j.noise["gain"], se=j.noise["se"], min_gain=j.noise["min_gain"],
-                          kept=done.answer == base, reads=reads)
+                          kept=done.answer == base, reads=reads,
+                          weighed="answer" if runner.lead is not None and done.challenger == runner.lead else "highest")
     else:
         verdict = Verdict(base, own.spearman, best=base, kept=True, reads=reads)
     runner.choose(done.answer)

@@ -534,7 +534,8 @@ def verdict_lines(results: Results) -> list[str]:
                  "model's own representation"]
     elif v.kept:
         assert v.best is not None  # a settled verdict names the search's best
-        lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): the best, "
+        which = {"answer": "the search's answer", "highest": "the best of the rest"}.get(v.weighed or "", "the best")
+        lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): {which}, "
                  f"{v.best.shown}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:

@@ -1084,6 +1084,8 @@ class RetrievalSearch(StepRunner):
         self.strategy.propose(self)  # its lead, once it names one, is held by the runner (choose)
         done = self.settle_own(own_c, res.ranked()[0].candidate)  # as every search ends
         res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
+                       # the strategy's answer, or (it answered with the model's own) the highest of the rest
+                       "weighed": "answer" if self.lead is not None and done.challenger == self.lead else "highest",
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
         res.best = done.answer
         if self.confirm is not None and res.best != own_c:
@@ -1148,7 +1150,9 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
             lines.append(f"{_shown(v['challenger'])} scores {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} above the "
                          "model's own, but the strategy did not choose it: the answer is the model's own")
         elif "gain" in v:
-            lines.append(f"nothing beats the model's own beyond its noise: the best, {_shown(v['challenger'])}, is "
+            which = {"answer": "the search's answer", "highest": "the best of the rest"}.get(v.get("weighed", ""),
+                                                                                             "the best")
+            lines.append(f"nothing beats the model's own beyond its noise: {which}, {_shown(v['challenger'])}, is "
                          f"{v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query standard error) over it, not above "
                          f"{v['min_gain']:.4f}: the answer is the model's own")
         else:

@@ -142,6 +142,9 @@ class Verdict(_Record):
     kept: bool | None = None
     # what was read as the model's own, in words (its stack: pooling, Dense, max length, prompt)
     reads: str | None = None
+    # what ``best`` is: "answer" (the strategy's answer) or "highest" (the highest score of the rest, weighed when the
+    # strategy answered with the model's own); None in files written before it was recorded
+    weighed: str | None = None
 
     @property
     def settled(self) -> bool:

@@ -180,7 +180,7 @@ def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_p
 
     from promptsearch.eval.retrieval import RetrievalCandidate
     from promptsearch.search.racing import Racing
-    from promptsearch.search.retrieval import CorpusRace, RetrievalResults, RetrievalSearch, own_candidate
+    from promptsearch.search.retrieval import CorpusRace, RetrievalResults, RetrievalSearch, own_candidate, summary
     from promptsearch.search.runner import StepRunner, TaskRace, TaskResults, TaskScorer
 
     assert isinstance(Racing(), TaskRace) and isinstance(CorpusRace(), TaskRace)  # one racing parameter, any kind
@@ -202,6 +202,10 @@ def test_one_strategy_runs_through_the_same_runner_on_sts_and_on_retrieval(tmp_p
         assert isinstance(search, StepRunner) and isinstance(runner, StepRunner)
         assert isinstance(search.scorer, TaskScorer) and isinstance(res, TaskResults) and isinstance(sts, TaskResults)
         assert search.run().best == want  # a gain within the noise is not taken: the model's own stays
+        if want == own:  # the strategy answered with the model's own: the highest of the rest weighed, named so
+            assert res.verdict["weighed"] == "highest"
+            assert any(x.startswith("nothing beats the model's own beyond its noise: the best of the rest, ")
+                       for x in summary(res)), summary(res)
         assert res.strategy == {"name": "first-or-best"} and {e.source for e in res.entries.values()} == {
             "own", "generic"}
 
@@ -295,7 +299,20 @@ def test_every_kind_of_search_ends_with_one_verdict_which_never_answers_what_the
     v = sts.baseline
     assert sts.best.entry_key == own and v.kept and v.best == top and v.gain == 5.0 > v.min_gain == SE
     assert "scores +5.00 ± 2.00 above the model's own" in verdict_lines(sts)[0]
+    assert v.weighed == "highest"  # the strategy answered with the model's own: the highest of the rest was weighed
     assert (sts.spread.own, sts.spread.own_rank, sts.spread.n) == (70.0, 3, 3)
+    # a strategy whose answer is within the noise of the model's own: the verdict names it as the search's answer,
+    # not "the best" (a new user read that as the highest score, which the table above it contradicted)
+    sts2 = Results(None, "m", "stsb-dev", "fake", True)
+    runner2 = Runner(First(list(SCORES)), FakeScorer(), sts2)
+    runner2.strategy.propose(runner2)
+    runner2.choose(Representation("[X] means [MASK] ."))  # +1.00 ± 2.00 over the model's own: not taken
+    runner2.keep(baseline=Verdict(own))
+    settle(runner2)
+    assert sts2.baseline.weighed == "answer" and sts2.baseline.kept
+    assert ("no template beats the model's own representation ([X] is [MASK] ., 70.00): the search's answer, [X] "
+            "means [MASK] ., is +1.00 ± 2.00 on stsb-dev, not above the min gain 2.00") in verdict_lines(sts2)[0]
+    assert Verdict.from_json(sts2.baseline.to_json()).weighed == "answer"  # kept in the file
 
     enc = make_encoder(tiny_bert_encoder_only_dir)
     mine = own_candidate(enc)
@@ -306,7 +323,7 @@ def test_every_kind_of_search_ends_with_one_verdict_which_never_answers_what_the
     assert res.best == mine and res.verdict["kept"] and res.verdict["taken"]
     assert RetrievalCandidate.from_json(res.verdict["challenger"]) == better
     assert any("above the model's own, but the strategy did not choose it" in line for line in summary(res))
-    assert (res.spread.own_rank, res.spread.n) == (2, 2)
+    assert (res.spread.own_rank, res.spread.n) == (2, 2) and res.verdict["weighed"] == "highest"
 
 
 def test_a_resumed_run_settles_on_what_its_strategy_chooses_now_not_on_the_files_last_answer(tmp_path):
