@@ -389,3 +389,19 @@ def test_a_file_given_as_template_dir_is_called_a_file(tmp_path, capsys):
                                        "'finetune'\n")
     assert main(["eval", "--template-dir", str(tmp_path / "none")]) == 2
     assert "--template-dir " + str(tmp_path / "none") + " does not exist; pass a folder" in capsys.readouterr().err
+
+
+def test_a_resumed_template_search_says_so_before_it_starts(tiny_bert_dir, tmp_path, capsys):
+    """From a new user's trial: a resumed greedy run said nothing of resuming ('0 came from the cache' read as
+    nothing reused); it now says what it reads back, as a retrieval search does."""
+    out = tmp_path / "r.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16", "--no-cache",
+            "--validate-top", "0", "[X] is [MASK] ."]
+    assert main(argv) == 0
+    assert "resuming" not in capsys.readouterr().err
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    # the model's own and the template
+    assert f"resuming {out}: its 2 scored representations are read back, not scored again" in err, err
+    assert main([*argv, "-q"]) == 0
+    assert "resuming" not in capsys.readouterr().err
