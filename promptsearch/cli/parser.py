@@ -173,8 +173,10 @@ def _evaluate(sub) -> None:
     e.add_argument("--readout", choices=READOUTS, default=None, help="with --template: mask (default), mean (all "
                                                                      "tokens), sentence-mean (the sentence's tokens), "
                                                                      "cls (the first token)")
-    e.add_argument("--tasks", default=DEV_SET, help="stsb-dev | sts-all | comma list of "
-                                                    "sts12..sts16,stsb,sickr,stsb-dev")
+    e.add_argument("--tasks", default=DEV_SET, help="stsb-dev | sts-all (the 7 test sets) | comma list of "
+                                                    "sts12..sts16, stsb, sickr, stsb-dev, stsb-train, sick-trial, "
+                                                    "sick-train, stsb-original-dev, stsb-original-test, or data "
+                                                    "files (default stsb-dev)")
     e.add_argument("--json", action="store_true", help="print JSON: task -> spearman")
     e.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     e.add_argument("--subsets", action="store_true", help="also print per-subset Spearman")
@@ -189,8 +191,8 @@ def _evaluate(sub) -> None:
     d.add_argument("--top", type=at_least(1), default=10)
     d.add_argument("--json", action="store_true")
 
-    r = _command(sub, "report", "evaluate:cmd_report", help="the README table: every baseline, paper templates +/- "
-                                                            "denoising, best Ditto head")
+    r = _command(sub, "report", "evaluate:cmd_report", help="the paper's comparison on one model: every baseline, "
+                                                            "the paper's templates +/- denoising, the best Ditto head")
     _common(r)
     r.add_argument("--tasks", default="sts-all")
     r.add_argument("--template", action="append", help="template(s) or results-entry keys instead of the paper's three "
@@ -228,10 +230,9 @@ def _search_flags(p, out: str | None) -> None:
     g.add_argument("--cache", default=None, help="score cache (JSONL; default $PROMPTSEARCH_CACHE or "
                                                  "~/.cache/promptsearch/scores.jsonl)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the score cache")
-    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto", help="racing/pruning "
-                                                                                                 "rungs' precision "
-                                                                                                 "(scores: the "
-                                                                                                 "reference's)")
+    g.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
+                   help="the precision racing and pruning screen candidates in (auto: the run's; every score a "
+                        "results file keeps is computed in the run's precision, --bf16/--no-bf16)")
     g.add_argument("--validate-top", type=at_least(0), default=None, metavar="K",
                    help="held-out sets score, after the search, the chosen representation and the best [MASK] template "
                         "(the default); K: also the best K, the model's own and greedy's path; 0: no held-out scores")
@@ -537,7 +538,9 @@ def _train(sub) -> None:
 
 
 def build_parser() -> Parser:
-    p = Parser(prog="promptsearch", description="Find prompt templates that turn a masked LM into a sentence encoder.")
+    p = Parser(prog="promptsearch", description="Find prompt templates that turn a language model (masked or causal) "
+                                                "into a sentence encoder, and retrieval prompts for an embedding "
+                                                "model.")
     p.add_argument("--version", action="version", version=f"promptsearch {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _evaluate(sub)
