@@ -393,7 +393,7 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
                                                               f"{rs[-1].template}{_gain(rs[-1])})"))
         rb = [r for r in path if r.stage == "readout:best"]
         if rb and rb[-1].template == rb[-1].lead:
-            rows.append((f"(the best read-out is the best so far, {rb[-1].template}: it stays)", "", *blank))
+            rows.append((f"(the best so far, {rb[-1].template}, is itself the best read-out: it stays)", "", *blank))
         elif rb:
             verdict = "taken" if rb[-1].taken else f"not above the min gain {rb[-1].min_gain:.2f}: {rb[-1].lead} stays"
             rows.append((f"(best read-out {rb[-1].template}: {rb[-1].gain:+.2f} ± {rb[-1].se:.2f} over "
@@ -411,7 +411,7 @@ def _layout(rows: list[tuple], width: int | None = None) -> str:
     """``rows`` (a label, then its numbers' columns; the first row the header) as lines of at most ``width``
     characters (default: the terminal's width, at least 80). A template too long for the label column is
     shortened in its middle (its read-out suffix kept); a longer note is wrapped on lines of its own, its
-    numbers on the line after it."""
+    numbers on the line after it, labelled "its scores"."""
     width = width or max(80, shutil.get_terminal_size((80, 24)).columns)
     cw = [max(5, *(len(r[i]) for r in rows)) for i in range(1, len(rows[0]))]
     label_w = max(20, width - sum(x + 2 for x in cw))
@@ -429,8 +429,8 @@ def _layout(rows: list[tuple], width: int | None = None) -> str:
             out.append(line(_shorten(label, label_w), nums))
         else:
             out += textwrap.wrap(label, width, subsequent_indent="  ", break_on_hyphens=False)
-            if any(nums):
-                out.append(line("", nums))
+            if any(nums):  # the note's candidate's scores, labelled as such on their own line
+                out.append(line("  its scores", nums))
     return "\n".join(out)
 
 
