@@ -428,9 +428,9 @@ def _separator_fix(row: list[str]) -> str:
     if len(words) == 4 and words[1].lower() in ("0", "q0"):
         return ("it reads as a TREC qrels line (query, 0, document, score): write query-id<TAB>corpus-id<TAB>score, "
                 "under a header line")
-    if "," in text:
+    if any("," in c for c in row):
         return "separate the columns with tabs, not commas (BEIR's qrels are tab-separated)"
-    if len(words) >= 2:
+    if any(len(c.split()) > 1 for c in row):  # a field holding several words: spaces between the columns
         return "separate the columns with tabs, not spaces (BEIR's qrels are tab-separated)"
     return ""
 
@@ -448,7 +448,7 @@ def _header_fix(row: list[str]) -> str:
         return ""
     found = tuple(c.strip().lower() for c in row if c.strip())
     if found == QRELS_HEADER[:2]:
-        return "add the score column (1 for relevant) to the header and every row"
+        return "add the score column (1 for relevant) to the header, and to every row that lacks one"
     if len(row) < 3:
         return _separator_fix(row) or "give the header query-id<TAB>corpus-id<TAB>score"
     if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):

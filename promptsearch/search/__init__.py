@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data import DEV_SET
-from ..fileio import hold_write_lock
+from ..fileio import check_not_read_only, hold_write_lock
 from ..representation import Representation
 from ..template import Template
 from .greedy import Greedy
@@ -61,7 +61,8 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     :param out: the file (None: in memory).
     :param model_name: the model's name or path as given.
     :returns: the results."""
-    if out is not None and Path(out).exists():  # a file it would not resume: refused before the strategy says a word
+    if out is not None and Path(out).is_file():  # a file it would not resume: refused before the strategy says a word
+        check_not_read_only(out)  # refused before its lock is taken: nothing left behind
         hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
         check_resume(strategy, scorer, out, model_name)
     strategy.check(scorer)  # refuse bad input before the results file is opened

@@ -178,8 +178,10 @@ class Results:
                     f"{p} holds {'denoised' if was else 'raw'} scores, this run {'denoised' if now else 'raw'} ones; "
                     f"resume it {'without' if was else 'with'} denoise=False, or pass another out= (or delete the "
                     "file) to start a new run")
-            held = (f"a {was} search, not {'an' if str(now)[:1] in 'aeiou' else 'a'} {now} one" if k == "strategy"
-                    else f"a run with {k}={was!r}, not {now!r}")
+            def a(word) -> str:
+                return f"{'an' if str(word)[:1] in 'aeiou' else 'a'} {word}"
+
+            held = (f"{a(was)} search, not {a(now)} one" if k == "strategy" else f"a run with {k}={was!r}, not {now!r}")
             raise PromptSearchError(f"{p} holds {held}; pass another out= (or delete the file) to start a new run")
         if res.numbers is not None and old.numbers is not None and (why := _numbers_differ(old.numbers, res.numbers)):
             raise PromptSearchError(f"{p} holds scores computed with {why}; its numbers would not compare with this "

@@ -1085,7 +1085,7 @@ class RetrievalSearch(StepRunner):
         done = self.settle_own(own_c, res.ranked()[0].candidate)  # as every search ends
         res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
                        # the strategy's answer, or (it answered with the model's own) the highest of the rest
-                       "weighed": "answer" if self.lead is not None and done.challenger == self.lead else "highest",
+                       "weighed": "answer" if self.lead is None or done.challenger == self.lead else "highest",
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
         res.best = done.answer
         if self.confirm is not None and res.best != own_c:

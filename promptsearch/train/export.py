@@ -8,6 +8,7 @@ rendering and bias subtraction are promptsearch's own code on both paths.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -540,8 +541,9 @@ def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
         os.replace(tmp, out)
     except OSError as exc:  # a full disk, a quota: nothing left behind, one line
         shutil.rmtree(tmp, ignore_errors=True)
-        raise PromptSearchError(f"out={out}: writing the folder failed ({first_line(exc)}); free space or choose "
-                                "another path") from None
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise PromptSearchError(f"out={out}: writing the folder failed ({first_line(exc)}); "
+                                + ("free space or choose another path" if full else "choose another path")) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

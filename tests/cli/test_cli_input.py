@@ -405,3 +405,20 @@ def test_a_resumed_template_search_says_so_before_it_starts(tiny_bert_dir, tmp_p
     assert f"resuming {out}: its 2 scored representations are read back, not scored again" in err, err
     assert main([*argv, "-q"]) == 0
     assert "resuming" not in capsys.readouterr().err
+
+
+def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_bert_dir, tmp_path):
+    """Through the library (the command refuses it earlier, in check_writable): open_results checks a file's
+    resume before the strategy speaks, and a read-only file is refused before its lock is taken."""
+    from conftest import make_encoder
+
+    from promptsearch.errors import PromptSearchError
+    from promptsearch.search import GivenTemplates, Scorer, open_results
+
+    out = tmp_path / "r.json"
+    out.write_text('{"templates": []}')
+    out.chmod(0o444)
+    scorer = Scorer(make_encoder(tiny_bert_dir), dataset="sts16", cache=False)
+    with pytest.raises(PromptSearchError, match="is read-only"):
+        open_results(GivenTemplates(["[X] is [MASK] ."]), scorer, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no .r.json.lock

@@ -142,7 +142,8 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
 
 @pytest.mark.parametrize("head, advice", [
     ("query-id\tcorpus-id\nq1\td1\n", r"\['query-id', 'corpus-id'\]; add the score column \(1 for relevant\) to the "
-                                         "header and every row$"),
+                                         "header, and to every row that lacks one$"),
+    ("qid\tdocid\nq1\td1\n", r"\['qid', 'docid'\]; give the header query-id<TAB>corpus-id<TAB>score$"),
     ("query-id\tcorpus-id\t\nq1\td1\t\n", r"\['query-id', 'corpus-id', ''\]; add the score column"),
     ("q1\td1\t1\nq2\td2\t1\n", r"\['q1', 'd1', '1'\]; add the header line \(BEIR skips the first line\)$"),
     ("query-id,corpus-id,score\nq1,d1,1\n", r"\['query-id,corpus-id,score'\]; separate the columns with tabs, not "
@@ -153,8 +154,8 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
     ("q1\t0\td1\t1\nq2\t0\td2\t1\n", r"it reads as a TREC qrels line"),
     ("corpus-id\tquery-id\tscore\nd1\tq1\t1\n", r"read in BEIR's order, query-id, corpus-id, score \(by position\): "
                                                 "put the query column first$"),
-], ids=["no score column", "an empty score column", "no header", "commas", "spaces", "TREC", "TREC with tabs",
-        "swapped"])
+], ids=["no score column", "two other names", "an empty score column", "no header", "commas", "spaces", "TREC",
+        "TREC with tabs", "swapped"])
 def test_a_qrels_header_gets_the_advice_that_fits_what_it_holds(head, advice, tmp_path):
     folder = write_beir(tmp_path / "s")
     (folder / "qrels" / "test.tsv").write_text(head, encoding="utf-8")
@@ -271,8 +272,8 @@ def test_a_qrel_with_too_few_fields_says_how_to_write_one(tmp_path):
         load_retrieval(str(folder))
     folder = write_beir(tmp_path / "g")
     with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
-        f.write("q1\n")  # no other column at all
-    with pytest.raises(DataError, match=r"test.tsv:7: .* found 1 field\(s\); give each judgement as "
+        f.write("q1\td2\n")  # tabs, but no score: not told to use tabs
+    with pytest.raises(DataError, match=r"test.tsv:7: .* found 2 field\(s\); give each judgement as "
                                         r"query-id<TAB>corpus-id<TAB>score \(1: relevant\)$"):
         load_retrieval(str(folder))
 
