@@ -58,6 +58,17 @@ def say(line: str) -> None:
     print(worded(line), file=sys.stderr)
 
 
+def resuming(path, n: int, unit: str) -> str:
+    """What a resumed search says before it starts: its results file's ``n`` scored ``unit``s are read back.
+
+    :param path: the results file.
+    :param n: the entries it holds.
+    :param unit: what an entry is called ("representation", "candidate").
+    :returns: the line."""
+    return (f"resuming {path}: its {n:,} scored {unit}{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} read back, "
+            "not scored again")
+
+
 def fmt(args) -> PairFormat:
     return PairFormat.parse(args.columns, args.subset_column)
 

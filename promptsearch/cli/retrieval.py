@@ -71,8 +71,8 @@ def cmd_retrieval(args) -> int:
     # the searched queries, the unseen ones and the other sets alike: one corpus cache, one float16 limit
     make = partial(RetrievalTask, cache_dir=False if args.no_cache else args.cache_dir,
                    show_progress_bar=o.show(args), float16_above_gib=f16)
-    task = as_task([make(d) for d, _ in parts], several=len(parts) > 1, objective=args.objective)
-    held = [make(r) for _, r in parts if r is not None]
+    task = as_task([make(d) for d, _, _ in parts], several=len(parts) > 1, objective=args.objective)
+    held = [make(r) for _, r, _ in parts if r is not None]
     confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
     others = [make(d) for d in checks]
     try:
@@ -93,7 +93,7 @@ def cmd_retrieval(args) -> int:
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
         search.add_queries(generated_prompts(args, results, search.description))
-        n_rest = sum(len(r.queries) for _, r in parts if r is not None)
+        n_rest = sum(len(r.queries) for _, r, _ in parts if r is not None)
         if not args.quiet:
             dropped = sum(w.dropped_queries for w in wholes)
             o.say(f"data: {task.data.name}, {_queries(len(task.query_ids))} searched"
@@ -103,15 +103,14 @@ def cmd_retrieval(args) -> int:
                      "is each set's description)" if len(parts) > 1 else "")
                   + (f"; {_queries(dropped)} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
-            held_n = sum(len(w.queries) - len(hold_out(w, args.holdout, args.seed).queries) for w in wholes)
+            held_n = sum(n for _, _, n in parts)
             for note in (holdout_note(args.holdout, n_rest),
                          few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
                          *(duplicate_note(w) for w in wholes)):
                 if note:
                     o.say(note)
             if results.entries:
-                o.say(f"resuming {results.path}: its {_plural(len(results.entries), 'scored candidate')} "
-                      f"{'is' if len(results.entries) == 1 else 'are'} read back, not scored again")
+                o.say(o.resuming(results.path, len(results.entries), "candidate"))
             enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
         res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
     finally:
@@ -296,12 +295,14 @@ def load_sets(data: str, descriptions: list[str] | None, load: Callable, flag: s
 
 
 def split_queries(whole, holdout: float, queries: int | None, seed: int) -> tuple:
-    """One set's queries the search sees (``--holdout`` kept out, ``--queries`` drawn from the rest) and the rest
-    (None: none), each set drawn alike.
+    """One set's queries the search sees (``--holdout`` kept out, ``--queries`` drawn from the rest), the rest
+    (None: none) and how many of them ``--holdout`` kept out (the others were left out of the sample), each set
+    drawn alike.
 
-    :returns: ``(searched, unseen or None)``."""
-    data = sample_queries(hold_out(whole, holdout, seed), queries, seed)
-    return data, unseen(whole, data)
+    :returns: ``(searched, unseen or None, held out)``."""
+    kept = hold_out(whole, holdout, seed)
+    data = sample_queries(kept, queries, seed)
+    return data, unseen(whole, data), len(whole.queries) - len(kept.queries)
 
 
 def as_task(tasks: list, several: bool, objective: str = "mean"):

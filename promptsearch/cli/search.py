@@ -65,10 +65,7 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     try:
         results = open_results(strategy, scorer, args.out, args.model)
         if announce and results.entries:  # said before it starts, as a retrieval search says it
-            n = len(results.entries)
-            unit = results.UNIT + ("" if n == 1 else "s")
-            announce(f"resuming {results.path}: its {n:,} scored {unit} {'is' if n == 1 else 'are'} read back, not "
-                     "scored again")
+            announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
         return run_strategy(strategy, scorer, results, args.model, tasks, args.validate_top, o.show(args), announce)
     finally:

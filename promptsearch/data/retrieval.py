@@ -420,14 +420,17 @@ def _nearby(path: Path) -> str:
         and found.is_file() else "")
 
 
+_TREC_FIX = ("it reads as a TREC qrels line (query, 0, document, score): write query-id<TAB>corpus-id<TAB>score, "
+             "under a header line")
+
+
 def _separator_fix(row: list[str]) -> str:
     """What to do about a qrels line of fewer than three tab-separated fields: its columns are separated otherwise
     (commas, spaces) or it is a TREC qrels line ('' when it is none of these)."""
     text = "\t".join(row)
     words = text.split()
     if len(words) == 4 and words[1].lower() in ("0", "q0"):
-        return ("it reads as a TREC qrels line (query, 0, document, score): write query-id<TAB>corpus-id<TAB>score, "
-                "under a header line")
+        return _TREC_FIX
     if any("," in c for c in row):
         return "separate the columns with tabs, not commas (BEIR's qrels are tab-separated)"
     if any(len(c.split()) > 1 for c in row):  # a field holding several words: spaces between the columns
@@ -451,8 +454,8 @@ def _header_fix(row: list[str]) -> str:
         return "add the score column (1 for relevant) to the header, and to every row that lacks one"
     if len(row) < 3:
         return _separator_fix(row) or "give the header query-id<TAB>corpus-id<TAB>score"
-    if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):
-        return _separator_fix([" ".join(row)])
+    if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):  # TREC, tab-separated
+        return _TREC_FIX
     if _is_score(row[2]):
         return "add the header line (BEIR skips the first line)"
     if names[0] in _DOC_COLUMN and names[1] in _QUERY_COLUMN:

@@ -52,10 +52,7 @@ def settle(runner) -> None:
         j, rival = done.judged, results.entries[done.challenger]
         verdict = Verdict(base, own.spearman, best=rival.entry_key, best_spearman=rival.spearman,
                           gain=j.noise["gain"], se=j.noise["se"], min_gain=j.noise["min_gain"],
-                          kept=done.answer == base, reads=reads,
-                          # "highest" only where the strategy answered with the model's own (a strategy that names
-                          # no answer has the highest score as its answer)
-                          weighed="answer" if runner.lead is None or done.challenger == runner.lead else "highest")
+                          kept=done.answer == base, reads=reads, weighed=done.weighed)
     else:
         verdict = Verdict(base, own.spearman, best=base, kept=True, reads=reads)
     runner.choose(done.answer)

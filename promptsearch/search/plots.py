@@ -277,7 +277,6 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     for y, r in zip(yy, rows):
         if r[4] is None:  # a step whose best was the lead itself: no step to judge
             bx.scatter([0.0], [y], marker="o", facecolors="none", edgecolors="0.4", zorder=3)
-        if r[4] is None:
             bx.annotate("the lead scored best: no step", (r[1], y), textcoords="offset points", xytext=(0, 8),
                         fontsize=7, ha="center")
         else:

@@ -44,7 +44,7 @@ from ..eval.objective import DEFAULT_OBJECTIVE
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..representation import Representation
 from .scorer import Score, Scored
-from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict
+from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict, weighed_words
 
 SCHEMA_ID = "promptsearch.results/2"
 _RECORDS: dict[str, type[Verdict] | type[Spread] | type[StudyRef] | type[ParetoFront] | type[Generated]] = {
@@ -536,8 +536,8 @@ def verdict_lines(results: Results) -> list[str]:
                  "model's own representation"]
     elif v.kept:
         assert v.best is not None  # a settled verdict names the search's best
-        which = {"answer": "the search's answer", "highest": "the best of the rest"}.get(v.weighed or "", "the best")
-        lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): {which}, "
+        lines += [f"no template beats the model's own representation ({v.key.shown}, {v.spearman:.2f}): "
+                 f"{weighed_words(v.weighed)}, "
                  f"{v.best.shown}, is {v.gain:+.2f} ± {v.se:.2f} on {obj}, not above the min gain {v.min_gain:.2f}; "
                  f"the answer is the model's own representation"]
     else:

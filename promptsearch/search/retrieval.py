@@ -48,7 +48,7 @@ from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
 from .runner import Judged, StepRunner
-from .state import Spread
+from .state import Spread, weighed_words
 from .strategy import Strategy, Told
 from .validate import held_out
 
@@ -1084,8 +1084,7 @@ class RetrievalSearch(StepRunner):
         self.strategy.propose(self)  # its lead, once it names one, is held by the runner (choose)
         done = self.settle_own(own_c, res.ranked()[0].candidate)  # as every search ends
         res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
-                       # the strategy's answer, or (it answered with the model's own) the highest of the rest
-                       "weighed": "answer" if self.lead is None or done.challenger == self.lead else "highest",
+                       "weighed": done.weighed,  # the strategy's answer, or the highest of the rest (Settled)
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
         res.best = done.answer
         if self.confirm is not None and res.best != own_c:
@@ -1150,9 +1149,8 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
             lines.append(f"{_shown(v['challenger'])} scores {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} above the "
                          "model's own, but the strategy did not choose it: the answer is the model's own")
         elif "gain" in v:
-            which = {"answer": "the search's answer", "highest": "the best of the rest"}.get(v.get("weighed", ""),
-                                                                                             "the best")
-            lines.append(f"nothing beats the model's own beyond its noise: {which}, {_shown(v['challenger'])}, is "
+            lines.append(f"nothing beats the model's own beyond its noise: {weighed_words(v.get('weighed'))}, "
+                         f"{_shown(v['challenger'])}, is "
                          f"{v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query standard error) over it, not above "
                          f"{v['min_gain']:.4f}: the answer is the model's own")
         else:

@@ -98,11 +98,14 @@ class Settled:
 
     :param answer: the search's answer: the strategy's lead, or the model's own.
     :param challenger: what the model's own was weighed against.
-    :param judged: the step rule's judgement of the challenger over the model's own (None: no other candidate)."""
+    :param judged: the step rule's judgement of the challenger over the model's own (None: no other candidate).
+    :param weighed: what the challenger is: "answer" (the strategy's answer; a strategy that names none answers with
+        the highest score) or "highest" (the highest of the rest, as the strategy answered with the model's own)."""
 
     answer: Any
     challenger: Any
     judged: Judged | None
+    weighed: str = "answer"
 
 
 @runtime_checkable
@@ -308,7 +311,8 @@ class StepRunner:
         if rep(challenger) == rep(own):
             return Settled(own, own, None)
         j = self.judge(own, challenger, seed=0)
-        return Settled(challenger if j.taken and challenger == lead else own, challenger, j)
+        return Settled(challenger if j.taken and challenger == lead else own, challenger, j,
+                       "answer" if challenger == lead else "highest")
 
     def keep(self, entries: Sequence = (), **records) -> None:
         """Entries another process scored (an Optuna study's other workers') and records of the run (``study``,

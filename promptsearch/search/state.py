@@ -125,6 +125,12 @@ class PathStep(_Record):
         return step
 
 
+def weighed_words(weighed: str | None) -> str:
+    """A verdict's challenger in words, by what it was (``Settled.weighed``; None in files written before it was
+    recorded: "the best")."""
+    return {"answer": "the search's answer", "highest": "the best of the rest"}.get(weighed or "", "the best")
+
+
 @dataclass
 class Verdict(_Record):
     """The model's own representation (``key``, its ``spearman``, what was ``reads`` as it) against the search's
