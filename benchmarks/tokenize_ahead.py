@@ -1,28 +1,33 @@
-"""Tokenizing ahead: what several pooled prompts cost when the next prompt is tokenized in a worker thread while the
+"""Tokenizing ahead: what several pooled prompts cost when the next prompts are tokenized in worker threads while the
 previous one's batches run, against tokenizing each in turn, measured in one run.
 
 A retrieval search encodes its queries under many query prompts in one call (``st_pooled``). Each prompt's texts
 go through the tokenizer (sentence-transformers' ``preprocess`` for a probe, the fast tokenizer's backend for the
 bulk), then through the model. On a GPU the model's part is short and the host's tokenizing is a large share of a
-prompt's time; with ``ahead`` (the default when the model is not on the CPU) the tokenizing of prompt i + 1 runs
-while prompt i's forward passes do. Both ways give the very same vectors (checked here, bit for bit).
+prompt's time; with ``ahead`` k (the default when the model is not on the CPU: ``TOKENIZE_AHEAD``, at most the
+host's cores less one) k worker threads tokenize prompts i + 1 ... i + k while prompt i's forward passes run,
+several workers each on a clone of the tokenizer's backend. Every way gives the very same vectors (checked here,
+bit for bit).
 
 The benchmark times ``--prompts`` query prompts (the shipped retrieval library's, ``{task}`` filled) over
-``--queries`` of the demo task's queries, both ways in turn, ``--repeats`` times, and prints the fastest of each and
-their ratio. ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's tokenizer: its forward is
-nearly free, so the host's work dominates, as for a small model on a GPU. The tokenizer runs one thread, as the
-command runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU it shares the cores with torch's
-threads, and ``--split-cores`` gives torch one intra-op thread too, which is how a GPU host runs them: the model's
-host thread on one core, the tokenizer on another. The two ways alternate which goes first from one repeat to the
-next.
+``--queries`` of the demo task's queries, in turn and with each number of prompts ahead in ``--ahead``,
+``--repeats`` times, and prints the fastest of each and its ratio to in turn. ``--corpus`` times one document
+prompt over the demo's corpus (2,647 sentences) instead: there nothing is ahead, and with k above 1 the prompt's
+texts are shared among k threads. ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's
+tokenizer: its forward is nearly free, so the host's work dominates, as for a small model on a GPU. The tokenizer
+runs one thread a call, as the command runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU
+it shares the cores with torch's threads, and ``--split-cores`` gives torch one intra-op thread too, which is how a
+GPU host runs them: the model's host thread on one core, the tokenizers on others. The ways alternate their order
+from one repeat to the next.
 
-A third way is timed beside them, as an experiment the library does not take: every prompt's rows in shared batches
-(``together``), so 16 prompts of 64 short queries are one forward pass instead of 16. Its vectors are not the same
-bits as a prompt's own batches give (each row's padding and batch differ), so the benchmark prints how far they are
-from them; it runs only where the model's Pooling ignores the prompt's length (``include_prompt``).
+A further way is timed beside them, as an experiment the library does not take: every prompt's rows in shared
+batches (``together``), so 16 prompts of 64 short queries are one forward pass instead of 16. Its vectors are not
+the same bits as a prompt's own batches give (each row's padding and batch differ), so the benchmark prints how far
+they are from them; it runs only where the model's Pooling ignores the prompt's length (``include_prompt``), and
+not with ``--corpus``.
 
     python benchmarks/tokenize_ahead.py [--model default|tiny|PATH] [--device cpu|cuda] [--queries 64]
-                                        [--prompts 16] [--repeats 5] [--split-cores]
+                                        [--prompts 16] [--repeats 5] [--ahead 1,2,4] [--corpus] [--split-cores]
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--ahead", default="1,2,4", help="the numbers of prompts tokenized ahead to time, each in a "
+                                                     "worker thread (default 1,2,4)")
+    ap.add_argument("--corpus", action="store_true",
+                    help="time one prompt over the demo's corpus (2,647 sentences) instead: with k ahead, its texts "
+                         "are shared among k threads")
     ap.add_argument("--split-cores", action="store_true",
                     help="one thread for torch and one for the tokenizer (as on a GPU host)")
     ap.add_argument("--data-dir", default=None)
@@ -64,25 +74,29 @@ def main() -> None:
     enc = PromptEncoder.from_pretrained(model, device=str(device), show_progress_bar=False)
     data = sample_queries(demo_task(args.data_dir), args.queries, seed=0)
     queries = list(data.queries.values())
-    prompts = [p for _, p in library_prompts("query", data.name)][: args.prompts]
-    if len(prompts) < 2:
+    prompts = [p for p, _ in library_prompts("query", data.description)][: args.prompts]
+    if args.corpus:  # one prompt over many texts
+        queries = list(data.corpus.values())
+        prompts = [p for p, _ in library_prompts("document", data.description) if p][:1]  # "passage: "
+    elif len(prompts) < 2:
         sys.exit("tokenize_ahead.py: give --prompts 2 or more (one prompt has nothing to tokenize ahead)")
     want = {p: ["mean"] for p in prompts}
-    first = {ahead: st_pooled(enc, queries, want, ahead=ahead) for ahead in (False, True)}  # warm-up, and the check
-    same = all(np.array_equal(first[False][p]["mean"], first[True][p]["mean"]) for p in prompts)
-    times: dict[bool, list[float]] = {False: [], True: []}
+    ways = [0, *dict.fromkeys(int(a) for a in args.ahead.split(",") if int(a) > 0)]
+    first = {ahead: st_pooled(enc, queries, want, ahead=ahead) for ahead in ways}  # warm-up, and the check
+    same = all(np.array_equal(first[0][p]["mean"], first[a][p]["mean"]) for a in ways for p in prompts)
+    times: dict[int, list[float]] = {a: [] for a in ways}
     for i in range(args.repeats):
-        for ahead in ((False, True) if i % 2 == 0 else (True, False)):
+        for ahead in (ways if i % 2 == 0 else ways[::-1]):
             sync(device)
             t0 = time.perf_counter()
             st_pooled(enc, queries, want, ahead=ahead)
             sync(device)
             times[ahead].append(time.perf_counter() - t0)
-    seq, ahd = min(times[False]), min(times[True])
+    seq = min(times[0])
     tog = None
-    if getattr(enc.model.stack().pooling_for("mean"), "include_prompt", True):
+    if not args.corpus and getattr(enc.model.stack().pooling_for("mean"), "include_prompt", True):
         got = together(enc, queries, prompts)
-        diff = max(float(np.abs(got[p] - first[False][p]["mean"]).max()) for p in prompts)
+        diff = max(float(np.abs(got[p] - first[0][p]["mean"]).max()) for p in prompts)
         tt = []
         for _ in range(args.repeats):
             sync(device)
@@ -94,12 +108,16 @@ def main() -> None:
     one = args.split_cores or os.environ["TOKENIZERS_PARALLELISM"].lower() in ("false", "0", "")
     cores = (f"torch {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}, tokenizer "
              + ("1 thread" if one else "its own thread pool"))
-    print(f"{len(prompts)} query prompts x {len(queries)} queries, model {args.model} ({enc.precision}), on "
+    what = f"1 document prompt x {len(queries)} documents" if args.corpus else \
+        f"{len(prompts)} query prompts x {len(queries)} queries"
+    print(f"{what}, model {args.model} ({enc.precision}), on "
           f"{device_name(device)} "
           f"({cores}), fastest of {args.repeats}:")
     print(f"  tokenized in turn:     {seq * 1000:8.1f} ms")
-    print(f"  tokenized one ahead:   {ahd * 1000:8.1f} ms")
-    print(f"  in turn / ahead = {seq / ahd:.2f}x; the vectors {'are identical' if same else 'DIFFER'}")
+    for a in ways[1:]:
+        ahd = min(times[a])
+        print(f"  tokenized {a} ahead:     {ahd * 1000:8.1f} ms; in turn / {a} ahead = {seq / ahd:.2f}x")
+    print(f"  the vectors {'are identical' if same else 'DIFFER'} every way")
     if tog is not None:
         print(f"  all prompts in shared batches (together): {tog * 1000:8.1f} ms; in turn / together = {seq / tog:.2f}x;"
               f" largest difference from the prompts' own batches {diff:.2e}")

@@ -8,6 +8,8 @@
 #   bash scripts/gpu-check.sh retrieval # tokenizing ahead, then the retrieval benchmark on both data shapes, on cuda
 #   bash scripts/gpu-check.sh lease [S] # retrieval, then recheck: one call for a 15-minute loan
 #   bash scripts/gpu-check.sh exit [S]  # recheck with scripts/exit_report.py: what keeps its processes from exiting
+#   bash scripts/gpu-check.sh workers   # prompts tokenized ahead by 1, 2, 4, 8 workers, the corpus shared among
+#                                       # threads, the retrieval benchmark with each, then the tests they touch
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -71,9 +73,19 @@ exit)  # the recheck, each process's threads and children written at its end; st
   head -50 "$out"/exit-*.txt; pkill -INT -f '^python3 -m pytest -p exit_report'; sleep 5; pkill -9 -f 'exec\(eval'; wait ;;
 lease)
   retrieval; recheck "${2:-200}" ;;
+workers)
+  step ahead_queries 90 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8
+  step ahead_corpus 90 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8 --corpus \
+    --repeats 3
+  step retrieval_speed 150 python3 benchmarks/retrieval_speed.py --device cuda --ahead 1,2,4 --repeats 3 \
+    --json "$out/retrieval_speed.json"
+  step retrieval_passages 150 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
+    --passages 8 --ahead 1,2,4 --repeats 3 --json "$out/retrieval_passages.json"
+  pytest_step touched "${2:-150}" -n 8 -q tests/encoding/test_fidelity.py tests/test_benchmarks.py \
+    tests/eval/test_ir_metrics.py tests/eval/test_retrieval_task.py tests/encoding/test_encoder.py ;;
 encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
 *) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds] |" \
-     "retrieval | lease [seconds]"; exit 2 ;;
+     "retrieval | lease [seconds] | exit [seconds] | workers [seconds]"; exit 2 ;;
 esac
 exit $fail

@@ -7,16 +7,21 @@ modules. This module calls those very functions and modules (``ModuleStack``),
 with promptsearch's batching around them: sentences deduplicated, each tokenized once (the bulk by the
 tokenizer's backend once it gave ``preprocess``'s ids on the longest and shortest texts), rows cut into
 token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
-autocast where it is the faster precision, and on a GPU the next prompt tokenized in a worker thread while
+autocast where it is the faster precision, and on a GPU the next prompts tokenized in worker threads while
 the previous one's batches run. Padding is the tokenizer's own side, so a row's numbers do not depend on its batch
 (float rounding aside).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import hashlib
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -28,6 +33,8 @@ from .batching import budget_batches, padding, unique
 TOKENIZE_CHUNK = 512  # texts per preprocess call (padded to the chunk's longest)
 PROBE = 8  # texts tokenized by sentence-transformers' preprocess before its tokenizer's backend takes the bulk
 PER_TOKEN = {"input_ids", "attention_mask", "token_type_ids"}
+TOKENIZE_AHEAD = 4  # prompts tokenized ahead off the CPU, each in a worker thread (at most the host's cores - 1)
+SPLIT_TEXTS = 512  # off the CPU, one prompt's texts go to up to TOKENIZE_AHEAD threads, at least this many each
 
 
 def _preprocessed(stack, texts: list[str], prompt: str, kw: dict) -> tuple[dict[str, list[np.ndarray]], dict]:
@@ -50,15 +57,15 @@ def _preprocessed(stack, texts: list[str], prompt: str, kw: dict) -> tuple[dict[
     return rows, rest
 
 
-def _encode(backend, texts: list[str]) -> list:
-    """The backend's encodings of whole texts (special tokens added), neither truncated nor padded: the truncation
-    and padding a tokenizer call leaves set on its backend are lifted for this and put back (each call of the
-    tokenizer sets its own anyway)."""
+@contextmanager
+def _plain(backend) -> Iterator[None]:
+    """The backend neither truncating nor padding for the block: the truncation and padding a tokenizer call leaves
+    set on it are lifted, and put back after (each call of the tokenizer sets its own anyway)."""
     trunc, pad = backend.truncation, backend.padding
     backend.no_truncation()
     backend.no_padding()
     try:
-        return backend.encode_batch(texts, add_special_tokens=True)
+        yield
     finally:
         if trunc is not None:
             backend.enable_truncation(**trunc)
@@ -66,7 +73,53 @@ def _encode(backend, texts: list[str]) -> list:
             backend.enable_padding(**{k: v for k, v in pad.items() if k != "pad_to_multiple_of" or v is not None})
 
 
-def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple[dict[str, list[np.ndarray]], dict]:
+def _encode(backend, texts: list[str]) -> list:
+    """The backend's encodings of whole texts (special tokens added), neither truncated nor padded."""
+    with _plain(backend):
+        return backend.encode_batch(texts, add_special_tokens=True)
+
+
+def _encode_split(backends: list, texts: list[str]) -> list:
+    """``_encode`` of ``texts``, shared among ``backends`` (each used by one thread: several run at once, the
+    tokenizer's backend releasing Python's lock while it encodes) once there are at least ``SPLIT_TEXTS`` of them
+    for each: the same encodings, in order."""
+    k = min(len(backends), len(texts) // SPLIT_TEXTS)
+    if k < 2:
+        return _encode(backends[0], texts)
+    with ThreadPoolExecutor(k, thread_name_prefix="promptsearch-tokenize") as pool:
+        parts = list(pool.map(lambda i: _encode(backends[i], texts[i::k]), range(k)))
+    out: list = [None] * len(texts)
+    for i, part in enumerate(parts):
+        out[i::k] = part
+    return out
+
+
+def _backend_clones(stack, n: int) -> list | None:
+    """``n`` clones of the stack's fast tokenizer backend (None for a slow tokenizer), one for each thread that
+    tokenizes at once: a backend serves one thread at a time (each tokenizer call sets its truncation and padding on
+    it). Each is made from the backend's serialized form (its normalizer, vocabulary, added tokens and
+    post-processor: the same ids, which ``_rows`` checks against ``preprocess`` for every prompt anyway), and kept
+    on the stack (``ModuleStack.tokenizer_clones``) for later calls while the backend serializes the same."""
+    tok = stack.transformer.tokenizer
+    backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
+    if backend is None:
+        return None
+    with _plain(backend):
+        spec = backend.to_str()
+    key = hashlib.sha256(spec.encode()).hexdigest()
+    kept = stack.tokenizer_clones
+    if kept.get("key") != key:
+        kept.clear()
+        kept.update(key=key, clones=[])
+    clones = kept["clones"]
+    while len(clones) < n:
+        clones.append(type(backend).from_str(spec))
+    return clones[:n]
+
+
+def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=None,
+          lock: AbstractContextManager | None = None, split: list | None = None,
+          ) -> tuple[dict[str, list[np.ndarray]], dict]:
     """Every text's features exactly as sentence-transformers' ``preprocess`` makes them, unpadded: {name: one array
     a row} for the per-token features (input ids, attention mask, token types), and the rest ({prompt_length,
     modality}) as it gave them.
@@ -76,16 +129,27 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple
     ``preprocess`` feeds its tokenizer) once the longest and shortest texts came out of both with the same ids and
     token types; a text the backend makes longer than the max length is truncated by ``preprocess`` itself.
     Anything else (a slow tokenizer, a feature the backend does not give, ids that differ) takes ``preprocess``
-    for every text."""
+    for every text.
+
+    :param backend: the fast tokenizer's backend to use for the bulk (default: the tokenizer's own): a clone of it
+        when several threads tokenize at once (``_Backends``).
+    :param lock: held around each ``preprocess`` call (the tokenizer itself: one thread at a time).
+    :param split: clones of the backend that encode the bulk in parallel, a share each (``_encode_split``), in
+        place of ``backend``."""
     kw = {"max_length": max_length} if max_length else {}
+    lock = lock or nullcontext()
     tok = stack.transformer.tokenizer
     limit = max_length or getattr(tok, "model_max_length", None) or 0
     order = np.argsort([-len(t) for t in texts], kind="stable")  # longest first: chunks of similar length
     ordered = [texts[i] for i in order]
     probe = sorted(set(range(min(PROBE // 2, len(ordered))))
                    | set(range(max(len(ordered) - PROBE // 2, 0), len(ordered))))
-    head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
-    backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
+    with lock:
+        head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
+    if not getattr(tok, "is_fast", False):
+        backend = None
+    elif backend is None:
+        backend = getattr(tok, "_tokenizer", None)
     fast = backend is not None and len(ordered) > len(probe) and set(head) <= PER_TOKEN
     if fast:  # compared where preprocess did not truncate (the shortest texts at least)
         same = [list(e.ids) == head["input_ids"][n].tolist() and ("token_type_ids" not in head or list(e.type_ids) ==
@@ -95,17 +159,19 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None) -> tuple
         fast = bool(same) and all(same)
     rows: dict[str, list]  # each text's features (None until filled)
     if not fast:
-        rows, rest = _preprocessed(stack, ordered, prompt, kw)
+        with lock:
+            rows, rest = _preprocessed(stack, ordered, prompt, kw)
     else:
         rows = {name: [None] * len(ordered) for name in head}
         for n, j in enumerate(probe):
             for name in head:
                 rows[name][j] = head[name][n]
         todo = [j for j in range(len(ordered)) if rows["input_ids"][j] is None]
-        bulk = dict(zip(todo, _encode(backend, [prompt + ordered[j] for j in todo])))
+        bulk = dict(zip(todo, _encode_split(split or [backend], [prompt + ordered[j] for j in todo])))
         long = [j for j, e in bulk.items() if limit and len(e.ids) > limit]  # truncated: by preprocess's own rule
         if long:
-            cut, _ = _preprocessed(stack, [ordered[j] for j in long], prompt, kw)
+            with lock:
+                cut, _ = _preprocessed(stack, [ordered[j] for j in long], prompt, kw)
             for n, j in enumerate(long):
                 for name in head:
                     rows[name][j] = cut[name][n]
@@ -148,20 +214,21 @@ def _upload(a: np.ndarray, device) -> torch.Tensor:
 
 
 def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[str]], batch_size: int | None = None,
-              bar=None, ahead: bool | None = None) -> dict[str, dict[str, np.ndarray]]:
+              bar=None, ahead: int | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{prompt: {read-out: (n, dim)}} for the sentences under each prompt, each pooled read-out as sentence-transformers
     computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s ``max_length``
     option, when set, in place of the folder's max length: ``pooled_max_length``).
 
     Each prompt's rows go in token-budget batches of their own, so a prompt's vectors do not depend on what else is
     encoded with it; the vectors stay on the model's device until every prompt's are computed, then come back in
-    one copy. With several prompts, the next prompt is tokenized in a worker thread while the previous one's
+    one copy. With several prompts, the next prompts are tokenized in worker threads while the previous one's
     batches run (``ahead``), and on a GPU each batch's inputs go up from pinned memory without waiting: the same
     numbers, with the tokenizer's time hidden behind the model's.
 
     :param prompts: each prompt ("" for none) → the read-outs wanted under it.
-    :param ahead: tokenize one prompt ahead in a worker thread (default: when the model is not on the CPU, where
-        the tokenizer and the model would share the same cores)."""
+    :param ahead: how many prompts are tokenized ahead, each in a worker thread (0 or False: each in turn, in the
+        caller's thread; True: one). Default: none on the CPU, where the tokenizer and the model would share the same
+        cores; elsewhere ``TOKENIZE_AHEAD``, at most the host's cores less one."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
@@ -171,36 +238,52 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     for m in stack.modules:
         m.to(device)
     if ahead is None:
-        ahead = torch.device(device).type != "cpu"
-    tok = stack.transformer.tokenizer  # read before a worker thread tokenizes: from then on only the worker uses it
+        ahead = 0 if torch.device(device).type == "cpu" else min(TOKENIZE_AHEAD, max(1, (os.cpu_count() or 1) - 1))
+    tok = stack.transformer.tokenizer  # read before worker threads tokenize: from then on only they use it
     pad = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
     on_device: dict[str, dict[str, torch.Tensor]] = {}
-    with closing(_tokenized(stack, uniq, list(prompts), max_length, ahead)) as tokenized:
+    with closing(_tokenized(stack, uniq, list(prompts), max_length, int(ahead))) as tokenized:
         for p, (rows, rest) in tokenized:
             poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(prompts[p])}
             on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar, pad)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
 
 
-def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: bool,
+def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: int,
                ) -> Generator[tuple[str, tuple[dict[str, list[np.ndarray]], dict]], None, None]:
-    """(prompt, ``_rows`` of the texts under it) for each prompt in turn. With ``ahead``, a worker thread tokenizes
-    the next prompt while the caller works on this one (one prompt ahead, so at most two prompts' rows are held),
-    every prompt's tokenizing in that thread: the caller must not use the tokenizer until the generator is closed."""
-    if not ahead or len(prompts) < 2:
+    """(prompt, ``_rows`` of the texts under it) for each prompt in order. With ``ahead`` above 0, that many worker
+    threads tokenize the next prompts while the caller works on this one (at most ``ahead + 1`` prompts' rows are
+    held), every prompt's tokenizing in a worker: the caller must not use the tokenizer until the generator is
+    closed. Several workers each take a clone of the tokenizer's backend (``_backend_clones``) for the bulk, and
+    ``preprocess`` (the tokenizer itself) one at a time."""
+    n = min(ahead, len(prompts))
+    if n < 1 or len(prompts) < 2:  # in turn: a prompt's many texts shared among ``ahead`` threads
+        split = _backend_clones(stack, ahead) if ahead > 1 and len(texts) >= 2 * SPLIT_TEXTS else None
         for p in prompts:
-            yield p, _rows(stack, texts, p, max_length)
+            yield p, _rows(stack, texts, p, max_length, split=split)
         return
-    pool = ThreadPoolExecutor(1, thread_name_prefix="promptsearch-tokenize")
+    lock = threading.Lock() if n > 1 else None
+    free: queue.SimpleQueue = queue.SimpleQueue()  # the backends not in use: one a worker
+    for b in (_backend_clones(stack, n) if n > 1 else None) or [None] * n:
+        free.put(b)
+
+    def job(p: str):
+        backend = free.get()
+        try:
+            return _rows(stack, texts, p, max_length, backend=backend, lock=lock)
+        finally:
+            free.put(backend)
+
+    pool = ThreadPoolExecutor(n, thread_name_prefix="promptsearch-tokenize")
     try:
-        nxt = pool.submit(_rows, stack, texts, prompts[0], max_length)
+        pending = deque(pool.submit(job, p) for p in prompts[:n])
         for i, p in enumerate(prompts):
-            got = nxt.result()
-            if i + 1 < len(prompts):
-                nxt = pool.submit(_rows, stack, texts, prompts[i + 1], max_length)
+            got = pending.popleft().result()
+            if i + n < len(prompts):
+                pending.append(pool.submit(job, prompts[i + n]))
             yield p, got
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the worker's prompt finishes first
+        pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the workers' prompts finish first
 
 
 def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict, poolings: dict, batch_size, bar,

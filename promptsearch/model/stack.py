@@ -102,6 +102,7 @@ class ModuleStack:
     _variants: dict = field(default_factory=dict, repr=False)
     similarity: str = "cosine"
     prompt_lengths: dict[str, int] = field(default_factory=dict, repr=False, compare=False)  # pooled.prompt_tokens
+    tokenizer_clones: dict = field(default_factory=dict, repr=False, compare=False)  # pooled._backend_clones
 
     @property
     def pooling(self):

@@ -207,15 +207,16 @@ def test_the_models_own_representation_is_what_sentence_transformers_encodes(fam
         assert_same_similarities(ours, reference(folder, pooling_of(ro)).encode(SENTS, prompt=p))
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["in-turn", "ahead"])
+@pytest.mark.parametrize("ahead", [0, 1, 3], ids=["in-turn", "ahead", "three-ahead"])
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes(family, ahead, request, tmp_path,
                                                                                  monkeypatch):
     """One ``encode_reps`` call with several prompts (a retrieval search's query prompts, pooled two ways) gives each
     prompt sentence-transformers' vectors for that prompt, and the very vectors (bit for bit) that prompt gets when
     encoded alone: a prompt's rows have batches of their own, so its numbers never depend on what else is encoded.
-    Both with each prompt tokenized in turn (the CPU's default) and with the next prompt tokenized in a worker
-    thread while the previous one's batches run (a GPU's)."""
+    Both with each prompt tokenized in turn (the CPU's default) and with the next prompts tokenized in worker
+    threads while the previous one's batches run (a GPU's): one worker on the tokenizer's own backend, or three at
+    once, each on a clone of it."""
     monkeypatch.setattr(encoder_module, "st_pooled", functools.partial(st_pooled, ahead=ahead))
     base = request.getfixturevalue(FAMILIES[family])
     enc = make_encoder(st_folder(base, tmp_path / "st"))
@@ -228,34 +229,82 @@ def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes
         assert_same_similarities(got[r], theirs)
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_one_prompts_many_texts_shared_among_threads_are_what_one_thread_gives(family, request, tmp_path,
+                                                                                monkeypatch):
+    """One prompt over many texts (a corpus) with ahead above 1 (a GPU's default): its texts are tokenized by several
+    threads, each on a clone of the tokenizer's backend, and the vectors are those of one thread, bit for bit, and
+    sentence-transformers'."""
+    from promptsearch.encoding import pooled
+
+    monkeypatch.setattr(pooled, "SPLIT_TEXTS", 16)  # SENTS: 160 texts, so 3 threads of 53 or so
+    base = request.getfixturevalue(FAMILIES[family])
+    enc = make_encoder(st_folder(base, tmp_path / "st"))
+    encode, calls = pooled._encode, []
+
+    def recorded(backend, texts):
+        calls.append((threading.current_thread().name, id(backend)))
+        return encode(backend, texts)
+
+    monkeypatch.setattr(pooled, "_encode", recorded)
+    prompts = {"passage: ": ["mean"]}
+    got = st_pooled(enc, SENTS, prompts, ahead=3)
+    tok = enc.model.stack().transformer.tokenizer
+    shared = {b for t, b in calls if t.startswith("promptsearch-tokenize")}  # the bulk's backends, in the workers
+    assert len(shared) == (3 if tok.is_fast else 0) and id(getattr(tok, "_tokenizer", None)) not in shared, calls
+    calls.clear()
+    one = st_pooled(enc, SENTS, prompts, ahead=0)
+    assert {t for t, _ in calls} <= {threading.current_thread().name}
+    np.testing.assert_array_equal(got["passage: "]["mean"], one["passage: "]["mean"])
+    theirs = reference(tmp_path / "st", pooling_of("mean")).encode(SENTS, prompt="passage: ")
+    assert_same_similarities(got["passage: "]["mean"], theirs)
+
+
 def _tokenizing_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("promptsearch-tokenize")]
 
 
 def test_tokenizing_ahead_runs_in_the_worker_thread_and_in_turn_in_the_callers(tiny_bert_dir, tmp_path, monkeypatch):
-    """With ahead, every prompt is tokenized in the worker thread (the first too: the caller waits for it); by default
-    on the CPU, or with ahead=False, each in the caller's thread, in turn: the two tests above compare real threads."""
+    """With ahead, every prompt is tokenized in a worker thread (the first too: the caller waits for it); one worker
+    uses the tokenizer's own backend, several each take a clone of it, kept for the next call (new ones once the
+    tokenizer changes); by default on the CPU, or with ahead=False, each prompt in the caller's thread, in turn: the
+    tests above compare real threads."""
     from promptsearch.encoding import pooled
 
     enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
+    stack = enc.model.stack()
+    own = stack.transformer.tokenizer._tokenizer
     rows, seen = pooled._rows, []
 
-    def recorded(stack, texts, p, m):
-        seen.append((p, threading.current_thread().name))
-        return rows(stack, texts, p, m)
+    def recorded(stack, texts, p, m, **kw):
+        seen.append((p, threading.current_thread().name, kw.get("backend")))
+        return rows(stack, texts, p, m, **kw)
 
     monkeypatch.setattr(pooled, "_rows", recorded)
     prompts = {"a: ": ["mean"], "b: ": ["mean"], "c: ": ["mean"]}
     st_pooled(enc, SENTS, prompts, ahead=True)
-    assert [p for p, _ in seen] == list(prompts)
-    assert all(name.startswith("promptsearch-tokenize") for _, name in seen), seen
+    assert [p for p, _, _ in seen] == list(prompts)
+    assert all(name.startswith("promptsearch-tokenize") and b is None for _, name, b in seen), seen
+    seen.clear()
+    st_pooled(enc, SENTS, prompts, ahead=2)
+    assert [p for p, _, _ in seen] == list(prompts)
+    assert all(name.startswith("promptsearch-tokenize") for _, name, _ in seen), seen
+    used = {id(b) for _, _, b in seen}
+    assert len(used) == 2 and id(own) not in used and None not in {b for _, _, b in seen}
+    first = list(stack.tokenizer_clones["clones"])
+    st_pooled(enc, SENTS, prompts, ahead=2)
+    assert stack.tokenizer_clones["clones"] == first  # kept
+    stack.transformer.tokenizer.add_tokens(["zzqq"])
+    st_pooled(enc, SENTS, prompts, ahead=2)
+    assert not {id(b) for b in stack.tokenizer_clones["clones"]} & {id(b) for b in first}  # the tokenizer changed
+    seen = [(p, name) for p, name, _ in seen]
     for ahead in (None, False):  # None: the CPU's default
         seen.clear()
         st_pooled(enc, SENTS, prompts, ahead=ahead)
-        assert seen == [(p, threading.current_thread().name) for p in prompts]
+        assert seen == [(p, threading.current_thread().name, None) for p in prompts]
     seen.clear()
     st_pooled(enc, SENTS, {"a: ": ["mean"]}, ahead=True)  # one prompt: nothing to tokenize ahead of
-    assert seen == [("a: ", threading.current_thread().name)]
+    assert seen == [("a: ", threading.current_thread().name, None)]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -282,8 +331,9 @@ def test_on_a_gpu_pooled_prompts_tokenized_ahead_and_copied_without_waiting_are_
             assert_same_similarities(got[p][r], theirs)
 
 
+@pytest.mark.parametrize("ahead", [1, 3])
 @pytest.mark.parametrize("where", ["tokenizer", "model"])
-def test_tokenizing_ahead_stops_with_an_error_or_interrupt_and_leaves_no_thread(where, tiny_bert_dir, tmp_path,
+def test_tokenizing_ahead_stops_with_an_error_or_interrupt_and_leaves_no_thread(where, ahead, tiny_bert_dir, tmp_path,
                                                                                 monkeypatch):
     """An error in the worker's tokenizing reaches the caller as it was raised; an interrupt during a prompt's
     forward passes stops the call; either way the worker thread is gone when the call returns, and the next call
@@ -293,13 +343,13 @@ def test_tokenizing_ahead_stops_with_an_error_or_interrupt_and_leaves_no_thread(
 
     enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
     prompts = {"a: ": ["mean"], "b: ": ["mean"], "c: ": ["mean"]}
-    want = st_pooled(enc, SENTS, prompts, ahead=True)
+    want = st_pooled(enc, SENTS, prompts, ahead=ahead)
     if where == "tokenizer":
         rows = pooled._rows
-        monkeypatch.setattr(pooled, "_rows", lambda stack, texts, p, m: (_ for _ in ()).throw(
-            PromptSearchError(f"cannot tokenize {p!r}")) if p == "b: " else rows(stack, texts, p, m))
+        monkeypatch.setattr(pooled, "_rows", lambda stack, texts, p, m, **kw: (_ for _ in ()).throw(
+            PromptSearchError(f"cannot tokenize {p!r}")) if p == "b: " else rows(stack, texts, p, m, **kw))
         with pytest.raises(PromptSearchError, match="cannot tokenize 'b: '"):
-            st_pooled(enc, SENTS, prompts, ahead=True)
+            st_pooled(enc, SENTS, prompts, ahead=ahead)
     else:
         forward = pooled._forward_rows
         calls = []
@@ -312,10 +362,10 @@ def test_tokenizing_ahead_stops_with_an_error_or_interrupt_and_leaves_no_thread(
 
         monkeypatch.setattr(pooled, "_forward_rows", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            st_pooled(enc, SENTS, prompts, ahead=True)
+            st_pooled(enc, SENTS, prompts, ahead=ahead)
     assert _tokenizing_threads() == []
     monkeypatch.undo()
-    again = st_pooled(enc, SENTS, prompts, ahead=True)
+    again = st_pooled(enc, SENTS, prompts, ahead=ahead)
     for p in prompts:
         np.testing.assert_array_equal(again[p]["mean"], want[p]["mean"])
     assert _tokenizing_threads() == []
