@@ -74,12 +74,12 @@ exit)  # the recheck, each process's threads and children written at its end; st
 lease)
   retrieval; recheck "${2:-200}" ;;
 workers)
-  step ahead_queries 90 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8
-  step ahead_corpus 90 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8 --corpus \
+  step ahead_queries 70 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8
+  step ahead_corpus 70 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8 --corpus \
     --repeats 3
-  step retrieval_speed 150 python3 benchmarks/retrieval_speed.py --device cuda --ahead 1,2,4 --repeats 3 \
+  step retrieval_speed 120 python3 benchmarks/retrieval_speed.py --device cuda --ahead 1,2,4 --repeats 3 \
     --json "$out/retrieval_speed.json"
-  step retrieval_passages 150 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
+  step retrieval_passages 120 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
     --passages 8 --ahead 1,2,4 --repeats 3 --json "$out/retrieval_passages.json"
   pytest_step touched "${2:-150}" -n 8 -q tests/encoding/test_fidelity.py tests/test_benchmarks.py \
     tests/eval/test_ir_metrics.py tests/eval/test_retrieval_task.py tests/encoding/test_encoder.py ;;
