@@ -18,12 +18,12 @@ the corpus is the larger side, as in real retrieval data where documents outnumb
 ``--passages K`` makes each of the demo's documents a passage of K sentences (itself, then K - 1 Wikipedia
 sentences), as retrieval corpora hold passages rather than single sentences.
 
-Off the CPU, ``--ahead 1,4`` times both the one pair and the 16 prompts once for each number of prompts tokenized
-ahead (``pooled.TOKENIZE_AHEAD``: the query prompts tokenized in that many worker threads, and the corpus's texts
-shared among that many), each way's ratio printed; the last lines are the library's default's.
+Off the CPU, ``--threads 1,4`` times both the one pair and the 16 prompts once for each number of threads that
+share the corpus's texts as they are tokenized (``pooled.TOKENIZE_THREADS``; the query prompts tokenized ahead as
+the library does), each way's ratio printed; the last lines are the library's default's.
 
     python benchmarks/retrieval_speed.py [--model default] [--device cpu|cuda] [--queries 64] [--distractors 8000]
-                                         [--passages 1] [--ahead 1,4] [--json out.json]
+                                         [--passages 1] [--threads 1,4] [--json out.json]
     python benchmarks/retrieval_speed.py --queries 259 --distractors 0 --passages 8   # 10x the queries, passages
 """
 
@@ -115,8 +115,8 @@ def main():
     ap.add_argument("--prompts", type=int, default=16, help="query prompts scored over one document prompt")
     ap.add_argument("--repeats", type=int, default=2, help="measurements of each, interleaved (default 2)")
     ap.add_argument("--bf16", action="store_true", help="run under bf16 autocast (default: float32)")
-    ap.add_argument("--ahead", default=None, help="off the CPU, time the query prompts with each of these numbers "
-                                                  "of prompts tokenized ahead (e.g. 1,4; default: the library's)")
+    ap.add_argument("--threads", default=None, help="off the CPU, time each with each of these numbers of threads "
+                                                    "sharing the corpus's texts (e.g. 1,4; default: the library's)")
     ap.add_argument("--data-dir", default=None)
     add_device_flag(ap)
     ap.add_argument("--json", default=None, help="also write the numbers here")
@@ -143,13 +143,13 @@ def main():
     prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
     enc.encode(["warm up the thread pools ."] * 8)
-    default_ahead = pooled.TOKENIZE_AHEAD
-    aheads = [int(a) for a in args.ahead.split(",")] if args.ahead else [default_ahead]
+    default_ahead = pooled.TOKENIZE_THREADS
+    aheads = [int(a) for a in args.threads.split(",")] if args.threads else [default_ahead]
     times: dict[int, tuple[list[float], list[float]]] = {a: ([], []) for a in aheads}  # (one pair, many) each
     for r in range(args.repeats):  # interleaved, the fastest of each kept: a busy machine slows one, not the ratio
         for a in (aheads if r % 2 == 0 else aheads[::-1]):
-            pooled.TOKENIZE_AHEAD = a
-            how = f" ({a} tokenized ahead)" if len(aheads) > 1 else ""
+            pooled.TOKENIZE_THREADS = a
+            how = f" (the corpus's texts shared among {a} threads)" if len(aheads) > 1 else ""
             one_s, one, t1 = timed_evaluate(enc, data, [own], device)
             times[a][0].append(one_s)
             print(f"  one pair{how} ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
@@ -160,10 +160,10 @@ def main():
                   f"corpus encoding, {t2.query_encodings} query encodings; nDCG@10 from "
                   f"{min(m['ndcg@10'] for m in got.values()):.4f} to {max(m['ndcg@10'] for m in got.values()):.4f}",
                   flush=True)
-    pooled.TOKENIZE_AHEAD = default_ahead
+    pooled.TOKENIZE_THREADS = default_ahead
     if len(aheads) > 1:
         for a in aheads:
-            print(f"  with {a} tokenized ahead: one pair {min(times[a][0]):.2f} s, {len(many)} query prompts "
+            print(f"  with {a} thread{'s' if a != 1 else ''}: one pair {min(times[a][0]):.2f} s, {len(many)} query prompts "
                   f"{min(times[a][1]):.2f} s: {min(times[a][1]) / min(times[a][0]):.2f}x", flush=True)
     ones, manys = times[default_ahead if default_ahead in times else aheads[0]]
     # where the 16 prompts' time goes, on a fresh task: each part timed alone, in the order evaluate takes them
@@ -178,7 +178,7 @@ def main():
             json.dump({"model": args.model, "device": device_name(device), "queries": len(data.queries),
                        "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
                        "one_pair_s": [round(x, 3) for x in ones], "many_s": [round(x, 3) for x in manys],
-                       "by_ahead": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
+                       "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
                                     for a, (o, m) in times.items()},
                        "prompts": len(many),
                        "ratio": round(ratio, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},

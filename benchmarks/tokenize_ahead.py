@@ -4,16 +4,16 @@ previous one's batches run, against tokenizing each in turn, measured in one run
 A retrieval search encodes its queries under many query prompts in one call (``st_pooled``). Each prompt's texts
 go through the tokenizer (sentence-transformers' ``preprocess`` for a probe, the fast tokenizer's backend for the
 bulk), then through the model. On a GPU the model's part is short and the host's tokenizing is a large share of a
-prompt's time; with ``ahead`` k (the default when the model is not on the CPU: ``TOKENIZE_AHEAD``, at most the
-host's cores less one) k worker threads tokenize prompts i + 1 ... i + k while prompt i's forward passes run,
-several workers each on a clone of the tokenizer's backend. Every way gives the very same vectors (checked here,
+prompt's time; with ``ahead`` k (the default when the model is not on the CPU: ``TOKENIZE_AHEAD``) k worker
+threads tokenize prompts i + 1 ... i + k while prompt i's forward passes run, several workers each on a clone of
+the tokenizer's backend. Every way gives the very same vectors (checked here,
 bit for bit).
 
 The benchmark times ``--prompts`` query prompts (the shipped retrieval library's, ``{task}`` filled) over
 ``--queries`` of the demo task's queries, in turn and with each number of prompts ahead in ``--ahead``,
 ``--repeats`` times, and prints the fastest of each and its ratio to in turn. ``--corpus`` times one document
-prompt over the demo's corpus (2,647 sentences) instead: there nothing is ahead, and with k above 1 the prompt's
-texts are shared among k threads. ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's
+prompt over the demo's corpus (2,647 sentences) instead: there nothing is ahead, and each k of ``--ahead`` is a
+number of threads that share the prompt's texts (``threads``; the default off the CPU is ``TOKENIZE_THREADS``). ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's
 tokenizer: its forward is nearly free, so the host's work dominates, as for a small model on a GPU. The tokenizer
 runs one thread a call, as the command runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU
 it shares the cores with torch's threads, and ``--split-cores`` gives torch one intra-op thread too, which is how a
@@ -45,7 +45,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ahead", default="1,2,4", help="the numbers of prompts tokenized ahead to time, each in a "
-                                                     "worker thread (default 1,2,4)")
+                                                     "worker thread; with --corpus, the numbers of threads that "
+                                                     "share the texts (default 1,2,4)")
     ap.add_argument("--corpus", action="store_true",
                     help="time one prompt over the demo's corpus (2,647 sentences) instead: with k ahead, its texts "
                          "are shared among k threads")
@@ -82,14 +83,19 @@ def main() -> None:
         sys.exit("tokenize_ahead.py: give --prompts 2 or more (one prompt has nothing to tokenize ahead)")
     want = {p: ["mean"] for p in prompts}
     ways = [0, *dict.fromkeys(int(a) for a in args.ahead.split(",") if int(a) > 0)]
-    first = {ahead: st_pooled(enc, queries, want, ahead=ahead) for ahead in ways}  # warm-up, and the check
+
+    def run(k: int) -> dict:  # k prompts ahead; with --corpus, the one prompt's texts shared among k threads
+        return st_pooled(enc, queries, want, ahead=0, threads=max(k, 1)) if args.corpus else \
+            st_pooled(enc, queries, want, ahead=k, threads=1)
+
+    first = {k: run(k) for k in ways}  # warm-up, and the check
     same = all(np.array_equal(first[0][p]["mean"], first[a][p]["mean"]) for a in ways for p in prompts)
     times: dict[int, list[float]] = {a: [] for a in ways}
     for i in range(args.repeats):
         for ahead in (ways if i % 2 == 0 else ways[::-1]):
             sync(device)
             t0 = time.perf_counter()
-            st_pooled(enc, queries, want, ahead=ahead)
+            run(ahead)
             sync(device)
             times[ahead].append(time.perf_counter() - t0)
     seq = min(times[0])
@@ -116,7 +122,8 @@ def main() -> None:
     print(f"  tokenized in turn:     {seq * 1000:8.1f} ms")
     for a in ways[1:]:
         ahd = min(times[a])
-        print(f"  tokenized {a} ahead:     {ahd * 1000:8.1f} ms; in turn / {a} ahead = {seq / ahd:.2f}x")
+        how = f"shared among {a} threads" if args.corpus else f"tokenized {a} ahead"
+        print(f"  {how}: {ahd * 1000:8.1f} ms; in turn / {a} = {seq / ahd:.2f}x")
     print(f"  the vectors {'are identical' if same else 'DIFFER'} every way")
     if tog is not None:
         print(f"  all prompts in shared batches (together): {tog * 1000:8.1f} ms; in turn / together = {seq / tog:.2f}x;"

@@ -10,6 +10,9 @@
 #   bash scripts/gpu-check.sh exit [S]  # recheck with scripts/exit_report.py: what keeps its processes from exiting
 #   bash scripts/gpu-check.sh workers   # prompts tokenized ahead by 1, 2, 4, 8 workers, the corpus shared among
 #                                       # threads, the retrieval benchmark with each, then the tests they touch
+#   bash scripts/gpu-check.sh threads   # where a retrieval evaluation's host time goes (profile_retrieval.py), the
+#                                       # retrieval benchmark with the corpus's texts in 1 and 4 threads, the
+#                                       # fidelity tests
 # Every step has its own time limit, so one that hangs cannot take the others' time. The machine keeps nothing
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
@@ -83,9 +86,16 @@ workers)
     --passages 8 --ahead 1,2,4 --repeats 3 --json "$out/retrieval_passages.json"
   pytest_step touched "${2:-150}" -n 8 -q tests/encoding/test_fidelity.py tests/test_benchmarks.py \
     tests/eval/test_ir_metrics.py tests/eval/test_retrieval_task.py tests/encoding/test_encoder.py ;;
+threads)
+  step profile 90 python3 scripts/profile_retrieval.py --device cuda --top 30
+  step retrieval_speed 120 python3 benchmarks/retrieval_speed.py --device cuda --threads 1,4 --repeats 4 \
+    --json "$out/retrieval_speed.json"
+  step retrieval_passages 120 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
+    --passages 8 --threads 1,4 --repeats 4 --json "$out/retrieval_passages.json"
+  pytest_step fidelity "${2:-120}" -n 8 -q tests/encoding/test_fidelity.py ;;
 encode)
   step encode_speed "${2:-120}" python3 benchmarks/encode_speed.py --device cuda --templates 16 ;;
 *) echo "usage: bash scripts/gpu-check.sh tests [seconds] | timings | encode [seconds] | recheck [seconds] |" \
-     "retrieval | lease [seconds] | exit [seconds] | workers [seconds]"; exit 2 ;;
+     "retrieval | lease [seconds] | exit [seconds] | workers [seconds] | threads [seconds]"; exit 2 ;;
 esac
 exit $fail

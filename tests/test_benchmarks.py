@@ -96,15 +96,15 @@ def test_distributed_speed(tiny_bert_dir, postgres_url):
 
 def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
     out = bench("retrieval_speed.py", "--model", tiny_bert_encoder_only_dir, "--device", "cpu", "--queries", "8",
-                "--distractors", "100", "--prompts", "4", "--repeats", "1", "--ahead", "1,2",
+                "--distractors", "100", "--prompts", "4", "--repeats", "1", "--threads", "1,2",
                 "--json", tmp_path / "r.json")
     got = json.loads((tmp_path / "r.json").read_text())
-    assert "one pair (2 tokenized ahead)" in out
-    assert "4 query prompts over one document prompt (2 tokenized ahead)" in out
-    assert "with 1 tokenized ahead: one pair " in out and "x one pair" in out
+    assert "one pair (the corpus's texts shared among 2 threads)" in out
+    assert "4 query prompts over one document prompt (the corpus's texts shared among 2 threads)" in out
+    assert "with 1 thread: one pair " in out and "x one pair" in out
     assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]
-    assert sorted(got["by_ahead"]) == ["1", "2"]
-    assert all(len(v["one_pair_s"]) == len(v["many_s"]) == 1 for v in got["by_ahead"].values())
+    assert sorted(got["by_threads"]) == ["1", "2"]
+    assert all(len(v["one_pair_s"]) == len(v["many_s"]) == 1 for v in got["by_threads"].values())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -112,13 +112,13 @@ def test_tokenize_ahead(device):
     out = bench("tokenize_ahead.py", "--model", "tiny", "--device", device, "--queries", "8", "--prompts", "3",
                 "--repeats", "1", "--split-cores", "--ahead", "1,2")
     assert "3 query prompts x 8 queries, model tiny (" in out and "torch 1 thread, tokenizer 1 thread" in out
-    assert "tokenized in turn:" in out and "tokenized 1 ahead:" in out and "tokenized 2 ahead:" in out
+    assert "tokenized in turn:" in out and "tokenized 1 ahead: " in out and "tokenized 2 ahead: " in out
     assert "tokenized 4 ahead" not in out and "the vectors are identical every way" in out
     diff = float(re.search(r"largest difference from the prompts' own batches (\S+)", out).group(1))
     assert diff < 0.1  # rounding (bf16 at worst) only: a row put under another prompt would differ by its whole size
     out = bench("tokenize_ahead.py", "--model", "tiny", "--device", device, "--corpus", "--repeats", "1",
                 "--ahead", "2")
-    assert "1 document prompt x 2647 documents, model tiny (" in out and "tokenized 2 ahead:" in out
+    assert "1 document prompt x 2647 documents, model tiny (" in out and "shared among 2 threads: " in out
     assert "the vectors are identical every way" in out and "shared batches" not in out
 
 

@@ -33,8 +33,13 @@ from .batching import budget_batches, padding, unique
 TOKENIZE_CHUNK = 512  # texts per preprocess call (padded to the chunk's longest)
 PROBE = 8  # texts tokenized by sentence-transformers' preprocess before its tokenizer's backend takes the bulk
 PER_TOKEN = {"input_ids", "attention_mask", "token_type_ids"}
-TOKENIZE_AHEAD = 4  # prompts tokenized ahead off the CPU, each in a worker thread (at most the host's cores - 1)
-SPLIT_TEXTS = 512  # off the CPU, one prompt's texts go to up to TOKENIZE_AHEAD threads, at least this many each
+# off the CPU: prompts tokenized ahead, each in a worker thread (one: on an H100's host, more workers were no faster,
+# the tokenizer's Python share holding the interpreter lock); and threads that share one prompt's many texts, each on
+# a clone of the tokenizer's backend, at least SPLIT_TEXTS each (4: 2.3x on the demo's corpus there; 8 no faster),
+# at most the host's cores less one (benchmarks/tokenize_ahead.py)
+TOKENIZE_AHEAD = 1
+TOKENIZE_THREADS = 4
+SPLIT_TEXTS = 512
 
 
 def _preprocessed(stack, texts: list[str], prompt: str, kw: dict) -> tuple[dict[str, list[np.ndarray]], dict]:
@@ -82,7 +87,7 @@ def _encode(backend, texts: list[str]) -> list:
 def _encode_split(backends: list, texts: list[str]) -> list:
     """``_encode`` of ``texts``, shared among ``backends`` (each used by one thread: several run at once, the
     tokenizer's backend releasing Python's lock while it encodes) once there are at least ``SPLIT_TEXTS`` of them
-    for each: the same encodings, in order."""
+    for each: the same encodings, in order (each text's encoding depends on that text alone)."""
     k = min(len(backends), len(texts) // SPLIT_TEXTS)
     if k < 2:
         return _encode(backends[0], texts)
@@ -132,7 +137,7 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
     for every text.
 
     :param backend: the fast tokenizer's backend to use for the bulk (default: the tokenizer's own): a clone of it
-        when several threads tokenize at once (``_Backends``).
+        when several threads tokenize at once (``_backend_clones``).
     :param lock: held around each ``preprocess`` call (the tokenizer itself: one thread at a time).
     :param split: clones of the backend that encode the bulk in parallel, a share each (``_encode_split``), in
         place of ``backend``."""
@@ -214,7 +219,7 @@ def _upload(a: np.ndarray, device) -> torch.Tensor:
 
 
 def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[str]], batch_size: int | None = None,
-              bar=None, ahead: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+              bar=None, ahead: int | None = None, threads: int | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{prompt: {read-out: (n, dim)}} for the sentences under each prompt, each pooled read-out as sentence-transformers
     computes it for the model's stack with that Pooling (the sentences fed as given; ``encoder``'s ``max_length``
     option, when set, in place of the folder's max length: ``pooled_max_length``).
@@ -222,13 +227,16 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     Each prompt's rows go in token-budget batches of their own, so a prompt's vectors do not depend on what else is
     encoded with it; the vectors stay on the model's device until every prompt's are computed, then come back in
     one copy. With several prompts, the next prompts are tokenized in worker threads while the previous one's
-    batches run (``ahead``), and on a GPU each batch's inputs go up from pinned memory without waiting: the same
-    numbers, with the tokenizer's time hidden behind the model's.
+    batches run (``ahead``), many texts are shared among threads (``threads``), and on a GPU each batch's inputs go
+    up from pinned memory without waiting: the same numbers, with the tokenizer's time hidden behind the model's.
 
     :param prompts: each prompt ("" for none) → the read-outs wanted under it.
     :param ahead: how many prompts are tokenized ahead, each in a worker thread (0 or False: each in turn, in the
         caller's thread; True: one). Default: none on the CPU, where the tokenizer and the model would share the same
-        cores; elsewhere ``TOKENIZE_AHEAD``, at most the host's cores less one."""
+        cores; elsewhere ``TOKENIZE_AHEAD``.
+    :param threads: with at most one prompt ahead, the threads among which a prompt's texts are shared once there
+        are ``SPLIT_TEXTS`` or more for each (1: none). Default: 1 on the CPU; elsewhere ``TOKENIZE_THREADS``; either
+        default at most the host's cores less one."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
@@ -237,28 +245,32 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     device = encoder.device
     for m in stack.modules:
         m.to(device)
+    cpu, spare = torch.device(device).type == "cpu", max(1, (os.cpu_count() or 1) - 1)
     if ahead is None:
-        ahead = 0 if torch.device(device).type == "cpu" else min(TOKENIZE_AHEAD, max(1, (os.cpu_count() or 1) - 1))
+        ahead = 0 if cpu else min(TOKENIZE_AHEAD, spare)
+    if threads is None:
+        threads = 1 if cpu else min(TOKENIZE_THREADS, spare)
     tok = stack.transformer.tokenizer  # read before worker threads tokenize: from then on only they use it
     pad = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
     on_device: dict[str, dict[str, torch.Tensor]] = {}
-    with closing(_tokenized(stack, uniq, list(prompts), max_length, int(ahead))) as tokenized:
+    with closing(_tokenized(stack, uniq, list(prompts), max_length, int(ahead), threads)) as tokenized:
         for p, (rows, rest) in tokenized:
             poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(prompts[p])}
             on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar, pad)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
 
 
-def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: int,
+def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: int, threads: int,
                ) -> Generator[tuple[str, tuple[dict[str, list[np.ndarray]], dict]], None, None]:
-    """(prompt, ``_rows`` of the texts under it) for each prompt in order. With ``ahead`` above 0, that many worker
-    threads tokenize the next prompts while the caller works on this one (at most ``ahead + 1`` prompts' rows are
-    held), every prompt's tokenizing in a worker: the caller must not use the tokenizer until the generator is
-    closed. Several workers each take a clone of the tokenizer's backend (``_backend_clones``) for the bulk, and
-    ``preprocess`` (the tokenizer itself) one at a time."""
-    n = min(ahead, len(prompts))
-    if n < 1 or len(prompts) < 2:  # in turn: a prompt's many texts shared among ``ahead`` threads
-        split = _backend_clones(stack, ahead) if ahead > 1 and len(texts) >= 2 * SPLIT_TEXTS else None
+    """(prompt, ``_rows`` of the texts under it) for each prompt in order. With ``ahead`` above 0 and several
+    prompts, that many worker threads tokenize the next prompts while the caller works on this one (at most
+    ``ahead + 1`` prompts' rows are held), every prompt's tokenizing in a worker: the caller must not use the
+    tokenizer until the generator is closed. Several workers each take a clone of the tokenizer's backend
+    (``_backend_clones``) for the bulk, and ``preprocess`` (the tokenizer itself) one at a time; with one worker
+    or none, the bulk of many texts is shared among ``threads`` clones (``_encode_split``)."""
+    n = min(ahead, len(prompts)) if len(prompts) > 1 else 0
+    split = _backend_clones(stack, threads) if threads > 1 and n <= 1 and len(texts) >= 2 * SPLIT_TEXTS else None
+    if n < 1:
         for p in prompts:
             yield p, _rows(stack, texts, p, max_length, split=split)
         return
@@ -270,7 +282,7 @@ def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | No
     def job(p: str):
         backend = free.get()
         try:
-            return _rows(stack, texts, p, max_length, backend=backend, lock=lock)
+            return _rows(stack, texts, p, max_length, backend=backend, lock=lock, split=split)
         finally:
             free.put(backend)
 

@@ -229,12 +229,13 @@ def test_several_prompts_in_one_call_are_each_what_sentence_transformers_encodes
         assert_same_similarities(got[r], theirs)
 
 
+@pytest.mark.parametrize("ahead", [0, 1], ids=["in-turn", "ahead"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_one_prompts_many_texts_shared_among_threads_are_what_one_thread_gives(family, request, tmp_path,
-                                                                                monkeypatch):
-    """One prompt over many texts (a corpus) with ahead above 1 (a GPU's default): its texts are tokenized by several
-    threads, each on a clone of the tokenizer's backend, and the vectors are those of one thread, bit for bit, and
-    sentence-transformers'."""
+def test_a_prompts_many_texts_shared_among_threads_are_what_one_thread_gives(family, ahead, request, tmp_path,
+                                                                              monkeypatch):
+    """Many texts (a corpus) under one prompt, or two with one tokenized ahead, with threads above 1 (a GPU's
+    default): the texts are tokenized by several threads, each on a clone of the tokenizer's backend, and the
+    vectors are those of one thread, bit for bit, and sentence-transformers'."""
     from promptsearch.encoding import pooled
 
     monkeypatch.setattr(pooled, "SPLIT_TEXTS", 16)  # SENTS: 160 texts, so 3 threads of 53 or so
@@ -247,17 +248,19 @@ def test_one_prompts_many_texts_shared_among_threads_are_what_one_thread_gives(f
         return encode(backend, texts)
 
     monkeypatch.setattr(pooled, "_encode", recorded)
-    prompts = {"passage: ": ["mean"]}
-    got = st_pooled(enc, SENTS, prompts, ahead=3)
+    prompts = {"passage: ": ["mean"], **({"": ["mean"]} if ahead else {})}
+    got = st_pooled(enc, SENTS, prompts, ahead=ahead, threads=3)
     tok = enc.model.stack().transformer.tokenizer
-    shared = {b for t, b in calls if t.startswith("promptsearch-tokenize")}  # the bulk's backends, in the workers
-    assert len(shared) == (3 if tok.is_fast else 0) and id(getattr(tok, "_tokenizer", None)) not in shared, calls
+    own = id(getattr(tok, "_tokenizer", None))
+    shared = {b for t, b in calls if t.startswith("promptsearch-tokenize") and b != own}  # the bulk's clones
+    assert len(shared) == (3 if tok.is_fast else 0), calls
     calls.clear()
-    one = st_pooled(enc, SENTS, prompts, ahead=0)
+    one = st_pooled(enc, SENTS, prompts, ahead=0, threads=1)
     assert {t for t, _ in calls} <= {threading.current_thread().name}
-    np.testing.assert_array_equal(got["passage: "]["mean"], one["passage: "]["mean"])
-    theirs = reference(tmp_path / "st", pooling_of("mean")).encode(SENTS, prompt="passage: ")
-    assert_same_similarities(got["passage: "]["mean"], theirs)
+    for p in prompts:
+        np.testing.assert_array_equal(got[p]["mean"], one[p]["mean"])
+        theirs = reference(tmp_path / "st", pooling_of("mean")).encode(SENTS, prompt=p or None)
+        assert_same_similarities(got[p]["mean"], theirs)
 
 
 def _tokenizing_threads() -> list[str]:
