@@ -18,9 +18,10 @@ the corpus is the larger side, as in real retrieval data where documents outnumb
 ``--passages K`` makes each of the demo's documents a passage of K sentences (itself, then K - 1 Wikipedia
 sentences), as retrieval corpora hold passages rather than single sentences.
 
-Off the CPU, ``--threads 1,4`` times both the one pair and the 16 prompts once for each number of threads that
-share the corpus's texts as they are tokenized (``pooled.TOKENIZE_THREADS``; the query prompts tokenized ahead as
-the library does), each way's ratio printed; the last lines are the library's default's.
+``--threads 1,4`` times both the one pair and the 16 prompts once for each number of threads that share the
+corpus's texts as they are tokenized (``st_pooled``'s ``threads``, on any device; the library's default is 1 on
+the CPU and ``TOKENIZE_THREADS`` elsewhere; the query prompts tokenized ahead as the library does), each way's ratio
+printed; the last lines are the library default's when it was timed, else the first number's.
 
     python benchmarks/retrieval_speed.py [--model default] [--device cpu|cuda] [--queries 64] [--distractors 8000]
                                          [--passages 1] [--threads 1,4] [--json out.json]
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -115,8 +117,8 @@ def main():
     ap.add_argument("--prompts", type=int, default=16, help="query prompts scored over one document prompt")
     ap.add_argument("--repeats", type=int, default=2, help="measurements of each, interleaved (default 2)")
     ap.add_argument("--bf16", action="store_true", help="run under bf16 autocast (default: float32)")
-    ap.add_argument("--threads", default=None, help="off the CPU, time each with each of these numbers of threads "
-                                                    "sharing the corpus's texts (e.g. 1,4; default: the library's)")
+    ap.add_argument("--threads", default=None, help="time each with each of these numbers of threads sharing the "
+                                                    "corpus's texts (e.g. 1,4; default: the library's)")
     ap.add_argument("--data-dir", default=None)
     add_device_flag(ap)
     ap.add_argument("--json", default=None, help="also write the numbers here")
@@ -125,6 +127,7 @@ def main():
     import torch
 
     from promptsearch.encoding import PromptEncoder, pooled
+    from promptsearch.encoding import encoder as encoder_module
     from promptsearch.eval.retrieval import RetrievalCandidate
     from promptsearch.search.retrieval import library_prompts, own_candidate
 
@@ -143,42 +146,48 @@ def main():
     prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
     enc.encode(["warm up the thread pools ."] * 8)
-    default_ahead = pooled.TOKENIZE_THREADS
-    aheads = [int(a) for a in args.threads.split(",")] if args.threads else [default_ahead]
-    times: dict[int, tuple[list[float], list[float]]] = {a: ([], []) for a in aheads}  # (one pair, many) each
-    for r in range(args.repeats):  # interleaved, the fastest of each kept: a busy machine slows one, not the ratio
-        for a in (aheads if r % 2 == 0 else aheads[::-1]):
-            pooled.TOKENIZE_THREADS = a
-            how = f" (the corpus's texts shared among {a} threads)" if len(aheads) > 1 else ""
-            one_s, one, t1 = timed_evaluate(enc, data, [own], device)
-            times[a][0].append(one_s)
-            print(f"  one pair{how} ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
-                  f"nDCG@10 {one[own]['ndcg@10']:.4f}", flush=True)
-            many_s, got, t2 = timed_evaluate(enc, data, many, device)
-            times[a][1].append(many_s)
-            print(f"  {len(many)} query prompts over one document prompt{how}: {many_s:.2f} s, {t2.corpus_encodings} "
-                  f"corpus encoding, {t2.query_encodings} query encodings; nDCG@10 from "
-                  f"{min(m['ndcg@10'] for m in got.values()):.4f} to {max(m['ndcg@10'] for m in got.values()):.4f}",
-                  flush=True)
-    pooled.TOKENIZE_THREADS = default_ahead
-    if len(aheads) > 1:
-        for a in aheads:
-            print(f"  with {a} thread{'s' if a != 1 else ''}: one pair {min(times[a][0]):.2f} s, {len(many)} query prompts "
-                  f"{min(times[a][1]):.2f} s: {min(times[a][1]) / min(times[a][0]):.2f}x", flush=True)
-    ones, manys = times[default_ahead if default_ahead in times else aheads[0]]
+    library_st_pooled = encoder_module.st_pooled
+    cpu = torch.device(device).type == "cpu"
+    default = 1 if cpu else min(pooled.TOKENIZE_THREADS, max(1, (os.cpu_count() or 1) - 1))  # the library's
+    counts = list(dict.fromkeys(int(a) for a in args.threads.split(","))) if args.threads else [default]
+    times: dict[int, tuple[list[float], list[float]]] = {a: ([], []) for a in counts}  # (one pair, many) each
+    try:
+        for r in range(args.repeats):  # interleaved, the fastest of each kept: a busy machine slows one, not the ratio
+            for a in (counts if r % 2 == 0 else counts[::-1]):
+                encoder_module.st_pooled = functools.partial(library_st_pooled, threads=a)  # on any device
+                how = f" (the corpus's texts in {a} thread{'s' if a != 1 else ''})" if len(counts) > 1 else ""
+                one_s, one, t1 = timed_evaluate(enc, data, [own], device)
+                times[a][0].append(one_s)
+                print(f"  one pair{how} ({own.shown}): {one_s:.2f} s, {t1.corpus_encodings} corpus encoding, "
+                      f"nDCG@10 {one[own]['ndcg@10']:.4f}", flush=True)
+                many_s, got, t2 = timed_evaluate(enc, data, many, device)
+                times[a][1].append(many_s)
+                print(f"  {len(many)} query prompts over one document prompt{how}: {many_s:.2f} s, "
+                      f"{t2.corpus_encodings} corpus encoding, {t2.query_encodings} query encodings; nDCG@10 from "
+                      f"{min(m['ndcg@10'] for m in got.values()):.4f} to "
+                      f"{max(m['ndcg@10'] for m in got.values()):.4f}", flush=True)
+    finally:
+        encoder_module.st_pooled = library_st_pooled
+    if len(counts) > 1:
+        for a in counts:
+            print(f"  with {a} thread{'s' if a != 1 else ''}: one pair {min(times[a][0]):.2f} s, {len(many)} query "
+                  f"prompts {min(times[a][1]):.2f} s: {min(times[a][1]) / min(times[a][0]):.2f}x", flush=True)
+    shown = default if default in times else counts[0]  # the last lines: the library's default, when timed
+    ones, manys = times[shown]
     # where the 16 prompts' time goes, on a fresh task: each part timed alone, in the order evaluate takes them
     parts = breakdown(enc, data, many, device)
     print("  where it goes (" + ", ".join(f"{k} {v:.3f} s" for k, v in parts.items()) + ")", flush=True)
     one_s, many_s = min(ones), min(manys)
     ratio = many_s / one_s
     print(f"{len(many)} query prompts cost {ratio:.2f}x one pair (the fastest of {args.repeats} each: {many_s:.2f} s "
-          f"/ {one_s:.2f} s; target <= 1.2x; same run, same machine)")
+          f"/ {one_s:.2f} s; the corpus's texts in {shown} thread{'s' if shown != 1 else ''}"
+          f"{', the library default' if shown == default else ''}; target <= 1.2x; same run, same machine)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"model": args.model, "device": device_name(device), "queries": len(data.queries),
                        "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
                        "one_pair_s": [round(x, 3) for x in ones], "many_s": [round(x, 3) for x in manys],
-                       "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
+                       "threads": shown, "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
                                     for a, (o, m) in times.items()},
                        "prompts": len(many),
                        "ratio": round(ratio, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},

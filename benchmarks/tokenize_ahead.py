@@ -82,7 +82,7 @@ def main() -> None:
     elif len(prompts) < 2:
         sys.exit("tokenize_ahead.py: give --prompts 2 or more (one prompt has nothing to tokenize ahead)")
     want = {p: ["mean"] for p in prompts}
-    ways = [0, *dict.fromkeys(int(a) for a in args.ahead.split(",") if int(a) > 0)]
+    ways = [0, *dict.fromkeys(int(a) for a in args.ahead.split(",") if int(a) > int(args.corpus))]  # 1 thread: in turn
 
     def run(k: int) -> dict:  # k prompts ahead; with --corpus, the one prompt's texts shared among k threads
         return st_pooled(enc, queries, want, ahead=0, threads=max(k, 1)) if args.corpus else \

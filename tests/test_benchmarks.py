@@ -99,11 +99,11 @@ def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
                 "--distractors", "100", "--prompts", "4", "--repeats", "1", "--threads", "1,2",
                 "--json", tmp_path / "r.json")
     got = json.loads((tmp_path / "r.json").read_text())
-    assert "one pair (the corpus's texts shared among 2 threads)" in out
-    assert "4 query prompts over one document prompt (the corpus's texts shared among 2 threads)" in out
-    assert "with 1 thread: one pair " in out and "x one pair" in out
+    assert "one pair (the corpus's texts in 2 threads)" in out
+    assert "4 query prompts over one document prompt (the corpus's texts in 2 threads)" in out
+    assert "with 1 thread: one pair " in out and "in 1 thread, the library default;" in out
     assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]
-    assert sorted(got["by_threads"]) == ["1", "2"]
+    assert sorted(got["by_threads"]) == ["1", "2"] and got["threads"] == 1
     assert all(len(v["one_pair_s"]) == len(v["many_s"]) == 1 for v in got["by_threads"].values())
 
 

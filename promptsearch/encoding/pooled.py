@@ -103,8 +103,10 @@ def _backend_clones(stack, n: int) -> list | None:
     """``n`` clones of the stack's fast tokenizer backend (None for a slow tokenizer), one for each thread that
     tokenizes at once: a backend serves one thread at a time (each tokenizer call sets its truncation and padding on
     it). Each is made from the backend's serialized form (its normalizer, vocabulary, added tokens and
-    post-processor: the same ids, which ``_rows`` checks against ``preprocess`` for every prompt anyway), and kept
-    on the stack (``ModuleStack.tokenizer_clones``) for later calls while the backend serializes the same."""
+    post-processor), with what a tokenizer call sets on its backend besides truncation and padding, which that form
+    leaves out (``encode_special_tokens``, from the tokenizer's ``split_special_tokens``), set as a call sets it; and
+    kept on the stack (``ModuleStack.tokenizer_clones``) for later calls while the backend serializes the same.
+    ``_rows`` compares a clone's ids with ``preprocess``'s on every prompt's probe texts."""
     tok = stack.transformer.tokenizer
     backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
     if backend is None:
@@ -119,6 +121,8 @@ def _backend_clones(stack, n: int) -> list | None:
     clones = kept["clones"]
     while len(clones) < n:
         clones.append(type(backend).from_str(spec))
+    for c in clones[:n]:
+        c.encode_special_tokens = bool(getattr(tok, "split_special_tokens", False))
     return clones[:n]
 
 
@@ -153,6 +157,8 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
         head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
     if not getattr(tok, "is_fast", False):
         backend = None
+    elif split:
+        backend = split[0]  # the probe checks what encodes the bulk
     elif backend is None:
         backend = getattr(tok, "_tokenizer", None)
     fast = backend is not None and len(ordered) > len(probe) and set(head) <= PER_TOKEN
@@ -271,8 +277,13 @@ def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | No
     n = min(ahead, len(prompts)) if len(prompts) > 1 else 0
     split = _backend_clones(stack, threads) if threads > 1 and n <= 1 and len(texts) >= 2 * SPLIT_TEXTS else None
     if n < 1:
-        for p in prompts:
-            yield p, _rows(stack, texts, p, max_length, split=split)
+        try:
+            for p in prompts:
+                yield p, _rows(stack, texts, p, max_length, split=split)
+        except BaseException:  # as below: a clone a second interrupt left in use is not handed out again
+            if split:
+                stack.tokenizer_clones.clear()
+            raise
         return
     lock = threading.Lock() if n > 1 else None
     free: queue.SimpleQueue = queue.SimpleQueue()  # the backends not in use: one a worker
@@ -294,6 +305,9 @@ def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | No
             if i + n < len(prompts):
                 pending.append(pool.submit(job, prompts[i + n]))
             yield p, got
+    except BaseException:  # an error, an interrupt, or the caller stopping early: no clone is handed out again
+        stack.tokenizer_clones.clear()  # while a worker a second interrupt left running may still hold it
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the workers' prompts finish first
 

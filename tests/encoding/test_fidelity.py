@@ -263,6 +263,36 @@ def test_a_prompts_many_texts_shared_among_threads_are_what_one_thread_gives(fam
         assert_same_similarities(got[p]["mean"], theirs)
 
 
+@pytest.mark.parametrize("way", [{"ahead": 2}, {"ahead": 0, "threads": 3}, {"ahead": 1, "threads": 3}],
+                         ids=["two-ahead", "threads", "ahead-and-threads"])
+def test_clones_encode_special_tokens_as_the_tokenizer_is_set_to(way, tiny_bert_dir, tmp_path, monkeypatch):
+    """A tokenizer set to split its special tokens' text (``split_special_tokens``, which each of its calls sets on its
+    backend and a clone's serialized form leaves out): texts that hold ``[SEP]`` or ``[MASK]`` as text, among the
+    many a clone encodes unprobed, come out as in turn, bit for bit. Each clone's ids are also checked against
+    ``preprocess`` on the probe texts: a clone that differed would send the bulk through ``preprocess``."""
+    from promptsearch.encoding import pooled
+
+    monkeypatch.setattr(pooled, "SPLIT_TEXTS", 16)
+    enc = make_encoder(st_folder(tiny_bert_dir, tmp_path / "st"))
+    tok = enc.model.stack().transformer.tokenizer
+    sents = list(SENTS)
+    middle = sorted(range(len(sents)), key=lambda i: len(sents[i]))[len(sents) // 2 - 4:len(sents) // 2 + 4]
+    for i in middle:  # not among the probe texts (the longest and shortest)
+        sents[i] += " [SEP] [MASK]"
+    prompts = {"a: ": ["mean"], "b: ": ["mean"]}
+    want = {}
+    for split in (False, True, False):  # and back: the kept clones follow the tokenizer
+        tok.split_special_tokens = split
+        want[split] = st_pooled(enc, sents, prompts, ahead=0, threads=1)
+        got = st_pooled(enc, sents, prompts, **way)
+        for p in prompts:
+            np.testing.assert_array_equal(got[p]["mean"], want[split][p]["mean"])
+    for p in prompts:  # the setting changes those rows' vectors (the others' only by their batches' rounding)
+        diff = np.abs(want[True][p]["mean"] - want[False][p]["mean"]).max(axis=1)
+        rest = np.delete(diff, middle)
+        assert diff[middle].min() > 100 * max(rest.max(), 1e-6), (diff[middle], rest.max())
+
+
 def _tokenizing_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("promptsearch-tokenize")]
 
@@ -289,11 +319,14 @@ def test_tokenizing_ahead_runs_in_the_worker_thread_and_in_turn_in_the_callers(t
     assert [p for p, _, _ in seen] == list(prompts)
     assert all(name.startswith("promptsearch-tokenize") and b is None for _, name, b in seen), seen
     seen.clear()
+    encode, encoded = pooled._encode, []
+    monkeypatch.setattr(pooled, "_encode", lambda b, texts: encoded.append(id(b)) or encode(b, texts))
     st_pooled(enc, SENTS, prompts, ahead=2)
     assert [p for p, _, _ in seen] == list(prompts)
     assert all(name.startswith("promptsearch-tokenize") for _, name, _ in seen), seen
     used = {id(b) for _, _, b in seen}
     assert len(used) == 2 and id(own) not in used and None not in {b for _, _, b in seen}
+    assert set(encoded) == used  # the probes too: with two workers, neither encodes on the tokenizer's own backend
     first = list(stack.tokenizer_clones["clones"])
     st_pooled(enc, SENTS, prompts, ahead=2)
     assert stack.tokenizer_clones["clones"] == first  # kept
