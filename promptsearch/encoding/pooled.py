@@ -15,6 +15,7 @@ the previous one's batches run. Padding is the tokenizer's own side, so a row's 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import queue
 import threading
@@ -22,7 +23,7 @@ from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -179,26 +180,37 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
                 rows[name][j] = head[name][n]
         todo = [j for j in range(len(ordered)) if rows["input_ids"][j] is None]
         bulk = dict(zip(todo, _encode_split(split or [backend], [prompt + ordered[j] for j in todo])))
-        long = [j for j, e in bulk.items() if limit and len(e.ids) > limit]  # truncated: by preprocess's own rule
+        long = [j for j, e in bulk.items() if limit and len(e) > limit]  # truncated: by preprocess's own rule
         if long:
             with lock:
                 cut, _ = _preprocessed(stack, [ordered[j] for j in long], prompt, kw)
             for n, j in enumerate(long):
                 for name in head:
                     rows[name][j] = cut[name][n]
-        for j, e in bulk.items():
-            if rows["input_ids"][j] is None:
-                ids = np.asarray(e.ids, dtype=np.int64)
-                rows["input_ids"][j] = ids
-                if "token_type_ids" in rows:
-                    rows["token_type_ids"][j] = np.asarray(e.type_ids, dtype=np.int64)
-                if "attention_mask" in rows:
-                    rows["attention_mask"][j] = np.ones(len(ids), dtype=np.int64)
+        _fill(rows, {j: e for j, e in bulk.items() if rows["input_ids"][j] is None})
     out: dict[str, list] = {name: [None] * len(texts) for name in rows}
     for name, rs in rows.items():
         for i, r in zip(order, rs):
             out[name][i] = r
     return out, rest
+
+
+def _fill(rows: dict[str, list], encodings: dict[int, Any]) -> None:
+    """Row ``j`` of each per-token feature in ``rows`` from the backend's encoding ``encodings[j]``: its ids, its
+    token types, a mask of ones. Each feature is one array of all the rows (read in one pass, not an array made a
+    row), each row a view of it."""
+    if not encodings:
+        return
+    encs = list(encodings.values())
+    ends = np.cumsum(np.fromiter(map(len, encs), dtype=np.int64, count=len(encs)))
+    spans = list(zip([0, *ends[:-1].tolist()], ends.tolist()))
+    total = int(ends[-1])
+    read = {"input_ids": lambda e: e.ids, "token_type_ids": lambda e: e.type_ids}
+    for name in rows:
+        flat = np.ones(total, dtype=np.int64) if name == "attention_mask" else np.fromiter(
+            itertools.chain.from_iterable(map(read[name], encs)), dtype=np.int64, count=total)
+        for j, (a, b) in zip(encodings, spans):
+            rows[name][j] = flat[a:b]
 
 
 def _pad(rows: dict[str, list[np.ndarray]], idx: np.ndarray, side: str, pad_id: int, device) -> dict[str, torch.Tensor]:
