@@ -7,9 +7,9 @@ modules. This module calls those very functions and modules (``ModuleStack``),
 with promptsearch's batching around them: sentences deduplicated, each tokenized once (the bulk by the
 tokenizer's backend once it gave ``preprocess``'s ids on the longest and shortest texts), rows cut into
 token-budget batches longest first, every read-out of one prompt pooled from the same forward pass, bf16
-autocast where it is the faster precision, and on a GPU the next prompts tokenized in worker threads while
-the previous one's batches run. Padding is the tokenizer's own side, so a row's numbers do not depend on its batch
-(float rounding aside).
+autocast where it is the faster precision, and on a GPU the next prompt tokenized in a worker thread while
+the previous one's batches run and a prompt's many texts (a corpus) tokenized by several threads. Padding is the
+tokenizer's own side, so a row's numbers do not depend on its batch (float rounding aside).
 """
 
 from __future__ import annotations
