@@ -147,8 +147,7 @@ def main():
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
     enc.encode(["warm up the thread pools ."] * 8)
     library_st_pooled = encoder_module.st_pooled
-    cpu = torch.device(device).type == "cpu"
-    default = 1 if cpu else min(pooled.TOKENIZE_THREADS, max(1, (os.cpu_count() or 1) - 1))  # the library's
+    default = pooled.tokenizing_defaults(device)[1]  # the library's
     counts = list(dict.fromkeys(int(a) for a in args.threads.split(","))) if args.threads else [default]
     times: dict[int, tuple[list[float], list[float]]] = {a: ([], []) for a in counts}  # (one pair, many) each
     try:
@@ -187,8 +186,9 @@ def main():
             json.dump({"model": args.model, "device": device_name(device), "queries": len(data.queries),
                        "corpus": len(data.corpus), "query_tokens": q_tokens, "corpus_tokens": c_tokens,
                        "one_pair_s": [round(x, 3) for x in ones], "many_s": [round(x, 3) for x in manys],
-                       "threads": shown, "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
-                                    for a, (o, m) in times.items()},
+                       "threads": shown,
+                       "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
+                                      for a, (o, m) in times.items()},
                        "prompts": len(many),
                        "ratio": round(ratio, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
                        "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,

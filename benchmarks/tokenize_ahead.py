@@ -6,19 +6,18 @@ go through the tokenizer (sentence-transformers' ``preprocess`` for a probe, the
 bulk), then through the model. On a GPU the model's part is short and the host's tokenizing is a large share of a
 prompt's time; with ``ahead`` k (the default when the model is not on the CPU: ``TOKENIZE_AHEAD``) k worker
 threads tokenize prompts i + 1 ... i + k while prompt i's forward passes run, several workers each on a clone of
-the tokenizer's backend. Every way gives the very same vectors (checked here,
-bit for bit).
+the tokenizer's backend. Every way gives the very same vectors (checked here, bit for bit).
 
 The benchmark times ``--prompts`` query prompts (the shipped retrieval library's, ``{task}`` filled) over
 ``--queries`` of the demo task's queries, in turn and with each number of prompts ahead in ``--ahead``,
 ``--repeats`` times, and prints the fastest of each and its ratio to in turn. ``--corpus`` times one document
 prompt over the demo's corpus (2,647 sentences) instead: there nothing is ahead, and each k of ``--ahead`` is a
-number of threads that share the prompt's texts (``threads``; the default off the CPU is ``TOKENIZE_THREADS``). ``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's
-tokenizer: its forward is nearly free, so the host's work dominates, as for a small model on a GPU. The tokenizer
-runs one thread a call, as the command runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU
-it shares the cores with torch's threads, and ``--split-cores`` gives torch one intra-op thread too, which is how a
-GPU host runs them: the model's host thread on one core, the tokenizers on others. The ways alternate their order
-from one repeat to the next.
+number of threads that share the prompt's texts (``threads``; the default off the CPU is ``TOKENIZE_THREADS``).
+``--model tiny`` is a random 2-layer, 32-wide BERT with the default model's tokenizer: its forward is nearly free,
+so the host's work dominates, as for a small model on a GPU. The tokenizer runs one thread a call, as the command
+runs it (``TOKENIZERS_PARALLELISM=false``, unless set otherwise); on a CPU it shares the cores with torch's threads,
+and ``--split-cores`` gives torch one intra-op thread too, which is how a GPU host runs them: the model's host
+thread on one core, the tokenizers on others. The ways alternate their order from one repeat to the next.
 
 A further way is timed beside them, as an experiment the library does not take: every prompt's rows in shared
 batches (``together``), so 16 prompts of 64 short queries are one forward pass instead of 16. Its vectors are not

@@ -8,8 +8,8 @@
 #   bash scripts/gpu-check.sh retrieval # tokenizing ahead, then the retrieval benchmark on both data shapes, on cuda
 #   bash scripts/gpu-check.sh lease [S] # retrieval, then recheck: one call for a 15-minute loan
 #   bash scripts/gpu-check.sh exit [S]  # recheck with scripts/exit_report.py: what keeps its processes from exiting
-#   bash scripts/gpu-check.sh workers   # prompts tokenized ahead by 1, 2, 4, 8 workers, the corpus shared among
-#                                       # threads, the retrieval benchmark with each, then the tests they touch
+#   bash scripts/gpu-check.sh workers   # prompts tokenized ahead by 1, 2, 4, 8 workers, a corpus shared among
+#                                       # 1, 2, 4, 8 threads, then the tests they touch
 #   bash scripts/gpu-check.sh threads   # where a retrieval evaluation's host time goes (profile_retrieval.py), the
 #                                       # retrieval benchmark with the corpus's texts in 1 and 4 threads, the
 #                                       # fidelity tests
@@ -80,10 +80,6 @@ workers)
   step ahead_queries 70 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8
   step ahead_corpus 70 python3 benchmarks/tokenize_ahead.py --device cuda --model default --ahead 1,2,4,8 --corpus \
     --repeats 3
-  step retrieval_speed 120 python3 benchmarks/retrieval_speed.py --device cuda --ahead 1,2,4 --repeats 3 \
-    --json "$out/retrieval_speed.json"
-  step retrieval_passages 120 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
-    --passages 8 --ahead 1,2,4 --repeats 3 --json "$out/retrieval_passages.json"
   pytest_step touched "${2:-150}" -n 8 -q tests/encoding/test_fidelity.py tests/test_benchmarks.py \
     tests/eval/test_ir_metrics.py tests/eval/test_retrieval_task.py tests/encoding/test_encoder.py ;;
 threads)

@@ -127,9 +127,8 @@ def _backend_clones(stack, n: int) -> list | None:
     return clones[:n]
 
 
-def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=None,
-          lock: AbstractContextManager | None = None, split: list | None = None,
-          ) -> tuple[dict[str, list[np.ndarray]], dict]:
+def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backends: list | None = None,
+          lock: AbstractContextManager | None = None) -> tuple[dict[str, list[np.ndarray]], dict]:
     """Every text's features exactly as sentence-transformers' ``preprocess`` makes them, unpadded: {name: one array
     a row} for the per-token features (input ids, attention mask, token types), and the rest ({prompt_length,
     modality}) as it gave them.
@@ -141,11 +140,10 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
     Anything else (a slow tokenizer, a feature the backend does not give, ids that differ) takes ``preprocess``
     for every text.
 
-    :param backend: the fast tokenizer's backend to use for the bulk (default: the tokenizer's own): a clone of it
-        when several threads tokenize at once (``_backend_clones``).
-    :param lock: held around each ``preprocess`` call (the tokenizer itself: one thread at a time).
-    :param split: clones of the backend that encode the bulk in parallel, a share each (``_encode_split``), in
-        place of ``backend``."""
+    :param backends: the fast tokenizer's backends that encode the bulk, a share each (``_encode_split``), the
+        first also the probe texts (default: the tokenizer's own): clones of it (``_backend_clones``) where another
+        thread tokenizes at the same time, or where several share the bulk.
+    :param lock: held around each ``preprocess`` call (the tokenizer itself: one thread at a time)."""
     kw = {"max_length": max_length} if max_length else {}
     lock = lock or nullcontext()
     tok = stack.transformer.tokenizer
@@ -157,11 +155,11 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
     with lock:
         head, rest = _preprocessed(stack, [ordered[j] for j in probe], prompt, kw)
     if not getattr(tok, "is_fast", False):
-        backend = None
-    elif split:
-        backend = split[0]  # the probe checks what encodes the bulk
-    elif backend is None:
-        backend = getattr(tok, "_tokenizer", None)
+        backends = None
+    elif not backends:
+        own = getattr(tok, "_tokenizer", None)
+        backends = [own] if own is not None else None
+    backend = backends[0] if backends else None  # the probe checks what encodes the bulk
     fast = backend is not None and len(ordered) > len(probe) and set(head) <= PER_TOKEN
     if fast:  # compared where preprocess did not truncate (the shortest texts at least)
         same = [list(e.ids) == head["input_ids"][n].tolist() and ("token_type_ids" not in head or list(e.type_ids) ==
@@ -174,12 +172,13 @@ def _rows(stack, texts: list[str], prompt: str, max_length: int | None, backend=
         with lock:
             rows, rest = _preprocessed(stack, ordered, prompt, kw)
     else:
+        assert backends  # fast: the probe's backend is backends[0]
         rows = {name: [None] * len(ordered) for name in head}
         for n, j in enumerate(probe):
             for name in head:
                 rows[name][j] = head[name][n]
         todo = [j for j in range(len(ordered)) if rows["input_ids"][j] is None]
-        bulk = dict(zip(todo, _encode_split(split or [backend], [prompt + ordered[j] for j in todo])))
+        bulk = dict(zip(todo, _encode_split(backends, [prompt + ordered[j] for j in todo])))
         long = [j for j, e in bulk.items() if limit and len(e) > limit]  # truncated: by preprocess's own rule
         if long:
             with lock:
@@ -250,11 +249,9 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
 
     :param prompts: each prompt ("" for none) → the read-outs wanted under it.
     :param ahead: how many prompts are tokenized ahead, each in a worker thread (0 or False: each in turn, in the
-        caller's thread; True: one). Default: none on the CPU, where the tokenizer and the model would share the same
-        cores; elsewhere ``TOKENIZE_AHEAD``.
+        caller's thread; True: one). Default: ``tokenizing_defaults``.
     :param threads: with at most one prompt ahead, the threads among which a prompt's texts are shared once there
-        are ``SPLIT_TEXTS`` or more for each (1: none). Default: 1 on the CPU; elsewhere ``TOKENIZE_THREADS``; either
-        default at most the host's cores less one."""
+        are ``SPLIT_TEXTS`` or more for each (1: none). Default: ``tokenizing_defaults``."""
     stack = encoder.model.stack()
     uniq, inverse = unique(list(sentences))
     if not uniq:
@@ -263,11 +260,9 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
     device = encoder.device
     for m in stack.modules:
         m.to(device)
-    cpu, spare = torch.device(device).type == "cpu", max(1, (os.cpu_count() or 1) - 1)
-    if ahead is None:
-        ahead = 0 if cpu else min(TOKENIZE_AHEAD, spare)
-    if threads is None:
-        threads = 1 if cpu else min(TOKENIZE_THREADS, spare)
+    default_ahead, default_threads = tokenizing_defaults(device)
+    ahead = default_ahead if ahead is None else ahead
+    threads = default_threads if threads is None else threads
     tok = stack.transformer.tokenizer  # read before worker threads tokenize: from then on only they use it
     pad = getattr(tok, "padding_side", "right"), tok.pad_token_id if tok.pad_token_id is not None else 0
     on_device: dict[str, dict[str, torch.Tensor]] = {}
@@ -276,6 +271,16 @@ def st_pooled(encoder, sentences: Sequence[str], prompts: Mapping[str, Sequence[
             poolings = {r: stack.pooling_for(r).to(device) for r in dict.fromkeys(prompts[p])}
             on_device[p] = _forward_rows(encoder, stack, rows, rest, poolings, batch_size, bar, pad)
     return {p: {r: v.cpu().numpy()[inverse] for r, v in got.items()} for p, got in on_device.items()}
+
+
+def tokenizing_defaults(device) -> tuple[int, int]:
+    """``st_pooled``'s defaults on ``device``: (prompts tokenized ahead, threads sharing a prompt's many texts). None
+    and 1 on the CPU, where the tokenizer and the model would share the same cores; elsewhere ``TOKENIZE_AHEAD`` and
+    ``TOKENIZE_THREADS``, each at most the host's cores less one."""
+    if torch.device(device).type == "cpu":
+        return 0, 1
+    spare = max(1, (os.cpu_count() or 1) - 1)
+    return min(TOKENIZE_AHEAD, spare), min(TOKENIZE_THREADS, spare)
 
 
 def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | None, ahead: int, threads: int,
@@ -288,40 +293,37 @@ def _tokenized(stack, texts: list[str], prompts: list[str], max_length: int | No
     or none, the bulk of many texts is shared among ``threads`` clones (``_encode_split``)."""
     n = min(ahead, len(prompts)) if len(prompts) > 1 else 0
     split = _backend_clones(stack, threads) if threads > 1 and n <= 1 and len(texts) >= 2 * SPLIT_TEXTS else None
-    if n < 1:
-        try:
-            for p in prompts:
-                yield p, _rows(stack, texts, p, max_length, split=split)
-        except BaseException:  # as below: a clone a second interrupt left in use is not handed out again
-            if split:
-                stack.tokenizer_clones.clear()
-            raise
-        return
-    lock = threading.Lock() if n > 1 else None
-    free: queue.SimpleQueue = queue.SimpleQueue()  # the backends not in use: one a worker
-    for b in (_backend_clones(stack, n) if n > 1 else None) or [None] * n:
-        free.put(b)
-
-    def job(p: str):
-        backend = free.get()
-        try:
-            return _rows(stack, texts, p, max_length, backend=backend, lock=lock, split=split)
-        finally:
-            free.put(backend)
-
-    pool = ThreadPoolExecutor(n, thread_name_prefix="promptsearch-tokenize")
     try:
-        pending = deque(pool.submit(job, p) for p in prompts[:n])
-        for i, p in enumerate(prompts):
-            got = pending.popleft().result()
-            if i + n < len(prompts):
-                pending.append(pool.submit(job, prompts[i + n]))
-            yield p, got
+        if n < 1:
+            for p in prompts:
+                yield p, _rows(stack, texts, p, max_length, backends=split)
+            return
+        lock = threading.Lock() if n > 1 else None
+        free: queue.SimpleQueue = queue.SimpleQueue()  # the backends not in use: one list a worker (None: its own)
+        clones = _backend_clones(stack, n) if n > 1 else None
+        for b in ([[c] for c in clones] if clones else [split] * n):
+            free.put(b)
+
+        def job(p: str):
+            backends = free.get()
+            try:
+                return _rows(stack, texts, p, max_length, backends=backends, lock=lock)
+            finally:
+                free.put(backends)
+
+        pool = ThreadPoolExecutor(n, thread_name_prefix="promptsearch-tokenize")
+        try:
+            pending = deque(pool.submit(job, p) for p in prompts[:n])
+            for i, p in enumerate(prompts):
+                got = pending.popleft().result()
+                if i + n < len(prompts):
+                    pending.append(pool.submit(job, prompts[i + n]))
+                yield p, got
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the workers' prompts finish first
     except BaseException:  # an error, an interrupt, or the caller stopping early: no clone is handed out again
-        stack.tokenizer_clones.clear()  # while a worker a second interrupt left running may still hold it
+        stack.tokenizer_clones.clear()  # while a thread a second interrupt left running may still hold it
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # an interrupt or error: the workers' prompts finish first
 
 
 def _forward_rows(encoder, stack, rows: dict[str, list[np.ndarray]], rest: dict, poolings: dict, batch_size, bar,
