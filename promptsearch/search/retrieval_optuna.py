@@ -33,6 +33,7 @@ trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_tri
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,6 +139,38 @@ def trial_attrs(e: RetrievalEntry) -> dict:
             "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3)}
 
 
+SETUP_WAIT = 60.0  # seconds a process joining a study waits for the process that created it to record it
+
+
+def being_made(storage: optuna.storages.BaseStorage, sid: int) -> bool:
+    """Whether the study is one another process has just created and is still setting up: no user attributes yet,
+    and no trials but the seeds it tells from its results file (``OptunaRetrieval._seed_study``)."""
+    if storage.get_study_user_attrs(sid):
+        return False
+    return all(t.user_attrs.get("from") == "the results file" for t in storage.get_all_trials(sid, deepcopy=False))
+
+
+def wait_for_record(storage: optuna.storages.BaseStorage, sid: int, where: str, wait: float | None = None) -> None:
+    """Wait until the study holds its ``retrieval`` record, which the process that created it sets after seeding it;
+    a study that is not a retrieval study has no such record and is refused by ``OptunaRetrieval.check`` at once.
+
+    :param storage: the storage.
+    :param sid: the study's id in it.
+    :param where: how a message names it.
+    :param wait: the most seconds to wait (None: ``SETUP_WAIT``).
+    :raises promptsearch.PromptSearchError: still no record after that (its maker stopped, or it is not a retrieval
+        study)."""
+    limit = SETUP_WAIT if wait is None else wait
+    end = time.monotonic() + limit
+    while "retrieval" not in storage.get_study_user_attrs(sid):
+        if not being_made(storage, sid):
+            return  # another kind of study: check says so
+        if time.monotonic() > end:
+            raise PromptSearchError(f"{where} has no retrieval record {limit:g} s after it was created (the "
+                                    f"process that made it stopped?): {STUDY_EXISTS}")
+        time.sleep(0.2)
+
+
 @dataclass
 class OptunaRetrieval(RetrievalStrategy):
     """TPE over query prompt × document prompt × read-out (see the module's description).
@@ -215,6 +248,8 @@ class OptunaRetrieval(RetrievalStrategy):
         fresh = STUDY_EXISTS
         was, mine = storage.get_study_user_attrs(sid).get("retrieval"), self.record(search)
         if was is None:
+            if being_made(storage, sid):  # another process created it a moment ago: propose waits for its record
+                return
             raise PromptSearchError(f"{where} is not a retrieval study; {fresh}")
         for k in ("model", "data", "precision", "numbers"):
             if was.get(k) != mine[k]:
@@ -295,19 +330,28 @@ class OptunaRetrieval(RetrievalStrategy):
         own = search.own
         assert own is not None  # scored first
         space = space_of(search, own.candidate)
-        self.check(search)  # again: another process may have made the study meanwhile
         storage = open_storage(self.storage)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
                   if self.racing is not None else optuna.pruners.NopPruner())
-        study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
-                                    sampler=sampler, pruner=pruner, load_if_exists=True)
-        if "retrieval" not in study.user_attrs:
-            study.set_user_attr("retrieval", self.record(search))
-            if not study.trials:  # what the results file holds (the model's own first) starts the study
+        try:  # one process creates the study (the storage refuses a second of the same name), seeds it, records it
+            study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
+                                        sampler=sampler, pruner=pruner)
+        except optuna.exceptions.DuplicatedStudyError:  # made before, or a moment ago by a worker started with this one
+            study = optuna.load_study(storage=storage, study_name=self.study_name, sampler=sampler, pruner=pruner)
+            wait_for_record(storage, storage.get_study_id_from_name(self.study_name),
+                            f"study {self.study_name!r} in {_shown(self.storage)}")
+        else:  # what the results file holds (the model's own first) starts the study; its record, set last, says
+            # to any process joining it that it is ready
+            try:
                 self._seed_study(study, search, space, own)
+                study.set_user_attr("retrieval", self.record(search))
+            except BaseException:  # stopped half made (an interrupt, the storage): no study a rerun would wait for
+                optuna.delete_study(study_name=self.study_name, storage=storage)
+                raise
+        self.check(search)  # again: the study may be another process's
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)

@@ -3,6 +3,8 @@ study and the results file, a rerun resumes the study, another run sharing the s
 instead of encoding them, the verdict is the greedy search's rule; bad input is one line."""
 
 import json
+import threading
+import time
 
 import numpy as np
 import optuna
@@ -11,6 +13,7 @@ from conftest import FakeRetrievalTask, make_encoder
 
 from promptsearch.errors import PromptSearchError
 from promptsearch.eval.retrieval import RetrievalCandidate
+from promptsearch.search import retrieval_optuna
 from promptsearch.search.retrieval import QueryGrammar, RetrievalResults, RetrievalSearch, own_candidate
 from promptsearch.search.retrieval_optuna import OptunaRetrieval, space_of
 
@@ -254,3 +257,53 @@ def test_a_trial_sharing_its_document_side_with_one_that_goes_on_is_not_pruned(e
     assert {t.number: p for t, (_, p) in out.items()} == {0: False, 1: False, 2: True}
     assert all(t.reported[1] == 1 and "screen" in t.user_attrs for t in trials)
     assert search.scorer.screened_out == 1
+
+
+def test_a_study_another_process_has_just_created_is_joined_once_it_is_recorded(enc, tmp_path):
+    """Two workers started at once on a new study name: the one whose create_study lost finds the study before its
+    maker has seeded and recorded it, waits for the record and joins, instead of refusing it as not a retrieval
+    study; it seeds nothing itself (the maker does, once)."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    made = optuna.create_study(storage=url, study_name="s", direction="maximize")  # the other worker, mid-way
+    search = RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4))
+    record = search.strategy.record(search)
+    started = time.monotonic()
+    threading.Timer(1.5, lambda: made.set_user_attr("retrieval", record)).start()
+    search.run()
+    assert time.monotonic() - started >= 1.5  # it waited for the record
+    study = optuna.load_study(study_name="s", storage=url)
+    assert study.user_attrs["retrieval"] == record
+    assert not [t for t in study.trials if t.user_attrs.get("from") == "the results file"]  # the joiner seeds nothing
+    assert len(finished(tmp_path)) >= 4
+
+
+def test_a_study_its_maker_left_unrecorded_is_one_line_after_the_wait(enc, tmp_path, monkeypatch):
+    monkeypatch.setattr(retrieval_optuna, "SETUP_WAIT", 0.5)
+    optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s", direction="maximize")
+    task = Task()
+    with pytest.raises(PromptSearchError, match=r"has no retrieval record 0.5 s after it was created .*give another "
+                                                r"study_name="):
+        RetrievalSearch(task, enc, results(), strategy=strategy(tmp_path, 4)).run()
+    assert task.scored == [own_candidate(enc)]  # the model's own, scored before the study opens
+
+
+def test_a_study_stopped_while_it_is_made_is_deleted_so_the_rerun_makes_it_afresh(enc, tmp_path, monkeypatch):
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(OptunaRetrieval, "_seed_study", stop)
+    with pytest.raises(KeyboardInterrupt):
+        RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4)).run()
+    assert optuna.get_all_study_names(f"sqlite:///{tmp_path / 'study.db'}") == []
+    monkeypatch.undo()
+    RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4)).run()
+    assert len(finished(tmp_path)) >= 4
+
+
+def test_a_study_of_another_kind_is_refused_at_once_not_waited_for(enc, tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s", direction="maximize")
+    study.set_user_attr("numbers", {"model": "abc"})  # an STS search's
+    started = time.monotonic()
+    with pytest.raises(PromptSearchError, match="is not a retrieval study"):
+        RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4)).run()
+    assert time.monotonic() - started < retrieval_optuna.SETUP_WAIT
