@@ -59,7 +59,7 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#board", DataTable)
         if self._columns != b.metric:  # a retrieval file's candidates and nDCG@10, or templates and Spearman
             table.clear(columns=True)
-            table.add_columns("#", b.metric, "candidate" if b.kind == "retrieval" else "template", "held-out")
+            table.add_columns("#", b.metric, b.item, "held-out")
             self._columns = b.metric
         table.clear()
         for i, (score, template) in enumerate(b.rows, 1):
@@ -73,7 +73,7 @@ class LeaderboardScreen(Screen):
             text = Text(b.error)
         else:
             best = f"{b.best:.{b.places}f}" if b.best is not None else "-"
-            kind = b.metric if b.kind == "retrieval" else "denoised" if b.denoise else "raw"
+            kind = b.variant or ("denoised" if b.denoise else "raw")
             count = f"{b.trials} trials · " if b.unit == "trials" else ""
             text = Text.from_markup(f"[b]{escape(b.strategy)}[/b] on [b]{escape(b.model)}[/b] · {escape(b.dataset)} "
                                     f"({kind}) · {count}{len(b.rows)} scored · ")
@@ -96,10 +96,9 @@ class LeaderboardScreen(Screen):
         return template_of(self.board.rows[min(table.cursor_row, len(self.board.rows) - 1)][1])
 
     def _no_predictions(self) -> bool:
-        """A retrieval candidate has no [MASK] to predict: said, and True."""
-        if self.board.kind == "retrieval":
-            self.notify("predictions show a [MASK] template's top tokens; a retrieval candidate is a pair of prompts: "
-                        "export it (promptsearch export) and use encode_query / encode_document", severity="warning")
+        """A row without a [MASK] to predict (a retrieval candidate): said why, and True."""
+        if self.board.no_predictions:
+            self.notify(self.board.no_predictions, severity="warning")
             return True
         return False
 
@@ -145,8 +144,9 @@ class LeaderboardScreen(Screen):
         if self.search_status.startswith("running"):
             self.notify("a search is already running")
             return
-        if self.board.command is not None or self.board.kind == "retrieval":  # its own command resumes it
-            why = resume.why_not(self.board.command, str(path), self.board.kind)
+        # its own command resumes it; a file of another kind than a greedy search's is resumed by its command only
+        if self.board.command is not None or self.board.search != "greedy":
+            why = resume.why_not(self.board.command, str(path), self.board.search)
             if why:
                 self.notify(why, severity="warning")
                 return

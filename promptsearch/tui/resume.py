@@ -11,17 +11,17 @@ import sys
 from pathlib import Path
 
 
-def why_not(command: dict | None, out: str, kind: str = "retrieval") -> str | None:
+def why_not(command: dict | None, out: str, search: str = "greedy") -> str | None:
     """Why a results file's recorded ``command`` cannot be run again from here, or None.
 
     :param command: the file's command (``{"argv", "cwd"}``, or None in a file written before it was kept).
     :param out: the results file.
-    :param kind: the file's kind, named in the advice when its command is not known.
+    :param search: the command that runs a search of the file's kind, named in the advice when its own is not known.
     :returns: the reason, with the command to run instead, or None."""
     argv = command.get("argv") if isinstance(command, dict) else None
     ok = (isinstance(argv, list) and bool(argv) and all(isinstance(a, str) for a in argv)
           and argv[0] not in ("tui", "worker"))
-    ask = (f"run promptsearch {argv[0] if ok and argv else 'retrieval' if kind == 'retrieval' else 'greedy'} … "
+    ask = (f"run promptsearch {argv[0] if ok and argv else search} … "
            f"--out {out} to resume it (the board follows it)")
     if command is None or not ok:
         return f"this results file does not record the command that wrote it: {ask}"

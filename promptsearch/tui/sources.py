@@ -26,7 +26,10 @@ class Board:
     unit: str = "trials"  # what ``trials`` counts: Optuna's trials, or the templates a strategy scored
     metric: str = "STS-B dev"  # the score column's name: the dev set's Spearman × 100, or a retrieval run's nDCG@10
     places: int = 2  # the score's decimals (Spearman × 100: 2; nDCG@10, a fraction: 4)
-    kind: str = "sts"  # "sts": template scores; "retrieval": query prompt × document prompt × read-out candidates
+    item: str = "template"  # what a row is: a template (STS), a candidate (query prompt × document prompt × read-out)
+    variant: str | None = None  # shown beside the data set (None: denoised or raw, as ``denoise`` says)
+    no_predictions: str | None = None  # why a row has no [MASK] predictions to show (None: it has)
+    search: str = "greedy"  # the command that runs a search of this kind (named when the file's own is not known)
     command: dict | None = None  # the command that ran the file's search (the TUI's "s" runs it again: resumes it)
 
     def held_out_text(self, template: str) -> str:
@@ -120,7 +123,9 @@ def retrieval_board(path: Path) -> Board:
     return Board(res.strategy.get("name", "greedy"), res.model, str(res.data.get("name", "-")), True,
                  len(res.entries), rows, [e.score for e in res.entries.values()], held_out=held, chosen=chosen,
                  unit="scored", metric=f"{METRIC}, mean of {len(res.sizes)} sets" if res.sizes else METRIC, places=4,
-                 kind="retrieval", command=res.command)
+                 item="candidate", variant=METRIC, search="retrieval", command=res.command,
+                 no_predictions="predictions show a [MASK] template's top tokens; a retrieval candidate is a pair of "
+                                "prompts: export it (promptsearch export) and use encode_query / encode_document")
 
 
 class OptunaSource(_Polled):

@@ -351,9 +351,10 @@ def test_a_retrieval_file_without_its_command_says_what_to_run(tmp_path):
     out = str(tmp_path / "r.json")
     assert "does not record the command" in why_not(None, out) and f"--out {out}" in why_not(None, out)
     assert "does not record the command" in why_not({"argv": ["tui"], "cwd": str(tmp_path)}, out)
-    assert "run promptsearch greedy … --out" in why_not(None, out, kind="sts")
-    assert why_not({"argv": ["greedy", "--model", "m"], "cwd": str(tmp_path)}, out, kind="sts") is None
+    assert "run promptsearch greedy … --out" in why_not(None, out, search="greedy")
+    assert why_not({"argv": ["greedy", "--model", "m"], "cwd": str(tmp_path)}, out, search="greedy") is None
     assert "does not record the command" in why_not({"argv": ["retrieval", 3], "cwd": str(tmp_path)}, out)
+    assert "run promptsearch retrieval … --out" in why_not(None, out, search="retrieval")
     assert "is gone" in why_not({"argv": ["retrieval"], "cwd": str(tmp_path / "nowhere")}, out)
     assert why_not({"argv": ["retrieval", "--data", "demo"], "cwd": str(tmp_path)}, out) is None
     for url, hidden in [("postgresql://me:s3cret@db/x", "postgresql://me:***@db/x"),
