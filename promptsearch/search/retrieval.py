@@ -50,7 +50,7 @@ from .results import kept_precision
 from .runner import Judged, StepRunner
 from .state import Spread, weighed_words
 from .strategy import Strategy, Told
-from .validate import held_out
+from .validate import validate
 
 if TYPE_CHECKING:
     from ..encoding import PromptEncoder
@@ -359,6 +359,7 @@ class RetrievalResults:
     # can be recomputed on exactly those queries (the rest were held out or left out of a sample)
     query_ids: list[str] = field(default_factory=list)
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
+    UNIT: ClassVar[str] = "candidate"  # what an entry is called in what a command says
 
     @classmethod
     def open(cls, path, model: str, data: dict, precision: str, numbers: dict | None = None,
@@ -778,6 +779,28 @@ class RetrievalScorer:
         self.screen = None  # the task racing screened on (its corpus passes are counted apart)
         self.said_no_race = False  # whether the run said that racing does not pay on its corpus (said once)
 
+    @property
+    def name(self) -> str:
+        """The retrieval set's name (several: comma-joined), as held-out validation keys a score on it."""
+        return str(self.task.data.name)
+
+    def on(self, task) -> "RetrievalScorer":
+        """A scorer of the same encoder on another retrieval set (held-out validation), with results of its own that
+        hold nothing. A candidate is scored as it would be exported: a search over one set filled ``{task}`` with that
+        set's description when it made its candidates, and that text is what is scored; over several sets the
+        candidates keep ``{task}``, and the held-out set fills it with its own description.
+
+        :param task: the ``RetrievalTask``.
+        :returns: the scorer."""
+        wrapped = RetrievalSets([task])  # one set: its description fills a candidate's {task}
+        return RetrievalScorer(wrapped, self.enc, RetrievalResults(None, self.results.model, wrapped.record(),
+                                                                   self.enc.precision))
+
+    @staticmethod
+    def held_out_cost(results, helds, n: int) -> None:
+        """What held-out validation costs, in words: not said for retrieval (None)."""
+        return None
+
     @staticmethod
     def representation(c: RetrievalCandidate) -> RetrievalCandidate:
         """What a candidate is keyed by: itself (``judge`` compares two).
@@ -1065,7 +1088,7 @@ class RetrievalSearch(StepRunner):
 
     def run(self, validate_on: Sequence = (), validate_top: int | None = None, announce=None) -> RetrievalResults:
         """The whole search: the model's own candidate, the strategy's steps, the verdict (recorded and saved), then
-        held-out validation on other retrieval sets (``validate_held_out``), as an STS search validates on held-out
+        held-out validation on other retrieval sets (``validate``), as an STS search validates on held-out
         sets.
 
         :param validate_on: other retrieval sets (``RetrievalTask``\\ s) to score the answer and others on afterwards;
@@ -1100,28 +1123,9 @@ class RetrievalSearch(StepRunner):
                      **self.strategy.stats()}
         res.save()
         if validate_on and validate_top != 0:
-            self.validate_held_out(validate_on, validate_top or 0, announce)
+            extra = [c for c in (res.best, res.own, res.ranked()[0].candidate) if c is not None]
+            validate(res, self.scorer, validate_on, validate_top or 0, extra, announce=announce)
         return res
-
-    def validate_held_out(self, tasks: Sequence, top: int = 0, announce=None) -> None:
-        """The answer, the model's own, the search's best and the ``top`` best scored on each of ``tasks`` (other
-        retrieval sets: how the prompts carry over), by ``held_out``, the validation STS searches use: each entry's
-        ``validation`` gets the set's nDCG@10, saved. Each is scored as it would be exported: a search over one set
-        filled ``{task}`` with that set's description when it made its candidates, and that text is what is scored;
-        over several sets the candidates keep ``{task}``, and each held-out set fills it with its own description.
-        Not search work: the answer stays what the verdict made it.
-
-        :param tasks: the held-out sets (``RetrievalTask``\\ s).
-        :param top: how many of the best to validate besides those three.
-        :param announce: told one line of its size before it starts."""
-        res = self.results
-        helds = {}
-        for t in tasks:
-            wrapped = RetrievalSets([t])  # one set: its description fills a candidate's {task}
-            helds[wrapped.data.name] = RetrievalScorer(wrapped, self.enc, RetrievalResults(
-                None, res.model, wrapped.record(), self.enc.precision))
-        extra = [c for c in (res.best, res.own, res.ranked()[0].candidate) if c is not None]
-        held_out(res, helds, top, extra, announce=announce)
 
 
 def summary(res: RetrievalResults, top: int = 5) -> list[str]:

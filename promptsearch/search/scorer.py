@@ -173,6 +173,29 @@ class Scorer:
         self._remote = None  # a distributed.WorkQueue: full-set scores and racing rungs done by workers too
         self._vecs: dict[Representation, np.ndarray] = {}
 
+    @property
+    def name(self) -> str:
+        """The data set's name (several: comma-joined), as held-out validation keys a score on it."""
+        return self.dataset
+
+    def held_out_cost(self, results, helds: dict[str, "Scorer"], n: int) -> str:
+        """What held-out validation of ``n`` representations on ``helds`` costs, in words: the sentences it encodes,
+        and (when this search encoded anything) about how long that takes at the search's pace.
+
+        :param results: the search's results (its time and encodings).
+        :param helds: the held-out scorers (``on``'s).
+        :param n: how many representations are validated.
+        :returns: the cost, said."""
+        sentences = sum(len(h.sentences) for h in helds.values())
+        what = f"{n} × {sentences:,} sentences"
+        encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())
+        if results.seconds <= 0 or encodings <= 0 or not len(self.sentences):
+            return what
+        seconds = results.seconds / (encodings * len(self.sentences)) * sentences * n
+        cache = ", less what the score cache holds" if self.use_cache else ""
+        took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+        return f"{what}: about {took} at this search's pace{cache}"
+
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the
         cache already read is shared, not read again.

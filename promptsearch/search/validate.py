@@ -16,32 +16,31 @@ from ..data import DataOptions, expand_tasks, load_task
 from ..encoding.reps import PromptPool
 from ..errors import DataError, PromptSearchError
 from ..representation import readout_key
-from .results import Results
 from .scorer import Scorer
 
 DEFAULT_VALIDATE_ON = ("stsb", "sickr")  # the STS-B and SICK-R test sets
 
 
-def validate(results: Results, scorer: Scorer, tasks, top: int = 5, extra=(), show_progress_bar=None,
-             announce=None) -> None:
-    """Score the best ``top`` templates of ``results`` (and ``extra`` ones it holds, e.g. the chosen one, greedy's
-    path) on every task; store them in their entries' ``validation`` (and its time in the results'
-    ``validation``) and save the results. ``announce(line)`` is told its size and cost before it starts
-    (``held_out``, which every kind of search validates with).
+def validate(results, scorer, tasks, top: int = 5, extra=(), show_progress_bar=None, announce=None) -> None:
+    """Held-out validation for any kind of search: the best ``top`` of ``results`` (and ``extra`` ones it holds, e.g.
+    the chosen one, greedy's path) scored on every task by ``scorer.on(task)``, a scorer of the same kind on it (its
+    ``name`` keys the scores); stored in the entries' ``validation`` (and its time in the results' ``validation``), and
+    saved (``held_out``). ``announce(line)`` is told its size and cost (``scorer.held_out_cost``) before it starts.
 
     :param results: the search's results (updated and saved).
-    :param scorer: the search's scorer; each task is scored with ``scorer.on(task)``.
-    :param tasks: the held-out task names.
+    :param scorer: the search's scorer (``on``, ``held_out_cost``: the STS ``Scorer``, a ``RetrievalScorer``).
+    :param tasks: the held-out tasks (STS task names; ``RetrievalTask``\ s).
     :param top: how many of the best-ranked entries to validate.
     :param extra: further entry keys to validate (those ``results`` does not hold are skipped).
     :param show_progress_bar: False: no progress bar.
     :param announce: a callable told one line (size and cost) before validation starts; None: silent.
     """
-    tasks = list(dict.fromkeys(tasks))
-    chosen = picked(results, top, extra)
-    helds = {task: scorer.on(task) for task in tasks} if chosen else {}
+    helds: dict[str, Any] = {}
+    for task in tasks:  # each set once
+        held = scorer.on(task)
+        helds.setdefault(held.name, held)
     held_out(results, helds, top, extra, show_progress_bar, announce,
-             cost=lambda n: cost(results, scorer, helds, n), names=tasks)
+             cost=lambda n: scorer.held_out_cost(results, helds, n))
 
 
 def picked(results, top: int, extra=()) -> list:
@@ -56,30 +55,31 @@ def picked(results, top: int, extra=()) -> list:
 
 
 def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_progress_bar=None, announce=None,
-             cost: Callable[[int], str] | None = None, names: Sequence[str] | None = None) -> None:
+             cost: Callable[[int], str | None] | None = None, names: Sequence[str] | None = None) -> None:
     """Held-out validation for every kind of search (STS templates on held-out sets, retrieval prompts on other
     retrieval sets): the best ``top`` of ``results`` and the ``extra`` it holds, each scored by every held-out scorer;
     each score (its primary metric, the results' ``PLACES``) stored in its entry's ``validation`` under the set's name,
     the sets, ``top`` and the time in the results' ``validation``, and saved. Not search work: nothing here chooses.
 
     :param results: the search's results (``ranked``, ``entries`` with a ``validation`` each, ``validation``,
-        ``PLACES``, ``save``; ``UNIT``: what an entry is called in the announced line).
+        ``PLACES``, ``save``, ``UNIT``: what an entry is called in the announced line).
     :param helds: held-out set name → a scorer on it (``TaskScorer``: ``score(keys)`` in order, each with a ``value``).
     :param top: how many of the best-ranked entries to validate.
     :param extra: further entry keys to validate.
     :param show_progress_bar: False: no progress bar.
     :param announce: told one line (size and cost) before validation starts; None: silent.
-    :param cost: the cost of validating ``n`` entries, in words (None: not said).
+    :param cost: the cost of validating ``n`` entries, in words (None, or it says None: not said).
     :param names: the held-out sets' names, in order (None: ``helds``'s; with nothing to validate ``helds`` may be
         empty, and the file still names the sets)."""
     t0 = time.perf_counter()
     names = list(helds if names is None else names)
-    unit = getattr(results, "UNIT", "candidate")
+    unit = results.UNIT
     chosen = picked(results, top, extra)
     if announce is not None and chosen and names:
         n = len(chosen)
+        said = cost(n) if cost is not None else None
         announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({n * len(names)} "
-                 f"scores{', ' + cost(n) if cost is not None else ''}; not search work, validate_top=0 skips it)")
+                 f"scores{', ' + said if said else ''}; not search work, validate_top=0 skips it)")
     results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False
     with tqdm(total=len(names) * len(chosen), desc="held-out", leave=False, disable=not show, unit=unit) as bar:
@@ -93,23 +93,6 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
         results.entries[key].validation = {k: v[k] for k in names if k in v} or None
     results.validation["seconds"] = round(time.perf_counter() - t0, 1)
     results.save()
-
-
-def cost(results: Results, scorer: Scorer, helds: dict[str, Scorer], n: int) -> str:
-    """What held-out validation of ``n`` representations on ``helds`` costs, in words: the sentences it
-    encodes, and (when this search encoded anything) about how long that takes at the search's pace."""
-    sentences = sum(len(h.sentences) for h in helds.values())
-    what = f"{n} × {sentences:,} sentences"
-    encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())
-    if results.seconds <= 0 or encodings <= 0 or not len(scorer.sentences):
-        return what
-    per_sentence = results.seconds / (encodings * len(scorer.sentences))
-    cache = ", less what the score cache holds" if scorer.use_cache else ""
-    return f"{what}: about {_duration(per_sentence * sentences * n)} at this search's pace{cache}"
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def held_out_tasks(spec: str, top: int | None, data: DataOptions = DataOptions()) -> list[str]:
