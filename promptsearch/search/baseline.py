@@ -35,7 +35,7 @@ def score_own(runner) -> Representation:
 
 def settle(runner) -> None:
     """Choose between the strategy's answer and the model's own representation (``StepRunner.settle_own``: kept
-    unless the step rule takes the answer), and record the verdict and the spread.
+    unless the step rule takes the answer), and record the verdict and the spread (``record_verdict``).
 
     :param runner: the ``Runner`` of the search, after its strategy proposed.
     """
@@ -43,11 +43,21 @@ def settle(runner) -> None:
     base = results.own_key
     if base is None or base not in results.entries:
         return
-    own = results.entries[base]
-    reads = results.baseline.reads if results.baseline is not None else None
     # weighs the strategy's answer in this run (``runner.lead``); not the file's ``x_chosen``, which a resumed file
     # holds from its last verdict
-    done = runner.settle_own(base, results.ranked()[0].entry_key)
+    record_verdict(runner, base, runner.settle_own(base, results.ranked()[0].entry_key))
+
+
+def record_verdict(runner, base: Representation, done) -> None:
+    """Record the verdict ``settle_own`` gave (the answer chosen, the model's own weighed against the challenger) and
+    the spread of everything scored, saved.
+
+    :param runner: the ``Runner`` of the search.
+    :param base: the model's own representation's entry key (one the results hold).
+    :param done: ``settle_own``'s ``Settled``."""
+    results = runner.results
+    own = results.entries[base]
+    reads = results.baseline.reads if results.baseline is not None else None
     if done.judged is not None:
         j, rival = done.judged, results.entries[done.challenger]
         verdict = Verdict(base, own.spearman, best=rival.entry_key, best_spearman=rival.spearman,

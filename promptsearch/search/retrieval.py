@@ -47,10 +47,9 @@ from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lo
 from ..library import read_library
 from ..representation import POOLED_READOUTS
 from .results import kept_precision
-from .runner import Judged, StepRunner
+from .runner import Judged, Settled, StepRunner
 from .state import Spread, weighed_words
 from .strategy import Strategy, Told
-from .validate import validate
 
 if TYPE_CHECKING:
     from ..encoding import PromptEncoder
@@ -1040,6 +1039,7 @@ class RetrievalSearch(StepRunner):
         self.documents = library_prompts("document", self.description, self.library)
         self.readouts = model_readouts(enc, getattr(strategy, "readouts", None))
         self.own: RetrievalEntry | None = None  # the model's own candidate's entry, scored first
+        self.started = 0.0  # when the run began (``begin``): the run's seconds
 
     @property
     def scored_now(self) -> int:
@@ -1086,32 +1086,36 @@ class RetrievalSearch(StepRunner):
             res.best = own_c
             res.verdict["kept"] = True  # the model's own is the answer after all
 
-    def run(self, validate_on: Sequence = (), validate_top: int | None = None, announce=None) -> RetrievalResults:
-        """The whole search: the model's own candidate, the strategy's steps, the verdict (recorded and saved), then
-        held-out validation on other retrieval sets (``validate``), as an STS search validates on held-out
-        sets.
+    def run(self, validate_on: Sequence = (), validate_top: int | None = None, show_progress_bar=None,
+            announce=None) -> RetrievalResults:
+        """The whole search (``StepRunner.run``): the model's own candidate, the strategy's steps, the verdict (recorded
+        and saved), then held-out validation on other retrieval sets (``RetrievalTask``\\ s), as an STS search
+        validates on held-out sets: the answer, the model's own and the search's best besides the ``validate_top``
+        best (None: just those; 0: no validation). Returns the results, ``best`` the answer."""
+        return super().run(validate_on, validate_top, show_progress_bar, announce)
 
-        :param validate_on: other retrieval sets (``RetrievalTask``\\ s) to score the answer and others on afterwards;
-            empty: none.
-        :param validate_top: how many of the best to validate besides the answer, the model's own and the search's best
-            (None: just those; 0: no validation).
-        :param announce: told (one line) what validation will cost before it starts.
-        :returns: the results, ``best`` the answer."""
-        t0 = time.perf_counter()
+    def begin(self) -> RetrievalCandidate:
+        """The strategy's check (before the model's own is scored: a refusal costs no corpus encoding), then the model's
+        own candidate scored first and the strategy recorded."""
+        self.started = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
-        self.strategy.check(self)  # before the model's own is scored: a refusal costs no corpus encoding
+        self.strategy.check(self)
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
         res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
-        self.strategy.propose(self)  # its lead, once it names one, is held by the runner (choose)
-        done = self.settle_own(own_c, res.ranked()[0].candidate)  # as every search ends
-        res.verdict = {"kept": done.answer == own_c, "challenger": done.challenger.to_json(),
+        return own_c
+
+    def settled(self, own: RetrievalCandidate, done: Settled) -> None:
+        """The verdict recorded; an answer other than the model's own checked on the queries the search did not see
+        (``confirm``); the run's counts; saved."""
+        res = self.results
+        res.verdict = {"kept": done.answer == own, "challenger": done.challenger.to_json(),
                        "weighed": done.weighed,  # the strategy's answer, or the highest of the rest (Settled)
                        **({**done.judged.rounded(6), "taken": done.judged.taken} if done.judged else {})}
         res.best = done.answer
-        if self.confirm is not None and res.best != own_c:
-            self._confirm(res, own_c)
+        if self.confirm is not None and res.best != own:
+            self._confirm(res, own)
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
@@ -1119,14 +1123,14 @@ class RetrievalSearch(StepRunner):
                      "screened_out": self.screened_out, "races_read": self.scorer.races_read,
                      "screen_passes": getattr(self.scorer.screen, "corpus_passes", 0),
                      "screen_reused": getattr(self.scorer.screen, "corpus_reused", 0),
-                     "seconds": round(time.perf_counter() - t0, 3),
+                     "seconds": round(time.perf_counter() - self.started, 3),
                      **self.strategy.stats()}
         res.save()
-        if validate_on and validate_top != 0:
-            extra = [c for c in (res.best, res.own, res.ranked()[0].candidate) if c is not None]
-            validate(res, self.scorer, validate_on, validate_top or 0, extra, announce=announce)
-        return res
 
+    def validation_extra(self, own: RetrievalCandidate, top: int | None) -> list:
+        """The answer, the model's own and the search's best."""
+        res = self.results
+        return [c for c in (res.best, own, res.ranked()[0].candidate) if c is not None]
 
 def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     """What a retrieval search prints at the end: the best few, the model's own, the chosen and the spread.

@@ -7,9 +7,10 @@ answer (``Runner.choose``). Only the runner writes the results: it adds each sco
 keeps the path, saves after every record and shows progress. The step rule — is the candidate ahead
 of the one before by more than its noise? — is ``judge``, here and nowhere else.
 
-``Runner.run`` is a whole search: the model's own representation scored first
-(``baseline``), the strategy's proposals, the verdict against the model's own representation,
-held-out validation.
+``StepRunner.run`` is a whole search of any kind: the model's own representation scored first
+(``begin``: ``baseline`` for STS), the strategy's proposals, the verdict against the model's own
+representation (``settle_own``, recorded by ``settled``), held-out validation (``validate``). ``Runner`` is
+it over STS templates, ``search.retrieval.RetrievalSearch`` over retrieval prompts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from tqdm.auto import tqdm
 
-from .baseline import score_own, settle
+from ..representation import Representation
+from .baseline import record_verdict, score_own
 from .results import Results
 from .scorer import Scorer
 from .strategy import Strategy, Told
@@ -146,6 +148,10 @@ class TaskResults(Protocol):
         """Record the strategy's answer (saved)."""
         ...
 
+    def ranked(self) -> list:
+        """The entries, best first (by the primary metric)."""
+        ...
+
     def save(self) -> None:
         """Write the file."""
         ...
@@ -200,6 +206,49 @@ class StepRunner:
         :param line: the line."""
         if self.progress is not None:
             self.progress(line)
+
+    # ---- the whole search ----------------------------------------------------------------------
+    def run(self, validate_on: Sequence = (), validate_top: int | None = None, show_progress_bar=None,
+            announce=None):
+        """A whole search, whatever its kind: the model's own candidate scored first (``begin``), the strategy's
+        proposals, the verdict against the model's own (``settle_own``, recorded by ``settled``), then held-out
+        validation (``validate``) of the best ``validate_top`` and what ``validation_extra`` names.
+
+        :param validate_on: the held-out tasks (STS task names; ``RetrievalTask``\\ s) to validate on (empty: none).
+        :param validate_top: how many of the best to validate besides the answer (None: the answer and the kind's
+            few; 0: no validation).
+        :param show_progress_bar: False: no validation progress bar.
+        :param announce: told (one line) what validation will cost before it starts.
+        :returns: the results, saved, the answer chosen."""
+        own = self.begin()  # the model's own: the first candidate, always
+        self.strategy.propose(self)
+        self.settled(own, self.settle_own(own, self.results.ranked()[0].entry_key))  # kept unless beaten beyond noise
+        if validate_on and validate_top != 0:
+            extra = self.validation_extra(own, validate_top)
+            validate(self.results, self.scorer, validate_on, validate_top or 0, extra,
+                     show_progress_bar=show_progress_bar, announce=announce)
+        return self.results
+
+    def begin(self) -> Any:
+        """Score the model's own candidate (and whatever else a kind does before its strategy proposes); its key.
+
+        :returns: the model's own candidate's entry key."""
+        raise NotImplementedError
+
+    def settled(self, own, done: Settled) -> None:
+        """Record the verdict (``settle_own``'s) in the results, saved.
+
+        :param own: the model's own candidate's key.
+        :param done: the verdict."""
+        raise NotImplementedError
+
+    def validation_extra(self, own, top: int | None) -> list:
+        """The entry keys held-out validation scores besides the best ``top``.
+
+        :param own: the model's own candidate's key.
+        :param top: ``validate_top`` (None: the answer and the kind's few).
+        :returns: the keys."""
+        raise NotImplementedError
 
     # ---- what a strategy asks -----------------------------------------------------------------
     def score(self, candidates: Sequence, source: str, desc: str | None = None, racing: TaskRace | None = None,
@@ -339,28 +388,25 @@ class Runner(StepRunner):
     results: Results
 
     def run(self, validate_on=(), validate_top: int | None = None, show_progress_bar=None, announce=None) -> Results:
-        """The model's own representation scored, the strategy's proposals, the verdict, held-out validation
-        (see ``run_strategy``); the results.
+        """``StepRunner.run`` over STS templates (validation on held-out STS tasks); the results."""
+        return super().run(validate_on, validate_top, show_progress_bar, announce)
 
-        :param validate_on: the held-out tasks to validate on (empty: none).
-        :param validate_top: how many of the best to validate (None: the answer and the best template; 0: none).
-        :param show_progress_bar: False: no validation progress bar.
-        :param announce: told (one line) what validation will cost before it starts.
-        :returns: the results, saved.
-        """
-        results, scorer = self.results, self.scorer
-        results.track(scorer.work)
-        own = score_own(self)  # the model's own representation: the first candidate, always
-        scorer.keep_vectors(self.strategy.keeps_vectors())
-        self.strategy.propose(self)
-        settle(self)  # kept unless beaten beyond noise
-        if validate_top != 0 and validate_on:
-            assert results.best is not None  # the model's own representation, at least, was scored
-            if validate_top is None:  # what the answer is and what the best template would have been: no more
-                mask = results.best_mask()
-                extra = [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])
-            else:
-                extra = [own, results.best.entry_key] + list(self.strategy.validation_extra(results))
-            validate(results, scorer, validate_on, validate_top or 0, extra=extra, show_progress_bar=show_progress_bar,
-                     announce=announce)
-        return results
+    def begin(self) -> Representation:
+        """The model's own representation scored first (``score_own``), the results tracking the scorer's work."""
+        self.results.track(self.scorer.work)
+        own = score_own(self)
+        self.scorer.keep_vectors(self.strategy.keeps_vectors())
+        return own
+
+    def settled(self, own: Representation, done: Settled) -> None:
+        record_verdict(self, own, done)
+
+    def validation_extra(self, own: Representation, top: int | None) -> list:
+        """The answer and the best [MASK] template (``validate_top`` None), else the model's own, the answer and what
+        the strategy adds (greedy's path)."""
+        results = self.results
+        assert results.best is not None  # the model's own representation, at least, was scored
+        if top is None:  # what the answer is and what the best template would have been: no more
+            mask = results.best_mask()
+            return [results.best.entry_key] + ([mask.entry_key] if mask is not None else [])
+        return [own, results.best.entry_key] + list(self.strategy.validation_extra(results))

@@ -29,7 +29,7 @@ def validate(results, scorer, tasks, top: int = 5, extra=(), show_progress_bar=N
 
     :param results: the search's results (updated and saved).
     :param scorer: the search's scorer (``on``, ``held_out_cost``: the STS ``Scorer``, a ``RetrievalScorer``).
-    :param tasks: the held-out tasks (STS task names; ``RetrievalTask``\ s).
+    :param tasks: the held-out tasks (STS task names; ``RetrievalTask``\\ s).
     :param top: how many of the best-ranked entries to validate.
     :param extra: further entry keys to validate (those ``results`` does not hold are skipped).
     :param show_progress_bar: False: no progress bar.
