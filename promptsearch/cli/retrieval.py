@@ -259,7 +259,7 @@ def source_of(args) -> dict:
 def work_for(args, spec: dict, model: str) -> RetrievalWork:
     """A worker's side of a retrieval search's work study: the same data (rebuilt from ``spec["source"]``, its
     ``--data-dir`` this worker's), the model in the study's precision unless --bf16/--no-bf16 say another (then
-    refused by ``check_spec``), corpus vectors in this machine's cache."""
+    refused by ``RetrievalWork.check``), corpus vectors in this machine's cache."""
     src = spec["source"]
     given = src["description"]
     wholes = load_sets(src["data"], [given] if isinstance(given, str) else given,  # one description: its text

@@ -16,7 +16,7 @@ from ..fileio import check_apart, check_writable
 from ..library import read_templates
 from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, open_results, run_strategy
-from ..search.distributed import WorkQueue, serve
+from ..search.distributed import STSWork, WorkQueue, serve
 from ..search.generate import GenerateSearch
 from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.optuna_search import OptunaSearch
@@ -55,7 +55,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     if work:
         strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
         check_resume(strategy, scorer, args.out, args.model)  # so is a results file it would not resume
-        queue = WorkQueue(args.storage, scorer, args.model, args.study_name, local=not args.no_local, grace=args.grace)
+        queue = WorkQueue(args.storage, STSWork(scorer), args.model, args.study_name, local=not args.no_local,
+                          grace=args.grace)
         scorer.distribute(queue)
         if announce:
             announce(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
@@ -154,7 +155,7 @@ def cmd_t5(args) -> int:
 
 def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
-    def make_scorer(spec):  # the search's model and settings, unless the flags say otherwise
+    def make_work(spec):  # the search's model and settings, unless the flags say otherwise
         model = args.model or spec["model"]
         if spec.get("kind") == "retrieval":  # a retrieval search's candidates
             from .retrieval import work_for  # lazy: only a retrieval study needs it
@@ -164,10 +165,10 @@ def cmd_worker(args) -> int:
         scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"],
                         denoise=spec["denoise"], data=o.data(args), cache=False, screening=spec["screening"],
                         objective=spec["objective"])
-        return scorer, model
+        return STSWork(scorer), model
 
     log = None if args.quiet else o.say
-    done = serve(args.storage, args.study_name, make_scorer, args.grace, args.wait, log)
+    done = serve(args.storage, args.study_name, make_work, args.grace, args.wait, log)
     print(f"worker: {done} candidates scored")
     return 0
 

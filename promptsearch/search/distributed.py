@@ -32,7 +32,7 @@ import os
 import socket
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, cast
+from typing import Protocol
 
 import numpy as np
 import optuna
@@ -44,9 +44,6 @@ from ..representation import Representation
 from .racing import rung_similarities
 from .scorer import Score, Scorer
 from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage
-
-if TYPE_CHECKING:  # a retrieval search's work (search.retrieval imports the runner, not this module)
-    from .retrieval import RetrievalWork
 
 PREFIX = "promptsearch-work"
 RETRIEVAL = "retrieval"  # the job kind of a retrieval candidate
@@ -89,33 +86,61 @@ def _unpack(d: dict) -> np.ndarray:
     return np.frombuffer(base64.b64decode(d["data"]), dtype=np.dtype(d["dtype"])).copy()
 
 
-def spec_of(scorer: "Scorer | RetrievalWork", model: str) -> dict:
-    """What a worker must reproduce: the model (name and weights), the sets (names and contents),
-    and every setting that changes a number (``Scorer.numbers``). A retrieval search's work
-    (``search.retrieval.RetrievalWork``) says its own (``spec``)."""
-    if not isinstance(scorer, Scorer):
-        return scorer.spec(model)
-    return {"model": model, "dataset": scorer.dataset, "denoise": scorer.denoise, "objective": scorer.objective,
-            "screening": scorer.screening_precision, "numbers": scorer.numbers()}
+class ScoringWork(Protocol):
+    """What a work study's driver and its workers score with, whatever the kind of search: what a worker must
+    reproduce (``spec``, recorded in the study), the refusal of a study whose numbers it would not reproduce
+    (``check``), and one job done (``do``). An STS search's is ``STSWork``; a retrieval search's
+    ``search.retrieval.RetrievalWork``."""
+
+    def spec(self, model: str) -> dict:
+        """The model (name and weights), the data (names and contents) and every setting that changes a number."""
+        ...
+
+    def check(self, spec: dict, model: str) -> None:
+        """Refuse (one line naming the first difference) a study whose ``spec`` this work would not reproduce."""
+        ...
+
+    def do(self, job: "Job") -> dict:
+        """One job's result (JSON-ready)."""
+        ...
 
 
-def study_name(spec: dict) -> str:
-    return f"{PREFIX}-{hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]}"
+class STSWork:
+    """An STS search's scoring as jobs, with one scorer (its own model copy): a template's full-set scores, or its
+    similarities on a racing rung. A rung job's vectors are kept for the next rung of the same key (at most ``keep``
+    keys): the sentences encoded at one rung are not encoded again at the next.
 
+    :param scorer: the ``Scorer``.
+    :param keep: how many keys' rung vectors are kept."""
 
-class Worker:
-    """Does jobs with one scorer (its own model copy). A rung job's vectors are kept for the next
-    rung of the same key on this worker (at most ``keep`` keys): the sentences encoded at one rung
-    are not encoded again at the next."""
-
-    def __init__(self, scorer: "Scorer | RetrievalWork", keep: int = 32):
+    def __init__(self, scorer: Scorer, keep: int = 32):
         self.scorer, self.keep = scorer, keep
         self.memo: dict[tuple, tuple[dict, np.ndarray]] = {}
 
-    def do(self, job: Job) -> dict:
-        if job.kind == RETRIEVAL:  # a retrieval candidate: the search's RetrievalWork scores it
-            return cast("RetrievalWork", self.scorer).measure_job(job.key)
-        sc = cast(Scorer, self.scorer).at_layer(job.layer)
+    def spec(self, model: str) -> dict:
+        """The model, the sets, and every setting that changes a number (``Scorer.numbers``)."""
+        sc = self.scorer
+        return {"model": model, "dataset": sc.dataset, "denoise": sc.denoise, "objective": sc.objective,
+                "screening": sc.screening_precision, "numbers": sc.numbers()}
+
+    def check(self, spec: dict, model: str) -> None:
+        mine = self.spec(model)
+        if spec.get("kind") is not None:
+            raise PromptSearchError(f"this worker's kind of search is an STS one, the study's {spec['kind']!r}: start "
+                                    "it with the search's settings")
+        for field in ("dataset", "denoise", "objective", "screening"):
+            if mine[field] != spec[field]:
+                raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start "
+                                        "it with the search's settings")
+        for field, theirs in spec["numbers"].items():
+            ours = mine["numbers"].get(field)
+            if ours != theirs:
+                what = {"model": "model weights", "data": "data sets' contents"}.get(field, field)
+                raise PromptSearchError(f"this worker's {what} differ from the study's ({ours!r} here, {theirs!r} "
+                                        "there): give it the search's model, data and settings")
+
+    def do(self, job: "Job") -> dict:
+        sc = self.scorer.at_layer(job.layer)
         t0 = time.perf_counter()
         if job.kind == "full":
             scores, sims, seconds = sc.measure(job.key)
@@ -129,6 +154,10 @@ class Worker:
         while len(self.memo) > self.keep:
             self.memo.pop(next(iter(self.memo)))
         return {"sims": _pack(rung_sims[job.key]), "encoded": encoded, "seconds": time.perf_counter() - t0}
+
+
+def study_name(spec: dict) -> str:
+    return f"{PREFIX}-{hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]}"
 
 
 def retrying(fn, patience: float, what: str = "the storage"):
@@ -181,7 +210,7 @@ def claim(study: optuna.Study, only: set[str] | None = None) -> tuple[optuna.Tri
     return trial, Job.from_json(text)
 
 
-def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | None = None,
+def claim_and_do(study: optuna.Study, storage, work: ScoringWork, only: set[str] | None = None,
                  patience: float = 90) -> bool:
     """Claim the oldest waiting job (``claim``), do it and report it (its result a user attribute,
     the trial told complete); False if none was waiting. While it runs the job beats the storage's
@@ -201,7 +230,7 @@ def claim_and_do(study: optuna.Study, storage, worker: Worker, only: set[str] | 
         retrying(beats.beat, patience)
         retrying(lambda: trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}"), patience)
         with beats:
-            result = worker.do(job)
+            result = work.do(job)
     except BaseException:
         with contextlib.suppress(Exception):  # the database is gone too: the job goes stale and is queued again
             study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
@@ -230,10 +259,10 @@ def fail_orphans(study: optuna.Study, jobs: set[str], grace: float) -> list[int]
 class WorkQueue:
     """The driver's side: jobs into the work study, results out, each job's result taken once."""
 
-    def __init__(self, url: str, scorer: "Scorer | RetrievalWork", model: str, name: str | None = None,
+    def __init__(self, url: str, work: ScoringWork, model: str, name: str | None = None,
                  local: bool = True, grace: int = 90):
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # the work study is plumbing: its hiccups are handled here
-        self.spec = spec_of(scorer, model)
+        self.spec = work.spec(model)
         self.storage = open_storage(url, grace=grace)
         self.name = name or study_name(self.spec)
         self.study = optuna.create_study(study_name=self.name, storage=self.storage, load_if_exists=True)
@@ -243,7 +272,7 @@ class WorkQueue:
                                     "model, data or settings); give another study name")
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
-        self.worker = Worker(scorer) if local else None
+        self.work = work if local else None  # the driver does jobs too
         self.grace = grace
 
     def run(self, jobs: list[Job]) -> dict[str, dict]:
@@ -282,8 +311,8 @@ class WorkQueue:
             self.study.enqueue_trial({}, user_attrs={"job_id": jid, "job": want[jid].to_json()})
         if len(results) == len(want):
             return True
-        return self.worker is not None and claim_and_do(self.study, self.storage, self.worker, set(want) - set(results),
-                                                        self.grace)
+        return self.work is not None and claim_and_do(self.study, self.storage, self.work, set(want) - set(results),
+                                                      self.grace)
 
     def _known(self) -> set[str | None]:
         """Job ids already in the study, waiting, running or done (a resumed search reuses them; None: a trial
@@ -355,34 +384,10 @@ def _open_studies(storage) -> str:
     return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
 
 
-def check_spec(spec: dict, scorer: "Scorer | RetrievalWork", model: str) -> None:
-    """A worker's scorer must compute the study's numbers: one line naming the first difference."""
-    mine = spec_of(scorer, model)
-    if spec.get("kind") == RETRIEVAL or mine.get("kind") == RETRIEVAL:
-        for field, what in (("kind", "kind of search"), ("data", "retrieval data"), ("precision", "precision")):
-            if mine.get(field) != spec.get(field):
-                raise PromptSearchError(f"this worker's {what} is {mine.get(field)!r}, the study's "
-                                        f"{spec.get(field)!r}: start it with the search's settings")
-        if mine["numbers"] != spec["numbers"]:
-            raise PromptSearchError("this worker's model weights, tokenizer or settings differ from the study's: give "
-                                    "it the search's model and settings")
-        return
-    for field in ("dataset", "denoise", "objective", "screening"):
-        if mine[field] != spec[field]:
-            raise PromptSearchError(f"this worker's {field} is {mine[field]!r}, the study's {spec[field]!r}: start it "
-                                    "with the search's settings")
-    for field, theirs in spec["numbers"].items():
-        ours = mine["numbers"].get(field)
-        if ours != theirs:
-            what = {"model": "model weights", "data": "data sets' contents"}.get(field, field)
-            raise PromptSearchError(f"this worker's {what} differ from the study's ({ours!r} here, {theirs!r} there): "
-                                    "give it the search's model, data and settings")
-
-
-def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float = 600, log=None) -> int:
+def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 600, log=None) -> int:
     """``promptsearch worker``: attach to the work study ``name`` (or the newest open one; waiting up to
-    ``wait`` seconds for a search to start), build a scorer for its spec (``make_scorer(spec)`` ->
-    (scorer, model)), refuse a study it would compute other numbers for, then do jobs until the
+    ``wait`` seconds for a search to start), build the work for its spec (``make_work(spec)`` ->
+    (``ScoringWork``, model)), refuse a study it would compute other numbers for, then do jobs until the
     driver says the search is over. Returns the number of jobs done."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     start = time.monotonic()
@@ -404,11 +409,11 @@ def serve(url: str, name: str | None, make_scorer, grace: int = 90, wait: float 
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
-    scorer, model = make_scorer(spec)
-    check_spec(spec, scorer, model)
-    worker, done, last_stale = Worker(scorer), 0, 0.0
+    work, model = make_work(spec)
+    work.check(spec, model)
+    done, last_stale = 0, 0.0
     while True:
-        if retrying(lambda: claim_and_do(study, storage, worker, patience=grace), grace):
+        if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):
             done += 1
             continue
         if retrying(lambda: study.user_attrs.get("finished"), grace):

@@ -601,6 +601,25 @@ class RetrievalWork:
         return {"kind": KIND, "model": model, "dataset": task.data.name, "source": self.source,
                 "data": task.record(), "precision": enc.precision, "numbers": task.numbers(enc)}
 
+    def check(self, spec: dict, model: str) -> None:
+        """Refuse (one line naming the first difference) a study whose ``spec`` this work would not reproduce: another
+        kind of search, other data, precision, model weights, tokenizer or settings.
+
+        :param spec: the study's.
+        :param model: the model as named."""
+        mine = self.spec(model)
+        for key, what in (("kind", "kind of search"), ("data", "retrieval data"), ("precision", "precision")):
+            if mine.get(key) != spec.get(key):
+                raise PromptSearchError(f"this worker's {what} is {mine.get(key)!r}, the study's "
+                                        f"{spec.get(key)!r}: start it with the search's settings")
+        if mine["numbers"] != spec["numbers"]:
+            raise PromptSearchError("this worker's model weights, tokenizer or settings differ from the study's: give "
+                                    "it the search's model and settings")
+
+    def do(self, job) -> dict:
+        """One job (``search.distributed.Job``): the candidate its key names, scored (``measure_job``)."""
+        return self.measure_job(job.key)
+
     def measure_job(self, key: str) -> dict:
         """One job: the candidate ``key`` names scored here (its corpus vectors from this machine's cache, or encoded).
 

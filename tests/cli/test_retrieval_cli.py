@@ -282,17 +282,16 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
 def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_dir, beir, tmp_path):
     from promptsearch.cli.parser import build_parser
     from promptsearch.cli.retrieval import source_of, work_for
-    from promptsearch.search.distributed import check_spec
 
     args = build_parser().parse_args(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir),
                                       "--no-bf16", "-q"])
     work = work_for(args, {"source": source_of(args), "precision": "fp32"}, str(tiny_bert_encoder_only_dir))
     spec = work.spec(str(tiny_bert_encoder_only_dir))
-    check_spec(spec, work, str(tiny_bert_encoder_only_dir))  # the same: accepted
+    work.check(spec, str(tiny_bert_encoder_only_dir))  # the same: accepted
     with pytest.raises(Exception, match="this worker's retrieval data is .*start it with the search's settings"):
-        check_spec({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, work, str(tiny_bert_encoder_only_dir))
+        work.check({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, str(tiny_bert_encoder_only_dir))
     with pytest.raises(Exception, match="this worker's precision is 'fp32', the study's 'bf16'"):
-        check_spec({**spec, "precision": "bf16"}, work, str(tiny_bert_encoder_only_dir))
+        work.check({**spec, "precision": "bf16"}, str(tiny_bert_encoder_only_dir))
 
 
 def test_a_worker_given_another_precision_is_refused_not_overridden(tiny_bert_encoder_only_dir, beir):
@@ -300,7 +299,6 @@ def test_a_worker_given_another_precision_is_refused_not_overridden(tiny_bert_en
     run in the study's precision."""
     from promptsearch.cli.parser import build_parser
     from promptsearch.cli.retrieval import source_of, work_for
-    from promptsearch.search.distributed import check_spec
 
     model = str(tiny_bert_encoder_only_dir)
     source = source_of(build_parser().parse_args(["retrieval", "--model", model, "--data", str(beir), "--no-bf16"]))
@@ -308,7 +306,7 @@ def test_a_worker_given_another_precision_is_refused_not_overridden(tiny_bert_en
                     {"source": source, "precision": "fp32"}, model).spec(model)
     worker = build_parser().parse_args(["worker", "--storage", "sqlite:///x.db", "--bf16", "-q"])
     with pytest.raises(Exception, match="this worker's precision is 'bf16', the study's 'fp32'"):
-        check_spec(spec, work_for(worker, spec, model), model)
+        work_for(worker, spec, model).check(spec, model)
 
 
 def test_generated_query_prompts_join_the_search_and_a_resumed_run_reuses_them(tiny_bert_encoder_only_dir, beir,

@@ -67,21 +67,21 @@ def test_a_worker_rebuilds_the_same_sets_and_scores_a_job_as_the_driver_does(tin
     from promptsearch.cli.parser import build_parser
     from promptsearch.cli.retrieval import source_of, work_for
     from promptsearch.eval.retrieval import RetrievalCandidate
-    from promptsearch.search.distributed import check_spec
+    from promptsearch.search.distributed import Job
     from promptsearch.search.retrieval import job_key
 
     args = build_parser().parse_args(argv_for(tiny_bert_encoder_only_dir, sets, tmp_path))
     driver = work_for(args, {"source": source_of(args), "precision": "fp32"}, str(tiny_bert_encoder_only_dir))
     spec = json.loads(json.dumps(driver.spec(str(tiny_bert_encoder_only_dir))))  # as the work study stores it
     worker = work_for(args, spec, str(tiny_bert_encoder_only_dir))
-    check_spec(spec, worker, str(tiny_bert_encoder_only_dir))  # the same sets, descriptions and draws: accepted
+    worker.check(spec, str(tiny_bert_encoder_only_dir))  # the same sets, descriptions and draws: accepted
     c = RetrievalCandidate.of("Instruct: {task}\nQuery: ", "", "cls")
-    got = worker.measure_job(job_key(c))
+    got = worker.do(Job("retrieval", job_key(c)))
     want = driver.task.evaluate(driver.enc, [c], per_query=True)[c]
     assert got["metrics"] == {k: v for k, v in want.items() if k != "per_query"}
     assert got["per_query"] == list(want["per_query"]["ndcg@10"])
     with pytest.raises(Exception, match="this worker's retrieval data is"):  # another set's description: other data
-        check_spec({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, worker, str(tiny_bert_encoder_only_dir))
+        worker.check({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, str(tiny_bert_encoder_only_dir))
 
 
 def test_an_answer_naming_the_task_exports_with_the_users_own(tiny_bert_encoder_only_dir, sets, tmp_path, capsys):

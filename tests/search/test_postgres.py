@@ -194,7 +194,7 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
 
     from promptsearch.representation import pooled_ways
     from promptsearch.search import Scorer
-    from promptsearch.search.distributed import Job, Worker, WorkQueue
+    from promptsearch.search.distributed import Job, STSWork, WorkQueue
 
     folder = tmp_path / "st"
     tr = Transformer(str(tiny_bert_encoder_only_dir), max_seq_length=32)
@@ -210,7 +210,7 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
     scorer = Scorer(make_encoder(folder, device=CLI_DEVICE), dataset=dev, cache=False)  # on the worker's device
     assert (scorer.encoder.max_length, scorer.encoder.pooled_max_length) == (64, 32)
     url = f"sqlite:///{tmp_path / 'work.db'}"
-    queue = WorkQueue(url, scorer, str(folder), "own", local=False, grace=3)
+    queue = WorkQueue(url, STSWork(scorer), str(folder), "own", local=False, grace=3)
     try:
         base = ["worker", "--storage", url, "--study-name", "own", "--model", folder, "--no-bf16", "-q", "--grace", "3"]
         r = run_cli(base + ["--max-length", "64"], timeout=300)
@@ -229,19 +229,19 @@ def test_a_worker_on_a_model_with_its_own_max_length_scores_as_the_search_does(t
         queue.close()
     out = worker.communicate(timeout=120)
     assert worker.returncode == 0, out
-    here = Worker(scorer).do(job)
+    here = STSWork(scorer).do(job)
     assert got["scores"] == here["scores"] and got["sims"] == here["sims"]  # the same computation: the same floats
 
 _SLOW_WORKER = """
 import sys, time
 from promptsearch.cli import main
 from promptsearch.search import distributed
-do = distributed.Worker.do
+do = distributed.STSWork.do
 def slow(self, job):
     print("claimed", flush=True)
     time.sleep(30)  # killed in here
     return do(self, job)
-distributed.Worker.do = slow
+distributed.STSWork.do = slow
 sys.exit(main(sys.argv[1:]))
 """
 
