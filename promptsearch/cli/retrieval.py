@@ -110,9 +110,9 @@ def cmd_retrieval(args) -> int:
                 if note:
                     o.say(note)
             if results.entries:
-                o.say(o.resuming(results.path, len(results.entries), "candidate"))
+                o.say(o.resuming(results.path, len(results.entries), results.UNIT))
             enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
-        res = search.run(others, args.validate_top, announce=None if args.quiet else o.say)
+        res = search.run(others, args.validate_top, o.show(args), announce=None if args.quiet else o.say)
     finally:
         if queue is not None:
             queue.close()
