@@ -42,6 +42,7 @@ from .state import ParetoFront, StudyRef
 from .strategy import Strategy
 from .study import (
     FINISHED,
+    RUNNING_WAIT,
     STUDY_EXISTS,
     Heartbeats,
     StudyInterrupts,
@@ -262,7 +263,8 @@ class OptunaSearch(Strategy):
                 # Optuna's storage writes (ask, suggest, tell) hold an interrupt back: one landing inside a
                 # SQLite write left its transaction open. It lands at once only while templates are encoded.
                 trials = ask_batch(study, self.batch, self.trials,
-                                   lambda trial: self._suggest(trial, layers, pooled_only))
+                                   lambda trial: self._suggest(trial, layers, pooled_only), RUNNING_WAIT,
+                                   interrupts.check)
                 if not trials:
                     break
                 told: set[int] = set()

@@ -53,6 +53,7 @@ from .retrieval import (
     own_candidate,
 )
 from .study import (
+    RUNNING_WAIT,
     STUDY_EXISTS,
     Heartbeats,
     _shown,
@@ -368,7 +369,8 @@ class OptunaRetrieval(RetrievalStrategy):
             fail_stale_trials(study)
             known = self._absorb(study, search)
             cands: dict[int, RetrievalCandidate] = {}
-            trials = ask_batch(study, self.batch, self.trials, lambda t: cands.__setitem__(t.number, space.suggest(t)))
+            trials = ask_batch(study, self.batch, self.trials, lambda t: cands.__setitem__(t.number, space.suggest(t)),
+                               wait=RUNNING_WAIT)
             if not trials:
                 break
             told: set[int] = set()

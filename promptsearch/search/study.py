@@ -21,6 +21,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -29,6 +30,8 @@ from ..errors import PromptSearchError, first_line
 from ..interrupts import SIGNALS
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+POLL_RUNNING = 0.5  # seconds between looks at other processes' running trials (``ask_batch``)
+RUNNING_WAIT = 90.0  # the most seconds a process waits for others' running trials: a heartbeat grace
 
 
 class StudyInterrupts:
@@ -354,20 +357,39 @@ def ask(study: optuna.Study) -> optuna.Trial:
         return study.ask()
 
 
-def ask_batch(study: optuna.Study, size: int, target: int, suggest) -> list[optuna.Trial]:
+def ask_batch(study: optuna.Study, size: int, target: int, suggest, wait: float = 0.0,
+              check: Callable[[], None] | None = None) -> list[optuna.Trial]:
     """Up to ``size`` new trials, each given its parameters by ``suggest(trial)`` before the next is
     asked (the sampler sees the earlier ones running). The study's finished and running trials are
-    counted before each ask, so workers sharing it stop near ``target`` finished trials together; one
-    trial is still asked while fewer than ``target`` have finished even if the running ones would reach
-    it (they may be a killed worker's), as ``study.optimize`` with ``MaxTrialsCallback`` does — so the
-    batches other workers have in flight may end a shared study past ``target``. Empty: the study is done.
-    ``suggest`` failing fails the batch's trials (none is left running) and goes on."""
+    counted before each ask, so workers sharing it stop near ``target`` finished trials together.
+    When other processes' running trials would reach ``target``, this one waits for them (up to ``wait``
+    seconds, looking every ``POLL_RUNNING``; ``check()`` at each look, which may raise an interrupt) rather than
+    run a trial past it: they finish (the study is done: empty), or fail, or a killed worker's go stale
+    (failed). After ``wait`` one trial is still asked while fewer than ``target`` have finished (they may be
+    a killed worker's that never beat), as ``study.optimize`` with ``MaxTrialsCallback`` does. Two processes
+    asking at the same moment may still end a shared study a trial or two past ``target``.
+    ``suggest`` failing fails the batch's trials (none is left running) and goes on.
+
+    :param study: the study.
+    :param size: the most trials to ask.
+    :param target: the study's total of finished trials.
+    :param suggest: gives a trial its parameters.
+    :param wait: the most seconds to wait for other processes' running trials (0: ask at once).
+    :param check: called at each look while waiting (None: nothing).
+    :returns: the trials (empty: the study is done)."""
     trials: list[optuna.Trial] = []
+    until = time.monotonic() + wait
     while len(trials) < size:
         states = [t.state for t in study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))]
         finished = sum(s in FINISHED for s in states)
         if finished >= target or (trials and len(states) >= target):
             break
+        if not trials and len(states) >= target and time.monotonic() < until:  # others' running trials reach it
+            if check is not None:
+                check()
+            time.sleep(POLL_RUNNING)
+            fail_stale_trials(study)
+            continue
         trial = ask(study)
         trials.append(trial)
         try:

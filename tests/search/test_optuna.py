@@ -91,7 +91,8 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     # one thread each: two processes of two threads on two cores wait on each other's spinning threads (25-83 s)
     env = {**os.environ, "PROMPTSEARCH_CACHE": str(tmp_path / "cache.jsonl"), **ONE_THREAD}
     args = ["optuna", "--model", str(tiny_bert_dir), "--dataset", "sts16",
-            "--trials", "8", "--grammar", grammar, "--storage", storage, "--study-name", "shared", "--no-bf16", "-q"]
+            "--trials", "8", "--batch-trials", "4", "--grammar", grammar, "--storage", storage, "--study-name",
+            "shared", "--no-bf16", "-q"]
     ready = [str(tmp_path / f"ready{i}") for i in range(2)]
     procs = [spawn([sys.executable, "-c", _BARRIER, ready[i], ready[1 - i]] + args
                    + ["--out", str(tmp_path / f"w{i}.json"), "--seed", str(i)], env) for i in range(2)]
@@ -100,9 +101,10 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     study = optuna.load_study(study_name="shared", storage=storage)
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
                                                        optuna.trial.TrialState.PRUNED)]
-    # a worker goes on asking while fewer than 8 have finished (the other's running trials may be a killed
-    # worker's), so the other's batch in flight (8 trials at most) may finish past the target
-    assert 8 <= len(finished) <= 8 + 8
+    # batches of 4 towards 8: each worker's first batch fits beside the other's. A worker waits for the other's
+    # running trials that would reach the target rather than run past it; two asking at the same moment may still
+    # end it past it by a batch at most
+    assert 8 <= len(finished) <= 8 + 4
     assert len({t.user_attrs["worker"] for t in study.trials}) == 2  # both workers ran trials
     # the worker that finished last synced after every trial had ended: its file holds them all
     completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
@@ -198,6 +200,29 @@ def test_a_batch_of_trials_is_encoded_together_and_told(tiny_bert_dir, grammar, 
     for t in trials:
         if t.state == optuna.trial.TrialState.COMPLETE:  # rung by rung, the same number as one full pass (± padding)
             assert t.value == pytest.approx(fresh.score(t.user_attrs["template"]).spearman, abs=0.05)
+
+
+def test_a_worker_waits_for_the_others_running_trials_that_reach_the_target_rather_than_run_past_it(tmp_path):
+    """Another process has 2 trials running and 1 finished of 3: asking now would end the study at 4. A worker waits
+    for them (looking, its interrupt check called) and, once they finish, has nothing to run; without a wait, or once
+    the wait is over (they may be a killed worker's that never beat), it asks one trial as Optuna's own loop does."""
+    import threading
+    import time
+
+    from promptsearch.search.study import ask_batch
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}")
+    study.tell(study.ask(), 0.5)
+    theirs = [study.ask(), study.ask()]
+    assert len(ask_batch(study, 4, 3, lambda t: None)) == 1  # no wait: one past what theirs reach (as before)
+    study.tell(study.trials[-1].number, state=optuna.trial.TrialState.FAIL)
+    looks = []
+    threading.Timer(1.0, lambda: [study.tell(t, 0.7) for t in theirs]).start()
+    started = time.monotonic()
+    assert ask_batch(study, 4, 3, lambda t: None, wait=30, check=lambda: looks.append(1)) == []  # the study is done
+    assert 1.0 <= time.monotonic() - started < 30 and looks
+    theirs = [study.ask(), study.ask()]  # once more, never finished: after the wait, one trial is asked
+    assert len(ask_batch(study, 4, 5, lambda t: None, wait=0.6)) == 1
 
 
 def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
