@@ -337,10 +337,12 @@ class OptunaRetrieval(RetrievalStrategy):
         # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
                   if self.racing is not None else optuna.pruners.NopPruner())
+        made = True
         try:  # one process creates the study (the storage refuses a second of the same name), seeds it, records it
             study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
                                         sampler=sampler, pruner=pruner)
-        except optuna.exceptions.DuplicatedStudyError:  # made before, or a moment ago by a worker started with this one
+        except optuna.exceptions.DuplicatedStudyError:
+            made = False  # made before, or a moment ago by a worker started with this one
             study = optuna.load_study(storage=storage, study_name=self.study_name, sampler=sampler, pruner=pruner)
             wait_for_record(storage, storage.get_study_id_from_name(self.study_name),
                             f"study {self.study_name!r} in {_shown(self.storage)}")
@@ -357,10 +359,15 @@ class OptunaRetrieval(RetrievalStrategy):
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
             study.sampler = resumed_sampler(self.seed, self.done_before)
         from_file = sum(t.user_attrs.get("from") == "the results file" for t in study.trials)
-        before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
-                  else f"{self.done_before} trials finished before, trials={self.trials}: none to run")
-        if from_file:  # a new study's first trials: not run here, told from the results file
-            before += f" ({from_file} of them told from the results file: the model's own and what it held)"
+        if made:  # its first trials: not run, told from the results file
+            n = from_file
+            before = (f"a new study of {self.trials} trials, its first {n} the results file's scores (the model's own"
+                      + (" and what the file held" if n > 1 else "") + "), not scored again")
+        else:
+            before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
+                      else f"{self.done_before} trials finished before, trials={self.trials}: none to run")
+            if from_file:  # the study's first trials: not run, told from the results file of the run that made it
+                before += f" ({from_file} of them told from a results file: the model's own and what it held)"
         search.say(f"optuna: study {self.study_name!r} in {_shown(self.storage)}, {before}; query prompts from the "
                     f"library ({len(space.queries)})"
                     + (f" or composed by its grammar ({space.grammar.size})" if space.grammar else "")
@@ -409,6 +416,7 @@ class OptunaRetrieval(RetrievalStrategy):
                         except Exception:  # noqa: BLE001 - already told, or the storage is gone: nothing to do
                             pass
                 raise
+            self._absorb(study, search)  # what other processes finished meanwhile: the best of the study's so far
             best = max(search.results.entries.values(), key=lambda e: e.score)
             done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.get_trials(deepcopy=False))
             search.say(f"optuna: {done}/{self.trials} trials, best {METRIC} {best.score:.4f}  {best.candidate.shown}")
