@@ -430,8 +430,8 @@ def _retrieval(sub) -> None:
                    help="greedy: query prompts, then document prompts, then read-outs, each step taken beyond its "
                         "noise (default); optuna: TPE over all three, query prompts also composed by the library's "
                         "grammar (resumable, shareable across machines with --storage)")
-    s.add_argument("--trials", type=at_least(1), default=40, help="optuna: total finished trials for the study (all "
-                                                                  "processes together; default 40)")
+    s.add_argument("--trials", type=at_least(1), default=None, help="optuna: total finished trials for the study (all "
+                                                                    "processes together; default 40)")
     s.add_argument("--storage", metavar="URL",
                    help="greedy: a database (postgresql://user:password@host/db, or sqlite:///work.db on one machine) "
                         "where candidates wait for 'promptsearch worker' processes (this process scores too); optuna: "
@@ -445,7 +445,7 @@ def _retrieval(sub) -> None:
     s.add_argument("--tpe-seed", type=at_least(0), default=None, metavar="N",
                    help="optuna: the TPE sampler's seed, for a reproducible study (default: none, each process its own "
                         "draws; processes sharing a study need different ones, or none)")
-    s.add_argument("--batch-trials", type=at_least(1), default=8, metavar="N",
+    s.add_argument("--batch-trials", type=at_least(1), default=None, metavar="N",
                    help="optuna: trials asked at once and scored together (default 8)")
 
 

@@ -50,6 +50,14 @@ def cmd_retrieval(args) -> int:
                                 "--storage URL too" + (", without --strategy optuna (an Optuna study is shared by "
                                                        "running the same command on each machine)"
                                                        if args.strategy == "optuna" else ""))
+    if args.strategy != "optuna":  # a flag that would do nothing: said, not ignored
+        optuna_only = [f for f, v in (("--trials", args.trials), ("--tpe-seed", args.tpe_seed),
+                                      ("--batch-trials", args.batch_trials)) if v is not None]
+        if optuna_only:
+            raise PromptSearchError(f"{optuna_only[0]} applies to --strategy optuna; add it, or drop {optuna_only[0]}")
+        if args.study_name is not None and not args.storage:
+            raise PromptSearchError("--study-name names an Optuna study (--strategy optuna) or, with --storage URL, "
+                                    "the greedy steps' work study; add one of them, or drop --study-name")
     queue = None
     if args.strategy == "optuna" or args.storage:  # a storage that cannot be used is refused before anything loads
         check_storage(args.storage or default_storage(args.out))
@@ -79,9 +87,10 @@ def cmd_retrieval(args) -> int:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
-                                           study_name=args.study_name, trials=args.trials, seed=args.tpe_seed,
-                                           batch=args.batch_trials, library=args.prompts, readouts=readouts,
-                                           racing=racing)
+                                           study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
+                                           readouts=readouts, racing=racing,
+                                           **{k: v for k, v in (("trials", args.trials), ("batch", args.batch_trials))
+                                              if v is not None})  # not given: the strategy's defaults
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
             queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,

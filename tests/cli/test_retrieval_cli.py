@@ -179,6 +179,11 @@ def test_another_models_results_are_refused(tiny_bert_encoder_only_dir, tiny_ber
     (["--race-share", "1.5"], "--race-share 1.5: give the share of the corpus racing screens on"),
     (["--no-local"], "--no-local leaves the greedy steps' scoring to 'promptsearch worker' processes: give --storage"),
     (["--no-local", "--storage", "sqlite:///x.db", "--strategy", "optuna"], "without --strategy optuna"),
+    # an Optuna flag under the greedy steps would do nothing: said, not ignored
+    (["--trials", "5"], "--trials applies to --strategy optuna; add it, or drop --trials"),
+    (["--tpe-seed", "1"], "--tpe-seed applies to --strategy optuna"),
+    (["--batch-trials", "2"], "--batch-trials applies to --strategy optuna"),
+    (["--study-name", "s"], "--study-name names an Optuna study (--strategy optuna) or, with --storage URL"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
     code = main(["retrieval", "--out", str(tmp_path / "r.json"), "-q", *argv])
