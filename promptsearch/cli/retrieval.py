@@ -115,7 +115,8 @@ def cmd_retrieval(args) -> int:
             held_n = sum(n for _, _, n in parts)
             for note in (holdout_note(args.holdout, n_rest),
                          few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
-                         *(duplicate_note(w) for w in wholes)):
+                         *(duplicate_note(w) for w in wholes),
+                         *(few_held_out_note(t.data.name, len(t.query_ids)) for t in others)):
                 if note:
                     o.say(note)
             if results.entries:
@@ -217,6 +218,19 @@ def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) ->
     return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
             f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give "
             f"{advice})")
+
+
+def few_held_out_note(name: str, queries: int, few: int = 30) -> str:
+    """A note when a held-out set (``--validate-on``) has so few queries that its scores say little ('' when not).
+
+    :param name: the set's name.
+    :param queries: its queries (with a relevant document).
+    :param few: below this many the note is given.
+    :returns: the note, or ''."""
+    if queries >= few:
+        return ""
+    return (f"note: held-out set {name} has only {_queries(queries)}: one query moves its nDCG@10 by up to "
+            f"1/{queries}, so differences between prompts there are mostly noise")
 
 
 def duplicate_note(data) -> str:

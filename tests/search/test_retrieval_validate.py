@@ -80,3 +80,21 @@ def test_a_set_the_search_sees_or_one_named_twice_is_refused_in_one_line(tiny_be
     assert main([*base, "--validate-on", str(a), "--validate-top", "0", "-q"]) == 0  # no validation: nothing checked
     assert "held-out sets" not in capsys.readouterr().out
     assert "validation" not in json.loads((tmp_path / "r.json").read_text())
+
+
+def test_a_held_out_set_of_few_queries_is_said_to_say_little(tiny_bert_encoder_only_dir, tmp_path, capsys):
+    """A helper's trial: --validate-on a 4-query set printed 1.0000 for both prompts with no word that one query moves
+    its nDCG@10 by a quarter; the searched queries had such a note, the held-out ones none."""
+    from conftest import beir_folder
+
+    from promptsearch.cli.retrieval import few_held_out_note
+
+    a = beir_folder(tmp_path / "a", small_retrieval_data(40, 60))
+    small = beir_folder(tmp_path / "small", small_retrieval_data(4, 12))
+    assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(a), "--validate-on",
+                 str(small), "--readouts", "cls", "--no-bf16", "--no-cache", "--out", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    assert ("note: held-out set small has only 4 queries: one query moves its nDCG@10 by up to 1/4, so differences "
+            "between prompts there are mostly noise") in err, err
+    assert few_held_out_note("b", 30) == "" and few_held_out_note("b", 1).startswith("note: held-out set b has only 1 "
+                                                                                     "query: ")
