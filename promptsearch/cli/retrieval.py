@@ -260,11 +260,13 @@ def _raced(res, dropped: int) -> str:
     back from the cache), and how many races a resumed run read back from its file instead of screening again."""
     st = res.stats
     passes, read = st.get("screen_passes", 0), st.get("races_read", 0)
-    out = f"racing dropped {dropped}"
-    if passes or st.get("screen_reused"):  # a screen read back from the cache drops candidates too
+    out, reused = f"racing dropped {dropped}", st.get("screen_reused", 0)
+    if passes:
         out += f" after {_plural(passes, 'pass')} over a smaller corpus"
-        if st.get("screen_reused"):
-            out += f", {st['screen_reused']} read back from the cache"
+        if reused:
+            out += f" ({reused} more read back from the cache)"
+    elif reused:  # a screen read back from the cache drops candidates too
+        out += f" on a smaller corpus, its {_plural(reused, 'encoding')} read back from the cache"
     if read:
         out += f" ({_plural(read, 'race')} read back from {res.path}, not screened again)"
     return out
