@@ -36,7 +36,7 @@ def overhead(model: str, url: str, n: int) -> dict:
     torch.set_num_threads(1)
     from promptsearch import PromptEncoder
     from promptsearch.search import Scorer
-    from promptsearch.search.distributed import WorkQueue
+    from promptsearch.search.distributed import STSWork, WorkQueue
     from promptsearch.search.greedy import load_vocabulary
 
     relations = [r for r in load_vocabulary("greedy")["relations"] if r][:n]
@@ -48,7 +48,7 @@ def overhead(model: str, url: str, n: int) -> dict:
     scores = {t: direct.score(t, fresh=True).spearman for t in templates}
     t_direct = (time.perf_counter() - t0) / len(templates)
     queued = Scorer(enc, cache=False)
-    queue = WorkQueue(url, queued, model, name=f"bench-{os.getpid()}", local=True)
+    queue = WorkQueue(url, STSWork(queued), model, name=f"bench-{os.getpid()}", local=True)
     queued.distribute(queue)
     t0 = time.perf_counter()
     via = {t: queued.score(t).spearman for t in templates}

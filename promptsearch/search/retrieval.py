@@ -1151,6 +1151,7 @@ class RetrievalSearch(StepRunner):
         res = self.results
         return [c for c in (res.best, own, res.ranked()[0].candidate) if c is not None]
 
+
 def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     """What a retrieval search prints at the end: the best few, the model's own, the chosen and the spread.
 
