@@ -8,7 +8,7 @@ precision, the same cache), so it equals what ``promptsearch eval`` prints for t
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from tqdm.auto import tqdm
 
@@ -55,7 +55,7 @@ def picked(results, top: int, extra=()) -> list:
 
 
 def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_progress_bar=None, announce=None,
-             cost: Callable[[int], str | None] | None = None, names: Sequence[str] | None = None) -> None:
+             cost: Callable[[int], str | None] | None = None) -> None:
     """Held-out validation for every kind of search (STS templates on held-out sets, retrieval prompts on other
     retrieval sets): the best ``top`` of ``results`` and the ``extra`` it holds, each scored by every held-out scorer;
     each score (its primary metric, the results' ``PLACES``) stored in its entry's ``validation`` under the set's name,
@@ -68,11 +68,9 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     :param extra: further entry keys to validate.
     :param show_progress_bar: False: no progress bar.
     :param announce: told one line (size and cost) before validation starts; None: silent.
-    :param cost: the cost of validating ``n`` entries, in words (None, or it says None: not said).
-    :param names: the held-out sets' names, in order (None: ``helds``'s; with nothing to validate ``helds`` may be
-        empty, and the file still names the sets)."""
+    :param cost: the cost of validating ``n`` entries, in words (None, or it says None: not said)."""
     t0 = time.perf_counter()
-    names = list(helds if names is None else names)
+    names = list(helds)
     unit = results.UNIT
     chosen = picked(results, top, extra)
     if announce is not None and chosen and names:
