@@ -552,7 +552,8 @@ class FakeRetrievalTask:
     def __init__(self, bonus=None, stop_after=None, wobble=0.0, n=400, description="Find the paraphrase"):
         from types import SimpleNamespace
 
-        self.data = SimpleNamespace(description=description)
+        self.name = "fake"  # an EvaluationTask's name
+        self.data = SimpleNamespace(description=description, name=self.name)
         self.base = np.random.default_rng(0).uniform(0.3, 0.7, n)
         given = bonus or {}
         self.bonus = given if callable(given) else (lambda c: given.get(c, 0.0))

@@ -800,7 +800,7 @@ class RetrievalScorer:
     @property
     def name(self) -> str:
         """The retrieval set's name (several: comma-joined), as held-out validation keys a score on it."""
-        return str(self.task.data.name)
+        return str(self.task.name)
 
     def on(self, task) -> "RetrievalScorer":
         """A scorer of the same encoder on another retrieval set (held-out validation), with results of its own that

@@ -33,6 +33,7 @@ trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_tri
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -62,6 +63,8 @@ from .study import (
     existing_study,
     fail_stale_trials,
     open_storage,
+    stopped,
+    this_process,
 )
 
 FROM_LIBRARY, FROM_GRAMMAR = "library", "grammar"
@@ -140,36 +143,33 @@ def trial_attrs(e: RetrievalEntry) -> dict:
             "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3)}
 
 
-SETUP_WAIT = 60.0  # seconds a process joining a study waits for the process that created it to record it
+SETUP_WAIT = 60.0  # seconds a study may go without a sign from the process making it before it counts as left
 
 
-def being_made(storage: optuna.storages.BaseStorage, sid: int) -> bool:
-    """Whether the study is one another process has just created and is still setting up: no user attributes yet,
-    and no trials but the seeds it tells from its results file (``OptunaRetrieval._seed_study``)."""
-    if storage.get_study_user_attrs(sid):
-        return False
-    return all(t.user_attrs.get("from") == "the results file" for t in storage.get_all_trials(sid, deepcopy=False))
-
-
-def wait_for_record(storage: optuna.storages.BaseStorage, sid: int, where: str, wait: float | None = None) -> None:
-    """Wait until the study holds its ``retrieval`` record, which the process that created it sets after seeding it;
-    a study that is not a retrieval study has no such record and is refused by ``OptunaRetrieval.check`` at once.
+def study_state(storage: optuna.storages.BaseStorage, sid: int) -> str:
+    """Where a study of a retrieval search's name stands: ``"ready"`` (it holds its ``retrieval`` record, which its
+    maker sets last), ``"making"`` (another process created it and is seeding it: its ``making`` mark, renewed with
+    each seed, or no user attribute yet and no trial but the seeds), ``"left"`` (half made by a process on this host
+    that no longer runs; one elsewhere is judged by its mark not being renewed, ``_await_record``), ``"other"``
+    (another kind of study,
+    or one with trials of its own but no record: refused by ``OptunaRetrieval.check``) or ``"gone"`` (deleted).
 
     :param storage: the storage.
     :param sid: the study's id in it.
-    :param where: how a message names it.
-    :param wait: the most seconds to wait (None: ``SETUP_WAIT``).
-    :raises promptsearch.PromptSearchError: still no record after that (its maker stopped, or it is not a retrieval
-        study)."""
-    limit = SETUP_WAIT if wait is None else wait
-    end = time.monotonic() + limit
-    while "retrieval" not in storage.get_study_user_attrs(sid):
-        if not being_made(storage, sid):
-            return  # another kind of study: check says so
-        if time.monotonic() > end:
-            raise PromptSearchError(f"{where} has no retrieval record {limit:g} s after it was created (the "
-                                    f"process that made it stopped?): {STUDY_EXISTS}")
-        time.sleep(0.2)
+    :returns: the state."""
+    try:
+        attrs = storage.get_study_user_attrs(sid)
+        if "retrieval" in attrs:
+            return "ready"
+        trials = storage.get_all_trials(sid, deepcopy=False)
+    except KeyError:  # deleted meanwhile
+        return "gone"
+    if set(attrs) - {"making"} or any(t.user_attrs.get("from") != "the results file" for t in trials):
+        return "other"
+    mark = attrs.get("making")
+    if isinstance(mark, dict) and stopped(mark.get("process")):
+        return "left"
+    return "making"
 
 
 @dataclass
@@ -249,7 +249,7 @@ class OptunaRetrieval(RetrievalStrategy):
         fresh = STUDY_EXISTS
         was, mine = storage.get_study_user_attrs(sid).get("retrieval"), self.record(search)
         if was is None:
-            if being_made(storage, sid):  # another process created it a moment ago: propose waits for its record
+            if study_state(storage, sid) in ("making", "left", "gone"):  # propose waits for it, or makes it afresh
                 return
             raise PromptSearchError(f"{where} is not a retrieval study; {fresh}")
         for k in ("model", "data", "precision", "numbers"):
@@ -312,7 +312,8 @@ class OptunaRetrieval(RetrievalStrategy):
         search.scorer.screened_out += sum(p for _, p in out.values())
         return out
 
-    def _seed_study(self, study: optuna.Study, search: RetrievalSearch, space: Space, own: RetrievalEntry) -> None:
+    def _seed_study(self, study: optuna.Study, search: RetrievalSearch, space: Space, own: RetrievalEntry,
+                    renew=None) -> None:
         """A new study's first trials: the candidates the results file already holds (the model's own first, then what
         an earlier run — the greedy steps into the same file — scored), told as complete trials with their scores, so
         TPE starts from them and proposes none of them again. Candidates the space cannot express are left out."""
@@ -325,6 +326,68 @@ class OptunaRetrieval(RetrievalStrategy):
             study.add_trial(optuna.trial.create_trial(
                 params=params, distributions={k: dists[k] for k in params}, value=e.score,
                 user_attrs={**trial_attrs(e), "from": "the results file"}))
+            if renew is not None:  # a sign of life to a process waiting for the study
+                renew()
+
+    def _open_study(self, search: RetrievalSearch, storage, sampler, pruner, space: Space,
+                    own: RetrievalEntry) -> tuple[optuna.Study, bool]:
+        """The study, and whether this process made it. One process creates it (the storage refuses a second of the
+        same name), marks it ``making``, seeds it with what the results file holds (the model's own first; the mark
+        renewed with each seed) and records it last (``retrieval``): a process started with it waits for that record
+        and joins (``study_state``). A study half made by a process that stopped is removed and made afresh (it held
+        nothing but seeds from that process's results file); one made here and stopped while it was made is removed
+        too."""
+        where = f"study {self.study_name!r} in {_shown(self.storage)}"
+        for _ in range(5):  # a study removed meanwhile (left, or its maker stopped) is made again
+            try:
+                study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
+                                            sampler=sampler, pruner=pruner)
+            except optuna.exceptions.DuplicatedStudyError:  # made before, or a moment ago by a process started with
+                state = self._await_record(storage, where)  # this one
+                if state == "left":
+                    with contextlib.suppress(KeyError):  # another process removed it first
+                        optuna.delete_study(study_name=self.study_name, storage=storage)
+                    search.say(f"optuna: removed {where}, left half made by a run that stopped; making it afresh")
+                if state in ("left", "gone"):
+                    continue
+                try:
+                    return optuna.load_study(storage=storage, study_name=self.study_name, sampler=sampler,
+                                             pruner=pruner), False
+                except KeyError:  # removed meanwhile
+                    continue
+            try:
+                mark = {"process": this_process()}
+                study.set_user_attr("making", {**mark, "at": time.time()})
+                self._seed_study(study, search, space, own,
+                                 lambda: study.set_user_attr("making", {**mark, "at": time.time()}))
+                study.set_user_attr("retrieval", self.record(search))  # set last: the study is ready
+            except BaseException:  # stopped half made (an interrupt, the storage): no study a rerun would wait for
+                with contextlib.suppress(Exception):
+                    optuna.delete_study(study_name=self.study_name, storage=storage)
+                raise
+            return study, True
+        raise PromptSearchError(f"{where} was removed again and again while this run made or joined it: run it once "
+                                f"more, or {STUDY_EXISTS}")
+
+    def _await_record(self, storage, where: str) -> str:
+        """Wait while another process makes the study (``study_state`` ``"making"``): its state once it is not, or
+        ``"left"`` when its ``making`` mark (none, before the maker sets it) has not changed for ``SETUP_WAIT`` seconds
+        of this process's clock (its maker stopped; a maker renews it with each seed)."""
+        last, since = object(), time.monotonic()
+        while True:
+            try:
+                sid = storage.get_study_id_from_name(self.study_name)
+                state = study_state(storage, sid)
+                mark = storage.get_study_user_attrs(sid).get("making")
+            except KeyError:
+                return "gone"
+            if state != "making":
+                return state
+            if mark != last:
+                last, since = mark, time.monotonic()
+            elif time.monotonic() - since > SETUP_WAIT:
+                return "left"
+            time.sleep(0.2)
 
     def propose(self, runner) -> None:
         search: RetrievalSearch = runner
@@ -337,23 +400,7 @@ class OptunaRetrieval(RetrievalStrategy):
         # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
         pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
                   if self.racing is not None else optuna.pruners.NopPruner())
-        made = True
-        try:  # one process creates the study (the storage refuses a second of the same name), seeds it, records it
-            study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
-                                        sampler=sampler, pruner=pruner)
-        except optuna.exceptions.DuplicatedStudyError:
-            made = False  # made before, or a moment ago by a worker started with this one
-            study = optuna.load_study(storage=storage, study_name=self.study_name, sampler=sampler, pruner=pruner)
-            wait_for_record(storage, storage.get_study_id_from_name(self.study_name),
-                            f"study {self.study_name!r} in {_shown(self.storage)}")
-        else:  # what the results file holds (the model's own first) starts the study; its record, set last, says
-            # to any process joining it that it is ready
-            try:
-                self._seed_study(study, search, space, own)
-                study.set_user_attr("retrieval", self.record(search))
-            except BaseException:  # stopped half made (an interrupt, the storage): no study a rerun would wait for
-                optuna.delete_study(study_name=self.study_name, storage=storage)
-                raise
+        study, made = self._open_study(search, storage, sampler, pruner, space, own)
         self.check(search)  # again: the study may be another process's
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
         if self.seed is not None and self.done_before:  # resumed: not the first run's draws again
@@ -362,7 +409,8 @@ class OptunaRetrieval(RetrievalStrategy):
         if made:  # its first trials: not run, told from the results file
             n = from_file
             before = (f"a new study of {self.trials} trials, its first {n} the results file's scores (the model's own"
-                      + (" and what the file held" if n > 1 else "") + "), not scored again")
+                      + (" and what the file held" if n > 1 else "") + "), not scored again"
+                      + (": none to run" if self.done_before >= self.trials else ""))
         else:
             before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
                       else f"{self.done_before} trials finished before, trials={self.trials}: none to run")

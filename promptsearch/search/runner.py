@@ -16,7 +16,7 @@ it over STS templates, ``search.retrieval.RetrievalSearch`` over retrieval promp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from tqdm.auto import tqdm
 
@@ -132,6 +132,19 @@ class TaskScorer(Protocol):
         """What the scorer keys a candidate by (two steps to one key are no step)."""
         ...
 
+    @property
+    def name(self) -> str:
+        """The data's name, as held-out validation keys a score on it."""
+        ...
+
+    def on(self, task: Any) -> Any:
+        """A scorer of the same kind and encoder on another set (held-out validation)."""
+        ...
+
+    def held_out_cost(self, results: Any, helds: Any, n: int) -> str | None:
+        """What validating ``n`` candidates on ``helds`` costs, in words (None: not said)."""
+        ...
+
 
 @runtime_checkable
 class TaskResults(Protocol):
@@ -139,6 +152,8 @@ class TaskResults(Protocol):
 
     entries: Any  # entry key -> entry
     path_steps: Any  # the path's rows (``Runner.note`` sets them)
+    UNIT: ClassVar[str]  # what an entry is called in what a command says
+    PLACES: ClassVar[int]  # the decimals a score is kept to
 
     def add(self, score: Any, source: str = "") -> Any:
         """Record a score as an entry (saved)."""

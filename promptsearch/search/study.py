@@ -16,6 +16,7 @@ import contextlib
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -31,7 +32,7 @@ from ..interrupts import SIGNALS
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 POLL_RUNNING = 0.5  # seconds between looks at other processes' running trials (``ask_batch``)
-RUNNING_WAIT = 90.0  # the most seconds a process waits for others' running trials: a heartbeat grace
+RUNNING_WAIT = 90.0  # the most seconds a process waits for others' running trials without one finishing: a grace
 
 
 class StudyInterrupts:
@@ -357,42 +358,76 @@ def ask(study: optuna.Study) -> optuna.Trial:
         return study.ask()
 
 
+def this_process() -> str:
+    """This process as a trial or study records it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def stopped(process) -> bool:
+    """Whether the process ``this_process`` named is known to have stopped: one on this host that no longer runs (one
+    on another host, or unnamed, is not known to have).
+
+    :param process: ``host:pid``, or None.
+    :returns: True only for a process known to be gone."""
+    host, _, pid = str(process or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: it runs
+        return False
+    return False
+
+
 def ask_batch(study: optuna.Study, size: int, target: int, suggest, wait: float = 0.0,
-              check: Callable[[], None] | None = None) -> list[optuna.Trial]:
-    """Up to ``size`` new trials, each given its parameters by ``suggest(trial)`` before the next is
-    asked (the sampler sees the earlier ones running). The study's finished and running trials are
-    counted before each ask, so workers sharing it stop near ``target`` finished trials together.
-    When other processes' running trials would reach ``target``, this one waits for them (up to ``wait``
-    seconds, looking every ``POLL_RUNNING``; ``check()`` at each look, which may raise an interrupt) rather than
-    run a trial past it: they finish (the study is done: empty), or fail, or a killed worker's go stale
-    (failed). After ``wait`` one trial is still asked while fewer than ``target`` have finished (they may be
-    a killed worker's that never beat), as ``study.optimize`` with ``MaxTrialsCallback`` does. Two processes
-    asking at the same moment may still end a shared study a trial or two past ``target``.
-    ``suggest`` failing fails the batch's trials (none is left running) and goes on.
+              check: Callable[[], None] | None = None, say: Callable[[str], None] | None = None) -> list[optuna.Trial]:
+    """Up to ``size`` new trials, each marked with this process (``process``) and given its parameters by
+    ``suggest(trial)`` before the next is asked (the sampler sees the earlier ones running). The study's finished and
+    running trials are counted before each ask, so workers sharing it stop near ``target`` finished trials together.
+    When other processes' running trials would reach ``target``, this one waits for them (looking every
+    ``POLL_RUNNING``; ``check()`` at each look, which may raise an interrupt; ``say`` told once) rather than run a
+    trial past it: they finish (the study is done: empty), or fail, or a killed worker's go stale (failed). A running
+    trial of a process on this host that no longer runs (a rerun after a crash) is not waited for. After ``wait``
+    seconds in which no trial finished, one trial is still asked while fewer than ``target`` have finished (the
+    running ones may be a killed worker's on another host that never beat), as ``study.optimize`` with
+    ``MaxTrialsCallback`` does; so a peer's batch that runs longer than that, or two processes asking at the same
+    moment, can end a shared study a trial or a batch past ``target``. ``suggest`` failing fails the batch's trials
+    (none is left running) and goes on.
 
     :param study: the study.
     :param size: the most trials to ask.
     :param target: the study's total of finished trials.
     :param suggest: gives a trial its parameters.
-    :param wait: the most seconds to wait for other processes' running trials (0: ask at once).
+    :param wait: the most seconds to wait without a trial finishing (0: ask at once).
     :param check: called at each look while waiting (None: nothing).
+    :param say: told one line when the wait begins (None: nothing said).
     :returns: the trials (empty: the study is done)."""
     trials: list[optuna.Trial] = []
-    until = time.monotonic() + wait
+    until, seen = time.monotonic() + wait, -1
     while len(trials) < size:
-        states = [t.state for t in study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))]
-        finished = sum(s in FINISHED for s in states)
-        if finished >= target or (trials and len(states) >= target):
+        got = study.get_trials(deepcopy=False, states=FINISHED + (TrialState.RUNNING,))
+        finished = sum(t.state in FINISHED for t in got)
+        running = [t for t in got if t.state == TrialState.RUNNING and not stopped(t.user_attrs.get("process"))]
+        if finished >= target or (trials and len(got) >= target):
             break
-        if not trials and len(states) >= target and time.monotonic() < until:  # others' running trials reach it
-            if check is not None:
-                check()
-            time.sleep(POLL_RUNNING)
-            fail_stale_trials(study)
-            continue
+        if not trials and finished + len(running) >= target:  # others' running trials reach it
+            if finished != seen:  # a trial finished (or the wait begins): the wait starts again
+                if seen < 0 and wait > 0 and say is not None:
+                    say(f"optuna: {len(running)} trials other processes are running reach trials={target}: waiting "
+                        "for them")
+                until, seen = time.monotonic() + wait, finished
+            if time.monotonic() < until:
+                if check is not None:
+                    check()
+                time.sleep(POLL_RUNNING)
+                fail_stale_trials(study)
+                continue
         trial = ask(study)
         trials.append(trial)
         try:
+            trial.set_user_attr("process", this_process())  # a rerun on this host need not wait for it once it stops
             suggest(trial)
         except BaseException:  # a parameter Optuna refuses: the batch's trials told failed, none left running
             for t in trials:

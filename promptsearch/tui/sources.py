@@ -120,10 +120,11 @@ def retrieval_board(path: Path) -> Board:
             held[RetrievalCandidate.from_json(challenger).shown] = {f"unseen {unseen['queries']}": unseen["chosen"]}
         if res.own is not None:
             held[res.own.shown] = {f"unseen {unseen['queries']}": unseen["own"]}
+    metric = f"{METRIC}, mean of {len(res.sizes)} sets" if res.sizes else METRIC
     return Board(res.strategy.get("name", "greedy"), res.model, str(res.data.get("name", "-")), True,
                  len(res.entries), rows, [e.score for e in res.entries.values()], held_out=held, chosen=chosen,
-                 unit="scored", metric=f"{METRIC}, mean of {len(res.sizes)} sets" if res.sizes else METRIC, places=4,
-                 item="candidate", variant=METRIC, search="retrieval", command=res.command,
+                 unit="scored", metric=metric, places=4, item="candidate", variant=metric, search="retrieval",
+                 command=res.command,
                  no_predictions="predictions show a [MASK] template's top tokens; a retrieval candidate is a pair of "
                                 "prompts: export it (promptsearch export) and use encode_query / encode_document")
 

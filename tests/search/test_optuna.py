@@ -206,23 +206,36 @@ def test_a_worker_waits_for_the_others_running_trials_that_reach_the_target_rath
     """Another process has 2 trials running and 1 finished of 3: asking now would end the study at 4. A worker waits
     for them (looking, its interrupt check called) and, once they finish, has nothing to run; without a wait, or once
     the wait is over (they may be a killed worker's that never beat), it asks one trial as Optuna's own loop does."""
+    import socket
     import threading
     import time
 
-    from promptsearch.search.study import ask_batch
+    from promptsearch.search.study import ask_batch, this_process
+
+    def dead_pid() -> str:
+        return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout.strip()
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}")
     study.tell(study.ask(), 0.5)
     theirs = [study.ask(), study.ask()]
     assert len(ask_batch(study, 4, 3, lambda t: None)) == 1  # no wait: one past what theirs reach (as before)
     study.tell(study.trials[-1].number, state=optuna.trial.TrialState.FAIL)
-    looks = []
-    threading.Timer(1.0, lambda: [study.tell(t, 0.7) for t in theirs]).start()
+    looks, said = [], []
     started = time.monotonic()
-    assert ask_batch(study, 4, 3, lambda t: None, wait=30, check=lambda: looks.append(1)) == []  # the study is done
-    assert 1.0 <= time.monotonic() - started < 30 and looks
+    threading.Timer(1.0, lambda: [study.tell(t, 0.7) for t in theirs]).start()
+    assert ask_batch(study, 4, 3, lambda t: None, wait=30, check=lambda: looks.append(1), say=said.append) == []
+    assert 1.0 <= time.monotonic() - started < 30 and looks  # it waited, looking, and the study is done
+    assert said == ["optuna: 2 trials other processes are running reach trials=3: waiting for them"]
     theirs = [study.ask(), study.ask()]  # once more, never finished: after the wait, one trial is asked
-    assert len(ask_batch(study, 4, 5, lambda t: None, wait=0.6)) == 1
+    asked = ask_batch(study, 4, 5, lambda t: None, wait=0.6)
+    assert len(asked) == 1 and asked[0].user_attrs["process"] == this_process()
+    # a process on this host that no longer runs (a crashed run's trials, before they go stale): not waited for
+    study.tell(asked[0], 0.1)
+    for t in theirs:
+        t.set_user_attr("process", f"{socket.gethostname()}:{dead_pid()}")
+    started = time.monotonic()
+    assert len(ask_batch(study, 1, 6, lambda t: None, wait=30)) == 1 and time.monotonic() - started < 10  # 4 + 2 = 6
 
 
 def test_a_batch_keeps_its_trials_heartbeats(tmp_path):
