@@ -425,7 +425,7 @@ class OptunaRetrieval(RetrievalStrategy):
             known = self._absorb(study, search)
             cands: dict[int, RetrievalCandidate] = {}
             trials = ask_batch(study, self.batch, self.trials, lambda t: cands.__setitem__(t.number, space.suggest(t)),
-                               wait=RUNNING_WAIT)
+                               wait=RUNNING_WAIT, say=search.say)
             if not trials:
                 break
             told: set[int] = set()
