@@ -144,6 +144,7 @@ def trial_attrs(e: RetrievalEntry) -> dict:
 
 
 SETUP_WAIT = 60.0  # seconds a study may go without a sign from the process making it before it counts as left
+SAY_AFTER = 2.0  # seconds of waiting for a study another process makes before the wait is said
 
 
 def study_state(storage: optuna.storages.BaseStorage, sid: int) -> str:
@@ -343,7 +344,7 @@ class OptunaRetrieval(RetrievalStrategy):
                 study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
                                             sampler=sampler, pruner=pruner)
             except optuna.exceptions.DuplicatedStudyError:  # made before, or a moment ago by a process started with
-                state = self._await_record(storage, where)  # this one
+                state = self._await_record(storage, where, search.say)  # this one
                 if state == "left":
                     with contextlib.suppress(KeyError):  # another process removed it first
                         optuna.delete_study(study_name=self.study_name, storage=storage)
@@ -369,12 +370,17 @@ class OptunaRetrieval(RetrievalStrategy):
         raise PromptSearchError(f"{where} was removed again and again while this run made or joined it: run it once "
                                 f"more, or {STUDY_EXISTS}")
 
-    def _await_record(self, storage, where: str) -> str:
+    def _await_record(self, storage, where: str, say=None) -> str:
         """Wait while another process makes the study (``study_state`` ``"making"``): its state once it is not, or
         ``"left"`` when its ``making`` mark (none, before the maker sets it) has not changed for ``SETUP_WAIT`` seconds
-        of this process's clock (its maker stopped; a maker renews it with each seed)."""
-        last, since = object(), time.monotonic()
+        of this process's clock (its maker stopped; a maker renews it with each seed). ``say`` is told once, when the
+        wait has lasted ``SAY_AFTER`` seconds."""
+        last, since, began, said = object(), time.monotonic(), time.monotonic(), say is None
         while True:
+            if not said and time.monotonic() - began > SAY_AFTER:
+                said = True
+                say(f"optuna: {where} is being made by another process: waiting for it (a study whose maker gives "
+                    f"no sign for {SETUP_WAIT:g} s is removed and made afresh)")
             try:
                 sid = storage.get_study_id_from_name(self.study_name)
                 state = study_state(storage, sid)

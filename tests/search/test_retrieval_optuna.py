@@ -277,7 +277,12 @@ def test_a_study_another_process_has_just_created_is_joined_once_it_is_recorded(
         return wait(self, *a)
 
     monkeypatch.setattr(OptunaRetrieval, "_await_record", waiting)
+    monkeypatch.setattr(retrieval_optuna, "SAY_AFTER", 0.2)
+    said: list[str] = []
+    search.progress = said.append
     search.run()
+    assert sum("optuna: study 's' in " in x and "is being made by another process: waiting for it" in x
+               for x in said) == 1, said
     assert len(waited) == 1 and time.monotonic() - waited[0] >= 1.0  # it waited for the record
     study = optuna.load_study(study_name="s", storage=url)
     assert study.user_attrs["retrieval"] == record
@@ -300,6 +305,7 @@ def test_a_study_its_maker_left_half_made_is_removed_and_made_afresh(enc, tmp_pa
         started = time.monotonic()
         RetrievalSearch(Task(), enc, results(), strategy=strategy(tmp_path, 4), progress=said.append).run()
         assert any("left half made by a run that stopped; making it afresh" in x for x in said), said
+        assert not any("is being made by another process" in x for x in said)  # 0.5 s: under SAY_AFTER
         study = optuna.load_study(study_name="s", storage=url)
         assert "retrieval" in study.user_attrs and study.trials[0].user_attrs["from"] == "the results file"
         assert len(finished(tmp_path)) >= 4
