@@ -28,8 +28,6 @@ import contextlib
 import datetime
 import hashlib
 import json
-import os
-import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -43,7 +41,7 @@ from ..errors import PromptSearchError
 from ..representation import Representation
 from .racing import rung_similarities
 from .scorer import Score, Scorer
-from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage
+from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage, this_process
 
 PREFIX = "promptsearch-work"
 RETRIEVAL = "retrieval"  # the job kind of a retrieval candidate
@@ -228,7 +226,7 @@ def claim_and_do(study: optuna.Study, storage, work: ScoringWork, only: set[str]
         # again. (Lost between the claim and this beat, the driver fails it: claimed, never beating, see fail_orphans.)
         beats = Heartbeats(storage, study, [trial])
         retrying(beats.beat, patience)
-        retrying(lambda: trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}"), patience)
+        retrying(lambda: trial.set_user_attr("worker", this_process()), patience)
         with beats:
             result = work.do(job)
     except BaseException:

@@ -152,8 +152,8 @@ def study_state(storage: optuna.storages.BaseStorage, sid: int) -> str:
     maker sets last), ``"making"`` (another process created it and is seeding it: its ``making`` mark, renewed with
     each seed, or no user attribute yet and no trial but the seeds), ``"left"`` (half made by a process on this host
     that no longer runs; one elsewhere is judged by its mark not being renewed, ``_await_record``), ``"other"``
-    (another kind of study,
-    or one with trials of its own but no record: refused by ``OptunaRetrieval.check``) or ``"gone"`` (deleted).
+    (another kind of study, or one with trials of its own but no record: refused by ``OptunaRetrieval.check``) or
+    ``"gone"`` (deleted).
 
     :param storage: the storage.
     :param sid: the study's id in it.
