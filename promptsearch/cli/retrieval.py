@@ -264,7 +264,7 @@ def _raced(res, dropped: int) -> str:
     if passes:
         out += f" after {_plural(passes, 'pass')} over a smaller corpus"
         if reused:
-            out += f" ({reused} more read back from the cache)"
+            out += f" and {_plural(reused, 'encoding')} read back from the cache"
     elif reused:  # a screen read back from the cache drops candidates too
         out += f" on a smaller corpus, its {_plural(reused, 'encoding')} read back from the cache"
     if read:

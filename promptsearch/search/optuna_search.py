@@ -16,7 +16,6 @@ at one URL and study name — share it. ``--trials N`` is the study's total of f
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -298,7 +297,6 @@ class OptunaSearch(Strategy):
         if layers and is_mask(readout):  # a pooled read-out reads the last layer
             trial.suggest_categorical("layer", layers)
         trial.set_user_attr("template", readout_key(grammar.render(choice), readout))
-        trial.set_user_attr("worker", os.getpid())
 
     def _score_batch(self, trials: list[optuna.Trial], runner: Runner, interrupts, tell) -> None:
         """Score a batch's templates together, per read-out layer: on the full set (``pareto``, ``--no-prune``),

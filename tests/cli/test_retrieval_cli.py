@@ -10,7 +10,7 @@ import pytest
 from conftest import beir_folder, run_cli, small_retrieval_data
 
 from promptsearch.cli import main
-from promptsearch.cli.retrieval import few_searched_note
+from promptsearch.cli.retrieval import _raced, few_searched_note
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,19 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert len(json.loads(out.read_text())["entries"]) == n
     assert again.splitlines()[-6:] == lines[-6:]
 
+
+
+@pytest.mark.parametrize(("stats", "said"), [
+    ({"screen_passes": 2, "screen_reused": 1}, "racing dropped 3 after 2 passes over a smaller corpus and 1 encoding "
+                                               "read back from the cache"),
+    ({"screen_passes": 1, "screen_reused": 0}, "racing dropped 3 after 1 pass over a smaller corpus"),
+    ({"screen_passes": 0, "screen_reused": 2}, "racing dropped 3 on a smaller corpus, its 2 encodings read back from "
+                                               "the cache"),
+    ({"races_read": 1}, "racing dropped 3 (1 race read back from r.json, not screened again)")])
+def test_the_racing_summary_says_how_the_screen_was_had(stats, said):
+    # a screen in part encoded and in part read back from the cache (a run cut off midway) says both
+    res = dataclasses.make_dataclass("Res", ["stats", "path"])(stats, "r.json")
+    assert _raced(res, 3) == said
 
 def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, tmp_path, capsys):
     # a corpus whose screen is small: the 16 queries' judged documents and a tenth of 300 others

@@ -105,7 +105,7 @@ def test_two_concurrent_workers_share_one_study(tiny_bert_dir, grammar, tmp_path
     # running trials that would reach the target rather than run past it; two asking at the same moment may still
     # end it past it by a batch at most
     assert 8 <= len(finished) <= 8 + 4
-    assert len({t.user_attrs["worker"] for t in study.trials}) == 2  # both workers ran trials
+    assert len({t.user_attrs["process"] for t in study.trials}) == 2  # both workers ran trials
     # the worker that finished last synced after every trial had ended: its file holds them all
     completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
     files = [{e["template"] for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"]} for i in range(2)]

@@ -55,7 +55,7 @@ def test_three_workers_share_one_study_on_postgresql(postgres_url, tiny_bert_dir
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
                                                        optuna.trial.TrialState.PRUNED)]
     assert 12 <= len(finished) <= 12 + 3 * 2  # each worker's batch in flight may finish past the target
-    assert len({t.user_attrs["worker"] for t in study.trials}) == 3  # every worker ran trials
+    assert len({t.user_attrs["process"] for t in study.trials}) == 3  # every worker ran trials
     assert len({t.number for t in study.trials}) == len(study.trials)  # one numbering, no trial twice
     completed = {t.user_attrs["template"] for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
     files = [{e["template"] for e in json.loads((tmp_path / f"w{i}.json").read_text())["templates"]} for i in range(3)]
