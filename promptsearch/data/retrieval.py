@@ -57,6 +57,7 @@ import hashlib
 import itertools
 import json
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -199,24 +200,27 @@ def _id(value, where: str, what: str) -> str:
     """An id as text: strings as they are, integers written out (MTEB casts ids to strings too)."""
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise DataError(f"{where}: {what} {value!r} is not an id; give a non-empty string")
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy's too (ids from pandas)
+        return str(int(value))
+    raise DataError(f"{where}: {what} {value!r} is not an id; give a non-empty string or an integer")
 
 
-def _text(value, where: str, what: str) -> str:
+def _text(value, where: str, what: str, python: bool = False) -> str:
+    """A text as it is (None: ''); anything else refused, saying how to write it: as a JSON string in a file, as a
+    ``str`` in Python's dicts (``python``)."""
     if value is None:
         return ""
     if not isinstance(value, str):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; write it as a JSON string"
-                        + (f" ({json.dumps(str(value))})" if number else ""))
+        how = (f"give it as a str{f' (str({value!r}))' if number else ''}" if python else
+               f"write it as a JSON string{f' ({json.dumps(str(value))})' if number else ''}")
+        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; {how}")
     return value
 
 
-def _document(title, text, where: str) -> str:
+def _document(title, text, where: str, python: bool = False) -> str:
     """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``."""
-    joined = f"{_text(title, where, 'the title')} {_text(text, where, 'the text')}".strip()
+    joined = f"{_text(title, where, 'the title', python)} {_text(text, where, 'the text', python)}".strip()
     if not joined:
         raise DataError(f"{where}: a document with neither title nor text; give it a text or remove it")
     return joined
@@ -268,8 +272,8 @@ def _relevant(name: str, queries: dict[str, str], corpus: dict[str, str],
         else:
             dropped += 1
     if not relevant:
-        why = "relevant" if relevant_from is None else f"scored {cut:g} or more"
-        raise DataError(f"{name}: no query has a document judged {why}; check the qrels (and relevant_from=)")
+        why = "judged relevant" if relevant_from is None else f"with a score of {cut:g} or more"
+        raise DataError(f"{name}: no query has a document {why}; check the qrels (and relevant_from=)")
     return {q: t for q, t in queries.items() if q in relevant}, relevant, dropped
 
 
@@ -331,7 +335,7 @@ def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: 
     q_table: dict[str, str] = {}
     for key, text in queries.items():
         qid = _id(key, name, "query")
-        if not _text(text, f"{name}: query {qid!r}", "its text").strip():
+        if not _text(text, f"{name}: query {qid!r}", "its text", python=True).strip():
             raise DataError(f"{name}: query {qid!r} is empty; give it a text or remove it")
         _put(q_table, qid, text, name, "query")
     c_table: dict[str, str] = {}
@@ -339,9 +343,12 @@ def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: 
         cid = _id(key, name, "document")
         where = f"{name}: document {cid!r}"
         if isinstance(doc, Mapping):
-            text = _document(doc.get("title"), doc.get("text"), where)
+            if "text" not in doc:  # a misnamed key: its title alone is not the document
+                raise DataError(f"{where} has no 'text' key; its keys are {', '.join(map(str, doc)) or 'none'}: give "
+                                "each document its text under 'text' (as BEIR's loader gives it: title, text)")
+            text = _document(doc.get("title"), doc.get("text"), where, python=True)
         else:
-            text = _text(doc, where, "its text")
+            text = _text(doc, where, "its text", python=True)
             if not text.strip():
                 raise DataError(f"{where} is empty; give it a text or remove it")
         _put(c_table, cid, text, name, "document")
@@ -495,6 +502,9 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                     raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
                                     f"{len(row)} field(s); " + (_separator_fix(row) or "give each judgement as "
                                                                 "query-id<TAB>corpus-id<TAB>score (1: relevant)"))
+                if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]) and \
+                        not _is_score(row[2]):
+                    raise DataError(f"{where}: {_TREC_FIX}")
                 q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
                 _judge(judged, q, d, _score(row[2].strip(), where), where)
                 where_of.setdefault((q, d), where)
@@ -536,8 +546,9 @@ def load_beir(folder, split: str = "test", relevant_from: float | None = None,
     for i, row in _jsonl(path):
         where = f"{path}:{i}"
         cid = _id(_field(row, "_id", where), where, "document")
-        if "text" not in row and "title" not in row:  # a misnamed field, not an empty document
-            raise DataError(f"{where}: no 'text' field (nor 'title'); its fields are {', '.join(row)}")
+        if "text" not in row:  # a misnamed field (its title alone is not the document), not an empty document
+            raise DataError(f"{where}: no 'text' field; its fields are {', '.join(row)}: give every document its "
+                            "text under 'text' (BEIR's fields: _id, title, text)")
         _put(corpus, cid, _document(row.get("title"), row.get("text"), where), where, "document")
     if not corpus:  # named by its file, as every other error in the folder is
         raise DataError(f"{path}: the corpus is empty; give at least one document")
@@ -563,6 +574,9 @@ def _saved(path: Path) -> bool:
     return any((path / f).exists() for f in ("dataset_dict.json", "state.json", "dataset_info.json"))
 
 
+_ROW = {"corpus": "document", "queries": "query", "default": "qrel", "qrels": "qrel"}  # what a config's row is
+
+
 def _hf_part(spec: str, config: str, split: str | None, configs: list[str]):
     """One config's split as a ``datasets.Dataset`` (``split`` None: its first split, as mteb takes it)."""
     import datasets  # lazy: start-up time
@@ -577,6 +591,9 @@ def _hf_part(spec: str, config: str, split: str | None, configs: list[str]):
         except DataError:
             raise
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ValueError, parser errors ...)
+            if isinstance(exc, IndexError) or "corresponds to no data" in str(exc):  # datasets' words for no rows
+                raise DataError(f"config {config!r} of {spec} holds no rows; give at least one "
+                                f"{_ROW.get(config, 'row')}") from None
             raise DataError(f"cannot load config {config!r} of {spec}: {first_line(exc, 160)}") from None
     if isinstance(ds, datasets.DatasetDict):
         names = list(ds)
@@ -597,11 +614,15 @@ def _column(ds, names: tuple[str, ...]) -> str | None:
     return next((c for c in names if c in ds.column_names), None)
 
 
+_MTEB_COLUMNS = {"corpus": "_id, title, text", "queries": "_id, text", "qrels": "query-id, corpus-id, score"}
+
+
 def _need(ds, names: tuple[str, ...], spec: str, what: str) -> str:
     col = _column(ds, names)
     if col is None:
-        raise DataError(f"the {what} of {spec} have no column {names[0]!r}; their columns are "
-                        f"{', '.join(ds.column_names)}")
+        raise DataError(f"the {what} of {spec} {'has' if what == 'corpus' else 'have'} no column {names[0]!r}; "
+                        f"{'its' if what == 'corpus' else 'their'} columns are {', '.join(ds.column_names)}: rename "
+                        f"the one that holds it to {names[0]!r} (MTEB's layout: {_MTEB_COLUMNS[what]})")
     return col
 
 
@@ -655,10 +676,8 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
     corpus: dict[str, str] = {}
     ds = _hf_part(spec, "corpus", None, configs)
     id_col = _need(ds, ("_id", "id"), spec, "corpus")
-    text_col, title_col = _column(ds, ("text",)), _column(ds, ("title",))
-    if text_col is None and title_col is None:
-        raise DataError(f"the corpus of {spec} has no column 'text'; its columns are {', '.join(ds.column_names)}")
-    ids, texts = ds[id_col], ds[text_col] if text_col else [None] * len(ds)
+    text_col, title_col = _need(ds, ("text",), spec, "corpus"), _column(ds, ("title",))  # a title alone is no text
+    ids, texts = ds[id_col], ds[text_col]
     titles = ds[title_col] if title_col else [None] * len(ds)
     for i, (cid, title, text) in enumerate(zip(ids, titles, texts)):
         where = f"{spec}: corpus row {i + 1}"

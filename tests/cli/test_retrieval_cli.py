@@ -422,13 +422,16 @@ def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_onl
 
 
 @pytest.mark.parametrize("held, left_out, advice", [
-    (4, 0, "a smaller --holdout"),
+    (50, 0, "a smaller --holdout"),
     (0, 30, "a larger --queries"),
-    (4, 30, "a larger --queries or a smaller --holdout"),
+    (50, 30, "a larger --queries or a smaller --holdout"),
     (0, 0, "data with more queries: every query with a relevant document is searched, 1 query here"),
-], ids=["held out", "sampled", "both", "neither"])
+    (4, 0, "data with more queries: 20 queries with a relevant document, too few to search on and check on both"),
+    (4, 30, "a larger --queries"),
+], ids=["held out", "sampled", "both", "neither", "too few to hold out", "sampled, too few to hold out"])
 def test_the_few_queries_note_names_only_what_would_give_more(held, left_out, advice):
-    """--queries 500 on a set of 20 samples all it can and holds out 4: a larger --queries would give nothing."""
+    """--queries 500 on a set of 20 samples all it can and holds out 4: a larger --queries would give nothing, and a
+    smaller --holdout would leave the check weaker still (fewer than 30 queries in all for both)."""
     n = 1 if not held + left_out else 16
     note = few_searched_note(n, held, left_out)
     assert note.startswith(f"note: only {n} {'query' if n == 1 else 'queries'} searched: ")
@@ -455,10 +458,13 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     assert line.endswith("; 1 query without a relevant document left out, as sentence-transformers' evaluator leaves "
                          "them out"), line
     unseen = 8 - json.loads((tmp_path / "r.json").read_text())["data"]["queries"]
-    assert 0 < unseen < 30 and (f"note: only {unseen} queries are held out: the check on them is weak (more queries, "
-                                "or a larger --holdout, make it stronger)") in err
+    # 8 queries are too few for a strong search and a strong check: both notes say more queries, neither says to
+    # move queries from one to the other
+    assert 0 < unseen < 30 and (f"note: only {unseen} queries are held out: the check on them is weak (more queries "
+                                "would make it stronger)") in err
     assert ("note: only 6 queries searched: a step's gain over so few is mostly noise, so steps are rarely taken and "
-            "the answer is likely the model's own for that reason (give a smaller --holdout)") in err
+            "the answer is likely the model's own for that reason (give data with more queries: 8 queries with a "
+            "relevant document, too few to search on and check on both)") in err
     assert not any(x.startswith("resuming ") for x in err)
     assert main(argv) == 0
     n = len(json.loads((tmp_path / "r.json").read_text())["entries"])
@@ -474,9 +480,10 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     assert not any(x.startswith("note: ") and "held out" in x for x in capsys.readouterr().err.splitlines())
     from promptsearch.cli.retrieval import holdout_note
 
-    assert holdout_note(0.2, 0) == ("note: too few queries to hold any out (--holdout 0.2): an answer other than the "
-                                    "model's own is not checked on unseen queries")
-    assert holdout_note(0.2, 52) == holdout_note(0.0, 0) == ""
+    assert holdout_note(0.2, 0, 8) == ("note: too few queries to hold any out (--holdout 0.2): an answer other than "
+                                       "the model's own is not checked on unseen queries")
+    assert holdout_note(0.2, 52, 207) == holdout_note(0.0, 0, 8) == ""
+    assert holdout_note(0.1, 20, 180).endswith("(more queries, or a larger --holdout, make it stronger)")
 
 
 def test_the_guides_python_api_prints_what_the_command_prints(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):

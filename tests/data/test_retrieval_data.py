@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 
 from promptsearch.data.retrieval import (
@@ -138,6 +139,18 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
     assert from_dicts({1: "a"}, {2: "b"}, {1: {2}}).relevant == {"1": frozenset({"2"})}
     with pytest.raises(DataError, match="query id '1' appears twice"):
         from_dicts({1: "a", "1": "b"}, {2: "b"}, {1: {2}})
+    # numpy's integers (ids from a pandas frame) as Python's
+    assert from_dicts({np.int64(1): "a"}, {np.int32(2): "b"}, {np.int64(1): {np.int64(2)}}).relevant == \
+        {"1": frozenset({"2"})}
+    with pytest.raises(DataError, match=r"query 1.5 is not an id; give a non-empty string or an integer$"):
+        from_dicts({1.5: "a"}, {2: "b"}, {1: {2}})
+    # a document dict without its text is refused, not read as its title
+    with pytest.raises(DataError, match=r"dicts: document 'd3' has no 'text' key; its keys are title, contents: give "
+                                        r"each document its text under 'text'"):
+        from_dicts({"q": "a"}, {"d3": {"title": "Dogs", "contents": "x"}}, {"q": {"d3"}})
+    with pytest.raises(DataError, match=r"dicts: query 'q': its text is int 5, not text; give it as a str "
+                                        r"\(str\(5\)\)$"):
+        from_dicts({"q": 5}, {"d": "b"}, {"q": {"d"}})
 
 
 @pytest.mark.parametrize("head, advice", [
@@ -236,9 +249,12 @@ BAD_BEIR = [
     ("no title nor text", dict(corpus=CORPUS + [{"_id": "d9", "title": None, "text": None}]), r"corpus.jsonl:6: "
                                                                                                  ".*neither title nor "
                                                                                                  "text"),
-    ("a misnamed text field", dict(corpus=CORPUS + [{"_id": "d9", "body": "x"}]), r"corpus.jsonl:6: no 'text' field "
-                                                                                  r"\(nor 'title'\); its fields are "
-                                                                                  "_id, body$"),
+    ("a misnamed text field", dict(corpus=CORPUS + [{"_id": "d9", "body": "x"}]),
+     r"corpus.jsonl:6: no 'text' field; its fields are _id, body: give every document its text under 'text'"),
+    # Pyserini's field name beside a title: the title alone is not the document (it was once scored as one)
+    ("a title but no text field", dict(corpus=CORPUS + [{"_id": "d9", "title": "Dogs", "contents": "dogs bark"}]),
+     r"corpus.jsonl:6: no 'text' field; its fields are _id, title, contents: give every document its text under "
+     r"'text' \(BEIR's fields: _id, title, text\)$"),
     ("blank title and text", dict(corpus=CORPUS + [{"_id": "d9", "title": " ", "text": ""}]), r"neither title nor "
                                                                                                "text"),
     ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field; its fields are "
@@ -275,6 +291,12 @@ def test_a_qrel_with_too_few_fields_says_how_to_write_one(tmp_path):
         f.write("q1\td2\n")  # tabs, but no score: not told to use tabs
     with pytest.raises(DataError, match=r"test.tsv:7: .* found 2 field\(s\); give each judgement as "
                                         r"query-id<TAB>corpus-id<TAB>score \(1: relevant\)$"):
+        load_retrieval(str(folder))
+    folder = write_beir(tmp_path / "t")
+    with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
+        f.write("q1\t0\td2\t1\n")  # a TREC line, tab-separated, under BEIR's header: not "score 'd2' is not a number"
+    with pytest.raises(DataError, match=r"test.tsv:7: it reads as a TREC qrels line \(query, 0, document, score\): "
+                                        r"write query-id<TAB>corpus-id<TAB>score, under a header line$"):
         load_retrieval(str(folder))
 
 
@@ -338,8 +360,28 @@ def test_bad_hf_input(tmp_path):
     datasets.DatasetDict({"queries": datasets.Dataset.from_list(QUERIES)}).save_to_disk(str(nocol / "queries"))
     datasets.DatasetDict({"test": datasets.Dataset.from_dict({"query-id": ["q1"], "corpus-id": ["d1"]})}).save_to_disk(
         str(nocol / "default"))
-    with pytest.raises(DataError, match=r"corpus of .* has no column 'text'; its columns are _id, body"):
+    with pytest.raises(DataError, match=r"corpus of .* has no column 'text'; its columns are _id, body: rename the "
+                                        r"one that holds it to 'text' \(MTEB's layout: _id, title, text\)$"):
         load_hf(str(nocol))
+    # a title beside a misnamed text column is not the document: refused, not scored on the titles
+    datasets.DatasetDict({"corpus": datasets.Dataset.from_dict({"_id": ["d1"], "title": ["Dogs"], "contents": ["x"]})}
+                         ).save_to_disk(str(nocol / "corpus"))
+    with pytest.raises(DataError, match=r"has no column 'text'; its columns are _id, title, contents: rename"):
+        load_hf(str(nocol))
+    # qrels columns spelt otherwise: told the name MTEB's layout gives them
+    other = tmp_path / "under"
+    datasets.DatasetDict({"test": datasets.Dataset.from_dict({"query_id": ["q1"], "corpus_id": ["d1"], "score": [1]})}
+                         ).save_to_disk(str(other / "default"))
+    for config, rows in (("corpus", CORPUS), ("queries", QUERIES)):
+        datasets.DatasetDict({config: datasets.Dataset.from_list(rows)}).save_to_disk(str(other / config))
+    with pytest.raises(DataError, match=r"the qrels of .* have no column 'query-id'; their columns are query_id, "
+                                        r"corpus_id, score: rename the one that holds it to 'query-id' \(MTEB's "
+                                        r"layout: query-id, corpus-id, score\)$"):
+        load_hf(str(other))
+    # an empty corpus: datasets cannot load its own empty save (IndexError), nor a config of no rows: said as empty
+    datasets.Dataset.from_dict({"_id": [], "text": []}).save_to_disk(str(other / "corpus"))
+    with pytest.raises(DataError, match=r"config 'corpus' of .* holds no rows; give at least one document$"):
+        load_hf(str(other))
 
 
 def test_spec_forms_and_their_errors(tmp_path):
