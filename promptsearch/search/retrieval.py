@@ -45,7 +45,7 @@ from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
 from ..eval.retrieval_sets import RetrievalSets, set_metric
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock
 from ..library import read_library
-from ..representation import POOLED_READOUTS
+from ..representation import POOLED_READOUTS, readout_of
 from .results import kept_precision
 from .runner import Judged, Settled, StepRunner
 from .state import Spread, weighed_words
@@ -157,7 +157,11 @@ def own_candidate(enc) -> RetrievalCandidate:
     doc_name = next((n for n in DOCUMENT_NAMES if n in prompts), None)
     document = prompts[doc_name] if doc_name is not None else stack.default_prompt
     assert own.readout is not None  # pooled
-    return RetrievalCandidate.of(query or "", document or "", own.readout)
+    # the Pooling's own read-out, not own's: with no default prompt own is "[X]", whose read-out drops "sentence-"
+    # (nothing to leave out), while the query and document prompts are left out as the Pooling says
+    readout = own.readout if enc.folder_representation() is not None else \
+        readout_of(stack.pooling.pooling_mode, stack.pooling.include_prompt)
+    return RetrievalCandidate.of(query or "", document or "", readout)
 
 
 def model_readouts(enc, readouts: Sequence[str] | None = None) -> list[str]:

@@ -249,6 +249,36 @@ def test_recorded_metrics_are_the_evaluators_on_the_exported_folder(model, reque
     assert ndcg[0] != ndcg[1] and all(0 < x < 1 for x in ndcg)  # the two candidates rank differently, mid-range
 
 
+@pytest.mark.parametrize("layout, mode", [("today", "mean"), ("today", "cls"), ("legacy", "mean")])
+def test_the_models_own_leaves_its_prompts_out_where_its_pooling_does(layout, mode, tiny_bert_dir, tmp_path):
+    """A folder whose Pooling leaves the prompt out (include_prompt=False), with query and document prompts but no
+    default prompt: encode_query pools the query's own tokens. The model's own candidate is that (it was once read
+    at the Pooling's mode with the prompt pooled: its number was not sentence-transformers', and an export of it
+    pooled the prompt); its recorded metrics are the evaluator's on the folder itself, and its export encodes as
+    the folder does."""
+    from conftest import small_retrieval_data
+
+    from promptsearch.eval.retrieval import RetrievalCandidate, RetrievalTask
+    from promptsearch.search.retrieval import own_candidate
+    from tests.encoding.test_fidelity import st_folder
+
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", mode=mode, include_prompt=False, layout=layout)
+    config = folder / "config_sentence_transformers.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "default_prompt_name": None,
+                                  "prompts": {"query": "this sentence : ", "document": "means : "}}))
+    enc = make_encoder(folder)
+    own = own_candidate(enc)
+    assert own == RetrievalCandidate.of("this sentence : ", "means : ", f"sentence-{mode}")
+    data = small_retrieval_data(20, 300)
+    got = RetrievalTask(data, cache_dir=tmp_path / "cache").evaluate(enc, [own])[own]
+    want = evaluator_on_folder(folder, data)
+    assert set(got) == set(want) and got == pytest.approx(want, rel=0, abs=1e-6)
+    export_retrieval(str(folder), own.query, own.document, own.readout, tmp_path / "m")
+    original, exported = st_model(folder), st_model(tmp_path / "m")
+    for side in ("encode_query", "encode_document"):
+        np.testing.assert_allclose(getattr(exported, side)(TEXTS), getattr(original, side)(TEXTS), rtol=0, atol=TOL)
+
+
 @pytest.mark.slow  # the default model over the demo corpus (2,647 sentences) twice here and twice in the evaluator
 @pytest.mark.realmodel
 def test_recorded_metrics_are_the_evaluators_on_the_default_models_export(default_enc, tmp_path):
