@@ -113,7 +113,7 @@ def cmd_retrieval(args) -> int:
                   + (f"; {_queries(dropped)} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
             held_n = sum(n for _, _, n in parts)
-            for note in (holdout_note(args.holdout, n_rest, len(task.query_ids)),
+            for note in (holdout_note(args.holdout, n_rest, len(task.query_ids), n_rest - held_n),
                          few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
                          *(duplicate_note(w) for w in wholes),
                          *(few_held_out_note(t.data.name, len(t.query_ids)) for t in others)):
@@ -180,14 +180,17 @@ def held_out_sets(args, searched: list) -> list:
     return sets
 
 
-def holdout_note(holdout: float, unseen_queries: int, searched: int, few: int = 30) -> str:
+def holdout_note(holdout: float, unseen_queries: int, searched: int, left_out: int = 0, few: int = 30) -> str:
     """A note when the check on unseen queries is weak or absent although ``--holdout`` asked for one ('' when not).
-    Its advice names a larger ``--holdout`` only where the queries are enough for both the search and the check
-    (``few`` each): with fewer, holding more out would leave the search too few (``few_searched_note``).
+    Its advice names a smaller ``--queries`` where the sample left queries out (those are unseen too, and a larger
+    ``--holdout`` would only take them from the sample's leftovers), else a larger ``--holdout`` only where the
+    queries are enough for both the search and the check (``few`` each): with fewer, holding more out would leave
+    the search too few (``few_searched_note``).
 
     :param holdout: the share of the queries held out.
-    :param unseen_queries: how many were held out.
+    :param unseen_queries: how many are unseen: held out, and left out of a ``--queries`` sample.
     :param searched: how many were searched.
+    :param left_out: how many of the unseen the ``--queries`` sample left out.
     :param few: below this many the check is called weak: the standard error of a mean over so few queries is itself
         uncertain.
     :returns: the note, or ''."""
@@ -197,18 +200,20 @@ def holdout_note(holdout: float, unseen_queries: int, searched: int, few: int = 
         return (f"note: too few queries to hold any out (--holdout {holdout:g}): an answer other than the model's own "
                 "is not checked on unseen queries")
     if unseen_queries < few:
-        advice = "more queries, or a larger --holdout, make it" if searched + unseen_queries >= 2 * few else \
-            "more queries would make it"
-        return (f"note: only {_queries(unseen_queries)} {'is' if unseen_queries == 1 else 'are'} held out: the check "
-                f"on them is weak ({advice} stronger)")
+        advice = ("more queries, or a smaller --queries, make it" if left_out else
+                  "more queries, or a larger --holdout, make it" if searched + unseen_queries >= 2 * few else
+                  "more queries would make it")
+        return (f"note: only {_queries(unseen_queries)} {'is' if unseen_queries == 1 else 'are'} "
+                f"{'unseen' if left_out else 'held out'}: the check on them is weak ({advice} stronger)")
     return ""
 
 
 def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) -> str:
     """A note when so few queries are searched that a step's gain is mostly noise ('' when not): steps are then
     rarely taken, and the answer is likely the model's own for that reason alone. Its advice names only what would
-    give more: a larger ``--queries`` where the sample left queries out, a smaller ``--holdout`` where it held some
-    out and the queries are enough for both the search and the check (``few`` each), else data with more queries.
+    give more: a larger ``--queries`` where the sample left queries out (the search has that many, whatever
+    ``--holdout``), else a smaller ``--holdout`` where it held some out and the queries are enough for both the search
+    and the check (``few`` each), else data with more queries.
 
     :param searched: the queries searched.
     :param held: the queries ``--holdout`` kept unseen.
@@ -218,7 +223,8 @@ def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) ->
     if searched >= few:
         return ""
     both = searched + held >= 2 * few  # enough queries for a strong search and a strong check
-    ways = (["a larger --queries"] if left_out else []) + (["a smaller --holdout"] if held and both else [])
+    # with a sample leaving queries out, the search has --queries of them: a smaller --holdout would not add any
+    ways = ["a larger --queries"] if left_out else ["a smaller --holdout"] if held and both else []
     advice = (" or ".join(ways) if ways else
               f"data with more queries: {_queries(searched + held)} with a relevant document, too few to search on "
               f"and check on both" if held else

@@ -205,22 +205,25 @@ def _id(value, where: str, what: str) -> str:
     raise DataError(f"{where}: {what} {value!r} is not an id; give a non-empty string or an integer")
 
 
-def _text(value, where: str, what: str, python: bool = False) -> str:
-    """A text as it is (None: ''); anything else refused, saying how to write it: as a JSON string in a file, as a
-    ``str`` in Python's dicts (``python``)."""
+_HOW = {"json": "write it as a JSON string", "python": "give it as a str", "hf": "store the column as strings"}
+
+
+def _text(value, where: str, what: str, form: str = "json") -> str:
+    """A text as it is (None: ''); anything else refused, saying how to write it in its ``form``: a JSON string in
+    a file (``json``), a ``str`` in Python's dicts (``python``), a column of strings in a 🤗 dataset (``hf``)."""
     if value is None:
         return ""
     if not isinstance(value, str):
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        how = (f"give it as a str{f' (str({value!r}))' if number else ''}" if python else
-               f"write it as a JSON string{f' ({json.dumps(str(value))})' if number else ''}")
-        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; {how}")
+        number = isinstance(value, numbers.Number) and not isinstance(value, bool)
+        example = (json.dumps(str(value)) if form == "json" else repr(str(value))) if number else ""
+        raise DataError(f"{where}: {what} is {type(value).__name__} {value!r}, not text; {_HOW[form]}"
+                        + (f" ({example})" if example else ""))
     return value
 
 
-def _document(title, text, where: str, python: bool = False) -> str:
+def _document(title, text, where: str, form: str = "json") -> str:
     """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``."""
-    joined = f"{_text(title, where, 'the title', python)} {_text(text, where, 'the text', python)}".strip()
+    joined = f"{_text(title, where, 'the title', form)} {_text(text, where, 'the text', form)}".strip()
     if not joined:
         raise DataError(f"{where}: a document with neither title nor text; give it a text or remove it")
     return joined
@@ -335,7 +338,7 @@ def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: 
     q_table: dict[str, str] = {}
     for key, text in queries.items():
         qid = _id(key, name, "query")
-        if not _text(text, f"{name}: query {qid!r}", "its text", python=True).strip():
+        if not _text(text, f"{name}: query {qid!r}", "its text", "python").strip():
             raise DataError(f"{name}: query {qid!r} is empty; give it a text or remove it")
         _put(q_table, qid, text, name, "query")
     c_table: dict[str, str] = {}
@@ -346,9 +349,9 @@ def from_dicts(queries: Mapping, corpus: Mapping, relevant_docs: Mapping, name: 
             if "text" not in doc:  # a misnamed key: its title alone is not the document
                 raise DataError(f"{where} has no 'text' key; its keys are {', '.join(map(str, doc)) or 'none'}: give "
                                 "each document its text under 'text' (as BEIR's loader gives it: title, text)")
-            text = _document(doc.get("title"), doc.get("text"), where, python=True)
+            text = _document(doc.get("title"), doc.get("text"), where, "python")
         else:
-            text = _text(doc, where, "its text", python=True)
+            text = _text(doc, where, "its text", "python")
             if not text.strip():
                 raise DataError(f"{where} is empty; give it a text or remove it")
         _put(c_table, cid, text, name, "document")
@@ -502,8 +505,8 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                     raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
                                     f"{len(row)} field(s); " + (_separator_fix(row) or "give each judgement as "
                                                                 "query-id<TAB>corpus-id<TAB>score (1: relevant)"))
-                if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]) and \
-                        not _is_score(row[2]):
+                if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):
+                    # BEIR reads three columns: four, the second 0 or Q0, is a TREC line (MS MARCO's numeric ids too)
                     raise DataError(f"{where}: {_TREC_FIX}")
                 q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
                 _judge(judged, q, d, _score(row[2].strip(), where), where)
@@ -582,18 +585,20 @@ def _hf_part(spec: str, config: str, split: str | None, configs: list[str]):
     import datasets  # lazy: start-up time
 
     p = Path(spec).expanduser()
+    saved = p.is_dir() and _saved(p / config)
     with _quiet_datasets():
         try:
-            if p.is_dir() and _saved(p / config):
-                ds = datasets.load_from_disk(str(p / config))
-            else:
-                ds = datasets.load_dataset(str(p) if p.is_dir() else spec, config)
+            ds = datasets.load_from_disk(str(p / config)) if saved else \
+                datasets.load_dataset(str(p) if p.is_dir() else spec, config)
         except DataError:
             raise
         except Exception as exc:  # datasets raises many kinds (DatasetNotFoundError, ValueError, parser errors ...)
-            if isinstance(exc, IndexError) or "corresponds to no data" in str(exc):  # datasets' words for no rows
-                raise DataError(f"config {config!r} of {spec} holds no rows; give at least one "
-                                f"{_ROW.get(config, 'row')}") from None
+            row = _ROW.get(config, "row")
+            if saved and isinstance(exc, IndexError):  # datasets cannot load its own save of no rows
+                raise DataError(f"config {config!r} of {spec} holds no rows; give at least one {row}") from None
+            if "corresponds to no data" in str(exc):  # datasets' words for a split of no rows
+                raise DataError(f"config {config!r} of {spec} has a split with no rows, which datasets cannot load; "
+                                f"give each split at least one {row}, or remove the empty one") from None
             raise DataError(f"cannot load config {config!r} of {spec}: {first_line(exc, 160)}") from None
     if isinstance(ds, datasets.DatasetDict):
         names = list(ds)
@@ -681,14 +686,14 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
     titles = ds[title_col] if title_col else [None] * len(ds)
     for i, (cid, title, text) in enumerate(zip(ids, titles, texts)):
         where = f"{spec}: corpus row {i + 1}"
-        _put(corpus, _id(cid, where, "document"), _document(title, text, where), where, "document")
+        _put(corpus, _id(cid, where, "document"), _document(title, text, where, "hf"), where, "document")
     queries: dict[str, str] = {}
     ds = _hf_part(spec, "queries", None, configs)
     id_col, text_col = _need(ds, ("_id", "id"), spec, "queries"), _need(ds, ("text",), spec, "queries")
     for i, (qid, text) in enumerate(zip(ds[id_col], ds[text_col])):
         where = f"{spec}: queries row {i + 1}"
         qid = _id(qid, where, "query")
-        if not _text(text, where, "the text").strip():
+        if not _text(text, where, "the text", "hf").strip():
             raise DataError(f"{where}: query {qid!r} is empty; give it a text or remove it")
         _put(queries, qid, text, where, "query")
     assert qrels_config is not None  # checked above

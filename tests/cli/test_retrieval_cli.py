@@ -44,7 +44,6 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert again.splitlines()[-6:] == lines[-6:]
 
 
-
 @pytest.mark.parametrize(("stats", "said"), [
     ({"screen_passes": 2, "screen_reused": 1}, "racing dropped 3 after 2 passes over a smaller corpus and 1 encoding "
                                                "read back from the cache"),
@@ -56,6 +55,7 @@ def test_the_racing_summary_says_how_the_screen_was_had(stats, said):
     # a screen in part encoded and in part read back from the cache (a run cut off midway) says both
     res = dataclasses.make_dataclass("Res", ["stats", "path"])(stats, "r.json")
     assert _raced(res, 3) == said
+
 
 def test_the_document_step_races_unless_told_not_to(tiny_bert_encoder_only_dir, tmp_path, capsys):
     # a corpus whose screen is small: the 16 queries' judged documents and a tenth of 300 others
@@ -424,7 +424,7 @@ def test_the_data_line_writes_counts_as_the_other_lines_do(tiny_bert_encoder_onl
 @pytest.mark.parametrize("held, left_out, advice", [
     (50, 0, "a smaller --holdout"),
     (0, 30, "a larger --queries"),
-    (50, 30, "a larger --queries or a smaller --holdout"),
+    (50, 30, "a larger --queries"),  # the search has --queries of them, whatever --holdout
     (0, 0, "data with more queries: every query with a relevant document is searched, 1 query here"),
     (4, 0, "data with more queries: 20 queries with a relevant document, too few to search on and check on both"),
     (4, 30, "a larger --queries"),
@@ -483,7 +483,11 @@ def test_the_run_says_what_it_left_out_how_weak_its_check_is_and_that_it_resumes
     assert holdout_note(0.2, 0, 8) == ("note: too few queries to hold any out (--holdout 0.2): an answer other than "
                                        "the model's own is not checked on unseen queries")
     assert holdout_note(0.2, 52, 207) == holdout_note(0.0, 0, 8) == ""
-    assert holdout_note(0.1, 20, 180).endswith("(more queries, or a larger --holdout, make it stronger)")
+    assert holdout_note(0.1, 20, 180).endswith("are held out: the check on them is weak (more queries, or a larger "
+                                               "--holdout, make it stronger)")
+    # a --queries sample left 5 of the 20 unseen out: a larger --holdout would only take from those
+    assert holdout_note(0.1, 20, 180, left_out=5).endswith("are unseen: the check on them is weak (more queries, or a "
+                                                          "smaller --queries, make it stronger)")
 
 
 def test_the_guides_python_api_prints_what_the_command_prints(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):

@@ -148,9 +148,11 @@ def test_dicts_as_information_retrieval_evaluator_takes_them(tmp_path):
     with pytest.raises(DataError, match=r"dicts: document 'd3' has no 'text' key; its keys are title, contents: give "
                                         r"each document its text under 'text'"):
         from_dicts({"q": "a"}, {"d3": {"title": "Dogs", "contents": "x"}}, {"q": {"d3"}})
-    with pytest.raises(DataError, match=r"dicts: query 'q': its text is int 5, not text; give it as a str "
-                                        r"\(str\(5\)\)$"):
+    with pytest.raises(DataError, match=r"dicts: query 'q': its text is int 5, not text; give it as a str \('5'\)$"):
         from_dicts({"q": 5}, {"d": "b"}, {"q": {"d"}})
+    with pytest.raises(DataError, match=r"dicts: document 'd': its text is float64 np.float64\(2.5\), not text; "
+                                        r"give it as a str \('2.5'\)$"):
+        from_dicts({"q": "a"}, {"d": np.float64(2.5)}, {"q": {"d"}})
 
 
 @pytest.mark.parametrize("head, advice", [
@@ -298,6 +300,12 @@ def test_a_qrel_with_too_few_fields_says_how_to_write_one(tmp_path):
     with pytest.raises(DataError, match=r"test.tsv:7: it reads as a TREC qrels line \(query, 0, document, score\): "
                                         r"write query-id<TAB>corpus-id<TAB>score, under a header line$"):
         load_retrieval(str(folder))
+    for line in ("1102432\t0\t2026790\t1\n", "1102432\tQ0\t2026790\t1\n"):  # MS MARCO's numeric ids, 0 or Q0
+        folder = write_beir(tmp_path / f"t{len(line)}{line[8]}")
+        with open(folder / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
+            f.write(line)
+        with pytest.raises(DataError, match=r"test.tsv:7: it reads as a TREC qrels line"):
+            load_retrieval(str(folder))
 
 
 def test_bad_files_and_splits(tmp_path):
