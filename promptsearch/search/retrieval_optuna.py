@@ -414,8 +414,9 @@ class OptunaRetrieval(RetrievalStrategy):
         from_file = sum(t.user_attrs.get("from") == "the results file" for t in study.trials)
         if made:  # its first trials: not run, told from the results file
             n = from_file
-            before = (f"a new study of {self.trials} trials, its first {n} the results file's scores (the model's own"
-                      + (" and what the file held" if n > 1 else "") + "), not scored again"
+            before = (f"a new study of {self.trials} trials, its first {n} scores this run already has (the model's "
+                      "own, scored first" + (", and what the results file held" if n > 1 else "")
+                      + "), not scored again"
                       + (": none to run" if self.done_before >= self.trials else ""))
         else:
             before = (f"{self.done_before} of {self.trials} trials finished before" if self.done_before < self.trials
