@@ -106,6 +106,15 @@ def run_cli(argv: list, env: dict | None = None, timeout: float = 600, **kw) -> 
     return run_child([sys.executable, "-m", "promptsearch", *argv], env, timeout, **kw)
 
 
+def dead_process() -> str:
+    """A process on this host that no longer runs, named as ``study.this_process`` names one (``host:pid``): a
+    child that printed its pid and exited."""
+    import socket
+
+    pid = run_child([sys.executable, "-c", "import os; print(os.getpid())"]).stdout
+    return f"{socket.gethostname()}:{pid.strip()}"
+
+
 _WITHOUT_PROMPTSEARCH = """
 import sys, json, importlib.abc
 class NoPromptsearch(importlib.abc.MetaPathFinder):

@@ -222,13 +222,15 @@ def few_searched_note(searched: int, held: int, left_out: int, few: int = 30) ->
     :returns: the note, or ''."""
     if searched >= few:
         return ""
-    both = searched + held >= 2 * few  # enough queries for a strong search and a strong check
-    # with a sample leaving queries out, the search has --queries of them: a smaller --holdout would not add any
-    ways = ["a larger --queries"] if left_out else ["a smaller --holdout"] if held and both else []
-    advice = (" or ".join(ways) if ways else
-              f"data with more queries: {_queries(searched + held)} with a relevant document, too few to search on "
-              f"and check on both" if held else
-              f"data with more queries: every query with a relevant document is searched, {_queries(searched)} here")
+    if left_out:  # the search has --queries of them: a smaller --holdout would not add any
+        advice = "a larger --queries"
+    elif held and searched + held >= 2 * few:  # enough queries for a strong search and a strong check
+        advice = "a smaller --holdout"
+    elif held:
+        advice = (f"data with more queries: {_queries(searched + held)} with a relevant document, too few to search "
+                  "on and check on both")
+    else:
+        advice = f"data with more queries: every query with a relevant document is searched, {_queries(searched)} here"
     return (f"note: only {_queries(searched)} searched: a step's gain over so few is mostly "
             f"noise, so steps are rarely taken and the answer is likely the model's own for that reason (give "
             f"{advice})")

@@ -434,6 +434,11 @@ _TREC_FIX = ("it reads as a TREC qrels line (query, 0, document, score): write q
              "under a header line")
 
 
+def _is_trec(row: list[str]) -> bool:
+    """Whether tab-separated fields are a TREC qrels line (query, 0 or Q0, document, score): BEIR reads three."""
+    return len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3])
+
+
 def _separator_fix(row: list[str]) -> str:
     """What to do about a qrels line of fewer than three tab-separated fields: its columns are separated otherwise
     (commas, spaces) or it is a TREC qrels line ('' when it is none of these)."""
@@ -464,7 +469,7 @@ def _header_fix(row: list[str]) -> str:
         return "add the score column (1 for relevant) to the header, and to every row that lacks one"
     if len(row) < 3:
         return _separator_fix(row) or "give the header query-id<TAB>corpus-id<TAB>score"
-    if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):  # TREC, tab-separated
+    if _is_trec(row):  # TREC, tab-separated
         return _TREC_FIX
     if _is_score(row[2]):
         return "add the header line (BEIR skips the first line)"
@@ -505,8 +510,7 @@ def _read_qrels(path: Path) -> tuple[dict[str, dict[str, float]], dict[tuple[str
                     raise DataError(f"{where}: expected query-id, corpus-id and score separated by tabs, found "
                                     f"{len(row)} field(s); " + (_separator_fix(row) or "give each judgement as "
                                                                 "query-id<TAB>corpus-id<TAB>score (1: relevant)"))
-                if len(row) == 4 and row[1].strip().lower() in ("0", "q0") and _is_score(row[3]):
-                    # BEIR reads three columns: four, the second 0 or Q0, is a TREC line (MS MARCO's numeric ids too)
+                if _is_trec(row):  # MS MARCO's numeric ids too: not read as a graded score
                     raise DataError(f"{where}: {_TREC_FIX}")
                 q, d = _id(row[0].strip(), where, "query"), _id(row[1].strip(), where, "document")
                 _judge(judged, q, d, _score(row[2].strip(), where), where)

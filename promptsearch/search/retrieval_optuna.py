@@ -356,11 +356,13 @@ class OptunaRetrieval(RetrievalStrategy):
                                              pruner=pruner), False
                 except KeyError:  # removed meanwhile
                     continue
+
+            def renew(made=study):  # the making mark: this process, and when it last gave a sign
+                made.set_user_attr("making", {"process": this_process(), "at": time.time()})
+
             try:
-                mark = {"process": this_process()}
-                study.set_user_attr("making", {**mark, "at": time.time()})
-                self._seed_study(study, search, space, own,
-                                 lambda: study.set_user_attr("making", {**mark, "at": time.time()}))
+                renew()
+                self._seed_study(study, search, space, own, renew)
                 study.set_user_attr("retrieval", self.record(search))  # set last: the study is ready
             except BaseException:  # stopped half made (an interrupt, the storage): no study a rerun would wait for
                 with contextlib.suppress(Exception):

@@ -206,15 +206,12 @@ def test_a_worker_waits_for_the_others_running_trials_that_reach_the_target_rath
     """Another process has 2 trials running and 1 finished of 3: asking now would end the study at 4. A worker waits
     for them (looking, its interrupt check called) and, once they finish, has nothing to run; without a wait, or once
     the wait is over (they may be a killed worker's that never beat), it asks one trial as Optuna's own loop does."""
-    import socket
     import threading
     import time
 
-    from promptsearch.search.study import ask_batch, this_process
+    from conftest import dead_process
 
-    def dead_pid() -> str:
-        return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout.strip()
+    from promptsearch.search.study import ask_batch, this_process
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'w.db'}")
     study.tell(study.ask(), 0.5)
@@ -233,7 +230,7 @@ def test_a_worker_waits_for_the_others_running_trials_that_reach_the_target_rath
     # a process on this host that no longer runs (a crashed run's trials, before they go stale): not waited for
     study.tell(asked[0], 0.1)
     for t in theirs:
-        t.set_user_attr("process", f"{socket.gethostname()}:{dead_pid()}")
+        t.set_user_attr("process", dead_process())
     started = time.monotonic()
     assert len(ask_batch(study, 1, 6, lambda t: None, wait=30)) == 1 and time.monotonic() - started < 10  # 4 + 2 = 6
 

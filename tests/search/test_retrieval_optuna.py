@@ -3,7 +3,6 @@ study and the results file, a rerun resumes the study, another run sharing the s
 instead of encoding them, the verdict is the greedy search's rule; bad input is one line."""
 
 import json
-import socket
 import threading
 import time
 
@@ -293,13 +292,11 @@ def test_a_study_another_process_has_just_created_is_joined_once_it_is_recorded(
 def test_a_study_its_maker_left_half_made_is_removed_and_made_afresh(enc, tmp_path, monkeypatch, capsys):
     """Its maker stopped before it was recorded: one on another host whose mark is not renewed for SETUP_WAIT, or one
     on this host that no longer runs (at once). It held only seeds from that run's file: removed, made again here."""
-    import subprocess
-    import sys
+    from conftest import dead_process
 
     monkeypatch.setattr(retrieval_optuna, "SETUP_WAIT", 0.5)
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    for mark in ({"process": "elsewhere:1", "at": 0}, {"process": f"{socket.gethostname()}:{dead.stdout.strip()}"}):
+    for mark in ({"process": "elsewhere:1", "at": 0}, {"process": dead_process()}):
         optuna.create_study(storage=url, study_name="s", direction="maximize").set_user_attr("making", mark)
         said: list[str] = []
         started = time.monotonic()
