@@ -1,9 +1,12 @@
 """``python -m promptsearch`` and the ``promptsearch`` console script."""
 
+import atexit
 import os
+import signal
 import sys
 
 INTERRUPTED = (130, 143)  # Ctrl-C, SIGTERM
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def run() -> None:
@@ -12,6 +15,7 @@ def run() -> None:
     without Python's shutdown: CPython notes a KeyboardInterrupt that passed through code a library
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
+    atexit.register(_ignore_signals)  # registered before any library's: the last exit handler to run
     try:
         from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
@@ -20,7 +24,23 @@ def run() -> None:
     code = main()
     if code in INTERRUPTED:
         _leave(code)
+    _done(code)
     sys.exit(code)
+
+
+def _done(code: int) -> None:
+    """The command has finished and said so. Python's shutdown takes about a second and a half once a model was
+    loaded: its libraries' exit handlers, then their modules freed. A Ctrl-C or SIGTERM in it must not turn the
+    finished command into a KeyboardInterrupt's traceback in an exit handler or a death by SIGINT (status -2): until
+    the exit handlers are done it ends the process at once with the command's own status (so a hung one can still
+    be left), and while the modules are freed (Python's own handlers are gone by then) it is ignored."""
+    for sig in SIGNALS:
+        signal.signal(sig, lambda signum, frame: _leave(code))
+
+
+def _ignore_signals() -> None:
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _leave(code: int) -> None:

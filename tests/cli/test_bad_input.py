@@ -563,6 +563,27 @@ def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
     assert "interrupted" in err and "saved" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("after", [0.0, 0.3])
+def test_ctrl_c_after_the_command_finished_keeps_its_status(after, tiny_bert_dir):
+    """Ctrl-C once a command has printed its answer, while Python shuts down (a second or more once torch is
+    loaded): the finished command's status (0) and nothing more on stderr, not a KeyboardInterrupt's traceback in
+    a library's exit handler or a death by SIGINT (status -2). The signal is sent once the answer is read,
+    ``after`` seconds later, to a process still running (else the case proves nothing and is said so)."""
+    p = _cli(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "--json", "-q"])
+    assert p.stdout is not None
+    lines = []
+    while (line := p.stdout.readline()) and line.rstrip() != "}":
+        lines.append(line)
+    time.sleep(after)
+    if p.poll() is not None:
+        pytest.skip(f"the process had already left {after} s after its answer")
+    p.send_signal(signal.SIGINT)
+    rest, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "interrupted" not in err, err
+    assert "stsb-dev" in json.loads("".join(lines) + "}\n" + rest)
+
+
 def test_an_unreachable_hub_fails_at_once(tiny_bert_dir):
     """U2. HF_HUB_OFFLINE unset and the hub unreachable (here: a closed port on this machine): one
     line, not a dozen lines of retries."""
