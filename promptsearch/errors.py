@@ -27,6 +27,15 @@ def first_line(exc: BaseException, limit: int | None = None) -> str:
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
+def did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'X'?)`` for the one of ``choices`` closest to a mistyped ``word`` (difflib's ratio 0.75 or
+    more, as a typo of a letter or two scores), else empty: what an "unknown NAME" error adds before its choices."""
+    import difflib  # lazy: only an error needs it
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 # How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.
 wording: Callable[[str], str] | None = None
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import TemplateError
+from .errors import TemplateError, did_you_mean
 from .template import SENT, Template, quote
 
 # sentence-transformers' Pooling modes, in its own order (``Pooling.POOLING_MODES``)
@@ -47,7 +47,8 @@ def pooling_of(readout: str) -> tuple[str, bool]:
     :returns: ``(pooling_mode, include_prompt)``, e.g. ``("cls", False)`` for ``sentence-cls``.
     :raises promptsearch.TemplateError: for a name that is no pooled read-out."""
     if readout not in POOLED_READOUTS:
-        raise TemplateError(f"unknown read-out {readout!r}; choose {', '.join(READOUTS)}")
+        raise TemplateError(f"unknown read-out {readout!r}{did_you_mean(readout, READOUTS)}; choose "
+                            f"{', '.join(READOUTS)}")
     return (readout[len(_NO_PROMPT):], False) if readout.startswith(_NO_PROMPT) else (readout, True)
 
 
@@ -67,7 +68,8 @@ def check_readouts(names, where: str = "readouts=") -> list[str]:
     """Read-out names checked (a one-line error naming the first unknown one); "mask" is the [MASK] state."""
     bad = [x for x in names if x not in READOUTS]
     if bad:
-        raise TemplateError(f"{where}: unknown read-out {bad[0]!r}; choose from {', '.join(READOUTS)}")
+        raise TemplateError(f"{where}: unknown read-out {bad[0]!r}{did_you_mean(bad[0], READOUTS)}; choose from "
+                            f"{', '.join(READOUTS)}")
     return list(names)
 
 

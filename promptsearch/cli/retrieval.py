@@ -33,11 +33,13 @@ def next_steps(res: RetrievalResults) -> str:
     out = shlex.quote(str(res.path)) if res.path is not None else "RESULTS"
     task = res.best is not None and TASK_SLOT in res.best.query + res.best.document
     return ("next:\n"
-            + (f"  promptsearch export {out} --out my-model --description 'what your task is, in one sentence'"
-               "     # {task} filled, a sentence-transformers folder with these prompts\n" if task else
-               f"  promptsearch export {out} --out my-model     # a sentence-transformers folder with these prompts\n")
+            + (f"  promptsearch export {out} --out my-retrieval-model --description "
+               "'what your task is, in one sentence'     # {task} filled, a sentence-transformers folder with these "
+               "prompts\n" if task else
+               f"  promptsearch export {out} --out my-retrieval-model     # a sentence-transformers folder with "
+               "these prompts\n")
             + "  python -c \"from sentence_transformers import SentenceTransformer; "
-            "m = SentenceTransformer('my-model'); "
+            "m = SentenceTransformer('my-retrieval-model'); "
             "print(m.similarity(m.encode_query(['a question']), m.encode_document(['a passage'])))\"\n"
             f"  promptsearch plot {out}     # the search's picture: every candidate and each step's judgement\n"
             f"  promptsearch tui --results {out}     # the leaderboard")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError, PromptSearchError
+from ..errors import DataError, PromptSearchError, did_you_mean
 from ..paths import sts_dir
 from ..template import quote
 from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
-from .user import PairFormat, _split_spec, is_user_dataset, load_pairs
+from .user import FILE_BUILDERS, PairFormat, _split_spec, is_user_dataset, load_pairs
 
 
 def expand_tasks(spec: str | list[str]) -> list[str]:
@@ -25,8 +25,11 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
         group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
         for t in group:
             if t not in TASK_NAMES and not is_user_dataset(t):
-                raise DataError(f"unknown task {n!r}; choose from sts-all, {', '.join(TASK_NAMES)}, or give a data "
-                                "file, a dataset folder or a hub id (owner/name[:config][@split])")
+                if Path(t).suffix.lower() in FILE_BUILDERS:  # a data file's name: the file is missing
+                    raise DataError(f"no data file {n!r} (looked in {Path.cwd()}); give the path of an existing file")
+                raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES])}; choose from "
+                                f"sts-all, {', '.join(TASK_NAMES)}, or give a data file, a dataset folder or a hub id "
+                                "(owner/name[:config][@split])")
             if t not in out:
                 out.append(t)
     if not out:

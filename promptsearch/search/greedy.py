@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from ..data import DEV_SET, TASK_NAMES
-from ..errors import PromptSearchError, TemplateError
+from ..errors import PromptSearchError, TemplateError, did_you_mean
 from ..library import demo_template, load_json, read_demos
 from ..representation import POOLED_READOUTS, Representation, pooled_ways, uses_first_token
 from .racing import Racing
@@ -50,8 +50,8 @@ def parse_readouts(spec) -> list[str]:
         return []
     bad = [x for x in items if x not in POOLED_READOUTS]
     if bad:
-        raise PromptSearchError(f"readouts=: unknown read-out {bad[0]!r}; choose from {', '.join(POOLED_READOUTS)}, or "
-                                "none")
+        raise PromptSearchError(f"readouts=: unknown read-out {bad[0]!r}{did_you_mean(bad[0], POOLED_READOUTS)}; "
+                                f"choose from {', '.join(POOLED_READOUTS)}, or none")
     return list(dict.fromkeys(items))
 
 

@@ -482,13 +482,19 @@ class Results:
         :returns: the line (with a leading newline).
         """
         d = self.to_dict()["stats"]
-        tpm = f"{d['templates_per_minute']:.1f} templates/min" if d["templates_per_minute"] else "all cached"
         work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
         work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
         held = (f"; held-out validation {self.validation['seconds']:.0f}s more"
                 if self.validation and "seconds" in self.validation else "")
-        return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({tpm}){work}{held}; {d['cached']} came from "
-                f"the cache; results: {self.path}")
+        if d["scored"]:
+            return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({d['templates_per_minute']:.1f} "
+                    f"templates/min){work}{held}; {d['cached']} came from the cache; results: {self.path}")
+        # every score read from the cache: the time went to races screening the rest on parts of the data
+        # (add_seconds), the only time a run records without a score
+        secs = f"{d['seconds']:.0f}s" if d["seconds"] >= 10 else f"{d['seconds']:.1f}s"
+        race = f" and {secs} racing the rest on parts of the data" if d["seconds"] > 0 else ""
+        return (f"\nscored no template in full: {d['cached']} came from the cache{race}{work}{held}; results: "
+                f"{self.path}")
 
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:
         """What a search prints at the end: its best ``top`` (if given), its stats, and how its best

@@ -361,6 +361,10 @@ def export_target(results=None, template: str | None = None, model: str | None =
         raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
+    if results.chosen is None and results.baseline is None:  # a search still running, or stopped before its end
+        say(f"note: {results.path} holds no verdict yet (its search is still running, or was stopped before its "
+            f"end): this exports its highest score so far, {results.best.entry_key.shown}, not weighed against the "
+            "model's own; run the search's command again to finish it, then export")
     scored = (results.numbers or {}).get("pooled_max_length")
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
@@ -522,6 +526,7 @@ def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
     length = max_length or stack.max_seq_length
     out = Path(out)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # as sentence-transformers' save makes its folder's parents
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
     except OSError as exc:  # a folder that refuses new files though its mode allows them (/proc, a full disk)
         raise PromptSearchError(f"out={out} cannot be written ({first_line(exc)}); choose a path in a writable "

@@ -175,6 +175,13 @@ CASES = [
     (S + ["--dataset", "{u_splits}", "--out", "{out}", PAPER_T], ("train, test", "name one")),
     (S + ["--dataset", "nobody/no-such-set@test", "--out", "{out}", PAPER_T], "Hugging Face Hub"),
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "my_pairs.xlsx"], "unknown task 'my_pairs.xlsx'"),
+    # a new user's trial: a missing data file named as such, a typo offered its fix
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "my_pairs.csv"],
+     ("no data file 'my_pairs.csv'", "existing file")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "stsb-dve"],
+     ("unknown task 'stsb-dve' (did you mean 'stsb-dev'?)", "sts-all")),
+    (["greedy", "--model", "{model}", "--out", "{new}", "--readouts", "meen"],
+     "unknown read-out 'meen' (did you mean 'mean'?)"),
     # causal LMs
     (["eval", "--model", "{gpt2}", "--template", PAPER_T, "--tasks", "sts16", "-q"], ("causal LM", "drop [MASK]")),
     (["eval", "--model", "{gpt2}", "--template", "PromptEOL", "--demos", "{baddemos}", "-q"],

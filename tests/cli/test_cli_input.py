@@ -96,6 +96,27 @@ def test_exporting_an_entry_edited_by_hand_says_so(tiny_bert_dir, tmp_path, caps
     assert (tmp_path / "edited" / "modules.json").is_file()
 
 
+def test_exporting_a_search_that_has_not_finished_says_so(tiny_bert_dir, tmp_path, capsys):
+    """From a new user's trial: export of a results file whose search was still running (or stopped before its
+    verdict) wrote its highest score so far without a word; it now notes that the file holds no verdict yet. And an
+    --out whose parent folders do not exist is made, as sentence-transformers' save makes them (it said "cannot be
+    written" and named a temporary folder)."""
+    import json
+
+    res = tmp_path / "r.json"
+    assert main(["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "-q", "--validate-top",
+                 "0", "--readout", "mean", "--out", str(res), "[X]", "a [X]"]) == 0
+    d = json.loads(res.read_text())
+    assert {"x_chosen", "x_baseline"} <= set(d)  # a finished search's verdict: what a running one's file lacks
+    res.write_text(json.dumps({k: v for k, v in d.items() if k not in ("x_chosen", "x_baseline")}))
+    capsys.readouterr()
+    out = tmp_path / "new" / "sub" / "m"
+    assert main(["export", str(res), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note:" in err and "holds no verdict yet" in err and "run the search's command again" in err, err
+    assert (out / "modules.json").is_file()
+
+
 @pytest.mark.parametrize("argv, close", [(["greedy", "--modle", "x"], "--model"),
                                          (["score", "--valdate-top=3", "[X] means [MASK] ."], "--validate-top"),
                                          (["eval", "--quite"], "--quiet")])

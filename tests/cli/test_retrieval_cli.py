@@ -29,7 +29,7 @@ def test_a_run_prints_the_answer_and_a_rerun_resumes_it(tiny_bert_encoder_only_d
     assert any(x.startswith("the model's own: query \"\"  document \"\"  @mean") for x in lines)
     i = lines.index("next:")
     assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")
-    assert f"promptsearch export {out} --out my-model" in lines[i + 1] and "encode_query" in lines[i + 2]
+    assert f"promptsearch export {out} --out my-retrieval-model" in lines[i + 1] and "encode_query" in lines[i + 2]
     assert lines[i + 3:] == [f"  promptsearch plot {out}     # the search's picture: every candidate and each step's "
                              "judgement", f"  promptsearch tui --results {out}     # the leaderboard"]
     d = json.loads(out.read_text())

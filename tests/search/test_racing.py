@@ -235,3 +235,25 @@ def test_a_rung_reports_progress_as_its_candidates_are_encoded(tiny_bert_dir):
     race(scorer, templates, Racing(fractions=(0.25, 0.5), finalists=2), progress=lambda *a: calls.append(a))
     first = [(n, total) for label, n, total in calls if label.startswith("rung 1/")]
     assert first[0] == (0, 9) and (4, 9) in first and first[-1] == (9, 9)  # 0, then every PROGRESS_CHUNK, then all
+
+
+def test_a_run_whose_scores_all_come_from_the_cache_says_where_its_time_went(tiny_bert_dir, tmp_path):
+    """From a new user's trial: a greedy run whose every full score came from the score cache said "scored 0
+    templates in 317s (all cached)" while its races had encoded for minutes. Its stats line now says no template was
+    scored in full, how many came from the cache, and that the time went to racing the rest on parts of the data
+    (the candidates a race drops have no full score to cache, so a second run races them again)."""
+    vocab = _vocab(tmp_path)
+
+    def run(out):
+        scorer = Scorer(make_encoder(tiny_bert_dir, bf16=False), dataset=DATASET, cache=tmp_path / "cache.jsonl")
+        g = Greedy(vocabulary=vocab, max_steps=3, show_progress_bar=False)
+        return g, run_strategy(g, scorer, out, "tiny", validate_top=0)
+
+    g, first = run(tmp_path / "first.json")
+    assert any(r.dropped for r in g.path) and first.scored > 0  # the race dropped some: they have no full score
+    assert f"scored {first.scored} templates in" in first.format_stats()
+    _, again = run(tmp_path / "again.json")
+    line = again.format_stats()
+    assert again.scored == 0 and again.cached == len(again.entries) > 0 and again.seconds > 0, line
+    assert f"scored no template in full: {again.cached} came from the cache and " in line, line
+    assert "s racing the rest on parts of the data" in line and "scored 0" not in line, line
