@@ -16,6 +16,7 @@ def run() -> None:
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
     atexit.register(_ignore_signals)  # registered before any library's: the last exit handler to run
+    signal.signal(signal.SIGINT, _on_ctrl_c)  # main restores the handler it finds: this one, not Python's
     try:
         from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
@@ -26,6 +27,15 @@ def run() -> None:
         _leave(code)
     _done(code)
     sys.exit(code)
+
+
+def _on_ctrl_c(signum, frame) -> None:
+    """Ctrl-C: Python's own KeyboardInterrupt until the command has its status (``cli.ended``: its work done and
+    said), then no interrupt of it: the instant before ``main`` returns leaves with that status."""
+    ended = getattr(sys.modules.get(f"{__package__}.cli"), "ended", None)
+    if ended is not None:
+        _leave(ended)
+    raise KeyboardInterrupt
 
 
 def _done(code: int) -> None:

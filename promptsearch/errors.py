@@ -36,6 +36,27 @@ def did_you_mean(word: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def difference(mine, theirs, name: str = "") -> str:
+    """The most specific place where two JSON-like records differ, for a one-line error: ``"PATH: A here, B there"``
+    (a list's items named by their ``"name"`` when they have one, ``sets[beir].fingerprint``), not two whole records;
+    ``name`` is the records' own (the path's start). Empty when they are equal."""
+    found: list[str] = []
+
+    def walk(a, b, at: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in dict.fromkeys([*a, *b]):
+                walk(a.get(k), b.get(k), f"{at}.{k}" if at else str(k))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                named = isinstance(x, dict) and isinstance(y, dict) and x.get("name") == y.get("name") is not None
+                walk(x, y, f"{at}[{x['name'] if named else i}]")
+        elif a != b:
+            found.append(f"{at or 'the record'}: {a!r} here, {b!r} there")
+
+    walk(mine, theirs, name)
+    return max(found, key=lambda d: d.split(":")[0].count(".") + d.split(":")[0].count("["), default="")
+
+
 # How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.
 wording: Callable[[str], str] | None = None
 

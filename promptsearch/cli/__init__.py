@@ -42,8 +42,21 @@ def _saved_hint(args) -> str:
     return "; nothing was scored yet, re-run the same command to start it again" if held[key] == [] else kept
 
 
+# The status of the command ``main`` ran, from the moment it has one (its work done, its last line printed) until the
+# next ``main``: a Ctrl-C after it is no interrupt of the command (``promptsearch.__main__`` leaves with it).
+ended: int | None = None
+
+
+def _ended(code: int) -> int:
+    global ended
+    ended = code
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
+    global ended
+    ended = None
     with restored_handlers(), terminable() as terminated:  # handlers left as found (tests, notebooks call main())
         args, was = None, errors.wording
         try:
@@ -54,24 +67,24 @@ def main(argv: list[str] | None = None) -> int:
                 # may record it
                 args = parser.parse_args(given, namespace=argparse.Namespace(command_line=given))
             except SystemExit as exc:  # a usage error (one line, already printed), --help or --version: an exit code
-                return exc.code if isinstance(exc.code, int) else 2
+                return _ended(exc.code if isinstance(exc.code, int) else 2)
             if not getattr(args, "func", None):
                 parser.print_help()
-                return 2
+                return _ended(2)
             # the library's parameters said as this command's flags (the table read only when a message needs it)
             errors.wording = lambda text: as_flags(text, flag_table(parser, args.command))
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             module, name = args.func.split(":")
-            return int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)
+            return _ended(int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0))
         except PromptSearchError as exc:
             assert args is not None  # the library's errors come from a command, after its arguments are read
             print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
-            return 2
+            return _ended(2)
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up
             ignore_interrupts()
             what = "terminated" if terminated else "interrupted"
             print(f"promptsearch {args.command}: {what}{_saved_hint(args)}" if args else f"promptsearch: {what}",
                   file=sys.stderr)
-            return 143 if terminated else 130
+            return _ended(143 if terminated else 130)
         finally:
             errors.wording = was

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 
 from ..data import DataOptions, PairFormat
@@ -44,6 +45,13 @@ def recorded_command(args) -> dict | None:
         return None
     kept = [_without_secrets(a) for a in argv]
     return {"argv": kept, "cwd": os.getcwd(), **({"masked": True} if kept != list(argv) else {})}
+
+
+def worker_line(storage: str, study: str) -> str:
+    """What a search with a work study says: its name and the worker command that joins it, the storage URL as given
+    (a password as ``***``: the worker's user fills it in)."""
+    return (f"work study {study!r}: start workers with  promptsearch worker --storage "
+            f"{shlex.quote(_without_secrets(storage))} --study-name {shlex.quote(study)}")
 
 
 def _without_secrets(arg: str) -> str:

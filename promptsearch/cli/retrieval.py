@@ -85,6 +85,7 @@ def cmd_retrieval(args) -> int:
     held = [make(r) for _, r, _ in parts if r is not None]
     confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
     others = [make(d) for d in checks]
+    interrupted = False
     try:
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
@@ -98,8 +99,7 @@ def cmd_retrieval(args) -> int:
             queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,
                               local=not args.no_local)
             if not args.quiet:
-                o.say(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
-                      f"--study-name {queue.name}")
+                o.say(o.worker_line(args.storage, queue.name))
         search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, racing),
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
@@ -125,9 +125,12 @@ def cmd_retrieval(args) -> int:
                 o.say(o.resuming(results.path, len(results.entries), results.UNIT))
             enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
         res = search.run(others, args.validate_top, o.show(args), announce=None if args.quiet else o.say)
+    except KeyboardInterrupt:  # workers wait for the same command to resume it
+        interrupted = True
+        raise
     finally:
         if queue is not None:
-            queue.close()
+            queue.close(interrupted)
         task.close()
         for t in others:
             t.close()
@@ -305,9 +308,14 @@ def work_for(args, spec: dict, model: str) -> RetrievalWork:
     refused by ``RetrievalWork.check``), corpus vectors in this machine's cache."""
     src = spec["source"]
     given = src["description"]
-    wholes = load_sets(src["data"], [given] if isinstance(given, str) else given,  # one description: its text
-                       partial(load_retrieval, data_dir=args.data_dir, split=src["split"],
-                               fmt=RetrievalFormat.parse(src["relevant_from"])))
+    try:
+        wholes = load_sets(src["data"], [given] if isinstance(given, str) else given,  # one description: its text
+                           partial(load_retrieval, data_dir=args.data_dir, split=src["split"],
+                                   fmt=RetrievalFormat.parse(src["relevant_from"])))
+    except PromptSearchError as exc:  # its --data named as the search was given it: a path relative to its folder
+        raise PromptSearchError(f"the study's data, --data {src['data']!r} as the search was given it, cannot be read "
+                                f"here ({exc}); run the worker where those paths hold the search's files (started "
+                                "in the same folder, or the search given absolute paths)") from None
     bf16 = spec["precision"] == "bf16" if args.bf16 is None else args.bf16  # a given --bf16/--no-bf16: checked
     enc = o.encoder(args, settings={"bf16": bf16,
                                     "max_length": args.max_length or src["max_length"]}, model=model)

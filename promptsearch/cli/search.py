@@ -59,19 +59,22 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
                           grace=args.grace)
         scorer.distribute(queue)
         if announce:
-            announce(f"work study {queue.name!r}: start workers with  promptsearch worker --storage URL "
-                     f"--study-name {queue.name}")
+            announce(o.worker_line(args.storage, queue.name))
     else:
         queue = None
+    interrupted = False
     try:
         results = open_results(strategy, scorer, args.out, args.model)
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
         return run_strategy(strategy, scorer, results, args.model, tasks, args.validate_top, o.show(args), announce)
+    except KeyboardInterrupt:  # workers wait for the same command to resume it
+        interrupted = True
+        raise
     finally:
         if queue is not None:
-            queue.close()
+            queue.close(interrupted)
 
 
 def next_steps(res: Results, args) -> str:

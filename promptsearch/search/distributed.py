@@ -37,11 +37,20 @@ import optuna
 from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, difference
 from ..representation import Representation
 from .racing import rung_similarities
 from .scorer import Score, Scorer
-from .study import Heartbeats, ask, check_storage, existing_storage, fail_stale_trials, open_storage, this_process
+from .study import (
+    Heartbeats,
+    _shown,
+    ask,
+    check_storage,
+    existing_storage,
+    fail_stale_trials,
+    open_storage,
+    this_process,
+)
 
 PREFIX = "promptsearch-work"
 RETRIEVAL = "retrieval"  # the job kind of a retrieval candidate
@@ -134,8 +143,10 @@ class STSWork:
             ours = mine["numbers"].get(field)
             if ours != theirs:
                 what = {"model": "model weights", "data": "data sets' contents"}.get(field, field)
-                raise PromptSearchError(f"this worker's {what} differ from the study's ({ours!r} here, {theirs!r} "
-                                        "there): give it the search's model, data and settings")
+                raise PromptSearchError(f"this worker's {what} differ from the study's "
+                                        f"({difference(ours, theirs, field)}; the study's model is {spec['model']!r}, "
+                                        "a worker's unless --model names another): give it the search's model, data "
+                                        "and settings")
 
     def do(self, job: "Job") -> dict:
         sc = self.scorer.at_layer(job.layer)
@@ -270,6 +281,7 @@ class WorkQueue:
                                     "model, data or settings); give another study name")
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
+        self.study.set_user_attr("interrupted", None)  # resumed: its waiting workers go on
         self.work = work if local else None  # the driver does jobs too
         self.grace = grace
 
@@ -349,22 +361,35 @@ class WorkQueue:
         encoded = sum(got[j.id]["encoded"] for j in jobs.values())
         return {key: _unpack(got[j.id]["sims"]) for key, j in jobs.items()}, encoded
 
-    def close(self) -> None:
-        """The search is over: workers attached to the study stop."""
+    def close(self, interrupted: bool = False) -> None:
+        """The search is over (workers attached to the study stop), or ``interrupted`` (Ctrl-C, SIGTERM): its
+        workers wait for it to be resumed, the same command run again, which finds the jobs they finished meanwhile.
+
+        :param interrupted: whether the search was interrupted rather than over."""
         try:
-            self.study.set_user_attr("finished", True)
+            self.study.set_user_attr(*(("interrupted", time.time()) if interrupted else ("finished", True)))
         except Exception:  # the storage is gone: the workers find out by themselves
             pass
 
 
+SEARCH_ATTRS = ("numbers", "retrieval", "making")  # an Optuna search's study has one of these; a work study "spec"
+JOIN_OPTUNA = ("an Optuna search is joined by running its own command, with the same --storage, on each machine, not "
+               "by a worker")
+
+
 def find_study(storage, name: str | None) -> optuna.Study | None:
-    """The work study ``name``, or the newest unfinished one in the storage (None while there is none)."""
+    """The work study ``name``, or the newest unfinished one in the storage (None while there is none).
+
+    :raises promptsearch.PromptSearchError: for ``name`` naming an Optuna search's study (no work study)."""
     if name is not None:
         try:
             study = optuna.load_study(study_name=name, storage=storage)
         except KeyError:
             return None
-        return study if "spec" in study.user_attrs else None  # made, not yet described: a moment more
+        attrs = study.user_attrs
+        if "spec" not in attrs and any(k in attrs for k in SEARCH_ATTRS):
+            raise PromptSearchError(f"the study {name!r} is an Optuna search's, not a work study: {JOIN_OPTUNA}")
+        return study if "spec" in attrs else None  # made, not yet described: a moment more
     open_ = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
              if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
     if not open_:
@@ -377,9 +402,17 @@ def _open_studies(storage) -> str:
     """' (it holds NAME, ...)': the open work studies a worker could join, to name in a message."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
              if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
-    if not names:
-        return " (no search is open there)"
-    return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    if names:
+        return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    return _optuna_searches(storage) or " (no search is open there)"
+
+
+def _optuna_searches(storage) -> str:
+    """' (it holds the Optuna search study NAME: ...)' when the storage holds an Optuna search's study, else empty: what
+    a worker that found no work study was maybe pointed at."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+             if "spec" not in s.user_attrs and any(k in s.user_attrs for k in SEARCH_ATTRS)]
+    return f" (it holds the Optuna search study {names[0]!r}: {JOIN_OPTUNA})" if names else ""
 
 
 def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 600, log=None) -> int:
@@ -393,12 +426,18 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
     if storage is None:  # a SQLite file the search has not made yet: its folder checked, the file left to the search
         check_storage(url, grace=grace)
     study = find_study(storage, name) if storage else None
+    if study is None and log:
+        log(f"worker: waiting up to {wait:.0f}s for a search to open "
+            + (f"the work study {name!r}" if name else "a work study") + f" in {_shown(url)}"
+            + ("" if storage else " (its file does not exist yet)") + (_optuna_searches(storage) if storage else ""))
     while study is None:
         if time.monotonic() - start > wait:
+            missing = " (its file does not exist: check the path)"
             if name is None:
-                raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s: start the search with "
-                                        "storage=first, or give its study name")
-            there = _open_studies(storage) if storage else " (its file does not exist yet)"
+                there = (_optuna_searches(storage) or " (no search is open there)") if storage else missing
+                raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s{there}: start the search "
+                                        "with storage= first, or give its study name")
+            there = _open_studies(storage) if storage else missing
             raise PromptSearchError(f"no work study {name!r} in the storage after {wait:.0f}s{there}: give the "
                                     "study_name= the search printed, or none for the newest open one")
         time.sleep(1)
@@ -409,13 +448,23 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
     work, model = make_work(spec)
     work.check(spec, model)
-    done, last_stale = 0, 0.0
+    done, last_stale, paused = 0, 0.0, None
     while True:
         if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):
             done += 1
             continue
-        if retrying(lambda: study.user_attrs.get("finished"), grace):
+        attrs = retrying(lambda: study.user_attrs, grace)
+        if attrs.get("finished"):
             break
+        if attrs.get("interrupted") != paused:  # the search interrupted, or resumed (None)
+            paused = attrs.get("interrupted")
+            if log:
+                log(f"worker: the search was interrupted; waiting up to {wait:.0f}s for it to be resumed (its command "
+                    "run again)" if paused else "worker: the search resumed")
+        if paused and time.time() - paused > wait:
+            if log:
+                log(f"worker: the search was interrupted and not resumed within {wait:.0f}s; {done} jobs done here")
+            return done
         if time.monotonic() - last_stale > 5:
             retrying(lambda: fail_stale_trials(study), grace)
             last_stale = time.monotonic()

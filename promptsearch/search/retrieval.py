@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ..encoding.reps import rep_from_key
-from ..errors import PromptSearchError, TemplateError
+from ..errors import PromptSearchError, TemplateError, difference
 from ..eval.objective import DEFAULT_OBJECTIVE, combine, rule
 from ..eval.retrieval import RetrievalCandidate, RetrievalTask, fill_task
 from ..eval.retrieval_sets import RetrievalSets, set_metric
@@ -612,13 +612,20 @@ class RetrievalWork:
         :param spec: the study's.
         :param model: the model as named."""
         mine = self.spec(model)
-        for key, what in (("kind", "kind of search"), ("data", "retrieval data"), ("precision", "precision")):
+        for key, what in (("kind", "kind of search"), ("precision", "precision")):
             if mine.get(key) != spec.get(key):
                 raise PromptSearchError(f"this worker's {what} is {mine.get(key)!r}, the study's "
                                         f"{spec.get(key)!r}: start it with the search's settings")
+        if mine["data"] != spec["data"]:
+            raise PromptSearchError(f"this worker's retrieval data differ from the study's "
+                                    f"({difference(mine['data'], spec['data'])}): the study reads --data "
+                                    f"{spec['source']['data']!r} as the search was given it; run the worker where "
+                                    "those paths hold the search's files")
         if mine["numbers"] != spec["numbers"]:
-            raise PromptSearchError("this worker's model weights, tokenizer or settings differ from the study's: give "
-                                    "it the search's model and settings")
+            raise PromptSearchError(f"this worker's model weights, tokenizer or settings differ from the study's "
+                                    f"({difference(mine['numbers'], spec['numbers'])}; the study's model is "
+                                    f"{spec['model']!r}, a worker's unless --model names another): give it the "
+                                    "search's model and settings")
 
     def do(self, job) -> dict:
         """One job (``search.distributed.Job``): the candidate its key names, scored (``measure_job``)."""

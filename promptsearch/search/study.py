@@ -262,7 +262,9 @@ def open_storage(url: str, attempts: int = 5, grace: int = 90) -> optuna.storage
                                                   grace_period=grace, **_retry_stale_once())
         except ImportError as exc:
             driver = getattr(exc, "name", None) or "its database driver"
-            hint = "pip install 'psycopg[binary]'" if url.startswith("postgresql") else f"install {driver}"
+            hint = ("pip install 'psycopg[binary]'" if url.startswith("postgresql")
+                    else "pip install mysqlclient (or PyMySQL, with a mysql+pymysql:// URL)" if url.startswith("mysql")
+                    else f"install {driver}")
             raise PromptSearchError(
                 f"the storage {_shown(given)} needs {driver}, which is not installed: {hint}") from None
         except (IntegrityError, ProgrammingError) as exc:  # another process created the tables or types first

@@ -309,8 +309,19 @@ def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_d
     work = work_for(args, {"source": source_of(args), "precision": "fp32"}, str(tiny_bert_encoder_only_dir))
     spec = work.spec(str(tiny_bert_encoder_only_dir))
     work.check(spec, str(tiny_bert_encoder_only_dir))  # the same: accepted
-    with pytest.raises(Exception, match="this worker's retrieval data is .*start it with the search's settings"):
+    with pytest.raises(Exception) as got:
         work.check({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, str(tiny_bert_encoder_only_dir))
+    # one line naming where they differ and what to do, not the two records (a user's trial)
+    assert f"fingerprint: '{spec['data']['fingerprint']}' here, '{'0' * 16}' there" in str(got.value)
+    assert f"the study reads --data {str(beir)!r} as the search was given it" in str(got.value)
+    assert "'queries'" not in str(got.value) and "\n" not in str(got.value)
+    with pytest.raises(Exception, match=r"model weights.*\(model: '.*' here, 'x' there; the study's model is 'm',"):
+        work.check({**spec, "model": "m", "numbers": {**spec["numbers"], "model": "x"}},
+                   str(tiny_bert_encoder_only_dir))
+    args = build_parser().parse_args(["worker", "--storage", "sqlite:///x.db", "-q"])
+    with pytest.raises(Exception, match=r"the study's data, --data 'no-such-beir' as the search was given it, cannot "
+                                        r"be read here \(.*\); run the worker where those paths hold"):
+        work_for(args, {"source": {**spec["source"], "data": "no-such-beir"}, "precision": "fp32"}, "m")
     with pytest.raises(Exception, match="this worker's precision is 'fp32', the study's 'bf16'"):
         work.check({**spec, "precision": "bf16"}, str(tiny_bert_encoder_only_dir))
 

@@ -80,7 +80,8 @@ def test_a_worker_rebuilds_the_same_sets_and_scores_a_job_as_the_driver_does(tin
     want = driver.task.evaluate(driver.enc, [c], per_query=True)[c]
     assert got["metrics"] == {k: v for k, v in want.items() if k != "per_query"}
     assert got["per_query"] == list(want["per_query"]["ndcg@10"])
-    with pytest.raises(Exception, match="this worker's retrieval data is"):  # another set's description: other data
+    # another set's description: other data
+    with pytest.raises(Exception, match=r"this worker.s retrieval data differ from the study.s \(fingerprint: "):
         worker.check({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, str(tiny_bert_encoder_only_dir))
 
 

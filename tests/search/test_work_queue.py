@@ -144,3 +144,83 @@ def test_a_killed_workers_job_goes_stale_and_is_queued_again(tmp_path):
     assert (first.state, again.state) == (TrialState.FAIL, TrialState.WAITING)
     assert again.user_attrs["job_id"] == job.id and again.user_attrs["job"] == job.to_json()
     assert claim(study)[1] == job  # and a worker claims it as any job
+
+
+class Work(StandIn):
+    """A stand-in search's work as a worker builds it: any spec, any model."""
+
+    def spec(self, model: str) -> dict:
+        return {"model": model, "dataset": "d"}
+
+    def check(self, spec: dict, model: str) -> None:
+        pass
+
+
+def _worker(url: str, wait: float) -> tuple[threading.Thread, list[str], list[int]]:
+    """``promptsearch worker`` on the study "work" in a thread: its log lines and, once it returns, its jobs done."""
+    logs: list[str] = []
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(distributed.serve(url, "work", lambda spec: (Work(), "m"),
+                                                                       grace=3, wait=wait, log=logs.append)))
+    t.start()
+    return t, logs, done
+
+
+def _until(condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_workers_wait_for_an_interrupted_search_to_resume(tmp_path):
+    """From a user's trial: Ctrl-C on a search with workers told them "the search is over", and they quit as the
+    same command resumed it, leaving it to score alone. An interrupted search's workers now wait for it (up to their
+    wait) and do the resumed search's jobs; a search that ends still sends them home."""
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    first = distributed.WorkQueue(url, Work(), "m", name="work", local=False)
+    t, logs, done = _worker(url, wait=60)
+    _until(lambda: any("loading the model" in x for x in logs))
+    first.close(interrupted=True)  # the driver's Ctrl-C
+    _until(lambda: any("interrupted; waiting up to 60s" in x for x in logs))
+    time.sleep(3 * distributed.POLL)
+    assert t.is_alive()  # not gone home
+    again = distributed.WorkQueue(url, Work(), "m", name="work", local=False)  # the same command, run again
+    assert again.run([Job("full", "z")]) == {Job("full", "z").id: {"key": "z"}}  # done by the worker
+    again.close()
+    t.join(30)
+    assert not t.is_alive() and done == [1], logs
+    assert any(x == "worker: the search resumed" for x in logs)
+    assert logs[-1] == "worker: the search is over; 1 jobs done here", logs
+
+
+def test_workers_leave_a_search_not_resumed_within_their_wait(tmp_path):
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    queue = distributed.WorkQueue(url, Work(), "m", name="work", local=False)
+    t, logs, done = _worker(url, wait=1)
+    _until(lambda: any("loading the model" in x for x in logs))
+    queue.close(interrupted=True)
+    t.join(30)
+    assert not t.is_alive() and done == [0], logs
+    assert logs[-1] == "worker: the search was interrupted and not resumed within 1s; 0 jobs done here", logs
+
+
+def test_a_worker_pointed_at_an_optuna_search_says_how_to_join_it(tmp_path):
+    """From a user's trial: a worker given an Optuna search's storage waited its whole --wait and said "no search is
+    open" (named: "no work study ... no search is open there") while the search ran. Named, it is refused at once;
+    unnamed, its wait says from the start, and its end, that an Optuna search is joined by running its command."""
+    url = f"sqlite:///{tmp_path / 'opt.db'}"
+    storage = open_storage(url, grace=3)
+    optuna.create_study(study_name="my-search", storage=storage).set_user_attr("retrieval", {"model": "m"})
+    make = lambda spec: (Work(), "m")  # noqa: E731 never called: no work study
+    t0 = time.monotonic()
+    with pytest.raises(distributed.PromptSearchError, match="'my-search' is an Optuna search's, not a work study: "
+                                                            "an Optuna search is joined by running its own command"):
+        distributed.serve(url, "my-search", make, grace=3, wait=60)
+    assert time.monotonic() - t0 < 30  # at once, not after the wait
+    logs: list[str] = []
+    with pytest.raises(distributed.PromptSearchError, match=r"after 1s \(it holds the Optuna search study 'my-search'"):
+        distributed.serve(url, None, make, grace=3, wait=1, log=logs.append)
+    assert logs == [f"worker: waiting up to 1s for a search to open a work study in {url} (it holds the Optuna search "
+                    "study 'my-search': an Optuna search is joined by running its own command, with the same "
+                    "--storage, on each machine, not by a worker)"]
