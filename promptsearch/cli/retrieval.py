@@ -147,6 +147,8 @@ def cmd_retrieval(args) -> int:
           f"{search.scored_now} candidates scored now"
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}"
+          + (f"; {_plural(strategy.repeats, 'trial')} proposed a candidate scored already (told its score, not "
+             "encoded again)" if strategy is not None and strategy.repeats else "")
           + (f"; {_raced(res, search.screened_out)}" if search.screened_out else ""))
     if n_rest:  # the search's scores are those queries'; an answer other than the own was checked on the rest
         why = f"--holdout {args.holdout:g}" + (f", --queries {args.queries}" if args.queries else "")

@@ -199,6 +199,7 @@ class OptunaRetrieval(RetrievalStrategy):
     done_before: int = field(default=0, init=False)
     finished_now: int = field(default=0, init=False)
     absorbed: int = field(default=0, init=False)  # entries read from the study's trials of other runs
+    repeats: int = field(default=0, init=False)  # this process's trials that proposed a candidate scored already
     summary: dict = field(default_factory=dict, init=False)
 
     @classmethod
@@ -317,7 +318,8 @@ class OptunaRetrieval(RetrievalStrategy):
                     renew=None) -> None:
         """A new study's first trials: the candidates the results file already holds (the model's own first, then what
         an earlier run — the greedy steps into the same file — scored), told as complete trials with their scores, so
-        TPE starts from them and proposes none of them again. Candidates the space cannot express are left out."""
+        TPE starts from them (a trial that proposes one again is told its score, not encoded: ``repeats``). Candidates
+        the space cannot express are left out."""
         dists = space.distributions()
         entries = [own] + [e for e in search.results.entries.values() if e.candidate != own.candidate]
         for e in entries:
@@ -443,6 +445,8 @@ class OptunaRetrieval(RetrievalStrategy):
                     why = {t.number: search.scorer.unreadable(cands[t.number]) for t in trials}
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
+                    # TPE may propose a candidate again (Optuna does not dedupe): told its score, never encoded again
+                    self.repeats += sum(c in known for c in cands.values()) + len(todo) - len(set(todo))
                     screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search)
                     pruned = {t.number for t, (_, out) in screened.items() if out}
                     # a candidate two trials share goes on when either does
@@ -483,7 +487,7 @@ class OptunaRetrieval(RetrievalStrategy):
         self.summary = {"name": self.study_name, "complete": states.count(TrialState.COMPLETE),
                         "pruned": states.count(TrialState.PRUNED), "failed": states.count(TrialState.FAIL),
                         "running": states.count(TrialState.RUNNING), "finished_now": self.finished_now,
-                        "from_other_runs": self.absorbed,
+                        "from_other_runs": self.absorbed, "repeats": self.repeats,
                         # pruned after a screen (a trial the model cannot read is pruned unscreened)
                         "raced_out": sum(t.state == TrialState.PRUNED and "screen" in t.user_attrs
                                          for t in all_trials)}

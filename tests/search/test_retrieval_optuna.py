@@ -131,6 +131,25 @@ def test_an_interrupt_leaves_no_trial_running_and_the_rerun_finishes(enc, tmp_pa
     assert len(finished(tmp_path)) >= 10
 
 
+def test_a_trial_proposing_a_candidate_scored_already_is_told_its_score_and_counted(enc, tmp_path):
+    """TPE may propose a candidate again (Optuna does not dedupe; a user's trial saw 30 trials give 27 candidates):
+    such a trial is told the candidate's score, nothing is encoded twice, and the run counts the repeats. A space of
+    two candidates (the own, and "query: ") makes most of 8 trials repeats."""
+    lib = tmp_path / "lib.json"
+    lib.write_text(json.dumps({"query": [{"prompt": "", "source": "none"}, {"prompt": "query: ", "source": "e5"}],
+                               "document": [{"prompt": "", "source": "none"}]}))
+    task = Task()
+    s = strategy(tmp_path, 8, library=str(lib), readouts=[])
+    out = RetrievalSearch(task, enc, results(), s).run()
+    trials = finished(tmp_path)
+    distinct = {json.dumps(t.user_attrs["candidate"], sort_keys=True) for t in trials}
+    assert len(distinct) == 2 and len(task.scored) == len(set(task.scored)) == 2  # each encoded once
+    for t in trials:  # a repeat's value is the candidate's score
+        assert t.value == out.entries[RetrievalCandidate.from_json(t.user_attrs["candidate"])].score
+    # every trial but the first (the own, told before the loop) was asked by this run: all but 2 are repeats
+    assert s.repeats == out.stats["study"]["repeats"] == len(trials) - 2 >= 6
+
+
 def test_a_prompt_the_model_cannot_read_is_pruned_with_the_reason(enc, tmp_path):
     lib = tmp_path / "lib.json"
     long = "word " * 600
