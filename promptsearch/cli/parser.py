@@ -566,6 +566,8 @@ def build_parser() -> Parser:
                                                        "scores")
     pl.add_argument("results", help="a results JSON written by a search")
     pl.add_argument("--out", help="the picture: .svg, .png or .pdf (default: the results file's name, .svg)")
+    pl.add_argument("--storage", help="an Optuna run's storage URL with its password (the results file records it "
+                                      "without)")
     tu = _command(sub, "tui", "search:cmd_tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
     tu.add_argument("--results", default="best.json", help="results JSON to follow (default best.json)")
     tu.add_argument("--storage", help="an Optuna storage URL to follow instead")

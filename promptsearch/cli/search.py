@@ -177,7 +177,7 @@ def cmd_worker(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    print("wrote " + ", ".join(map(str, plot_results(args.results, args.out))))
+    print("wrote " + ", ".join(map(str, plot_results(args.results, args.out, args.storage))))
     return 0
 
 

@@ -97,7 +97,8 @@ class OptunaSearch(Strategy):
                    study_name=study_name or default_study_name(model, dataset, denoise, pareto), **settings)
 
     def settings(self) -> dict:
-        return {"grammar": self.grammar, "trials": self.trials, "storage": self.storage, "study_name": self.study_name,
+        return {"grammar": self.grammar, "trials": self.trials, "storage": _shown(self.storage),
+                "study_name": self.study_name,
                 "prune": self.prune and not self.pareto, "seed": self.seed, "batch": self.batch,
                 **({"pareto": True} if self.pareto else {}),
                 **({"layers": self.layers} if self.layers else {}),
@@ -383,7 +384,8 @@ class OptunaSearch(Strategy):
                 if not any(dominates(sets[k], o) for k in front if k in sets):
                     front.add(own)
             pareto = ParetoFront([e.entry_key for e in results.ranked() if e.entry_key in front])
-        study_ref = StudyRef(self.storage, self.study_name, finished=sum(t.state in FINISHED for t in trials),
+        study_ref = StudyRef(_shown(self.storage), self.study_name,  # a password kept out of the file
+                             finished=sum(t.state in FINISHED for t in trials),
                              pruned=sum(t.state == TrialState.PRUNED for t in trials))
         if self.pareto:
             runner.keep(study=study_ref, pareto=pareto)

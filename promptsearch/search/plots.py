@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, first_line, note
 from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..representation import Representation
 from .results import Results
@@ -134,15 +134,27 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     return [out]
 
 
-def plot_optuna(res: Results, out: Path) -> list[Path]:
+def _study_storage(recorded: str, given: str | None, path) -> str:
+    """Where a results file's Optuna study is opened: ``given``, else the URL the file records (a password kept out of
+    it as ``***``: refused in one line that says to give it)."""
+    if given:
+        return given
+    if ":***@" in recorded:
+        raise PromptSearchError(f"{path} records its study's storage {recorded} without its password; give the URL "
+                                "with it: storage=URL")
+    return recorded
+
+
+def plot_optuna(res: Results, out: Path, storage: str | None = None) -> list[Path]:
     import optuna  # lazy: start-up time
     from optuna.visualization import matplotlib as ovm  # lazy: start-up time
 
     from .optuna_search import open_storage  # lazy: start-up time
 
     assert res.study is not None  # an Optuna run's results name their study
+    url = _study_storage(res.study.storage, storage, res.path)
     try:
-        study = optuna.load_study(study_name=res.study.study_name, storage=open_storage(res.study.storage))
+        study = optuna.load_study(study_name=res.study.study_name, storage=open_storage(url))
     except optuna.exceptions.OptunaError as exc:
         raise PromptSearchError(f"{res.path}: cannot open its Optuna study ({exc}); the study's storage must be "
                                 "where the run left it") from None
@@ -199,17 +211,18 @@ def _own(res: Results):
     return res.entries.get(res.own_key) if res.own_key is not None else None
 
 
-def plot_results(path, out=None) -> list[Path]:
+def plot_results(path, out=None, storage: str | None = None) -> list[Path]:
     """Draw the pictures of the results file ``path`` (into ``out``, default beside it as .svg); the
-    files written."""
+    files written. An Optuna run's study is opened where the file says, or at ``storage`` (a database's URL with its
+    password: the file records it without)."""
     if results_kind(path) == RETRIEVAL:
-        return plot_retrieval(path, check_out(out or Path(path).with_suffix(".svg")))
+        return plot_retrieval(path, check_out(out or Path(path).with_suffix(".svg")), storage)
     res = Results.load(path)
     out = check_out(out or Path(path).with_suffix(".svg"))
     if res.path_steps:
         return plot_greedy(res, out)
     if res.study is not None:
-        return plot_optuna(res, out)
+        return plot_optuna(res, out, storage)
     if not res.entries:
         raise PromptSearchError(f"{path} holds no scored template yet; nothing to plot")
     return plot_scores(res, out)
@@ -230,12 +243,13 @@ def _candidate_label(c, query: int = 36, document: int = 20) -> str:
     return f"query {q(c.query, query)}  document {q(c.document, document)}  @{c.readout}"
 
 
-def plot_retrieval(path, out: Path) -> list[Path]:
+def plot_retrieval(path, out: Path, storage: str | None = None) -> list[Path]:
     """A retrieval run's picture (see the module's description), and an Optuna run's study history beside it
     (``-history``) when its study's storage opens.
 
     :param path: the retrieval results file.
     :param out: the picture's path.
+    :param storage: the Optuna study's storage URL, where the file's lacks its password (None: the file's).
     :returns: the files written.
     :raises PromptSearchError: for a file with no scored candidate yet."""
     import numpy as np  # lazy: start-up time
@@ -295,7 +309,7 @@ def plot_retrieval(path, out: Path) -> list[Path]:
     fig.savefig(out)
     plt.close(fig)
     made = [out]
-    history = _retrieval_history(res, out.with_name(f"{out.stem}-history{out.suffix}"))
+    history = _retrieval_history(res, out.with_name(f"{out.stem}-history{out.suffix}"), storage)
     return made + ([history] if history is not None else [])
 
 
@@ -320,19 +334,22 @@ def _judgements(res) -> list[tuple[str, float, float, float, bool | None]]:
     return rows or [("nothing judged: the model's own scored best", 0.0, 0.0, 0.0, None)]
 
 
-def _retrieval_history(res, out: Path) -> Path | None:
-    """An Optuna retrieval run's study history (None: not an Optuna run, or its study cannot be opened here)."""
+def _retrieval_history(res, out: Path, storage: str | None = None) -> Path | None:
+    """An Optuna retrieval run's study history (None: not an Optuna run, or its study cannot be opened here: said in
+    a note)."""
     st = res.strategy or {}
-    if st.get("name") != "optuna" or not str(st.get("storage", "")).startswith("sqlite"):
-        return None  # another database's URL is recorded without its password: not opened again here
+    if st.get("name") != "optuna":
+        return None
     import optuna  # lazy: start-up time
     from optuna.visualization import matplotlib as ovm  # lazy: start-up time
 
     from .study import open_storage  # lazy: start-up time
 
     try:
-        study = optuna.load_study(study_name=st["study_name"], storage=open_storage(st["storage"]))
-    except (optuna.exceptions.OptunaError, KeyError, PromptSearchError):
+        url = _study_storage(str(st.get("storage", "")), storage, res.path)
+        study = optuna.load_study(study_name=st["study_name"], storage=open_storage(url))
+    except (optuna.exceptions.OptunaError, KeyError, PromptSearchError) as exc:
+        note(f"note: the study's history is not drawn ({first_line(exc)})")
         return None
     plt = _pyplot()
     with warnings.catch_warnings():

@@ -51,7 +51,7 @@ def test_plain_scores_plot_and_bad_input(tiny_bert_dir, tmp_path, capsys):
     assert not (tmp_path / "p.txt").exists()
 
 
-def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_path):
+def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_path, capsys):
     g = tmp_path / "grammar.json"
     g.write_text(json.dumps({"format": "{prefix} [X] {relation} [MASK] .",
                              "slots": {"prefix": ["", "This sentence :", "A"],
@@ -63,6 +63,25 @@ def test_optuna_plots_history_importances_and_pareto_front(tiny_bert_dir, tmp_pa
     assert main(["plot", str(out), "--out", str(tmp_path / "study.svg")]) == 0
     for name in ("study.svg", "study-importances.svg", "study-pareto.svg"):
         assert (tmp_path / name).read_text().startswith("<?xml")
+    # a database's password is kept out of the file (a user's trial: it was written there in clear); plot is given
+    # the URL with it
+    d = json.loads(out.read_text())
+    real = d["x_study"]["storage"]
+    assert real == d["settings"]["storage"] and real.startswith("sqlite:///")
+    d["x_study"]["storage"] = "postgresql://me:***@db.example.org/ps"  # as a PostgreSQL run's file records it
+    out.write_text(json.dumps(d))
+    assert main(["plot", str(out), "--out", str(tmp_path / "again.svg")]) == 2
+    assert "records its study's storage postgresql://me:***@db.example.org/ps without its password; give the URL " \
+           "with it: --storage URL" in capsys.readouterr().err
+    assert main(["plot", str(out), "--out", str(tmp_path / "again.svg"), "--storage", real]) == 0
+    assert (tmp_path / "again-importances.svg").is_file()
+
+
+def test_a_storage_password_is_kept_out_of_an_optuna_runs_results():
+    from promptsearch.search.optuna_search import OptunaSearch
+
+    s = OptunaSearch(storage="postgresql://me:secret@db.example.org/ps", study_name="x")
+    assert s.settings()["storage"] == "postgresql://me:***@db.example.org/ps"
 
 
 def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_only_dir, tmp_path, capsys):
@@ -94,6 +113,17 @@ def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_o
     assert main(["plot", str(opt), "--out", str(tmp_path / "o.png")]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'o.png'}, {tmp_path / 'o-history.png'}"
     assert (tmp_path / "o-history.png").read_bytes()[:4] == b"\x89PNG"
+    # a PostgreSQL study (its URL recorded without the password): the picture, and a note that the history is not
+    # drawn and how to draw it; given --storage, drawn (a user's trial: it was left out without a word)
+    o = json.loads(opt.read_text())
+    real = o["strategy"]["storage"]
+    opt.write_text(json.dumps({**o, "strategy": {**o["strategy"], "storage": "postgresql://me:***@h/ps"}}))
+    assert main(["plot", str(opt), "--out", str(tmp_path / "p.png")]) == 0
+    out_err = capsys.readouterr()
+    assert out_err.out.strip() == f"wrote {tmp_path / 'p.png'}"
+    assert "note: the study's history is not drawn (" in out_err.err and "--storage URL" in out_err.err, out_err.err
+    assert main(["plot", str(opt), "--out", str(tmp_path / "p.png"), "--storage", real]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'p.png'}, {tmp_path / 'p-history.png'}"
     empty = tmp_path / "e.json"
     empty.write_text(json.dumps({**d, "entries": [], "own": None, "best": None}))
     assert main(["plot", str(empty)]) == 2
