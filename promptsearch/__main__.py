@@ -16,7 +16,8 @@ def run() -> None:
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
     atexit.register(_ignore_signals)  # registered before any library's: the last exit handler to run
-    signal.signal(signal.SIGINT, _on_ctrl_c)  # main restores the handler it finds: this one, not Python's
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # an ignored Ctrl-C (a script's background job) stays so
+        signal.signal(signal.SIGINT, _on_ctrl_c)  # main restores the handler it finds: this one, not Python's
     try:
         from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
@@ -45,7 +46,8 @@ def _done(code: int) -> None:
     the exit handlers are done it ends the process at once with the command's own status (so a hung one can still
     be left), and while the modules are freed (Python's own handlers are gone by then) it is ignored."""
     for sig in SIGNALS:
-        signal.signal(sig, lambda signum, frame: _leave(code))
+        if signal.getsignal(sig) != signal.SIG_IGN:  # an ignored one stays ignored
+            signal.signal(sig, lambda signum, frame: _leave(code))
 
 
 def _ignore_signals() -> None:

@@ -38,23 +38,32 @@ def did_you_mean(word: str, choices) -> str:
 
 def difference(mine, theirs, name: str = "") -> str:
     """The most specific place where two JSON-like records differ, for a one-line error: ``"PATH: A here, B there"``
-    (a list's items named by their ``"name"`` when they have one, ``sets[beir].fingerprint``), not two whole records;
-    ``name`` is the records' own (the path's start). Empty when they are equal."""
-    found: list[str] = []
+    (a list's items named by their ``"name"`` when both sides name them alike, ``sets[beir].fingerprint``; a key one
+    side lacks is ``missing``), not two whole records; ``name`` is the records' own (the path's start). Empty when
+    they are equal."""
+    missing = _Missing()
+    found: list[tuple[int, str]] = []  # (depth, what)
 
-    def walk(a, b, at: str) -> None:
+    def walk(a, b, at: str, depth: int) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in dict.fromkeys([*a, *b]):
-                walk(a.get(k), b.get(k), f"{at}.{k}" if at else str(k))
+                walk(a.get(k, missing), b.get(k, missing), f"{at}.{k}" if at else str(k), depth + 1)
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
             for i, (x, y) in enumerate(zip(a, b)):
                 named = isinstance(x, dict) and isinstance(y, dict) and x.get("name") == y.get("name") is not None
-                walk(x, y, f"{at}[{x['name'] if named else i}]")
+                walk(x, y, f"{at}[{x['name'] if named else i}]", depth + 1)
         elif a != b:
-            found.append(f"{at or 'the record'}: {a!r} here, {b!r} there")
+            found.append((depth, f"{at or 'the record'}: {a!r} here, {b!r} there"))
 
-    walk(mine, theirs, name)
-    return max(found, key=lambda d: d.split(":")[0].count(".") + d.split(":")[0].count("["), default="")
+    walk(mine, theirs, name, 0)
+    return max(found, key=lambda f: f[0])[1] if found else ""
+
+
+class _Missing:
+    """A key one record lacks, as ``difference`` says it."""
+
+    def __repr__(self) -> str:
+        return "missing"
 
 
 # How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.

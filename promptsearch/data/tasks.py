@@ -25,7 +25,7 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
         group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
         for t in group:
             if t not in TASK_NAMES and not is_user_dataset(t):
-                if Path(t).suffix.lower() in FILE_BUILDERS:  # a data file's name: the file is missing
+                if Path(_split_spec(t)[0]).suffix.lower() in FILE_BUILDERS:  # a data file's name: it is missing
                     raise DataError(f"no data file {n!r} (looked in {Path.cwd()}); give the path of an existing file")
                 raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES])}; choose from "
                                 f"sts-all, {', '.join(TASK_NAMES)}, or give a data file, a dataset folder or a hub id "

@@ -377,8 +377,18 @@ JOIN_OPTUNA = ("an Optuna search is joined by running its own command, with the 
                "by a worker")
 
 
-def find_study(storage, name: str | None) -> optuna.Study | None:
-    """The work study ``name``, or the newest unfinished one in the storage (None while there is none).
+def _is_open(summary, wait: float) -> bool:
+    """Whether a study (its summary) is a work study a worker may join unnamed: described, not over, and not
+    interrupted longer than ``wait`` seconds ago (a search left for good; by the driver's clock, which a worker's
+    may differ from by a little)."""
+    attrs = summary.user_attrs
+    stopped = attrs.get("interrupted")
+    return (summary.study_name.startswith(PREFIX) and "spec" in attrs and not attrs.get("finished")
+            and not (stopped and time.time() - stopped > wait))
+
+
+def find_study(storage, name: str | None, wait: float = 600) -> optuna.Study | None:
+    """The work study ``name``, or the newest open one in the storage (``_is_open``: None while there is none).
 
     :raises promptsearch.PromptSearchError: for ``name`` naming an Optuna search's study (no work study)."""
     if name is not None:
@@ -390,18 +400,17 @@ def find_study(storage, name: str | None) -> optuna.Study | None:
         if "spec" not in attrs and any(k in attrs for k in SEARCH_ATTRS):
             raise PromptSearchError(f"the study {name!r} is an Optuna search's, not a work study: {JOIN_OPTUNA}")
         return study if "spec" in attrs else None  # made, not yet described: a moment more
-    open_ = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-             if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
+    open_ = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if _is_open(s, wait)]
     if not open_:
         return None
-    newest = max(open_, key=lambda s: s.datetime_start or 0)
+    newest = max(open_, key=lambda s: s.datetime_start or datetime.datetime.min)  # no trial yet: no start
     return optuna.load_study(study_name=newest.study_name, storage=storage)
 
 
-def _open_studies(storage) -> str:
+def _open_studies(storage, wait: float) -> str:
     """' (it holds NAME, ...)': the open work studies a worker could join, to name in a message."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-             if s.study_name.startswith(PREFIX) and "spec" in s.user_attrs and not s.user_attrs.get("finished")]
+             if _is_open(s, wait)]
     if names:
         return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
     return _optuna_searches(storage) or " (no search is open there)"
@@ -425,7 +434,7 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
     storage = existing_storage(url, grace=grace)  # not a database URL, a server not reached: refused at once
     if storage is None:  # a SQLite file the search has not made yet: its folder checked, the file left to the search
         check_storage(url, grace=grace)
-    study = find_study(storage, name) if storage else None
+    study = find_study(storage, name, wait) if storage else None
     if study is None and log:
         log(f"worker: waiting up to {wait:.0f}s for a search to open "
             + (f"the work study {name!r}" if name else "a work study") + f" in {_shown(url)}"
@@ -437,18 +446,18 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
                 there = (_optuna_searches(storage) or " (no search is open there)") if storage else missing
                 raise PromptSearchError(f"no search is open in the storage after {wait:.0f}s{there}: start the search "
                                         "with storage= first, or give its study name")
-            there = _open_studies(storage) if storage else missing
+            there = _open_studies(storage, wait) if storage else missing
             raise PromptSearchError(f"no work study {name!r} in the storage after {wait:.0f}s{there}: give the "
                                     "study_name= the search printed, or none for the newest open one")
         time.sleep(1)
         storage = storage or existing_storage(url, grace=grace)
-        study = find_study(storage, name) if storage else None
+        study = find_study(storage, name, wait) if storage else None
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
     work, model = make_work(spec)
     work.check(spec, model)
-    done, last_stale, paused = 0, 0.0, None
+    done, last_stale, paused, since = 0, 0.0, None, 0.0
     while True:
         if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):
             done += 1
@@ -457,11 +466,11 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
         if attrs.get("finished"):
             break
         if attrs.get("interrupted") != paused:  # the search interrupted, or resumed (None)
-            paused = attrs.get("interrupted")
+            paused, since = attrs.get("interrupted"), time.monotonic()  # timed by this worker's clock
             if log:
                 log(f"worker: the search was interrupted; waiting up to {wait:.0f}s for it to be resumed (its command "
                     "run again)" if paused else "worker: the search resumed")
-        if paused and time.time() - paused > wait:
+        if paused and time.monotonic() - since > wait:
             if log:
                 log(f"worker: the search was interrupted and not resumed within {wait:.0f}s; {done} jobs done here")
             return done

@@ -139,7 +139,7 @@ def _study_storage(recorded: str, given: str | None, path) -> str:
     it as ``***``: refused in one line that says to give it)."""
     if given:
         return given
-    if ":***@" in recorded:
+    if "***" in recorded:
         raise PromptSearchError(f"{path} records its study's storage {recorded} without its password; give the URL "
                                 "with it: storage=URL")
     return recorded

@@ -440,13 +440,12 @@ class OptunaRetrieval(RetrievalStrategy):
             if not trials:
                 break
             told: set[int] = set()
+            scored: set[RetrievalCandidate] = set()  # the batch's candidates told a score so far
             try:
                 with Heartbeats(storage, study, trials):
                     why = {t.number: search.scorer.unreadable(cands[t.number]) for t in trials}
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
-                    # TPE may propose a candidate again (Optuna does not dedupe): told its score, never encoded again
-                    self.repeats += sum(c in known for c in cands.values()) + len(todo) - len(set(todo))
                     screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search)
                     pruned = {t.number for t, (_, out) in screened.items() if out}
                     # a candidate two trials share goes on when either does
@@ -467,6 +466,9 @@ class OptunaRetrieval(RetrievalStrategy):
                         for k, v in trial_attrs(e).items():
                             t.set_user_attr(k, v)
                         study.tell(t, e.score)
+                        # TPE may propose a candidate again (Optuna does not dedupe): told its score, not encoded
+                        self.repeats += c in known or c in scored
+                        scored.add(c)
                     told.add(t.number)
                     self.finished_now += 1
             except BaseException:  # an interrupt or an error: no trial of the batch is left running

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import socket
 import sys
@@ -126,13 +127,14 @@ def storage_url(url: str) -> str:
 
 
 def _shown(url: str) -> str:
-    """The URL as a message may show it: no password."""
+    """The URL as a message or a results file may show it: no password (``user:***@``, ``?password=***``)."""
     try:
         from sqlalchemy.engine import make_url  # lazy: start-up time
 
-        return make_url(url).render_as_string(hide_password=True)
+        shown = make_url(url).render_as_string(hide_password=True)
     except Exception:
-        return url.split("@")[-1]
+        shown = url.split("@")[-1]
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", shown, flags=re.IGNORECASE)  # libpq's form: SQLAlchemy keeps it
 
 
 CONNECT_TIMEOUT = 5  # seconds a server gets to answer before the storage is refused

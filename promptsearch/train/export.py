@@ -361,7 +361,8 @@ def export_target(results=None, template: str | None = None, model: str | None =
         raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
-    if results.chosen is None and results.baseline is None:  # a search still running, or stopped before its end
+    v = results.baseline  # recorded unsettled when a run starts (resumed too), settled by its verdict
+    if (v is not None and not v.settled) or (v is None and results.chosen is None):  # running, or stopped before it
         say(f"note: {results.path} holds no verdict yet (its search is still running, or was stopped before its "
             f"end): this exports its highest score so far, {results.best.entry_key.shown}, not weighed against the "
             "model's own; run the search's command again to finish it, then export")

@@ -575,9 +575,9 @@ def test_ctrl_c_after_the_command_finished_keeps_its_status(after, tiny_bert_dir
     """Ctrl-C once a command has printed its answer, while Python shuts down (a second or more once torch is
     loaded): the finished command's status (0) and nothing more on stderr, not a KeyboardInterrupt's traceback in
     a library's exit handler or a death by SIGINT (status -2). The signal is sent once the answer is read,
-    ``after`` seconds later, to a process still running (else the case proves nothing and is said so). Sent at
-    once, it may land before the command has returned from printing (a loaded machine): then it is the command's
-    interrupt, its one line and 130; never a traceback."""
+    ``after`` seconds later, to a process still running (else the case proves nothing and is said so). On a loaded
+    machine it may land before the command has returned from printing: then it is the command's interrupt, its one
+    line and 130; never a traceback or a death by SIGINT."""
     p = _cli(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "--json", "-q"])
     assert p.stdout is not None
     lines = []
@@ -589,11 +589,29 @@ def test_ctrl_c_after_the_command_finished_keeps_its_status(after, tiny_bert_dir
     p.send_signal(signal.SIGINT)
     rest, err = p.communicate(timeout=120)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    if p.returncode == 130 and after == 0:  # the command had not yet returned: interrupted, in its one line
+    if p.returncode == 130:  # (a loaded machine) the command had not yet returned: interrupted, in its one line
         assert err.strip().splitlines()[-1] == "promptsearch eval: interrupted", err
     else:
         assert p.returncode == 0 and "interrupted" not in err, (p.returncode, err)
     assert "stsb-dev" in json.loads("".join(lines) + "}\n" + rest)
+
+
+def test_an_ignored_ctrl_c_stays_ignored(tiny_bert_dir):
+    """A command started with SIGINT ignored (a script's background job: the shell ignores it there) keeps it
+    ignored, as before the handler for Ctrl-C after a command's end: a Ctrl-C to the script does not stop it. The
+    signal is sent once the command loads torch (its work begun)."""
+    import shlex
+
+    argv = ["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "--json", "-q"]
+    p = spawn(["bash", "-c", "trap '' INT; exec " + shlex.join([sys.executable, "-m", "promptsearch", *argv])])
+    maps, deadline = f"/proc/{p.pid}/maps", time.time() + 120
+    while time.time() < deadline and p.poll() is None and "libtorch" not in open(maps, encoding="utf-8",
+                                                                                 errors="replace").read():
+        time.sleep(0.005)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "interrupted" not in err, err
+    assert "stsb-dev" in json.loads(out)
 
 
 def test_an_unreachable_hub_fails_at_once(tiny_bert_dir):

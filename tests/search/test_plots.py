@@ -82,6 +82,8 @@ def test_a_storage_password_is_kept_out_of_an_optuna_runs_results():
 
     s = OptunaSearch(storage="postgresql://me:secret@db.example.org/ps", study_name="x")
     assert s.settings()["storage"] == "postgresql://me:***@db.example.org/ps"
+    s = OptunaSearch(storage="postgresql://me@db.example.org/ps?password=secret", study_name="x")  # libpq's form
+    assert s.settings()["storage"] == "postgresql://me@db.example.org/ps?password=***"
 
 
 def test_a_retrieval_run_plots_its_candidates_and_judgements(tiny_bert_encoder_only_dir, tmp_path, capsys):

@@ -156,11 +156,12 @@ class Work(StandIn):
         pass
 
 
-def _worker(url: str, wait: float) -> tuple[threading.Thread, list[str], list[int]]:
-    """``promptsearch worker`` on the study "work" in a thread: its log lines and, once it returns, its jobs done."""
+def _worker(url: str, wait: float, name: str | None = "work") -> tuple[threading.Thread, list[str], list[int]]:
+    """``promptsearch worker`` on the study ``name`` (None: the newest open one) in a thread: its log lines and, once it
+    returns, its jobs done."""
     logs: list[str] = []
     done: list[int] = []
-    t = threading.Thread(target=lambda: done.append(distributed.serve(url, "work", lambda spec: (Work(), "m"),
+    t = threading.Thread(target=lambda: done.append(distributed.serve(url, name, lambda spec: (Work(), "m"),
                                                                        grace=3, wait=wait, log=logs.append)))
     t.start()
     return t, logs, done
@@ -224,3 +225,28 @@ def test_a_worker_pointed_at_an_optuna_search_says_how_to_join_it(tmp_path):
     assert logs == [f"worker: waiting up to 1s for a search to open a work study in {url} (it holds the Optuna search "
                     "study 'my-search': an Optuna search is joined by running its own command, with the same "
                     "--storage, on each machine, not by a worker)"]
+
+
+def test_a_search_interrupted_longer_ago_than_the_wait_is_not_joined(tmp_path):
+    """A search interrupted and never resumed stays unfinished in the storage: an unnamed worker does not join it
+    once it was interrupted longer ago than its wait (it would leave at once), and says no search is open."""
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    queue = distributed.WorkQueue(url, Work(), "m", local=False)
+    queue.study.set_user_attr("interrupted", time.time() - 3600)  # an hour ago
+    with pytest.raises(distributed.PromptSearchError, match=r"no search is open in the storage after 1s"):
+        distributed.serve(url, None, lambda spec: (Work(), "m"), grace=3, wait=1)
+    queue.study.set_user_attr("interrupted", time.time())  # just now: joined, waited for
+    t, logs, done = _worker(url, wait=1, name=None)
+    t.join(30)
+    assert done == [0] and any("interrupted; waiting up to 1s" in x for x in logs), logs
+
+
+def test_a_difference_is_said_where_it_is():
+    from promptsearch.errors import difference
+
+    assert difference({"a": 1}, {"a": 1}) == ""
+    assert difference({"a": 1}, {"a": 1, "b": None}) == "b: missing here, None there"
+    assert difference({"fingerprint": "x", "sets": [{"name": "my.data.csv", "fingerprint": "a"}]},
+                      {"fingerprint": "y", "sets": [{"name": "my.data.csv", "fingerprint": "b"}]}) \
+        == "sets[my.data.csv].fingerprint: 'a' here, 'b' there"
+    assert difference("abc", "abd", "model") == "model: 'abc' here, 'abd' there"
