@@ -145,7 +145,7 @@ class STSWork:
                 what = {"model": "model weights", "data": "data sets' contents"}.get(field, field)
                 raise PromptSearchError(f"this worker's {what} differ from the study's "
                                         f"({difference(ours, theirs, field)}; the study's model is {spec['model']!r}, "
-                                        "a worker's unless --model names another): give it the search's model, data "
+                                        "a worker's unless model= names another): give it the search's model, data "
                                         "and settings")
 
     def do(self, job: "Job") -> dict:
@@ -373,7 +373,7 @@ class WorkQueue:
 
 
 SEARCH_ATTRS = ("numbers", "retrieval", "making")  # an Optuna search's study has one of these; a work study "spec"
-JOIN_OPTUNA = ("an Optuna search is joined by running its own command, with the same --storage, on each machine, not "
+JOIN_OPTUNA = ("an Optuna search is joined by running its own command, with the same storage=, on each machine, not "
                "by a worker")
 
 

@@ -618,13 +618,13 @@ class RetrievalWork:
                                         f"{spec.get(key)!r}: start it with the search's settings")
         if mine["data"] != spec["data"]:
             raise PromptSearchError(f"this worker's retrieval data differ from the study's "
-                                    f"({difference(mine['data'], spec['data'])}): the study reads --data "
-                                    f"{spec['source']['data']!r} as the search was given it; run the worker where "
-                                    "those paths hold the search's files")
+                                    f"({difference(mine['data'], spec['data'])}): the study reads its data as the "
+                                    f"search was given it, {spec['source']['data']!r}; run the worker where those "
+                                    "paths hold the search's files")
         if mine["numbers"] != spec["numbers"]:
             raise PromptSearchError(f"this worker's model weights, tokenizer or settings differ from the study's "
                                     f"({difference(mine['numbers'], spec['numbers'])}; the study's model is "
-                                    f"{spec['model']!r}, a worker's unless --model names another): give it the "
+                                    f"{spec['model']!r}, a worker's unless model= names another): give it the "
                                     "search's model and settings")
 
     def do(self, job) -> dict:

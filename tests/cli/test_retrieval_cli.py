@@ -313,7 +313,7 @@ def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_d
         work.check({**spec, "data": {**spec["data"], "fingerprint": "0" * 16}}, str(tiny_bert_encoder_only_dir))
     # one line naming where they differ and what to do, not the two records (a user's trial)
     assert f"fingerprint: '{spec['data']['fingerprint']}' here, '{'0' * 16}' there" in str(got.value)
-    assert f"the study reads --data {str(beir)!r} as the search was given it" in str(got.value)
+    assert f"the study reads its data as the search was given it, {str(beir)!r}; run the worker where" in str(got.value)
     assert "'queries'" not in str(got.value) and "\n" not in str(got.value)
     with pytest.raises(Exception, match=r"model weights.*\(model: '.*' here, 'x' there; the study's model is 'm',"):
         work.check({**spec, "model": "m", "numbers": {**spec["numbers"], "model": "x"}},

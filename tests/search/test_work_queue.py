@@ -224,7 +224,7 @@ def test_a_worker_pointed_at_an_optuna_search_says_how_to_join_it(tmp_path):
         distributed.serve(url, None, make, grace=3, wait=1, log=logs.append)
     assert logs == [f"worker: waiting up to 1s for a search to open a work study in {url} (it holds the Optuna search "
                     "study 'my-search': an Optuna search is joined by running its own command, with the same "
-                    "--storage, on each machine, not by a worker)"]
+                    "storage=, on each machine, not by a worker)"]
 
 
 def test_a_search_interrupted_longer_ago_than_the_wait_is_not_joined(tmp_path):
