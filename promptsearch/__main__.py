@@ -44,10 +44,11 @@ def _done(code: int) -> None:
     loaded: its libraries' exit handlers, then their modules freed. A Ctrl-C or SIGTERM in it must not turn the
     finished command into a KeyboardInterrupt's traceback in an exit handler or a death by SIGINT (status -2): until
     the exit handlers are done it ends the process at once with the command's own status (so a hung one can still
-    be left), and while the modules are freed (Python's own handlers are gone by then) it is ignored."""
-    for sig in SIGNALS:
-        if signal.getsignal(sig) != signal.SIG_IGN:  # an ignored one stays ignored
-            signal.signal(sig, lambda signum, frame: _leave(code))
+    be left), and while the modules are freed (Python's own handlers are gone by then) it is ignored
+    (``_ignore_signals``, the last exit handler). Ctrl-C's handler already leaves so (``cli.ended`` is set); a
+    SIGTERM is told to here."""
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:  # an ignored one stays ignored
+        signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
 
 
 def _ignore_signals() -> None:

@@ -1,5 +1,6 @@
 """User-facing errors: the CLI prints ``str(err)`` on one line and exits non-zero."""
 
+import re
 import sys
 from typing import Callable
 
@@ -68,6 +69,13 @@ class _Missing:
 
 # How a note is worded for whoever runs the library: the command line sets this to say parameters as its flags.
 wording: Callable[[str], str] | None = None
+
+
+def without_password(text: str) -> str:
+    """A URL (or an argument holding one) with its password as ``***``: ``user:PASSWORD@`` (a slash in it too, as
+    SQLAlchemy reads it) and a ``password=`` query parameter (libpq's form, which SQLAlchemy's own hiding keeps)."""
+    text = re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", text)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", text, flags=re.IGNORECASE)
 
 
 def note(message: str) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 
 from ..data import DataOptions, PairFormat
 from ..encoding import PromptEncoder
 from ..encoding.batching import precision_choice
-from ..errors import worded
+from ..errors import without_password, worded
 from ..library import resolve_template
 from ..model.saved import template_dir_config
 from ..train.loop import check_compat
@@ -43,7 +42,7 @@ def recorded_command(args) -> dict | None:
     argv = getattr(args, "command_line", None)
     if argv is None:
         return None
-    kept = [_without_secrets(a) for a in argv]
+    kept = [without_password(a) for a in argv]
     return {"argv": kept, "cwd": os.getcwd(), **({"masked": True} if kept != list(argv) else {})}
 
 
@@ -51,14 +50,7 @@ def worker_line(storage: str, study: str) -> str:
     """What a search with a work study says: its name and the worker command that joins it, the storage URL as given
     (a password as ``***``: the worker's user fills it in)."""
     return (f"work study {study!r}: start workers with  promptsearch worker --storage "
-            f"{shlex.quote(_without_secrets(storage))} --study-name {shlex.quote(study)}")
-
-
-def _without_secrets(arg: str) -> str:
-    """An argument with a URL's password as ``***``: ``user:PASSWORD@`` (a slash in it too, as SQLAlchemy reads
-    it) and a ``password=`` query parameter (as libpq reads it)."""
-    arg = re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", arg)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", arg, flags=re.IGNORECASE)
+            f"{shlex.quote(without_password(storage))} --study-name {shlex.quote(study)}")
 
 
 def say(line: str) -> None:

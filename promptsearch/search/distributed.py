@@ -409,17 +409,19 @@ def find_study(storage, name: str | None, wait: float = 600) -> optuna.Study | N
 
 def _open_studies(storage, wait: float) -> str:
     """' (it holds NAME, ...)': the open work studies a worker could join, to name in a message."""
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-             if _is_open(s, wait)]
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = [s.study_name for s in summaries if _is_open(s, wait)]
     if names:
         return f" (open there: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
-    return _optuna_searches(storage) or " (no search is open there)"
+    return _optuna_searches(storage, summaries) or " (no search is open there)"
 
 
-def _optuna_searches(storage) -> str:
+def _optuna_searches(storage, summaries=None) -> str:
     """' (it holds the Optuna search study NAME: ...)' when the storage holds an Optuna search's study, else empty: what
-    a worker that found no work study was maybe pointed at."""
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    a worker that found no work study was maybe pointed at (``summaries``: the storage's, when already read)."""
+    if summaries is None:
+        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = [s.study_name for s in summaries
              if "spec" not in s.user_attrs and any(k in s.user_attrs for k in SEARCH_ATTRS)]
     return f" (it holds the Optuna search study {names[0]!r}: {JOIN_OPTUNA})" if names else ""
 
@@ -461,6 +463,10 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
     while True:
         if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):
             done += 1
+            if paused:  # a job while interrupted: the search resumed (said before its end, however soon that is)
+                paused = None
+                if log:
+                    log("worker: the search resumed")
             continue
         attrs = retrying(lambda: study.user_attrs, grace)
         if attrs.get("finished"):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import re
 import signal
 import socket
 import sys
@@ -28,7 +27,7 @@ from typing import Callable
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import PromptSearchError, first_line
+from ..errors import PromptSearchError, first_line, without_password
 from ..interrupts import SIGNALS
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -134,7 +133,7 @@ def _shown(url: str) -> str:
         shown = make_url(url).render_as_string(hide_password=True)
     except Exception:
         shown = url.split("@")[-1]
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", shown, flags=re.IGNORECASE)  # libpq's form: SQLAlchemy keeps it
+    return without_password(shown)  # also libpq's ?password=, which SQLAlchemy keeps
 
 
 CONNECT_TIMEOUT = 5  # seconds a server gets to answer before the storage is refused

@@ -570,9 +570,10 @@ def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
     assert "interrupted" in err and "saved" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 @pytest.mark.parametrize("after", [0.0, 0.3])
-def test_ctrl_c_after_the_command_finished_keeps_its_status(after, tiny_bert_dir):
-    """Ctrl-C once a command has printed its answer, while Python shuts down (a second or more once torch is
+def test_ctrl_c_after_the_command_finished_keeps_its_status(after, sig, code, word, tiny_bert_dir):
+    """Ctrl-C (or SIGTERM) once a command has printed its answer, while Python shuts down (a second or more once torch is
     loaded): the finished command's status (0) and nothing more on stderr, not a KeyboardInterrupt's traceback in
     a library's exit handler or a death by SIGINT (status -2). The signal is sent once the answer is read,
     ``after`` seconds later, to a process still running (else the case proves nothing and is said so). On a loaded
@@ -586,13 +587,13 @@ def test_ctrl_c_after_the_command_finished_keeps_its_status(after, tiny_bert_dir
     time.sleep(after)
     if p.poll() is not None:
         pytest.skip(f"the process had already left {after} s after its answer")
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     rest, err = p.communicate(timeout=120)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    if p.returncode == 130:  # (a loaded machine) the command had not yet returned: interrupted, in its one line
-        assert err.strip().splitlines()[-1] == "promptsearch eval: interrupted", err
+    if p.returncode == code:  # (a loaded machine) the command had not yet returned: interrupted, in its one line
+        assert err.strip().splitlines()[-1] == f"promptsearch eval: {word}", err
     else:
-        assert p.returncode == 0 and "interrupted" not in err, (p.returncode, err)
+        assert p.returncode == 0 and word not in err, (p.returncode, err)
     assert "stsb-dev" in json.loads("".join(lines) + "}\n" + rest)
 
 
