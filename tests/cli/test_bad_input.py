@@ -573,12 +573,12 @@ def test_ctrl_c_during_start_up_is_one_line(after, tmp_path):
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 @pytest.mark.parametrize("after", [0.0, 0.3])
 def test_ctrl_c_after_the_command_finished_keeps_its_status(after, sig, code, word, tiny_bert_dir):
-    """Ctrl-C (or SIGTERM) once a command has printed its answer, while Python shuts down (a second or more once torch is
-    loaded): the finished command's status (0) and nothing more on stderr, not a KeyboardInterrupt's traceback in
-    a library's exit handler or a death by SIGINT (status -2). The signal is sent once the answer is read,
-    ``after`` seconds later, to a process still running (else the case proves nothing and is said so). On a loaded
-    machine it may land before the command has returned from printing: then it is the command's interrupt, its one
-    line and 130; never a traceback or a death by SIGINT."""
+    """Ctrl-C (or SIGTERM) once a command has printed its answer, while Python shuts down (a second or more once
+    torch is loaded): the finished command's status (0) and nothing more on stderr, not a KeyboardInterrupt's
+    traceback in a library's exit handler or a death by the signal (status -2, -15). The signal is sent once the
+    answer is read, ``after`` seconds later, to a process still running (else the case proves nothing and is said
+    so). On a loaded machine it may land before the command has returned from printing: then it is the command's
+    interrupt, its one line and 130 (143); never a traceback or a death by the signal."""
     p = _cli(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "--json", "-q"])
     assert p.stdout is not None
     lines = []
