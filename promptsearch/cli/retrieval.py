@@ -139,7 +139,7 @@ def cmd_retrieval(args) -> int:
     absorbed = strategy.absorbed if strategy is not None else 0
     if enc.precision != "fp32" and not args.quiet:  # the reference's numbers are fp32: say when these are not
         o.say(f"note: these scores were computed in {enc.precision}; sentence-transformers' evaluator on the exported "
-              "model computes in fp32, so its numbers differ from these by that rounding (--no-bf16, with another "
+              "model computes in fp32, so its numbers may differ from these by that rounding (--no-bf16, with another "
               "--out, gives its numbers)")
     print(f"corpus encodings{' in this process (workers count their own)' if queue is not None else ''}: "
           f"{task.corpus_encodings} computed in {_plural(task.corpus_passes, 'pass')} over the corpus, "

@@ -75,6 +75,8 @@ class LoadedModel:
     mask_head: MaskHead | None = None  # a head learned by train-head
     mask_head_path: str = ""
     lm: PreTrainedModel | None = None  # a causal LM (its output embeddings give next-token logits)
+    # the folder's sentence-transformers loader arguments its checkpoint was read with (``loader_kwargs``)
+    kwargs: dict = field(default_factory=dict)
     _stack: "ModuleStack | None" = field(default=None, repr=False)  # read on first use (see stack())
 
     def stack(self) -> "ModuleStack":
@@ -264,9 +266,10 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     else:
         hub_offline_if_unreachable()  # a hub id: a cached copy still loads, a missing one fails at once
     with _quiet_transformers():
-        try:
-            config = AutoConfig.from_pretrained(path)  # a clear error for a path or id that holds no model
-            tokenizer = AutoTokenizer.from_pretrained(path)
+        kwargs = loader_kwargs(path)  # what sentence-transformers gives the loaders: the same model, the same numbers
+        try:  # a clear error for a path or id that holds no model
+            config = AutoConfig.from_pretrained(path, **kwargs["config"])
+            tokenizer = AutoTokenizer.from_pretrained(path, **kwargs["tokenizer"])
         except (OSError, ValueError) as exc:
             first = first_line(exc)
             raise ModelError(
@@ -276,13 +279,14 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         mlm = lm = stack = None
         # a large model across the devices there are
         placement = {"device_map": "auto"} if str(device) == "auto" else {}
+        placement = {**kwargs["model"], "config": config, **placement}
         try:
             if is_causal(config):
                 lm = AutoModelForCausalLM.from_pretrained(path, **placement)
                 encoder = lm.base_model  # never the LM head over every position: only the read-out states go through it
             else:
                 try:
-                    mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+                    mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **placement)
                     if _head_is_missing(info, mlm.base_model_prefix):
                         encoder, mlm = mlm.base_model, None
                     else:
@@ -290,13 +294,17 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 except (ValueError, KeyError) as exc:  # no MLM class for this architecture
                     if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
                         raise
-                    encoder, stack = _encoder_only(folder, path, config)
+                    encoder, stack = _encoder_only(folder, path, placement)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(_damaged(name, path, exc)) from exc
         except Exception as exc:  # safetensors raises its own error type for a cut file
             if type(exc).__name__ != "SafetensorError":
                 raise
             raise ModelError(_damaged(name, path, exc)) from exc
+    if not tokenizer("A sentence, the 1st.", add_special_tokens=False)["input_ids"]:  # no token: nothing to encode
+        raise ModelError(f"the tokenizer of {name!r} turns text into no tokens (an empty vocabulary, or its files not "
+                         "read: a GPT-2 tokenizer built from vocab.json and merges.txt by hand can be); save it again "
+                         "with a tokenizer that tokenizes, then load the folder")
     # The tool truncates long inputs itself (inside [X]); transformers' "indexing errors" warning
     # about a long sentence before that truncation is noise.
     if hasattr(tokenizer, "deprecation_warnings"):
@@ -313,7 +321,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
               file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
-    if not placement:
+    if "device_map" not in placement:
         device = resolve_device(device)
         for m in (encoder, mlm, lm):
             if m is not None:
@@ -323,7 +331,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             m.eval()
     # transformers types base_model as an nn.Module: it is the PreTrainedModel inside the LM
     encoder = cast("PreTrainedModel", encoder)
-    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=folder, lm=lm, _stack=stack)
+    model = LoadedModel(name=name, tokenizer=tokenizer, encoder=encoder, mlm=mlm, path=folder, lm=lm, _stack=stack,
+                        kwargs={k: v for k, v in kwargs.items() if v})
     if head_path is not None:
         model.mask_head, model.mask_head_path = load_head(head_path, model.word_embeddings), str(head_path)
         if model.mask_head.cfg.layer not in (-1, model.num_layers):
@@ -349,18 +358,61 @@ def checkpoint_folder(path: str) -> str:
     return str(p / first) if first and (p / first / "config.json").is_file() else path
 
 
-def _encoder_only(folder: str, path: str, config):
+def _encoder_only(folder: str, path: str, kwargs: dict):
     """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
     (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
-    sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder) and no stack."""
+    sentence-transformers cannot read it, ``AutoModel`` (for an encoder-decoder, its encoder; ``kwargs`` its
+    ``from_pretrained``'s, the config among them) and no stack."""
     from transformers import AutoModel  # lazy: start-up time
 
     try:
         stack = load_stack(folder)
         return stack.transformer.auto_model, stack
     except ModelError:
-        model = AutoModel.from_pretrained(path)
-        return (model.get_encoder() if getattr(config, "is_encoder_decoder", False) else model), None
+        model = AutoModel.from_pretrained(path, **kwargs)
+        return (model.get_encoder() if getattr(kwargs["config"], "is_encoder_decoder", False) else model), None
+
+
+# sentence-transformers' Transformer module reads the first of these there is in its folder (Transformer.load_config)
+ST_MODULE_CONFIGS = tuple(f"sentence_{m}_config.json" for m in ("bert", "roberta", "distilbert", "camembert", "albert",
+                                                                 "xlm-roberta", "xlnet"))
+# what each loader is given, by the names sentence-transformers reads: today's, then the older one (which wins there)
+LOADER_KWARGS = {"config": ("config_kwargs", "config_args"), "model": ("model_kwargs", "model_args"),
+                 "tokenizer": ("processor_kwargs", "tokenizer_args")}
+
+
+def loader_kwargs(path: str) -> dict[str, dict]:
+    """The keyword arguments a sentence-transformers folder's Transformer module gives its checkpoint's loaders, read
+    from its ``sentence_bert_config.json`` as sentence-transformers reads them: ``config`` (``config_kwargs``, or the
+    older ``config_args``: ``num_hidden_layers`` ...), ``model`` (``model_kwargs``/``model_args``) and ``tokenizer``
+    (``processor_kwargs``/``tokenizer_args``), without ``trust_remote_code`` (which sentence-transformers drops from a
+    folder's files too). Each empty for a plain checkpoint.
+
+    :param path: the folder holding the checkpoint (``checkpoint_folder``), or a hub id.
+    :returns: ``{"config": {...}, "model": {...}, "tokenizer": {...}}``."""
+    cfg: dict = {}
+    if Path(path).is_dir():
+        found = next((Path(path) / n for n in ST_MODULE_CONFIGS if (Path(path) / n).is_file()), None)
+        try:
+            cfg = json.loads(found.read_text(encoding="utf-8")) if found is not None else {}
+        except (OSError, ValueError):
+            cfg = {}  # sentence-transformers says what is wrong with it, when its stack is read
+    elif "/" in path:  # a hub id: its sentence_bert_config.json, when it has one (a cached copy does)
+        try:
+            from huggingface_hub import hf_hub_download  # lazy: start-up time
+
+            cfg = json.loads(Path(hf_hub_download(path, ST_MODULE_CONFIGS[0])).read_text(encoding="utf-8"))
+        except Exception:  # noqa: BLE001 - none there, or not reachable: a plain checkpoint's loaders
+            cfg = {}
+    out: dict[str, dict] = {}
+    for kind, names in LOADER_KWARGS.items():
+        got: dict = {}
+        for n in names:
+            if isinstance(cfg, dict) and isinstance(cfg.get(n), dict):
+                got.update(cfg[n])
+        got.pop("trust_remote_code", None)
+        out[kind] = got
+    return out
 
 
 def is_causal(config) -> bool:
@@ -409,6 +461,10 @@ def model_fingerprint(model: LoadedModel) -> str:
     params = list(model.encoder.parameters())
     for p in (params[0], params[len(params) // 2], params[-1]):
         h.update(p.detach()[:64].float().cpu().numpy().tobytes())  # 64 rows copied, not the whole tensor
+    if model.kwargs.get("config") or model.kwargs.get("model"):  # a folder's loader arguments (the same weights,
+        # another model: config_args' num_hidden_layers ...); a folder without them keeps the hash it always had
+        h.update(json.dumps({k: model.kwargs.get(k) for k in ("config", "model")}, sort_keys=True,
+                            default=str).encode("utf-8"))
     return h.hexdigest()[:12]
 
 

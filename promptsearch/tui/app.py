@@ -19,11 +19,12 @@ from .sources import OptunaSource, ResultsFileSource
 
 HELP = """[b]promptsearch tui[/b]
 
-[b]Leaderboard[/b]  templates ranked by STS-B dev score, refreshed while a
-search writes the results file (or the Optuna study) in another process.
-  ↑/↓ move · enter: predict with the selected template · s: resume the
-  search that wrote the results file, with its command (a file without one:
-  start a greedy search into it) · g: plot it (promptsearch plot) · r: reload
+[b]Leaderboard[/b]  an STS search's templates ranked by their dev score (a
+retrieval search's candidates by nDCG@10), refreshed while a search writes
+the results file (or the Optuna study) in another process.
+  ↑/↓ move · enter: predict with the selected [MASK] template · s: resume
+  the search that wrote the results file, with its command (no file yet: start
+  a greedy STS search into it) · g: plot it (promptsearch plot) · r: reload
 
 [b]Predictions[/b]  top-5 [MASK] tokens without and with template denoising.
   type a sentence, enter · ctrl+r: random STS-B dev sentence · esc: back

@@ -59,11 +59,11 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#board", DataTable)
         if self._columns != b.metric:  # a retrieval file's candidates and nDCG@10, or templates and Spearman
             table.clear(columns=True)
-            table.add_columns("#", b.metric, b.item, "held-out")
+            table.add_columns("#", b.metric, "held-out", b.item)  # the long one last: the rest fit a narrow terminal
             self._columns = b.metric
         table.clear()
         for i, (score, template) in enumerate(b.rows, 1):
-            table.add_row(str(i), f"{score:.{b.places}f}", template, b.held_out_text(template), key=template)
+            table.add_row(str(i), f"{score:.{b.places}f}", b.held_out_text(template), template, key=template)
         self.query_one("#spark", Sparkline).data = b.history or [0.0]
         self._update_info()
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..data import DEV_SET
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, did_you_mean
 from ..fileio import RETRIEVAL, results_kind
 from ..search.results import Results
 
@@ -72,8 +72,13 @@ class ResultsFileSource(_Polled):
             return None
 
     def load(self) -> Board:
-        if not self.path.exists():
-            return Board(error=f"waiting for {self.path} ...")
+        if not self.path.exists():  # a search to come writes it; or a mistyped name, said as one
+            try:
+                near = did_you_mean(self.path.name, [f.name for f in self.path.parent.iterdir() if f.suffix == ".json"])
+            except OSError:
+                near = ""
+            return Board(error=f"waiting for {self.path} ..." + (f" (no such file yet; {near.strip()[1:-1]})"
+                                                                  if near else ""))
         if results_kind(self.path) == RETRIEVAL:
             return retrieval_board(self.path)
         try:

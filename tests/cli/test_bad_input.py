@@ -623,3 +623,17 @@ def test_an_unreachable_hub_fails_at_once(tiny_bert_dir):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
     assert "'nobody/no-such-set'" in err and "Hugging Face Hub" in err
+
+
+def test_a_tokenizer_that_makes_no_tokens_is_one_line(tiny_gpt2_dir, tmp_path, capsys):
+    """From a user's trial: a GPT-2 tokenizer built by hand came out empty (every text no tokens), and ``eval``
+    ended in a reshape's traceback. It is now refused as the model is loaded: one line, exit 2."""
+    bad = tmp_path / "empty-tokenizer"
+    shutil.copytree(tiny_gpt2_dir, bad)
+    tok = json.loads((bad / "tokenizer.json").read_text())
+    tok["model"]["vocab"], tok["model"]["merges"] = {"<|endoftext|>": 0}, []
+    (bad / "tokenizer.json").write_text(json.dumps(tok))
+    capsys.readouterr()
+    assert main(["eval", "--model", str(bad), "--pooling", "mean", "--tasks", "stsb-dev", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "turns text into no tokens" in err, err

@@ -716,3 +716,35 @@ def test_a_prompts_length_is_counted_once_per_stack(tiny_bert_dir, tmp_path, mon
     for _ in range(2):
         enc.encode_reps(SENTS[:8], [PromptPool("query: [X]", "mean"), PromptPool("passage: [X]", "mean")])
     assert sum(1 for a in calls if a[0] == [""]) == 3  # "query: ", "", then "passage: " once
+
+
+@pytest.mark.parametrize("names", [("config_args", "tokenizer_args"), ("config_kwargs", "processor_kwargs")],
+                         ids=["older-names", "todays-names"])
+def test_a_folders_loader_arguments_are_read_as_sentence_transformers_reads_them(names, tiny_bert_dir, tmp_path,
+                                                                                 capsys):
+    """From a user's trial: ``config_args`` in sentence_bert_config.json (num_hidden_layers: 1) changed what
+    sentence-transformers computed and not what promptsearch did (41.78 against 41.81, pair cosines 1.6e-3 apart:
+    the full depth). The folder's config, model and tokenizer arguments, under either name, go to the loaders as
+    sentence-transformers gives them: the [MASK] path's model has that depth and that tokenizer, the pooled
+    read-outs and the export give sentence-transformers' vectors, and the weights' fingerprint tells it from the
+    folder without them (no score cached for the one is read for the other)."""
+    from promptsearch.model.loading import model_fingerprint
+
+    plain = st_folder(tiny_bert_dir, tmp_path / "plain", prompt="query: ")
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", prompt="query: ")
+    cfg = json.loads((folder / "sentence_bert_config.json").read_text())
+    cfg.update({names[0]: {"num_hidden_layers": 1}, names[1]: {"do_lower_case": False}})
+    (folder / "sentence_bert_config.json").write_text(json.dumps(cfg))
+    enc, st = make_encoder(folder), reference(folder)
+    assert enc.model.num_layers == 1 and st[0].auto_model.config.num_hidden_layers == 1
+    upper = [s.upper() for s in SENTS]
+    assert enc.model.tokenizer.tokenize(upper[0]) == st[0].tokenizer.tokenize(upper[0]) != \
+        make_encoder(plain).model.tokenizer.tokenize(upper[0])  # cased: the vocabulary's lower-case words unknown
+    assert_same_similarities(enc.encode(upper), st.encode(upper))
+    assert_same_similarities(enc.encode(SENTS, rep=PromptPool("passage: [X]", "mean")),
+                             reference(folder, pooling_of("mean")).encode(SENTS, prompt="passage: "))
+    assert model_fingerprint(enc.model) != model_fingerprint(make_encoder(plain).model)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["export", "--model", str(folder), "--template", "passage: [X] @mean", "--out", str(out)]) == 0
+    assert_same_similarities(reference(out).encode(SENTS), enc.encode(SENTS, rep=PromptPool("passage: [X]", "mean")))

@@ -42,9 +42,9 @@ def test_leaderboard_follows_the_results_file(tmp_path):
             _results(path, [("[X] means [MASK] .", 70.0), ("[X] is [MASK] .", 68.0), ("This [X] means [MASK] .", 75.5)],
                      validation={"This [X] means [MASK] .": {"stsb": 71.0, "sickr": 66.25}})
             await _wait_for(pilot, lambda: table.row_count == 3)
-            assert table.get_row_at(0)[2] == "This [X] means [MASK] ."
-            assert table.get_row_at(0)[3] == "stsb 71.00 · sickr 66.25"  # held-out scores beside the dev score
-            assert table.get_row_at(1)[3] == ""  # not validated
+            assert table.get_row_at(0)[3] == "This [X] means [MASK] ."
+            assert table.get_row_at(0)[2] == "stsb 71.00 · sickr 66.25"  # held-out scores beside the dev score
+            assert table.get_row_at(1)[2] == ""  # not validated
             assert app.screen.query_one("#spark").data == [70.0, 68.0, 75.5]
             await pilot.press("question_mark")
             assert app.screen.__class__.__name__ == "HelpScreen"
@@ -83,6 +83,17 @@ def test_predictions_screen_updates_for_typed_sentences(tmp_path, bert_enc):
             assert app.screen.__class__.__name__ == "LeaderboardScreen"
 
     asyncio.run(scenario())
+
+
+def test_a_mistyped_results_file_is_said_as_one(tmp_path):
+    """From a user's trial: ``tui --results retrievl.json`` waited for the file without a word on the retrieval.json
+    beside it. A missing file is still waited for (a search to come writes it), and a near name is said."""
+    from promptsearch.tui.sources import ResultsFileSource
+
+    (tmp_path / "retrieval.json").write_text("{}")
+    assert ResultsFileSource(tmp_path / "retrievl.json").load().error == \
+        f"waiting for {tmp_path / 'retrievl.json'} ... (no such file yet; did you mean 'retrieval.json'?)"
+    assert ResultsFileSource(tmp_path / "best.json").load().error == f"waiting for {tmp_path / 'best.json'} ..."
 
 
 def test_optuna_source_reads_a_study(tmp_path):
@@ -159,7 +170,7 @@ def test_leaderboard_lists_the_chosen_answer_first_and_says_so(tmp_path):
             await _wait_for(pilot, lambda: table.row_count == 2)
             info = str(app.screen.query_one("#info").render())
             assert "chosen" in info and "[X] means [MASK] ." in info and "trials" not in info and "2 scored" in info
-            assert table.get_row_at(0)[2] == "[X] means [MASK] ."
+            assert table.get_row_at(0)[3] == "[X] means [MASK] ."
 
     asyncio.run(scenario())
 
@@ -186,12 +197,15 @@ def test_leaderboard_follows_a_retrieval_results_file(tmp_path):
 
     async def scenario():
         app = PromptSearchApp(results=str(path), poll_seconds=0.1)
-        async with app.run_test(size=(140, 24)) as pilot:
+        async with app.run_test(size=(80, 24)) as pilot:  # a terminal's usual width
             table = app.screen.query_one("#board", DataTable)
             await _wait_for(pilot, lambda: table.row_count == 2)
-            assert [str(c.label) for c in table.columns.values()] == ["#", "ndcg@10", "candidate", "held-out"]
-            assert table.get_row_at(0)[1:] == ["0.9574", own.shown, "unseen 52 0.9529"]  # the answer first
-            assert table.get_row_at(1)[1:] == ["0.9645", q.shown, "unseen 52 0.9393"]
+            assert [str(c.label) for c in table.columns.values()] == ["#", "ndcg@10", "held-out", "candidate"]
+            assert table.get_row_at(0)[1:] == ["0.9574", "unseen 52 0.9529", own.shown]  # the answer first
+            assert table.get_row_at(1)[1:] == ["0.9645", "unseen 52 0.9393", q.shown]
+            # the check on unseen queries (why the lower score is first) on screen, not past a long candidate's column
+            shown = app.export_screenshot().replace("&#160;", " ")
+            assert "unseen 52 0.9529" in shown and "unseen 52 0.9393" in shown
             info = str(app.screen.query_one("#info").render())
             assert "greedy on tiny" in info and "chosen" in info and "2 scored" in info
             screen = app.screen
