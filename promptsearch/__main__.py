@@ -16,8 +16,11 @@ def run() -> None:
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
     atexit.register(_ignore_signals)  # registered before any library's: the last exit handler to run
-    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # an ignored Ctrl-C (a script's background job) stays so
-        signal.signal(signal.SIGINT, _on_ctrl_c)  # main restores the handler it finds: this one, not Python's
+    # main restores the handlers it finds: these, not Python's; an ignored signal (a script's background job's
+    # Ctrl-C) stays ignored
+    for sig, handler in ((signal.SIGINT, _on_ctrl_c), (signal.SIGTERM, _on_sigterm)):
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, handler)
     try:
         from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
@@ -26,29 +29,33 @@ def run() -> None:
     code = main()
     if code in INTERRUPTED:
         _leave(code)
-    _done(code)
     sys.exit(code)
 
 
+def _ended() -> int | None:
+    """The command's status once it has one (``cli.ended``: its work done and said), else None."""
+    return getattr(sys.modules.get(f"{__package__}.cli"), "ended", None)
+
+
 def _on_ctrl_c(signum, frame) -> None:
-    """Ctrl-C: Python's own KeyboardInterrupt until the command has its status (``cli.ended``: its work done and
-    said), then no interrupt of it: the instant before ``main`` returns leaves with that status."""
-    ended = getattr(sys.modules.get(f"{__package__}.cli"), "ended", None)
+    """Ctrl-C: Python's own KeyboardInterrupt until the command has its status, then no interrupt of it: from the
+    instant before ``main`` returns, through Python's shutdown (about a second and a half once a model was loaded:
+    its libraries' exit handlers, then their modules freed), it leaves at once with that status, not a
+    KeyboardInterrupt's traceback in an exit handler or a death by SIGINT (status -2); once the modules are being
+    freed (Python's own handlers are gone by then) it is ignored (``_ignore_signals``, the last exit handler)."""
+    ended = _ended()
     if ended is not None:
         _leave(ended)
     raise KeyboardInterrupt
 
 
-def _done(code: int) -> None:
-    """The command has finished and said so. Python's shutdown takes about a second and a half once a model was
-    loaded: its libraries' exit handlers, then their modules freed. A Ctrl-C or SIGTERM in it must not turn the
-    finished command into a KeyboardInterrupt's traceback in an exit handler or a death by SIGINT (status -2): until
-    the exit handlers are done it ends the process at once with the command's own status (so a hung one can still
-    be left), and while the modules are freed (Python's own handlers are gone by then) it is ignored
-    (``_ignore_signals``, the last exit handler). Ctrl-C's handler already leaves so (``cli.ended`` is set); a
-    SIGTERM is told to here."""
-    if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:  # an ignored one stays ignored
-        signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM outside a command's work (a command has its own handler while it runs, ``interrupts.terminable``):
+    while it starts, its one line and 143; once it has its status, as Ctrl-C then (``_on_ctrl_c``)."""
+    ended = _ended()
+    if ended is None:
+        print("promptsearch: terminated", file=sys.stderr)
+    _leave(143 if ended is None else ended)
 
 
 def _ignore_signals() -> None:

@@ -144,7 +144,9 @@ def cmd_retrieval(args) -> int:
     print(f"corpus encodings{' in this process (workers count their own)' if queue is not None else ''}: "
           f"{task.corpus_encodings} computed in {_plural(task.corpus_passes, 'pass')} over the corpus, "
           f"{task.corpus_reused} read back from the cache; "
-          f"{search.scored_now} candidates scored now"
+          + (f"{search.scored_now} candidates scored now" if queue is None else  # jobs: also those workers finished
+             f"{search.scored_now} candidates scored in the work study (here or by its workers, while this ran or "
+             "before)")
           + (f", {absorbed} read from the study's trials of other runs" if strategy is not None else "")
           + f", {len(res.entries) - search.scored_now - absorbed} resumed from {res.path}"
           + (f"; {_plural(strategy.repeats, 'trial')} proposed a candidate scored already (told its score, not "

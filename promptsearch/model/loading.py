@@ -266,7 +266,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     else:
         hub_offline_if_unreachable()  # a hub id: a cached copy still loads, a missing one fails at once
     with _quiet_transformers():
-        kwargs = loader_kwargs(path)  # what sentence-transformers gives the loaders: the same model, the same numbers
+        kwargs = loader_kwargs(folder, path)  # what sentence-transformers gives the loaders: the same model, numbers
         try:  # a clear error for a path or id that holds no model
             config = AutoConfig.from_pretrained(path, **kwargs["config"])
             tokenizer = AutoTokenizer.from_pretrained(path, **kwargs["tokenizer"])
@@ -279,14 +279,16 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         mlm = lm = stack = None
         # a large model across the devices there are
         placement = {"device_map": "auto"} if str(device) == "auto" else {}
-        placement = {**kwargs["model"], "config": config, **placement}
+        # a folder's device_map is not where it runs (sentence-transformers moves the model to its device after)
+        placement = {**{k: v for k, v in kwargs["model"].items() if k != "device_map"}, "config": config, **placement}
         try:
             if is_causal(config):
-                lm = AutoModelForCausalLM.from_pretrained(path, **placement)
+                lm = _from_pretrained(AutoModelForCausalLM, path, placement, kwargs["model"])
                 encoder = lm.base_model  # never the LM head over every position: only the read-out states go through it
             else:
                 try:
-                    mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **placement)
+                    mlm, info = _from_pretrained(AutoModelForMaskedLM, path, {**placement, "output_loading_info": True},
+                                                 kwargs["model"])
                     if _head_is_missing(info, mlm.base_model_prefix):
                         encoder, mlm = mlm.base_model, None
                     else:
@@ -295,13 +297,18 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                     if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
                         raise
                     encoder, stack = _encoder_only(folder, path, placement)
+        except ImportError as exc:  # a package the folder's model_kwargs need (attn_implementation: flash_attention_2)
+            raise ModelError(f"cannot load model {name!r} ({first_line(exc)}); install what it names, or remove the "
+                             "setting that asks for it (its sentence_bert_config.json's model_kwargs, where it has "
+                             "them)") from exc
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
             raise ModelError(_damaged(name, path, exc)) from exc
         except Exception as exc:  # safetensors raises its own error type for a cut file
             if type(exc).__name__ != "SafetensorError":
                 raise
             raise ModelError(_damaged(name, path, exc)) from exc
-    if not tokenizer("A sentence, the 1st.", add_special_tokens=False)["input_ids"]:  # no token: nothing to encode
+    if (not tokenizer("A sentence, the 1st.", add_special_tokens=False)["input_ids"]  # no token: nothing to encode
+            and set(tokenizer.get_vocab()) <= set(tokenizer.all_special_tokens)):  # (not a vocabulary of other text)
         raise ModelError(f"the tokenizer of {name!r} turns text into no tokens (an empty vocabulary, or its files not "
                          "read: a GPT-2 tokenizer built from vocab.json and merges.txt by hand can be); save it again "
                          "with a tokenizer that tokenizes, then load the folder")
@@ -358,6 +365,21 @@ def checkpoint_folder(path: str) -> str:
     return str(p / first) if first and (p / first / "config.json").is_file() else path
 
 
+def _from_pretrained(cls, path: str, kwargs: dict, folders: dict):
+    """``cls.from_pretrained(path, **kwargs)``, less a keyword of the folder's model arguments (``folders``) that
+    ``cls``'s model does not take: sentence-transformers gives them to the bare encoder (``AutoModel``), and an
+    encoder's own argument (``add_pooling_layer``) changes nothing in the token states a head class's encoder gives."""
+    kwargs = dict(kwargs)
+    while True:
+        try:
+            return cls.from_pretrained(path, **kwargs)
+        except TypeError as exc:
+            bad = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+            if bad is None or bad.group(1) not in folders or bad.group(1) not in kwargs:
+                raise
+            del kwargs[bad.group(1)]
+
+
 def _encoder_only(folder: str, path: str, kwargs: dict):
     """(encoder, its stack) of a checkpoint with no masked-LM class: the encoder sentence-transformers loads for it
     (an encoder-decoder's encoder alone: T5EncoderModel, not the whole T5), read once with its module stack; where
@@ -376,42 +398,41 @@ def _encoder_only(folder: str, path: str, kwargs: dict):
 # sentence-transformers' Transformer module reads the first of these there is in its folder (Transformer.load_config)
 ST_MODULE_CONFIGS = tuple(f"sentence_{m}_config.json" for m in ("bert", "roberta", "distilbert", "camembert", "albert",
                                                                  "xlm-roberta", "xlnet"))
-# what each loader is given, by the names sentence-transformers reads: today's, then the older one (which wins there)
+# what each loader is given, by the names sentence-transformers reads: today's, and the older one, which replaces it
 LOADER_KWARGS = {"config": ("config_kwargs", "config_args"), "model": ("model_kwargs", "model_args"),
                  "tokenizer": ("processor_kwargs", "tokenizer_args")}
 
 
-def loader_kwargs(path: str) -> dict[str, dict]:
+def loader_kwargs(folder: str, path: str) -> dict[str, dict]:
     """The keyword arguments a sentence-transformers folder's Transformer module gives its checkpoint's loaders, read
     from its ``sentence_bert_config.json`` as sentence-transformers reads them: ``config`` (``config_kwargs``, or the
     older ``config_args``: ``num_hidden_layers`` ...), ``model`` (``model_kwargs``/``model_args``) and ``tokenizer``
     (``processor_kwargs``/``tokenizer_args``), without ``trust_remote_code`` (which sentence-transformers drops from a
-    folder's files too). Each empty for a plain checkpoint.
+    folder's files too). Each empty for a plain checkpoint (no ``modules.json``: sentence-transformers reads none).
 
-    :param path: the folder holding the checkpoint (``checkpoint_folder``), or a hub id.
+    :param folder: the model folder (``modules.json`` in it), or a hub id.
+    :param path: the folder holding the checkpoint, the Transformer module's (``checkpoint_folder``).
     :returns: ``{"config": {...}, "model": {...}, "tokenizer": {...}}``."""
     cfg: dict = {}
-    if Path(path).is_dir():
+    if Path(folder).is_dir():
         found = next((Path(path) / n for n in ST_MODULE_CONFIGS if (Path(path) / n).is_file()), None)
         try:
-            cfg = json.loads(found.read_text(encoding="utf-8")) if found is not None else {}
+            cfg = json.loads(found.read_text(encoding="utf-8")) \
+                if found is not None and (Path(folder) / "modules.json").is_file() else {}
         except (OSError, ValueError):
             cfg = {}  # sentence-transformers says what is wrong with it, when its stack is read
-    elif "/" in path:  # a hub id: its sentence_bert_config.json, when it has one (a cached copy does)
+    elif "/" in folder:  # a hub id: its sentence_bert_config.json, when it is a sentence-transformers model
         try:
             from huggingface_hub import hf_hub_download  # lazy: start-up time
 
-            cfg = json.loads(Path(hf_hub_download(path, ST_MODULE_CONFIGS[0])).read_text(encoding="utf-8"))
+            hf_hub_download(folder, "modules.json")
+            cfg = json.loads(Path(hf_hub_download(folder, ST_MODULE_CONFIGS[0])).read_text(encoding="utf-8"))
         except Exception:  # noqa: BLE001 - none there, or not reachable: a plain checkpoint's loaders
             cfg = {}
     out: dict[str, dict] = {}
-    for kind, names in LOADER_KWARGS.items():
-        got: dict = {}
-        for n in names:
-            if isinstance(cfg, dict) and isinstance(cfg.get(n), dict):
-                got.update(cfg[n])
-        got.pop("trust_remote_code", None)
-        out[kind] = got
+    for kind, (new, old) in LOADER_KWARGS.items():
+        given = (cfg.get(old) if old in cfg else cfg.get(new)) if isinstance(cfg, dict) else None  # the older replaces
+        out[kind] = {k: v for k, v in (given if isinstance(given, dict) else {}).items() if k != "trust_remote_code"}
     return out
 
 

@@ -637,3 +637,22 @@ def test_a_tokenizer_that_makes_no_tokens_is_one_line(tiny_gpt2_dir, tmp_path, c
     assert main(["eval", "--model", str(bad), "--pooling", "mean", "--tasks", "stsb-dev", "-q"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "turns text into no tokens" in err, err
+
+
+def test_a_vocabulary_of_other_text_is_not_refused_as_empty(tmp_path):
+    """The review's case for the check above: a BPE vocabulary of Chinese characters alone (no unknown token) turns
+    the check's English into no tokens, and is a tokenizer all the same: loaded, not refused."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    from promptsearch.model.loading import load_model
+
+    tk = Tokenizer(models.BPE(vocab={"你": 0, "好": 1, "你好": 2, "[MASK]": 3}, merges=[("你", "好")]))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tk, mask_token="[MASK]").save_pretrained(tmp_path)
+    BertForMaskedLM(BertConfig(vocab_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=37)).save_pretrained(tmp_path)
+    m = load_model(str(tmp_path), device="cpu")
+    assert m.tokenizer("你好", add_special_tokens=False)["input_ids"] == [2]
+    assert m.tokenizer("A sentence", add_special_tokens=False)["input_ids"] == []
+

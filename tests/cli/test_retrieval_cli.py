@@ -284,6 +284,7 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
                      "--study-name", "w", "--no-local"], ONE_THREAD, timeout=600)
         assert r.returncode == 0, r.stderr
         assert "corpus encodings in this process (workers count their own): " in r.stdout
+        assert "candidates scored in the work study (here or by its workers, while this ran or before)" in r.stdout
         out, err = worker.communicate(timeout=120)
     finally:
         worker.kill()

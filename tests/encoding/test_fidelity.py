@@ -718,33 +718,73 @@ def test_a_prompts_length_is_counted_once_per_stack(tiny_bert_dir, tmp_path, mon
     assert sum(1 for a in calls if a[0] == [""]) == 3  # "query: ", "", then "passage: " once
 
 
-@pytest.mark.parametrize("names", [("config_args", "tokenizer_args"), ("config_kwargs", "processor_kwargs")],
-                         ids=["older-names", "todays-names"])
-def test_a_folders_loader_arguments_are_read_as_sentence_transformers_reads_them(names, tiny_bert_dir, tmp_path,
+LOADERS = {  # a folder's sentence_bert_config.json additions, the depth sentence-transformers loads (of 2), layout
+    "older-names": ({"config_args": {"num_hidden_layers": 1}, "tokenizer_args": {"do_lower_case": False}}, 1, "today"),
+    "todays-names": ({"config_kwargs": {"num_hidden_layers": 1}, "processor_kwargs": {"do_lower_case": False}}, 1,
+                     "today"),
+    # both: the older name's replaces today's whole (sentence-transformers pops it over), an empty one too
+    "both-names": ({"config_kwargs": {"num_hidden_layers": 1}, "config_args": {},
+                    "tokenizer_args": {"do_lower_case": False}}, 2, "today"),
+    # an encoder's own argument (sentence-transformers gives it AutoModel) and a device map it does not run by, in
+    # a folder that keeps the checkpoint's masked-LM head (the legacy layout copies the checkpoint's files)
+    "encoder-arguments": ({"model_kwargs": {"add_pooling_layer": False, "device_map": "cpu"},
+                           "config_args": {"num_hidden_layers": 1}, "tokenizer_args": {"do_lower_case": False}}, 1,
+                          "legacy"),
+}
+
+
+@pytest.mark.parametrize("case", list(LOADERS))
+def test_a_folders_loader_arguments_are_read_as_sentence_transformers_reads_them(case, tiny_bert_dir, tmp_path,
                                                                                  capsys):
     """From a user's trial: ``config_args`` in sentence_bert_config.json (num_hidden_layers: 1) changed what
     sentence-transformers computed and not what promptsearch did (41.78 against 41.81, pair cosines 1.6e-3 apart:
-    the full depth). The folder's config, model and tokenizer arguments, under either name, go to the loaders as
-    sentence-transformers gives them: the [MASK] path's model has that depth and that tokenizer, the pooled
+    the full depth). The folder's config, model and tokenizer arguments go to the loaders as sentence-transformers
+    gives them (the older name replacing today's): the [MASK] path's model has its depth and tokenizer, the pooled
     read-outs and the export give sentence-transformers' vectors, and the weights' fingerprint tells it from the
-    folder without them (no score cached for the one is read for the other)."""
-    from promptsearch.model.loading import model_fingerprint
+    folder without them (no score cached for the one is read for the other). A review found the two names merged,
+    and an encoder's argument refused by the masked-LM class as a damaged checkpoint."""
+    from promptsearch.model.loading import model_fingerprint, tokenizer_fingerprint
 
-    plain = st_folder(tiny_bert_dir, tmp_path / "plain", prompt="query: ")
-    folder = st_folder(tiny_bert_dir, tmp_path / "st", prompt="query: ")
+    given, depth, layout = LOADERS[case]
+    plain = st_folder(tiny_bert_dir, tmp_path / "plain", prompt="query: ", layout=layout)
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", prompt="query: ", layout=layout)
     cfg = json.loads((folder / "sentence_bert_config.json").read_text())
-    cfg.update({names[0]: {"num_hidden_layers": 1}, names[1]: {"do_lower_case": False}})
-    (folder / "sentence_bert_config.json").write_text(json.dumps(cfg))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({**cfg, **given}))
     enc, st = make_encoder(folder), reference(folder)
-    assert enc.model.num_layers == 1 and st[0].auto_model.config.num_hidden_layers == 1
+    assert enc.model.num_layers == st[0].auto_model.config.num_hidden_layers == depth
+    assert enc.model.has_mlm_head == (layout == "legacy")  # a checkpoint's own head kept where the folder has it
     upper = [s.upper() for s in SENTS]
     assert enc.model.tokenizer.tokenize(upper[0]) == st[0].tokenizer.tokenize(upper[0]) != \
         make_encoder(plain).model.tokenizer.tokenize(upper[0])  # cased: the vocabulary's lower-case words unknown
     assert_same_similarities(enc.encode(upper), st.encode(upper))
     assert_same_similarities(enc.encode(SENTS, rep=PromptPool("passage: [X]", "mean")),
                              reference(folder, pooling_of("mean")).encode(SENTS, prompt="passage: "))
-    assert model_fingerprint(enc.model) != model_fingerprint(make_encoder(plain).model)
+    other = make_encoder(plain).model  # the same weights, read as they are read here: what a cached score follows
+    assert (model_fingerprint(enc.model) != model_fingerprint(other)) == (depth != 2)
+    assert tokenizer_fingerprint(enc.model.tokenizer) != tokenizer_fingerprint(other.tokenizer)
     out = tmp_path / "out"
     capsys.readouterr()
     assert main(["export", "--model", str(folder), "--template", "passage: [X] @mean", "--out", str(out)]) == 0
     assert_same_similarities(reference(out).encode(SENTS), enc.encode(SENTS, rep=PromptPool("passage: [X]", "mean")))
+
+
+def test_a_folders_setting_that_needs_a_missing_package_is_one_line(tiny_bert_dir, tmp_path, capsys):
+    """A folder whose sentence_bert_config.json asks for FlashAttention 2 (model_kwargs) where it is not installed:
+    one line that says so, not transformers' ImportError traceback (sentence-transformers cannot load it either).
+    The same file beside a plain checkpoint (no modules.json) is not read, as sentence-transformers reads none."""
+    try:
+        import flash_attn  # noqa: F401
+        pytest.skip("FlashAttention 2 is installed here")
+    except ImportError:
+        pass
+    setting = json.dumps({"model_kwargs": {"attn_implementation": "flash_attention_2"}})
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", layout="legacy")
+    (folder / "sentence_bert_config.json").write_text(setting)
+    capsys.readouterr()
+    assert main(["eval", "--model", str(folder), "--pooling", "mean", "--tasks", "stsb-dev", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "FlashAttention" in err and "install what it names" in err, err
+    plain = tmp_path / "plain"
+    shutil.copytree(tiny_bert_dir, plain)
+    (plain / "sentence_bert_config.json").write_text(setting)
+    assert make_encoder(plain).model.kwargs == {}
