@@ -95,10 +95,26 @@ def next_steps(res: Results, args) -> str:
              f"promptsearch plot {out}     # the search's picture",
              f"promptsearch tui --results {out}     # leaderboard and [MASK] predictions"]
     if best.readout and not best.members:
-        lines.insert(1, f"promptsearch export {out} --out my-model     # a sentence-transformers folder")
+        lines.insert(1, _export_step(res, best.entry_key, out, model))
     else:
         lines.insert(1, f"promptsearch finetune{model} --templates {out}     # fine-tune with it")
     return "\nnext:\n" + "\n".join("  " + x for x in lines)
+
+
+def _export_step(res: Results, best: Representation, out: str, model: str) -> str:
+    """The export step of a pooled answer: the results file's, or, where the answer has text after [X] or a [MASK]
+    (a greedy template pooled: no sentence-transformers folder can hold it), the best-scored entry one can hold."""
+    if (why := best.why_not_sentence_transformers()) is None:
+        return f"promptsearch export {out} --out my-model     # a sentence-transformers folder"
+    alt = next((e for e in res.ranked() if e.entry_key.readout and not e.entry_key.members
+                and e.entry_key.why_not_sentence_transformers() is None), None)
+    if alt is None:
+        return f"promptsearch finetune{model} --templates {out}     # the chosen cannot be a plain folder: {why}"
+    length = (res.numbers or {}).get("pooled_max_length")
+    return (f"promptsearch export{model} --template {shlex.quote(alt.entry_key.text)}"
+            + (f" --max-length {length}" if length else "")
+            + f" --out my-model     # {alt.spearman:.2f}, the best a sentence-transformers folder holds (the chosen "
+            f"cannot: {why})")
 
 
 def cmd_greedy(args) -> int:

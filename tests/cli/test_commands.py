@@ -69,3 +69,34 @@ def test_score_command_table_and_cache(tiny_bert_dir, tmp_path, capsys, monkeypa
     assert code == 0 and PAPER_T in out and "scored 3 templates" in out  # 2 and the model's own representation
     code, out, _ = run(argv[:-2] + ["--out", str(tmp_path / "s2.json")], capsys)
     assert "scored no template in full: 3 came from the cache;" in out and "racing" not in out
+
+
+def test_the_next_step_exports_only_what_a_sentence_transformers_folder_holds(tmp_path, capsys):
+    """From a user's trial: greedy chose its [MASK] template pooled ('[X] is [MASK] . @mean', its read-out step) and
+    said 'next: promptsearch export ... # a sentence-transformers folder', which export then refused (text after
+    [X]). The step now exports the best entry a folder holds, on the search's model, and says why not the chosen;
+    an answer a folder holds is exported from the results file as before."""
+    import argparse
+
+    from promptsearch.cli.search import next_steps
+    from promptsearch.search import Results
+
+    def steps(chosen: str) -> list[str]:
+        rows = [("[X] is [MASK] .", "mean", 35.0), ("query: [X]", "sentence-mean", 34.0),
+                ("[X] is [MASK] .", None, 30.0)]
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps({
+            "schema": "promptsearch.results/1", "model": "tiny", "dataset": "stsb-dev", "strategy": "greedy",
+            "denoise": False, "settings": {}, "created": "", "updated": "",
+            "stats": {"scored": 3, "cached": 0, "seconds": 1.0, "templates_per_minute": 1.0},
+            "templates": [{"template": t, "spearman": s, "denoise": False, "seconds": 1.0, "order": i + 1,
+                           **({"readout": ro} if ro else {})} for i, (t, ro, s) in enumerate(rows)],
+            "x_chosen": chosen}))
+        return next_steps(Results.load(path), argparse.Namespace(model="tiny")).splitlines()
+
+    export = steps("[X] is [MASK] . @mean")[3]
+    assert export.startswith("  promptsearch export --model tiny --template 'query: [X] @sentence-mean' --out my-model"
+                             "     # 34.00, the best a sentence-transformers folder holds (the chosen cannot: it has "
+                             "text after [X]"), export
+    assert steps("query: [X] @sentence-mean")[3] == (f"  promptsearch export {tmp_path / 'r.json'} --out my-model     "
+                                                      "# a sentence-transformers folder")
