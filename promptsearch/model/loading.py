@@ -279,15 +279,16 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         mlm = lm = stack = None
         # a large model across the devices there are
         placement = {"device_map": "auto"} if str(device) == "auto" else {}
-        # a folder's device_map is not where it runs (sentence-transformers moves the model to its device after)
-        placement = {**{k: v for k, v in kwargs["model"].items() if k != "device_map"}, "config": config, **placement}
+        # every from_pretrained's arguments: a folder's device_map is not where it runs (sentence-transformers moves
+        # the model to its device after)
+        given = {**{k: v for k, v in kwargs["model"].items() if k != "device_map"}, "config": config, **placement}
         try:
             if is_causal(config):
-                lm = _from_pretrained(AutoModelForCausalLM, path, placement, kwargs["model"])
+                lm = _from_pretrained(AutoModelForCausalLM, path, given, kwargs["model"])
                 encoder = lm.base_model  # never the LM head over every position: only the read-out states go through it
             else:
                 try:
-                    mlm, info = _from_pretrained(AutoModelForMaskedLM, path, {**placement, "output_loading_info": True},
+                    mlm, info = _from_pretrained(AutoModelForMaskedLM, path, {**given, "output_loading_info": True},
                                                  kwargs["model"])
                     if _head_is_missing(info, mlm.base_model_prefix):
                         encoder, mlm = mlm.base_model, None
@@ -296,7 +297,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
                 except (ValueError, KeyError) as exc:  # no MLM class for this architecture
                     if "AutoModelForMaskedLM" not in str(exc) and not isinstance(exc, KeyError):
                         raise
-                    encoder, stack = _encoder_only(folder, path, placement)
+                    encoder, stack = _encoder_only(folder, path, given)
         except ImportError as exc:  # a package the folder's model_kwargs need (attn_implementation: flash_attention_2)
             raise ModelError(f"cannot load model {name!r} ({first_line(exc)}); install what it names, or remove the "
                              "setting that asks for it (its sentence_bert_config.json's model_kwargs, where it has "
@@ -328,7 +329,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
               file=sys.stderr)
     if lm is None and tokenizer.mask_token is None:
         print(f"note: {name}'s tokenizer has no mask token; only pooling baselines work", file=sys.stderr)
-    if "device_map" not in placement:
+    if not placement:
         device = resolve_device(device)
         for m in (encoder, mlm, lm):
             if m is not None:
@@ -365,8 +366,8 @@ def checkpoint_folder(path: str) -> str:
     return str(p / first) if first and (p / first / "config.json").is_file() else path
 
 
-def _from_pretrained(cls, path: str, kwargs: dict, folders: dict):
-    """``cls.from_pretrained(path, **kwargs)``, less a keyword of the folder's model arguments (``folders``) that
+def _from_pretrained(cls, path: str, kwargs: dict, folder_kwargs: dict):
+    """``cls.from_pretrained(path, **kwargs)``, less a keyword of the folder's model arguments (``folder_kwargs``) that
     ``cls``'s model does not take: sentence-transformers gives them to the bare encoder (``AutoModel``), and an
     encoder's own argument (``add_pooling_layer``) changes nothing in the token states a head class's encoder gives."""
     kwargs = dict(kwargs)
@@ -375,7 +376,7 @@ def _from_pretrained(cls, path: str, kwargs: dict, folders: dict):
             return cls.from_pretrained(path, **kwargs)
         except TypeError as exc:
             bad = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
-            if bad is None or bad.group(1) not in folders or bad.group(1) not in kwargs:
+            if bad is None or bad.group(1) not in folder_kwargs or bad.group(1) not in kwargs:
                 raise
             del kwargs[bad.group(1)]
 

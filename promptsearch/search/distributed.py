@@ -377,6 +377,11 @@ JOIN_OPTUNA = ("an Optuna search is joined by running its own command, with the 
                "by a worker")
 
 
+def _optuna_search(attrs: dict) -> bool:
+    """Whether a study (its user attributes) is an Optuna search's, not a work study."""
+    return "spec" not in attrs and any(k in attrs for k in SEARCH_ATTRS)
+
+
 def _is_open(summary, wait: float) -> bool:
     """Whether a study (its summary) is a work study a worker may join unnamed: described, not over, and not
     interrupted longer than ``wait`` seconds ago (a search left for good; by the driver's clock, which a worker's
@@ -397,7 +402,7 @@ def find_study(storage, name: str | None, wait: float = 600) -> optuna.Study | N
         except KeyError:
             return None
         attrs = study.user_attrs
-        if "spec" not in attrs and any(k in attrs for k in SEARCH_ATTRS):
+        if _optuna_search(attrs):
             raise PromptSearchError(f"the study {name!r} is an Optuna search's, not a work study: {JOIN_OPTUNA}")
         return study if "spec" in attrs else None  # made, not yet described: a moment more
     open_ = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if _is_open(s, wait)]
@@ -421,8 +426,7 @@ def _optuna_searches(storage, summaries=None) -> str:
     a worker that found no work study was maybe pointed at (``summaries``: the storage's, when already read)."""
     if summaries is None:
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    names = [s.study_name for s in summaries
-             if "spec" not in s.user_attrs and any(k in s.user_attrs for k in SEARCH_ATTRS)]
+    names = [s.study_name for s in summaries if _optuna_search(s.user_attrs)]
     return f" (it holds the Optuna search study {names[0]!r}: {JOIN_OPTUNA})" if names else ""
 
 
