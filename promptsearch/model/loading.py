@@ -308,7 +308,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
             if type(exc).__name__ != "SafetensorError":
                 raise
             raise ModelError(_damaged(name, path, exc)) from exc
-    if (not tokenizer("A sentence, the 1st.", add_special_tokens=False)["input_ids"]  # no token: nothing to encode
+    try:
+        probe = tokenizer("A sentence, the 1st.", add_special_tokens=False)["input_ids"]
+    except Exception as exc:  # tokenizers' own error type: a WordLevel vocabulary with no unknown-word token
+        raise ModelError(f"the tokenizer of {name!r} fails on plain text ({first_line(exc)}); save it again with a "
+                         "tokenizer that takes any text (an unk token in its vocabulary, or byte-level), then load "
+                         "the folder") from exc
+    if (not probe  # no token: nothing to encode
             and set(tokenizer.get_vocab()) <= set(tokenizer.all_special_tokens)):  # (not a vocabulary of other text)
         raise ModelError(f"the tokenizer of {name!r} turns text into no tokens (an empty vocabulary, or its files not "
                          "read: a GPT-2 tokenizer built from vocab.json and merges.txt by hand can be); save it again "
@@ -319,6 +325,11 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
         tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
     if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    if tokenizer.pad_token_id is None:  # sentence-transformers cannot pad a batch either (transformers refuses)
+        raise ModelError(f"the tokenizer of {name!r} has no pad token, nor an end-of-text or unknown-word token to "
+                         "stand in for one, so no batch can be padded; give it one (tokenizer.pad_token = ..., or "
+                         "tokenizer.add_special_tokens({'pad_token': '[PAD]'}) and resize the embeddings), save it "
+                         "again, then load the folder")
     head_path = _mask_head_path(name, mask_head)
     # a folder finetune wrote: said once there
     trained = name != DEFAULT_MODEL and (Path(name) / "promptsearch.json").is_file()

@@ -647,12 +647,39 @@ def test_a_vocabulary_of_other_text_is_not_refused_as_empty(tmp_path):
 
     from promptsearch.model.loading import load_model
 
-    tk = Tokenizer(models.BPE(vocab={"你": 0, "好": 1, "你好": 2, "[MASK]": 3}, merges=[("你", "好")]))
+    tk = Tokenizer(models.BPE(vocab={"你": 0, "好": 1, "你好": 2, "[MASK]": 3, "[PAD]": 4}, merges=[("你", "好")]))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tk, mask_token="[MASK]").save_pretrained(tmp_path)
+    PreTrainedTokenizerFast(tokenizer_object=tk, mask_token="[MASK]", pad_token="[PAD]").save_pretrained(tmp_path)
     BertForMaskedLM(BertConfig(vocab_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=37)).save_pretrained(tmp_path)
     m = load_model(str(tmp_path), device="cpu")
     assert m.tokenizer("你好", add_special_tokens=False)["input_ids"] == [2]
     assert m.tokenizer("A sentence", add_special_tokens=False)["input_ids"] == []
 
+
+
+def _word_level_model(folder, vocab: dict, unk: str | None):
+    """A tiny BERT under a word-level tokenizer of ``vocab`` that declares no special token to transformers."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tk).save_pretrained(folder)
+    BertModel(BertConfig(vocab_size=len(vocab) + 2, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=37)).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("unk, says", [("[UNK]", "has no pad token"), (None, "fails on plain text")])
+def test_a_tokenizer_that_cannot_pad_or_tokenize_is_one_line(tmp_path, capsys, unk, says):
+    """A tokenizer with no pad token and nothing to stand in for one (no end-of-text or unknown-word token):
+    sentence-transformers' padding raised transformers' ValueError from inside the encoder, a traceback; and a
+    word-level vocabulary with no unknown-word token raised tokenizers' own error on the first word it lacks. Both
+    are refused as the model is loaded, one line, exit 2."""
+    words = ["a", "man", "plays", "the", "sentence"] + ([unk] if unk else [])
+    bad = _word_level_model(tmp_path / "m", {w: i for i, w in enumerate(words)}, unk)
+    capsys.readouterr()
+    assert main(["eval", "--model", str(bad), "--pooling", "mean", "--tasks", "stsb-dev", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err, err
