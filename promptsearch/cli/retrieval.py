@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from contextlib import ExitStack
 from functools import partial
 from typing import Callable, cast
 
@@ -85,8 +86,11 @@ def cmd_retrieval(args) -> int:
     held = [make(r) for _, r, _ in parts if r is not None]
     confirm = as_task(held, several=len(parts) > 1, objective=args.objective) if held else None
     others = [make(d) for d in checks]
-    interrupted = False
-    try:
+    with ExitStack() as ended:  # the tasks' vectors dropped, and (first) the work queue closed: interrupted, its
+        # workers wait for the same command to resume it
+        for t in (task, confirm, *others):
+            if t is not None:
+                ended.callback(t.close)
         results = RetrievalResults.for_task(args.out, args.model, task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
         strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
@@ -96,8 +100,8 @@ def cmd_retrieval(args) -> int:
                                               if v is not None})  # not given: the strategy's defaults
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
-            queue = WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model, args.study_name,
-                              local=not args.no_local)
+            queue = ended.enter_context(WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model,
+                                                  args.study_name, local=not args.no_local))
             if not args.quiet:
                 o.say(o.worker_line(args.storage, queue.name))
         search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, racing),
@@ -125,17 +129,6 @@ def cmd_retrieval(args) -> int:
                 o.say(o.resuming(results.path, len(results.entries), results.UNIT))
             enc.first_pass()  # the precision line, here: a resumed run encodes only at its end
         res = search.run(others, args.validate_top, o.show(args), announce=None if args.quiet else o.say)
-    except KeyboardInterrupt:  # workers wait for the same command to resume it
-        interrupted = True
-        raise
-    finally:
-        if queue is not None:
-            queue.close(interrupted)
-        task.close()
-        for t in others:
-            t.close()
-        if confirm is not None:
-            confirm.close()
     absorbed = strategy.absorbed if strategy is not None else 0
     if enc.precision != "fp32" and not args.quiet:  # the reference's numbers are fp32: say when these are not
         o.say(f"note: these scores were computed in {enc.precision}; sentence-transformers' evaluator on the exported "

@@ -7,6 +7,7 @@ import shlex
 import signal
 import sys
 import threading
+from contextlib import nullcontext
 
 import optuna
 
@@ -62,19 +63,12 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
             announce(o.worker_line(args.storage, queue.name))
     else:
         queue = None
-    interrupted = False
-    try:
+    with queue if queue is not None else nullcontext():  # interrupted, its workers wait for the command to resume it
         results = open_results(strategy, scorer, args.out, args.model)
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
         return run_strategy(strategy, scorer, results, args.model, tasks, args.validate_top, o.show(args), announce)
-    except KeyboardInterrupt:  # workers wait for the same command to resume it
-        interrupted = True
-        raise
-    finally:
-        if queue is not None:
-            queue.close(interrupted)
 
 
 def next_steps(res: Results, args) -> str:

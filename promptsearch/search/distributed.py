@@ -361,6 +361,14 @@ class WorkQueue:
         encoded = sum(got[j.id]["encoded"] for j in jobs.values())
         return {key: _unpack(got[j.id]["sims"]) for key, j in jobs.items()}, encoded
 
+    def __enter__(self) -> WorkQueue:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        """Closed as the search ends: a KeyboardInterrupt (Ctrl-C, SIGTERM) leaves its workers waiting for the same
+        command to resume it; its end, or an error, stops them."""
+        self.close(kind is not None and issubclass(kind, KeyboardInterrupt))
+
     def close(self, interrupted: bool = False) -> None:
         """The search is over (workers attached to the study stop), or ``interrupted`` (Ctrl-C, SIGTERM): its
         workers wait for it to be resumed, the same command run again, which finds the jobs they finished meanwhile.

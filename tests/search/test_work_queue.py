@@ -206,6 +206,21 @@ def test_workers_leave_a_search_not_resumed_within_their_wait(tmp_path):
     assert logs[-1] == "worker: the search was interrupted and not resumed within 1s; 0 jobs done here", logs
 
 
+@pytest.mark.parametrize("raised, interrupted", [(None, False), (KeyboardInterrupt, True), (ValueError, False)])
+def test_a_queue_used_as_a_context_closes_as_its_search_ended(tmp_path, raised, interrupted):
+    """The search commands close their work queue with ``with``: a KeyboardInterrupt (Ctrl-C, or SIGTERM raised as
+    one) leaves it interrupted (its workers wait for it to resume), an end or an error finishes it (they go home)."""
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    try:
+        with distributed.WorkQueue(url, Work(), "m", name="work", local=False):
+            if raised is not None:
+                raise raised
+    except (KeyboardInterrupt, ValueError):
+        pass
+    attrs = optuna.load_study(study_name="work", storage=url).user_attrs
+    assert (attrs["interrupted"] is not None) is interrupted and attrs["finished"] is not interrupted
+
+
 def test_a_worker_pointed_at_an_optuna_search_says_how_to_join_it(tmp_path):
     """From a user's trial: a worker given an Optuna search's storage waited its whole --wait and said "no search is
     open" (named: "no work study ... no search is open there") while the search ran. Named, it is refused at once;
