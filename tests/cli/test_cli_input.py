@@ -9,6 +9,7 @@ import signal
 import time
 
 import pytest
+import torch
 from conftest import REPO, write_vocab
 
 from promptsearch.cli import main
@@ -446,3 +447,20 @@ def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_
     with pytest.raises(PromptSearchError, match="is read-only"):
         open_results(GivenTemplates(["[X] is [MASK] ."]), scorer, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no .r.json.lock
+
+
+def test_the_precision_line_says_weights_stored_in_half_precision(tiny_bert_dir, tmp_path, capsys):
+    """A folder whose config stores its weights in bfloat16 loads so (transformers' dtype "auto", as
+    sentence-transformers loads it): --no-bf16's "fp32" alone hid that its numbers are bf16's. The line says it; a
+    float32 folder's line does not."""
+    from transformers import AutoModel, AutoTokenizer
+
+    half = tmp_path / "bf16"
+    AutoModel.from_pretrained(tiny_bert_dir).to(torch.bfloat16).save_pretrained(half)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(half)
+    for folder, said in ((half, True), (tiny_bert_dir, False)):
+        assert main(["eval", "--model", str(folder), "--pooling", "mean", "--tasks", "stsb-dev", "--no-bf16",
+                     "--device", "cpu"]) == 0
+        err = capsys.readouterr().err
+        assert "precision: fp32 (--no-bf16)" in err, err
+        assert ("weights are stored in bfloat16" in err) is said, err
