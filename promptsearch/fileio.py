@@ -170,3 +170,27 @@ def results_kind(path: str | os.PathLike) -> str | None:
     if not isinstance(d, dict):
         return None
     return RETRIEVAL if d.get("kind") == RETRIEVAL else "templates"
+
+
+def resumed_model(out: str | os.PathLike | None, given: str) -> str:
+    """The model name a run into the results file ``out`` records: the file's own where ``given`` names the same
+    local folder another way (a relative and an absolute path, a link), so that the file, its study and its work
+    queue stay one run's; else a local folder by its absolute path (an export, a resume or the TUI finds it from any
+    folder), anything else as given (a hub id, ``default``; another model: the file's own check refuses it).
+
+    :param out: the results file (None: none).
+    :param given: the model as named now.
+    :returns: the name the run records."""
+    from .paths import same_folder
+
+    try:
+        d = json.loads(Path(out).read_text(encoding="utf-8")) if out else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        d = None
+    if isinstance(d, dict) and isinstance(d.get("model"), str):
+        command = d.get("command", d.get("x_command"))  # where its model was named (a retrieval file's, a template's)
+        if d["model"] == given or same_folder(d["model"], given, command.get("cwd") if isinstance(command, dict)
+                                              else None):
+            return d["model"]
+    local = given != "default" and not os.path.isabs(given) and Path(given).is_dir()
+    return os.path.abspath(given) if local else given

@@ -41,6 +41,31 @@ def hub_offline_if_unreachable() -> bool:
         return True
 
 
+def model_here(name: str, cwd: str | None) -> str:
+    """A model as a results file recorded it, named so that it is found from here: a relative folder name given in
+    the folder ``cwd`` (where the search's command ran, as the file records it) is that folder, absolute; anything
+    else as recorded (a hub id, ``default``, an absolute path, a name the file does not say where it was given).
+
+    :param name: the model as recorded.
+    :param cwd: the folder the command ran in (None: not recorded).
+    :returns: the name to load it by from here."""
+    if cwd and not os.path.isabs(name) and (Path(cwd) / name).is_dir():
+        return str(Path(cwd) / name)
+    return name
+
+
+def same_folder(recorded: str, given: str, cwd: str | None = None) -> bool:
+    """Whether two different names of a model name one local folder (a relative and an absolute path, a link): a
+    refusal of "another model" then says the spelling, not another model.
+
+    :param recorded: the model as a results file recorded it.
+    :param given: the model as named now.
+    :param cwd: the folder the recorded name was given in (None: not recorded; resolved from here).
+    :returns: whether both are folders and the same one."""
+    a, b = Path(model_here(recorded, cwd)), Path(given)
+    return a.is_dir() and b.is_dir() and a.resolve() == b.resolve()
+
+
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/promptsearch`` (default ``~/.cache/promptsearch``)."""
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "promptsearch"

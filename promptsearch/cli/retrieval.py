@@ -11,7 +11,7 @@ from ..data.retrieval import RetrievalFormat, load_retrieval
 from ..errors import PromptSearchError
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, TASK_SLOT, RetrievalTask, hold_out, sample_queries, unseen
 from ..eval.retrieval_sets import RetrievalSets
-from ..fileio import check_writable
+from ..fileio import check_writable, resumed_model
 from ..search.distributed import WorkQueue
 from ..search.retrieval import (
     CorpusRace,
@@ -91,17 +91,17 @@ def cmd_retrieval(args) -> int:
         for t in (task, confirm, *others):
             if t is not None:
                 ended.callback(t.close)
-        results = RetrievalResults.for_task(args.out, args.model, task, enc)
+        results = RetrievalResults.for_task(args.out, resumed_model(args.out, args.model), task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
-        strategy = (OptunaRetrieval.beside(args.out, args.model, task.record(), storage=args.storage,
+        strategy = (OptunaRetrieval.beside(args.out, results.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
                                            readouts=readouts, racing=racing,
                                            **{k: v for k, v in (("trials", args.trials), ("batch", args.batch_trials))
                                               if v is not None})  # not given: the strategy's defaults
                     if args.strategy == "optuna" else None)
         if args.storage and strategy is None:  # greedy over workers: each candidate a job in a work study
-            queue = ended.enter_context(WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)), args.model,
-                                                  args.study_name, local=not args.no_local))
+            queue = ended.enter_context(WorkQueue(args.storage, RetrievalWork(task, enc, source_of(args)),
+                                                  results.model, args.study_name, local=not args.no_local))
             if not args.quiet:
                 o.say(o.worker_line(args.storage, queue.name))
         search = RetrievalSearch(task, enc, results, strategy or GreedyRetrieval(readouts, args.prompts, racing),

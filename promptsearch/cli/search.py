@@ -13,7 +13,7 @@ import optuna
 
 from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..errors import PromptSearchError
-from ..fileio import check_apart, check_writable
+from ..fileio import check_apart, check_writable, resumed_model
 from ..library import read_templates
 from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, open_results, run_strategy
@@ -53,10 +53,11 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
                     denoise=args.denoise if denoise is None else denoise, data=o.data(args),
                     cache=False if args.no_cache else args.cache, screening=args.precision, objective=args.objective)
     announce = None if args.quiet else o.say
+    model = resumed_model(args.out, args.model)  # a resumed file's own spelling of the same folder
     if work:
         strategy.check(scorer)  # refused before the work study is made (run_strategy checks again: nothing is scored)
-        check_resume(strategy, scorer, args.out, args.model)  # so is a results file it would not resume
-        queue = WorkQueue(args.storage, STSWork(scorer), args.model, args.study_name, local=not args.no_local,
+        check_resume(strategy, scorer, args.out, model)  # so is a results file it would not resume
+        queue = WorkQueue(args.storage, STSWork(scorer), model, args.study_name, local=not args.no_local,
                           grace=args.grace)
         scorer.distribute(queue)
         if announce:
@@ -64,11 +65,11 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     else:
         queue = None
     with queue if queue is not None else nullcontext():  # interrupted, its workers wait for the command to resume it
-        results = open_results(strategy, scorer, args.out, args.model)
+        results = open_results(strategy, scorer, args.out, model)
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
-        return run_strategy(strategy, scorer, results, args.model, tasks, args.validate_top, o.show(args), announce)
+        return run_strategy(strategy, scorer, results, model, tasks, args.validate_top, o.show(args), announce)
 
 
 def next_steps(res: Results, args) -> str:
@@ -143,10 +144,10 @@ def cmd_score(args) -> int:
 
 def cmd_optuna(args) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    strat = OptunaSearch.beside(args.out, args.model, args.dataset, args.denoise, args.storage, args.study_name,
-                                trials=args.trials, grammar=args.grammar, seed=args.seed, prune=not args.no_prune,
-                                show_progress_bar=o.show(args), pareto=args.pareto, layers=args.layers,
-                                batch=args.batch_trials, readouts=args.readouts,
+    strat = OptunaSearch.beside(args.out, resumed_model(args.out, args.model), args.dataset, args.denoise, args.storage,
+                                args.study_name, trials=args.trials, grammar=args.grammar, seed=args.seed,
+                                prune=not args.no_prune, show_progress_bar=o.show(args), pareto=args.pareto,
+                                layers=args.layers, batch=args.batch_trials, readouts=args.readouts,
                                 announce=lambda line: print(line, file=sys.stderr))
     res = _run(args, strat, strat.check_datasets, lambda sets: args.compare and Results.load(args.compare))
     print(res.format_ranking(args.top), strat.summary(), res.summary(compare=args.compare), sep="\n")

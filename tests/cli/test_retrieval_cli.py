@@ -578,3 +578,30 @@ def test_documents_that_share_a_text_are_noted_as_ties(tiny_bert_encoder_only_di
             "for a number that does not)") in capsys.readouterr().err.splitlines()
     assert main([*argv, "--data", str(beir_folder(tmp_path / "own", data)), "--out", str(tmp_path / "o.json")]) == 0
     assert "tie in every ranking" not in capsys.readouterr().err
+
+
+def test_a_model_named_by_a_relative_path_resumes_and_exports_from_anywhere(tiny_bert_encoder_only_dir, beir, tmp_path,
+                                                                            monkeypatch, capsys):
+    """From a user's trial: a results file recorded ``--model tiny-hf`` as typed, so an export run from another
+    folder asked the hub for 'tiny-hf' (75 s of retries, then an error), and the same folder named by its absolute
+    path was refused as "another model". A local folder is now recorded by its absolute path, and another spelling
+    of the same folder resumes the file (a template search's as a retrieval search's)."""
+    import shutil
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copytree(tiny_bert_encoder_only_dir, work / "tiny")
+    monkeypatch.chdir(work)
+    argv = ["--data", str(beir), "--out", "r.json", "--no-cache", "--readouts", "cls", "--holdout", "0", "-q"]
+    assert main(["retrieval", "--model", "tiny", *argv]) == 0
+    assert json.loads((work / "r.json").read_text())["model"] == str(work / "tiny")
+    sts = ["--dataset", "sts16", "--no-cache", "--readout", "mean", "query: [X]", "-q"]
+    assert main(["score", "--model", "tiny", "--out", "s.json", *sts]) == 0
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["retrieval", "--model", "../work/tiny", *argv[:2], "--out", "../work/r.json", *argv[4:]]) == 0
+    assert "0 candidates scored now" in capsys.readouterr().out  # resumed, not refused
+    assert main(["score", "--model", str(work / "tiny"), "--out", "../work/s.json", *sts]) == 0
+    for results in ("r.json", "s.json"):
+        assert main(["export", str(work / results), "--out", results + ".folder"]) == 0
+        assert (elsewhere / (results + ".folder") / "modules.json").is_file()
