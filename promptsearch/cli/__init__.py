@@ -53,6 +53,18 @@ def _ended(code: int) -> int:
     return code
 
 
+def _stdout_to_devnull() -> None:
+    """The process's standard output sent nowhere once its reader is gone, so that Python's last flush of it at exit
+    raises no second BrokenPipeError (Python's documented recipe); a captured stdout (tests) is left as it is."""
+    try:
+        if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
     global ended
@@ -80,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             assert args is not None  # the library's errors come from a command, after its arguments are read
             print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
             return _ended(2)
+        except BrokenPipeError:  # what reads the output stopped (``| head``): quiet, as a pipe's writer is by SIGPIPE;
+            # results are saved before the summary is printed, and an interrupted search resumes
+            _stdout_to_devnull()
+            return _ended(141)
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up
             ignore_interrupts()
             what = "terminated" if terminated else "interrupted"

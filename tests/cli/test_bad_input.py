@@ -683,3 +683,13 @@ def test_a_tokenizer_that_cannot_pad_or_tokenize_is_one_line(tmp_path, capsys, u
     assert main(["eval", "--model", str(bad), "--pooling", "mean", "--tasks", "stsb-dev", "-q"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_output_piped_into_a_reader_that_stops_ends_quietly(tiny_bert_dir):
+    """From a user's trial: ``promptsearch retrieval ... | head -1`` ended in a BrokenPipeError's traceback as the
+    summary was printed after ``head`` left. A reader that stops now ends the command quietly with 141 (a shell's
+    status for a writer stopped by SIGPIPE); its results were saved before the summary."""
+    p = cli(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "-q"])
+    p.stdout.close()  # the reader gone before the command writes its table
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
