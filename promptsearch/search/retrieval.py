@@ -549,6 +549,9 @@ def _differs(old: RetrievalResults, new: RetrievalResults) -> str:
                 if s.get("name") in was and was[s["name"]] != s.get("description"):
                     return (f"another description for {s['name']} ({was[s['name']]!r}, not {s.get('description')!r} "
                             "as now)")
+            if old.query_ids and new.query_ids and old.query_ids != new.query_ids:  # the same number, others drawn
+                return (f"other queries searched (as many, {new.data.get('queries')}, but others: holdout=, queries= "
+                        "and seed= choose them; or the data changed)")
             return (f"other data of the same name and size ({new.data.get('name')!r}, {new.data.get('queries')} "
                     f"queries, {new.data.get('corpus')} documents): other queries, documents or judgements")
         return (f"other data ({old.data.get('name')!r}, {old.data.get('queries')} queries, {old.data.get('corpus')} "
@@ -1130,11 +1133,25 @@ class RetrievalSearch(StepRunner):
         self.started = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
+        space = {"description": self.description, "library": self.library, "readouts": list(self.readouts)}
+        self._check_space(res.strategy.get("space"), space)
         self.strategy.check(self)
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
-        res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
+        res.strategy = {"name": self.strategy.name, **self.strategy.settings(), "space": space}
         return own_c
+
+    def _check_space(self, was: dict | None, now: dict) -> None:
+        """A resumed file's search space (its task's description, prompt library and read-outs) must be this run's: its
+        candidates, spread and path are a search of one space (a file written before spaces were recorded: none
+        to check)."""
+        said = {"description": "another task description (description=)", "library": "another prompt library",
+                "readouts": "other read-outs (readouts=)"}
+        for k, what in said.items():
+            if isinstance(was, dict) and k in was and was[k] != now[k]:
+                raise PromptSearchError(f"{self.results.path} holds a search with {what}: {was[k]!r}, not {now[k]!r} "
+                                        "as now; run it with the same settings to resume it, or pass another out= "
+                                        "(or delete the file) to start a new run")
 
     def settled(self, own: RetrievalCandidate, done: Settled) -> None:
         """The verdict recorded; an answer other than the model's own checked on the queries the search did not see

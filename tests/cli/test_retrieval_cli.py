@@ -605,3 +605,34 @@ def test_a_model_named_by_a_relative_path_resumes_and_exports_from_anywhere(tiny
     for results in ("r.json", "s.json"):
         assert main(["export", str(work / results), "--out", results + ".folder"]) == 0
         assert (elsewhere / (results + ".folder") / "modules.json").is_file()
+
+
+@pytest.mark.parametrize(("changed", "says"), [(["--description", "Find facts"], "another task description"),
+                                               (["--readouts", "cls,max"], "other read-outs (--readouts)")])
+def test_a_resumed_search_of_another_space_is_refused(tiny_bert_encoder_only_dir, beir, tmp_path, capsys, changed,
+                                                      says):
+    """From a user's trial: a rerun with another --description (or read-outs) resumed the file and added its
+    candidates beside the first run's: one file, two searches' candidates, spread and path. It is refused in one line
+    naming the setting, the file untouched."""
+    out = tmp_path / "r.json"
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out", str(out),
+            "--cache-dir", str(tmp_path / "cache"), "--readouts", "cls", "--holdout", "0", "-q"]
+    assert main(argv) == 0
+    before = out.read_text()
+    capsys.readouterr()
+    assert main([*argv, *changed]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # (after the model's note: the space needs its read-outs)
+    assert err[-1].startswith("promptsearch retrieval: error: ") and says in err[-1] and "--out" in err[-1], err
+    assert out.read_text() == before
+
+
+def test_another_draw_of_as_many_queries_is_named_as_such(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    """From a user's trial: a rerun with only --seed changed was refused as "other data of the same name and size":
+    the queries drawn differ, not the data. The refusal says so and names what draws them."""
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--out",
+            str(tmp_path / "r.json"), "--no-cache", "--readouts", "cls", "-q"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--seed", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "other queries searched (as many, 16, but others: --holdout, --queries and --seed choose them" in err, err
