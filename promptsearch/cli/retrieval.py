@@ -179,6 +179,13 @@ def held_out_sets(args, searched: list) -> list:
         if d.name in names:
             raise PromptSearchError(f"--validate-on names {d.name} twice; give each set once")
         names.add(d.name)
+    texts = {q for w in searched for q in w.queries.values()}
+    for d in sets:  # the same queries over another corpus: a check of its own kind, not of unseen queries
+        shared = sum(q in texts for q in d.queries.values())
+        if shared and not args.quiet:
+            o.say(f"note: --validate-on {d.name} shares {shared:,} of its {_queries(len(d.queries))} with the --data "
+                  "sets: on those it is not data the search never saw (it checks the answer on its corpus, not on "
+                  "unseen queries)")
     return sets
 
 

@@ -636,3 +636,18 @@ def test_another_draw_of_as_many_queries_is_named_as_such(tiny_bert_encoder_only
     assert main([*argv, "--seed", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "other queries searched (as many, 16, but others: --holdout, --queries and --seed choose them" in err, err
+
+
+def test_a_held_out_set_of_the_searched_queries_is_not_called_unseen(tiny_bert_encoder_only_dir, beir, tmp_path,
+                                                                     capsys):
+    """From a user's trial: --validate-on a set with the searched queries over a larger corpus was introduced as
+    "data the search never saw". A note now says how many of its queries the search's data has; a set of other
+    queries gets none."""
+    bigger = beir_folder(tmp_path / "bigger", small_retrieval_data(20, 160))  # the same 20 queries, more documents
+    others = beir_folder(tmp_path / "others", small_retrieval_data(40, 80))  # 20 of its 40 queries are --data's too
+    argv = ["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--no-cache", "--readouts",
+            "cls", "--holdout", "0", "--validate-top", "1", "--validate-on"]
+    assert main([*argv, f"{bigger},{others}", "--out", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    assert "note: --validate-on bigger shares 20 of its 20 queries with the --data sets" in err, err
+    assert "note: --validate-on others shares 20 of its 40 queries" in err, err
