@@ -119,7 +119,10 @@ def cmd_retrieval(args) -> int:
                   + (f"; {_queries(dropped)} without a relevant document left out, "
                      "as sentence-transformers' evaluator leaves them out" if dropped else ""))
             held_n = sum(n for _, _, n in parts)
-            for note in (holdout_note(args.holdout, n_rest, len(task.query_ids), n_rest - held_n),
+            for note in (*(f"note: --queries {args.queries} asks for more queries than {d.name} has to search "
+                           f"({len(d.queries):,}{' after --holdout' if n else ''}): all of them are searched"
+                           for d, _, n in parts if args.queries and len(d.queries) < args.queries),
+                         holdout_note(args.holdout, n_rest, len(task.query_ids), n_rest - held_n),
                          few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
                          *(duplicate_note(w) for w in wholes),
                          *(few_held_out_note(t.data.name, len(t.query_ids)) for t in others)):

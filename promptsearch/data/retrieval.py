@@ -123,8 +123,11 @@ class RetrievalData:
         :returns: e.g. ``stsb-paraphrase: 259 queries, 2,647 documents, 260 relevant pairs (3 queries ...)``."""
         left = (f" ({self.dropped_queries:,} {'query' if self.dropped_queries == 1 else 'queries'} without a relevant "
                 "document left out)") if self.dropped_queries else ""
-        return (f"{self.name}: {len(self.queries):,} queries, {len(self.corpus):,} documents, "
-                f"{self.n_relevant:,} relevant pairs{left}")
+        def n(count: int, word: str) -> str:
+            return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+        return (f"{self.name}: {len(self.queries):,} {'query' if len(self.queries) == 1 else 'queries'}, "
+                f"{n(len(self.corpus), 'document')}, {n(self.n_relevant, 'relevant pair')}{left}")
 
     def fingerprint(self) -> str:
         """A hash of the content scored (queries, corpus, judgments, each in order), not of the name or
@@ -222,7 +225,11 @@ def _text(value, where: str, what: str, form: str = "json") -> str:
 
 
 def _document(title, text, where: str, form: str = "json") -> str:
-    """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``."""
+    """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``. A null text
+    beside a title is refused, as a missing one is (its title alone is not the document; BEIR's join fails on it)."""
+    if text is None and title:
+        raise DataError(f"{where}: its text is null; give every document its text (an empty string, if the title "
+                        "alone is the document)")
     joined = f"{_text(title, where, 'the title', form)} {_text(text, where, 'the text', form)}".strip()
     if not joined:
         raise DataError(f"{where}: a document with neither title nor text; give it a text or remove it")

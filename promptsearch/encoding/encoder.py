@@ -556,7 +556,8 @@ class PromptEncoder:
             n, room = prompt_tokens(self.model.stack(), r.st_prompt), self.pooled_max_length
             if room and n >= room:
                 raise TemplateError(f"prompt {r.st_prompt[:60]!r} takes {n} tokens with the special tokens, leaving no "
-                                    f"room for a sentence within {room}; shorten it")
+                                    f"room for a sentence within {room}; shorten it, or raise max_length= where the "
+                                    "model takes more")
             return
         if uses_first_token(r.readout) and (self.model.causal or not self.prompt._specials()[0]):
             raise PromptSearchError("the cls read-out reads a [CLS] token this "

@@ -1022,7 +1022,8 @@ class GreedyRetrieval(RetrievalStrategy):
                 skipped.append({**c.to_json(), "why": why})
             else:
                 readable.append(c)
-        runner.say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read: "
+        runner.say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read"
+                                                                   f"{', the first' if len(skipped) > 1 else ''}: "
                                                                    f"{skipped[0]['why']})" if skipped else ""))
         race = self.racing if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
         told = runner.score(readable, stage, racing=race, record="new", together=True, sources=sources)

@@ -651,3 +651,12 @@ def test_a_held_out_set_of_the_searched_queries_is_not_called_unseen(tiny_bert_e
     err = capsys.readouterr().err
     assert "note: --validate-on bigger shares 20 of its 20 queries with the --data sets" in err, err
     assert "note: --validate-on others shares 20 of its 40 queries" in err, err
+
+
+def test_a_sample_larger_than_the_queries_is_said(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):
+    """From a user's trial: --queries 100 on 20 queries ran silently (its line read "--queries 100" beside 16
+    searched). A note says every query left is searched."""
+    assert main(["retrieval", "--model", str(tiny_bert_encoder_only_dir), "--data", str(beir), "--no-cache",
+                 "--readouts", "cls", "--queries", "100", "--out", str(tmp_path / "r.json")]) == 0
+    assert ("note: --queries 100 asks for more queries than small has to search (16 after --holdout): all of them "
+            "are searched") in capsys.readouterr().err

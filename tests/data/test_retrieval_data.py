@@ -91,6 +91,8 @@ def test_beir_folder_reads_as_beir_does(tmp_path):
     assert data.n_relevant == 3
     assert data.summary() == ("mini: 2 queries, 5 documents, 3 relevant pairs (1 query without a relevant document "
                               "left out)")
+    one = from_dicts({"q": "a cat"}, {"d": "cats"}, {"q": {"d"}}, name="one")  # counts of one in the singular
+    assert one.summary() == "one: 1 query, 1 document, 1 relevant pair"
     assert re.fullmatch(r"[0-9a-f]{16}", data.fingerprint())
 
 
@@ -257,6 +259,10 @@ BAD_BEIR = [
     ("a title but no text field", dict(corpus=CORPUS + [{"_id": "d9", "title": "Dogs", "contents": "dogs bark"}]),
      r"corpus.jsonl:6: no 'text' field; its fields are _id, title, contents: give every document its text under "
      r"'text' \(BEIR's fields: _id, title, text\)$"),
+    # a null text beside a title, as a missing one: its title alone is not the document (from a user's trial)
+    ("a title and a null text", dict(corpus=CORPUS + [{"_id": "d9", "title": "Dogs", "text": None}]),
+     r"corpus.jsonl:6: its text is null; give every document its text \(an empty string, if the title alone is the "
+     r"document\)$"),
     ("blank title and text", dict(corpus=CORPUS + [{"_id": "d9", "title": " ", "text": ""}]), r"neither title nor "
                                                                                                "text"),
     ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field; its fields are "
