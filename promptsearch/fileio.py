@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import PromptSearchError
+from .paths import same_folder
 
 
 def atomic_replace(path: str | os.PathLike, write: Callable[[str], None], mode: int | None = None) -> Path:
@@ -172,25 +173,31 @@ def results_kind(path: str | os.PathLike) -> str | None:
     return RETRIEVAL if d.get("kind") == RETRIEVAL else "templates"
 
 
+def recorded_place(d: dict) -> tuple[str | None, str | None]:
+    """Where a results file (its JSON) says its model was named: the folder its command last ran in and the model's
+    own folder when it was a local one (a retrieval file's ``command``/``model_folder``, a template search's
+    ``x_command``/``x_model_folder``), each None when not recorded.
+
+    :param d: the file's JSON object.
+    :returns: ``(cwd, folder)`` for ``paths.model_here``."""
+    command = d.get("command", d.get("x_command"))
+    cwd = command.get("cwd") if isinstance(command, dict) else None
+    folder = d.get("model_folder", d.get("x_model_folder"))
+    return (cwd if isinstance(cwd, str) else None), (folder if isinstance(folder, str) else None)
+
+
 def resumed_model(out: str | os.PathLike | None, given: str) -> str:
-    """The model name a run into the results file ``out`` records: the file's own where ``given`` names the same
+    """The model name a run into the results file ``out`` goes on under: the file's own where ``given`` names the same
     local folder another way (a relative and an absolute path, a link), so that the file, its study and its work
-    queue stay one run's; else a local folder by its absolute path (an export, a resume or the TUI finds it from any
-    folder), anything else as given (a hub id, ``default``; another model: the file's own check refuses it).
+    queue stay one run's; else ``given`` (no file; another model: the file's own check refuses it).
 
     :param out: the results file (None: none).
     :param given: the model as named now.
     :returns: the name the run records."""
-    from .paths import same_folder
-
     try:
         d = json.loads(Path(out).read_text(encoding="utf-8")) if out else None
     except (OSError, UnicodeDecodeError, ValueError):
-        d = None
-    if isinstance(d, dict) and isinstance(d.get("model"), str):
-        command = d.get("command", d.get("x_command"))  # where its model was named (a retrieval file's, a template's)
-        if d["model"] == given or same_folder(d["model"], given, command.get("cwd") if isinstance(command, dict)
-                                              else None):
-            return d["model"]
-    local = given != "default" and not os.path.isabs(given) and Path(given).is_dir()
-    return os.path.abspath(given) if local else given
+        return given
+    if isinstance(d, dict) and isinstance(d.get("model"), str) and same_folder(d["model"], given, *recorded_place(d)):
+        return d["model"]
+    return given

@@ -41,28 +41,46 @@ def hub_offline_if_unreachable() -> bool:
         return True
 
 
-def model_here(name: str, cwd: str | None) -> str:
-    """A model as a results file recorded it, named so that it is found from here: a relative folder name given in
-    the folder ``cwd`` (where the search's command ran, as the file records it) is that folder, absolute; anything
-    else as recorded (a hub id, ``default``, an absolute path, a name the file does not say where it was given).
+def local_folder(name: str) -> str | None:
+    """The absolute path of the local folder ``name`` names from here (None: a hub id, ``default``, nothing here):
+    what a results file records beside the model's name as given, so that the name is found again from elsewhere.
+
+    :param name: the model as named.
+    :returns: the folder's absolute path, or None."""
+    return os.path.abspath(name) if name != "default" and Path(name).is_dir() else None
+
+
+def model_here(name: str, cwd: str | None, folder: str | None = None) -> str:
+    """A model as a results file recorded it, named so that it is found from here: the folder the file recorded it
+    was (``folder``, ``local_folder`` when the search began) while it is there; else a relative name under the folder
+    its command last ran in (``cwd``); else the name as recorded (a hub id, ``default``, a folder moved with its
+    project and named from inside it).
 
     :param name: the model as recorded.
-    :param cwd: the folder the command ran in (None: not recorded).
+    :param cwd: the folder the search's command last ran in (None: not recorded).
+    :param folder: the model's folder as recorded (None: not recorded).
     :returns: the name to load it by from here."""
+    if name == "default":
+        return name
+    if folder and Path(folder).is_dir():
+        return folder
     if cwd and not os.path.isabs(name) and (Path(cwd) / name).is_dir():
         return str(Path(cwd) / name)
     return name
 
 
-def same_folder(recorded: str, given: str, cwd: str | None = None) -> bool:
-    """Whether two different names of a model name one local folder (a relative and an absolute path, a link): a
-    refusal of "another model" then says the spelling, not another model.
+def same_folder(recorded: str, given: str, cwd: str | None = None, folder: str | None = None) -> bool:
+    """Whether a model named now (``given``) is the local folder a results file recorded under another name (a
+    relative and an absolute path, a link): a refusal of "another model" would be of its spelling.
 
-    :param recorded: the model as a results file recorded it.
+    :param recorded: the model as the file recorded it.
     :param given: the model as named now.
-    :param cwd: the folder the recorded name was given in (None: not recorded; resolved from here).
+    :param cwd: the folder the file's command last ran in (None: not recorded).
+    :param folder: the model's folder as the file recorded it (None: not recorded).
     :returns: whether both are folders and the same one."""
-    a, b = Path(model_here(recorded, cwd)), Path(given)
+    if "default" in (recorded, given):
+        return False
+    a, b = Path(model_here(recorded, cwd, folder)), Path(given)
     return a.is_dir() and b.is_dir() and a.resolve() == b.resolve()
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .. import errors
-from ..errors import PromptSearchError
+from ..errors import PromptSearchError, first_line
 from ..interrupts import ignore_interrupts, restored_handlers, terminable
 from .flags import as_flags, flag_table
 from .parser import build_parser
@@ -53,6 +53,18 @@ def _ended(code: int) -> int:
     return code
 
 
+def _stdout_gone() -> bool:
+    """Whether the standard output is a pipe whose reader is gone (polled: POLLERR on its write end)."""
+    import select  # lazy: only a broken pipe asks
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no fileno (captured), no poll (not POSIX)
+        return False
+
+
 def _stdout_to_devnull() -> None:
     """The process's standard output sent nowhere once its reader is gone, so that Python's last flush of it at exit
     raises no second BrokenPipeError (Python's documented recipe); a captured stdout (tests) is left as it is."""
@@ -87,13 +99,20 @@ def main(argv: list[str] | None = None) -> int:
             errors.wording = lambda text: as_flags(text, flag_table(parser, args.command))
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             module, name = args.func.split(":")
-            return _ended(int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0))
+            code = int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a reader gone is found here (below), not in Python's last flush at exit
+            return _ended(code)
         except PromptSearchError as exc:
             assert args is not None  # the library's errors come from a command, after its arguments are read
             print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
             return _ended(2)
-        except BrokenPipeError:  # what reads the output stopped (``| head``): quiet, as a pipe's writer is by SIGPIPE;
-            # results are saved before the summary is printed, and an interrupted search resumes
+        except BrokenPipeError as exc:  # what reads the output stopped (``| head``): quiet, as a pipe's writer is by
+            # SIGPIPE; results are saved before the summary is printed, and an interrupted search resumes
+            if not _stdout_gone():  # another pipe (a worker's, a subprocess's): said, not hidden
+                print(f"promptsearch {args.command if args else ''}: error: a pipe closed ({first_line(exc)}); run the "
+                      "command again (a search resumes)", file=sys.stderr)
+                return _ended(2)
             _stdout_to_devnull()
             return _ended(141)
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM), also while starting up

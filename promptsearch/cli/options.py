@@ -102,10 +102,10 @@ def encoder(args, path=None, training: bool = False, settings: dict | None = Non
     else:
         enc = PromptEncoder.from_pretrained(model or args.model, compat=compat, **kw)
     line = precision_line(args, enc.device, kw["bf16"], pinned)
-    stored = enc.model.encoder.dtype
-    if line and str(stored) != "torch.float32" and not enc.int8:  # its config's dtype: sentence-transformers' too
-        line += (f"; but the model's weights are stored in {str(stored).removeprefix('torch.')} and run in it, as "
-                 "sentence-transformers runs them (its config's dtype)")
+    stored = str(enc.model.encoder.dtype).removeprefix("torch.")  # its config's dtype: sentence-transformers' too
+    if line and stored != ("bfloat16" if enc.bf16 else "float32") and not enc.int8:
+        line += (f"; but the model's weights are stored in {stored} and run in it, as sentence-transformers runs them "
+                 "(its config's dtype)")
     if line:  # said when the work starts, so that a refused input stays one line
         enc.on_first_pass = lambda: print(line, file=sys.stderr)
     return enc

@@ -12,6 +12,7 @@ from ..errors import PromptSearchError
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, TASK_SLOT, RetrievalTask, hold_out, sample_queries, unseen
 from ..eval.retrieval_sets import RetrievalSets
 from ..fileio import check_writable, resumed_model
+from ..paths import local_folder
 from ..search.distributed import WorkQueue
 from ..search.retrieval import (
     CorpusRace,
@@ -74,7 +75,7 @@ def cmd_retrieval(args) -> int:
         raise PromptSearchError("--generate asks for instructions for one task; with several --data sets, run it on "
                                 "one set, or drop --generate")
     parts = [split_queries(w, args.holdout, args.queries, args.seed) for w in wholes]
-    checks = held_out_sets(args, wholes)
+    checks = held_out_sets(args, wholes, [d for d, _, _ in parts])
     readouts = check_pooled([r.strip() for r in args.readouts.split(",") if r.strip()]) if args.readouts else None
     bf16, pinned = resumed_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     enc = o.encoder(args, settings={"bf16": bf16}, pinned=pinned)
@@ -93,6 +94,7 @@ def cmd_retrieval(args) -> int:
                 ended.callback(t.close)
         results = RetrievalResults.for_task(args.out, resumed_model(args.out, args.model), task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
+        results.model_folder = results.model_folder or local_folder(args.model)  # found again from elsewhere
         strategy = (OptunaRetrieval.beside(args.out, results.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
                                            readouts=readouts, racing=racing,
@@ -157,12 +159,13 @@ def cmd_retrieval(args) -> int:
     return 0
 
 
-def held_out_sets(args, searched: list) -> list:
+def held_out_sets(args, searched: list, sampled: list) -> list:
     """The retrieval sets ``--validate-on`` names (each read now, not after the search; each with its own description),
     none of them one the search sees.
 
     :param args: the command's arguments.
     :param searched: the ``--data`` sets' data.
+    :param sampled: the queries of them the search sees (their data, ``--holdout`` and a ``--queries`` sample left out).
     :returns: each held-out set's data.
     :raises promptsearch.PromptSearchError: for a set the search also searches, or two of one name."""
     if args.validate_top and not args.validate_on.strip():
@@ -182,13 +185,13 @@ def held_out_sets(args, searched: list) -> list:
         if d.name in names:
             raise PromptSearchError(f"--validate-on names {d.name} twice; give each set once")
         names.add(d.name)
-    texts = {q for w in searched for q in w.queries.values()}
+    texts = {q for w in sampled for q in w.queries.values()}
     for d in sets:  # the same queries over another corpus: a check of its own kind, not of unseen queries
         shared = sum(q in texts for q in d.queries.values())
         if shared and not args.quiet:
-            o.say(f"note: --validate-on {d.name} shares {shared:,} of its {_queries(len(d.queries))} with the --data "
-                  "sets: on those it is not data the search never saw (it checks the answer on its corpus, not on "
-                  "unseen queries)")
+            o.say(f"note: --validate-on {d.name} shares {shared:,} of its {_queries(len(d.queries))} with the queries "
+                  f"searched: on {'those' if shared > 1 else 'that one'} it checks the answer on its corpus, not on "
+                  "queries the search never saw")
     return sets
 
 

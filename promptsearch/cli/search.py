@@ -15,6 +15,7 @@ from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable, resumed_model
 from ..library import read_templates
+from ..paths import local_folder
 from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, open_results, run_strategy
 from ..search.distributed import STSWork, WorkQueue, serve
@@ -69,6 +70,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
+        if "x_model_folder" not in results.extras and (folder := local_folder(args.model)):
+            results.extras["x_model_folder"] = folder  # its name found again from elsewhere (an export, a resume)
         return run_strategy(strategy, scorer, results, model, tasks, args.validate_top, o.show(args), announce)
 
 

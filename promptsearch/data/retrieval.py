@@ -227,9 +227,10 @@ def _text(value, where: str, what: str, form: str = "json") -> str:
 def _document(title, text, where: str, form: str = "json") -> str:
     """A corpus entry as BEIR's sentence-transformers wrapper joins it: ``f"{title} {text}".strip()``. A null text
     beside a title is refused, as a missing one is (its title alone is not the document; BEIR's join fails on it)."""
-    if text is None and title:
-        raise DataError(f"{where}: its text is null; give every document its text (an empty string, if the title "
-                        "alone is the document)")
+    if text is None and isinstance(title, str) and title.strip():
+        empty = {"json": 'an empty string ""', "python": "''", "hf": "'' in the column's nulls"}[form]
+        raise DataError(f"{where}: its text is null; give every document its text ({empty}, if the title alone is "
+                        "the document)")
     joined = f"{_text(title, where, 'the title', form)} {_text(text, where, 'the text', form)}".strip()
     if not joined:
         raise DataError(f"{where}: a document with neither title nor text; give it a text or remove it")

@@ -365,9 +365,9 @@ class WorkQueue:
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
-        """Closed as the search ends: a KeyboardInterrupt (Ctrl-C, SIGTERM) leaves its workers waiting for the same
-        command to resume it; its end, or an error, stops them."""
-        self.close(kind is not None and issubclass(kind, KeyboardInterrupt))
+        """Closed as the search ends: a KeyboardInterrupt (Ctrl-C, SIGTERM) or its output's reader gone (a broken
+        pipe) leaves its workers waiting for the same command to resume it; its end, or an error, stops them."""
+        self.close(kind is not None and issubclass(kind, (KeyboardInterrupt, BrokenPipeError)))
 
     def close(self, interrupted: bool = False) -> None:
         """The search is over (workers attached to the study stop), or ``interrupted`` (Ctrl-C, SIGTERM): its

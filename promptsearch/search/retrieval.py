@@ -361,6 +361,12 @@ class RetrievalResults:
     # the searched queries' ids, in the order of each entry's per-query scores (several sets: "set/id"), so a score
     # can be recomputed on exactly those queries (the rest were held out or left out of a sample)
     query_ids: list[str] = field(default_factory=list)
+    # the model's folder when it is a local one (``paths.local_folder`` as the search began): its name is found again
+    # from another folder (an export, a resume under another spelling)
+    model_folder: str | None = None
+    # what the search searched (its task's description, a digest of its prompts, its read-outs): a resumed run must
+    # search the same (``RetrievalSearch.begin``)
+    space: dict = field(default_factory=dict)
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
     UNIT: ClassVar[str] = "candidate"  # what an entry is called in what a command says
 
@@ -448,6 +454,8 @@ class RetrievalResults:
         res.validation = dict(d["validation"]) if d.get("validation") else None
         res.command = dict(d["command"]) if isinstance(d.get("command"), dict) else None
         res.query_ids = [str(q) for q in d.get("query_ids") or []]
+        res.model_folder = d["model_folder"] if isinstance(d.get("model_folder"), str) else None
+        res.space = dict(d["space"]) if isinstance(d.get("space"), dict) else {}
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -522,6 +530,8 @@ class RetrievalResults:
                 **({"races": self.races} if self.races else {}),
                 **({"validation": self.validation} if self.validation else {}),
                 **({"command": self.command} if self.command else {}),
+                **({"model_folder": self.model_folder} if self.model_folder else {}),
+                **({"space": self.space} if self.space else {}),
                 **({"query_ids": self.query_ids} if self.query_ids else {})}
 
     def save(self) -> None:
@@ -1134,25 +1144,35 @@ class RetrievalSearch(StepRunner):
         self.started = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
-        space = {"description": self.description, "library": self.library, "readouts": list(self.readouts)}
-        self._check_space(res.strategy.get("space"), space)
+        space = self.space()
+        self._check_space(res.space, space)
         self.strategy.check(self)
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
-        res.strategy = {"name": self.strategy.name, **self.strategy.settings(), "space": space}
+        res.strategy = {"name": self.strategy.name, **self.strategy.settings()}
+        res.space = space
         return own_c
 
-    def _check_space(self, was: dict | None, now: dict) -> None:
-        """A resumed file's search space (its task's description, prompt library and read-outs) must be this run's: its
-        candidates, spread and path are a search of one space (a file written before spaces were recorded: none
-        to check)."""
-        said = {"description": "another task description (description=)", "library": "another prompt library",
+    def space(self) -> dict:
+        """What this search searches, as its results file records it: its task's description, a digest of its query and
+        document prompts (the library's, ``{task}`` filled, and generated ones: however its file is named) and its
+        read-outs (in any order)."""
+        prompts = json.dumps([[q for q, _ in self.queries], [d for d, _ in self.documents]], ensure_ascii=False)
+        return {"description": self.description, "prompts": hashlib.sha256(prompts.encode("utf-8")).hexdigest()[:16],
+                "readouts": sorted(self.readouts)}
+
+    def _check_space(self, was: dict, now: dict) -> None:
+        """A resumed file's space must be this run's: its candidates, spread and path are a search of one space (a file
+        written before spaces were recorded: none to check)."""
+        said = {"description": "another task description (description=)",
+                "prompts": "other prompts (library=, or another version of its file)",
                 "readouts": "other read-outs (readouts=)"}
         for k, what in said.items():
-            if isinstance(was, dict) and k in was and was[k] != now[k]:
-                raise PromptSearchError(f"{self.results.path} holds a search with {what}: {was[k]!r}, not {now[k]!r} "
-                                        "as now; run it with the same settings to resume it, or pass another out= "
-                                        "(or delete the file) to start a new run")
+            if k in was and was[k] != now[k]:
+                shown = "" if k == "prompts" else f": {was[k]!r}, not {now[k]!r} as now"
+                raise PromptSearchError(f"{self.results.path} holds a search of {what}{shown}; run it with the same "
+                                        "settings to resume it, or pass another out= (or delete the file) to start a "
+                                        "new run")
 
     def settled(self, own: RetrievalCandidate, done: Settled) -> None:
         """The verdict recorded; an answer other than the model's own checked on the queries the search did not see

@@ -25,7 +25,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, first_line, note
 from ..eval.retrieval import TASK_SLOT, fill_task
-from ..fileio import RETRIEVAL, check_writable, results_kind
+from ..fileio import RETRIEVAL, check_writable, recorded_place, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
@@ -358,9 +358,8 @@ def export_target(results=None, template: str | None = None, model: str | None =
         return model or DEFAULT_MODEL, Representation.parse(template), max_length
     if results.best is None:
         raise PromptSearchError(f"{results.path} holds no scored representation yet")
-    command = results.extras.get("x_command")
-    cwd = command.get("cwd") if isinstance(command, dict) else None  # where its --model was given
-    if model and model != results.model and not same_folder(results.model, model, cwd):
+    place = recorded_place(results.extras)  # where its model was named
+    if model and model != results.model and not same_folder(results.model, model, *place):
         raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
@@ -373,7 +372,7 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
                                 "keeps the length it was scored with)")
-    return model_here(results.model or DEFAULT_MODEL, cwd), results.best.entry_key, max_length or scored
+    return model_here(results.model or DEFAULT_MODEL, *place), results.best.entry_key, max_length or scored
 
 
 @dataclass(frozen=True)
@@ -425,8 +424,8 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
                                 "best is {\"query\": PROMPT, \"document\": PROMPT, \"readout\": READOUT}")
     if not isinstance(d.get("model"), str) or not d["model"]:
         raise PromptSearchError(f"{path} names no model (\"model\"); a retrieval results file names the one it scored")
-    cwd = d["command"].get("cwd") if isinstance(d.get("command"), dict) else None  # where its --model was given
-    if model and model != d["model"] and not same_folder(d["model"], model, cwd):
+    place = recorded_place(d)  # where its model was named
+    if model and model != d["model"] and not same_folder(d["model"], model, *place):
         raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
     if TASK_SLOT in query + document:
@@ -443,7 +442,7 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{path} was scored with max_length={scored}; drop max_length= (the export keeps the "
                                 "length it was scored with)")
-    return RetrievalAnswer(model_here(d["model"], cwd), query, document, readout,
+    return RetrievalAnswer(model_here(d["model"], *place), query, document, readout,
                            None if document_readout == readout else document_readout, max_length or scored)
 
 

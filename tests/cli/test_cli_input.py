@@ -464,3 +464,7 @@ def test_the_precision_line_says_weights_stored_in_half_precision(tiny_bert_dir,
         err = capsys.readouterr().err
         assert "precision: fp32 (--no-bf16)" in err, err
         assert ("weights are stored in bfloat16" in err) is said, err
+    assert main(["eval", "--model", str(half), "--pooling", "mean", "--tasks", "stsb-dev", "--bf16", "--device",
+                 "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "precision: bf16 (--bf16)" in err and "weights are stored" not in err, err  # what the line says already

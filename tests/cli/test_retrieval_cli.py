@@ -582,29 +582,44 @@ def test_documents_that_share_a_text_are_noted_as_ties(tiny_bert_encoder_only_di
 
 def test_a_model_named_by_a_relative_path_resumes_and_exports_from_anywhere(tiny_bert_encoder_only_dir, beir, tmp_path,
                                                                             monkeypatch, capsys):
-    """From a user's trial: a results file recorded ``--model tiny-hf`` as typed, so an export run from another
-    folder asked the hub for 'tiny-hf' (75 s of retries, then an error), and the same folder named by its absolute
-    path was refused as "another model". A local folder is now recorded by its absolute path, and another spelling
-    of the same folder resumes the file (a template search's as a retrieval search's)."""
+    """From a user's trial: a results file recorded ``--model tiny`` as typed, so an export run from another folder
+    asked the hub for 'tiny' (75 s of retries, then an error), and the same folder named by its absolute path was
+    refused as "another model". The file keeps the name as typed and the folder's absolute path beside it: another
+    spelling of the same folder resumes it (again and again, a template search's as a retrieval search's), an export
+    finds it from anywhere, and a project moved elsewhere still resumes and exports from inside under its name."""
     import shutil
 
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.copytree(tiny_bert_encoder_only_dir, work / "tiny")
     monkeypatch.chdir(work)
-    argv = ["--data", str(beir), "--out", "r.json", "--no-cache", "--readouts", "cls", "--holdout", "0", "-q"]
-    assert main(["retrieval", "--model", "tiny", *argv]) == 0
-    assert json.loads((work / "r.json").read_text())["model"] == str(work / "tiny")
+    argv = ["--data", str(beir), "--no-cache", "--readouts", "cls", "--holdout", "0", "-q"]
     sts = ["--dataset", "sts16", "--no-cache", "--readout", "mean", "query: [X]", "-q"]
+    assert main(["retrieval", "--model", "tiny", "--out", "r.json", *argv]) == 0
     assert main(["score", "--model", "tiny", "--out", "s.json", *sts]) == 0
+    d = json.loads((work / "r.json").read_text())
+    assert d["model"] == "tiny" and d["model_folder"] == str(work / "tiny")
+    assert json.loads((work / "s.json").read_text())["x_model_folder"] == str(work / "tiny")
     monkeypatch.chdir(elsewhere)
     capsys.readouterr()
-    assert main(["retrieval", "--model", "../work/tiny", *argv[:2], "--out", "../work/r.json", *argv[4:]]) == 0
-    assert "0 candidates scored now" in capsys.readouterr().out  # resumed, not refused
-    assert main(["score", "--model", str(work / "tiny"), "--out", "../work/s.json", *sts]) == 0
+    for spelling in ("../work/tiny", str(work / "tiny")):  # the second after the first rewrote the command's folder
+        assert main(["retrieval", "--model", spelling, "--out", "../work/r.json", *argv]) == 0
+        assert "0 candidates scored now" in capsys.readouterr().out  # resumed, not refused
+        assert main(["score", "--model", spelling, "--out", "../work/s.json", *sts]) == 0
+        assert json.loads((work / "r.json").read_text())["model"] == "tiny"
     for results in ("r.json", "s.json"):
         assert main(["export", str(work / results), "--out", results + ".folder"]) == 0
         assert (elsewhere / (results + ".folder") / "modules.json").is_file()
+    moved = tmp_path / "moved"
+    work.rename(moved)  # the project moved: its recorded folder gone, its name still right from inside it
+    for lock in moved.glob(".*.lock"):  # held by this process under the old path (another process's would be stale)
+        lock.unlink()
+    monkeypatch.chdir(moved)
+    assert main(["retrieval", "--model", "tiny", "--out", "r.json", *argv]) == 0
+    for results in ("r.json", "s.json"):
+        assert main(["export", results, "--out", results + ".again"]) == 0
+    assert main(["retrieval", "--model", "default", "--out", "r.json", *argv]) == 2  # another model: refused
+    assert "holds a retrieval run with --model 'tiny', not 'default'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("changed", "says"), [(["--description", "Find facts"], "another task description"),
@@ -649,8 +664,12 @@ def test_a_held_out_set_of_the_searched_queries_is_not_called_unseen(tiny_bert_e
             "cls", "--holdout", "0", "--validate-top", "1", "--validate-on"]
     assert main([*argv, f"{bigger},{others}", "--out", str(tmp_path / "r.json")]) == 0
     err = capsys.readouterr().err
-    assert "note: --validate-on bigger shares 20 of its 20 queries with the --data sets" in err, err
+    assert ("note: --validate-on bigger shares 20 of its 20 queries with the queries searched: on those it checks the "
+            "answer on its corpus, not on queries the search never saw") in err, err
     assert "note: --validate-on others shares 20 of its 40 queries" in err, err
+    capsys.readouterr()
+    assert main([*argv, str(bigger), "--holdout", "0.5", "--out", str(tmp_path / "h.json")]) == 0
+    assert "bigger shares 10 of its 20 queries" in capsys.readouterr().err  # the held-out half was never searched
 
 
 def test_a_sample_larger_than_the_queries_is_said(tiny_bert_encoder_only_dir, beir, tmp_path, capsys):

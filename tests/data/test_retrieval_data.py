@@ -261,8 +261,8 @@ BAD_BEIR = [
      r"'text' \(BEIR's fields: _id, title, text\)$"),
     # a null text beside a title, as a missing one: its title alone is not the document (from a user's trial)
     ("a title and a null text", dict(corpus=CORPUS + [{"_id": "d9", "title": "Dogs", "text": None}]),
-     r"corpus.jsonl:6: its text is null; give every document its text \(an empty string, if the title alone is the "
-     r"document\)$"),
+     r"corpus.jsonl:6: its text is null; give every document its text \(an empty string \"\", if the title alone is "
+     r"the document\)$"),
     ("blank title and text", dict(corpus=CORPUS + [{"_id": "d9", "title": " ", "text": ""}]), r"neither title nor "
                                                                                                "text"),
     ("document without _id", dict(corpus=CORPUS + [{"text": "x"}]), r"corpus.jsonl:6: no '_id' field; its fields are "
