@@ -103,7 +103,7 @@ def encoder(args, path=None, training: bool = False, settings: dict | None = Non
         enc = PromptEncoder.from_pretrained(model or args.model, compat=compat, **kw)
     line = precision_line(args, enc.device, kw["bf16"], pinned)
     stored = str(enc.model.encoder.dtype).removeprefix("torch.")  # its config's dtype: sentence-transformers' too
-    if line and stored != ("bfloat16" if enc.bf16 else "float32") and not enc.int8:
+    if line and stored not in ("float32", "bfloat16" if enc.bf16 else "float32") and not enc.int8:
         line += (f"; but the model's weights are stored in {stored} and run in it, as sentence-transformers runs them "
                  "(its config's dtype)")
     if line:  # said when the work starts, so that a refused input stays one line

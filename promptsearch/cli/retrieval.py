@@ -94,7 +94,7 @@ def cmd_retrieval(args) -> int:
                 ended.callback(t.close)
         results = RetrievalResults.for_task(args.out, resumed_model(args.out, args.model), task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
-        results.model_folder = results.model_folder or local_folder(args.model)  # found again from elsewhere
+        results.model_folder = local_folder(args.model) or results.model_folder  # the one loaded: found from elsewhere
         strategy = (OptunaRetrieval.beside(args.out, results.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
                                            readouts=readouts, racing=racing,
@@ -110,6 +110,7 @@ def cmd_retrieval(args) -> int:
                                  min_gain=args.min_gain or "auto", progress=None if args.quiet else o.say,
                                  confirm=confirm, queue=queue)
         search.add_queries(generated_prompts(args, results, search.description))
+        search.check_space()  # a file of another search space: refused before it is said to resume
         n_rest = sum(len(r.queries) for _, r, _ in parts if r is not None)
         if not args.quiet:
             dropped = sum(w.dropped_queries for w in wholes)

@@ -70,7 +70,7 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
-        if "x_model_folder" not in results.extras and (folder := local_folder(args.model)):
+        if folder := local_folder(args.model):  # the one loaded (its fingerprints matched the file's)
             results.extras["x_model_folder"] = folder  # its name found again from elsewhere (an export, a resume)
         return run_strategy(strategy, scorer, results, model, tasks, args.validate_top, o.show(args), announce)
 

@@ -259,6 +259,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
 
     _check_device(device)
     path = check_model_path(name)
+    if name == DEFAULT_MODEL and verbose and Path(name).is_dir():
+        print("note: 'default' is promptsearch's bundled MiniLM, not the folder ./default here; name that folder "
+              "./default to load it", file=sys.stderr)
     folder = path  # the sentence-transformers folder (its stack); the checkpoint may sit in a subfolder of it
     path = checkpoint_folder(path)
     if Path(path).is_dir():

@@ -1032,9 +1032,10 @@ class GreedyRetrieval(RetrievalStrategy):
                 skipped.append({**c.to_json(), "why": why})
             else:
                 readable.append(c)
-        runner.say(f"step {stage}: {len(readable)} candidates" + (f" ({len(skipped)} this model cannot read"
-                                                                   f"{', the first' if len(skipped) > 1 else ''}: "
-                                                                   f"{skipped[0]['why']})" if skipped else ""))
+        n = len(readable)
+        runner.say(f"step {stage}: {n} candidate{'' if n == 1 else 's'}"
+                   + (f" ({len(skipped)} this model cannot read{', the first' if len(skipped) > 1 else ''}: "
+                      f"{skipped[0]['why']})" if skipped else ""))
         race = self.racing if runner.scorer.queue is None else None  # a worker's job is a whole candidate: no race
         told = runner.score(readable, stage, racing=race, record="new", together=True, sources=sources)
         # the first best in candidate order (Runner.score tells the scores back in it), so a tie is broken alike
@@ -1144,8 +1145,7 @@ class RetrievalSearch(StepRunner):
         self.started = time.perf_counter()
         res = self.results
         own_c = own_candidate(self.enc)
-        space = self.space()
-        self._check_space(res.space, space)
+        space = self.check_space()
         self.strategy.check(self)
         res.own = own_c
         self.own = self.score([own_c], "own", record="new", together=True).scores[0]
@@ -1161,9 +1161,13 @@ class RetrievalSearch(StepRunner):
         return {"description": self.description, "prompts": hashlib.sha256(prompts.encode("utf-8")).hexdigest()[:16],
                 "readouts": sorted(self.readouts)}
 
-    def _check_space(self, was: dict, now: dict) -> None:
+    def check_space(self) -> dict:
         """A resumed file's space must be this run's: its candidates, spread and path are a search of one space (a file
-        written before spaces were recorded: none to check)."""
+        written before spaces were recorded: none to check). A command calls it before it says it resumes the file.
+
+        :returns: this search's space (``space``).
+        :raises promptsearch.PromptSearchError: for a file of another space (one line naming what differs)."""
+        was, now = self.results.space, self.space()
         said = {"description": "another task description (description=)",
                 "prompts": "other prompts (library=, or another version of its file)",
                 "readouts": "other read-outs (readouts=)"}
@@ -1173,6 +1177,7 @@ class RetrievalSearch(StepRunner):
                 raise PromptSearchError(f"{self.results.path} holds a search of {what}{shown}; run it with the same "
                                         "settings to resume it, or pass another out= (or delete the file) to start a "
                                         "new run")
+        return now
 
     def settled(self, own: RetrievalCandidate, done: Settled) -> None:
         """The verdict recorded; an answer other than the model's own checked on the queries the search did not see
@@ -1278,7 +1283,7 @@ def _held(res: RetrievalResults) -> list[str]:
         marks = [m for m, c in (("the answer", res.best), ("the model's own", res.own)) if e.candidate == c]
         named.append(e.candidate.shown + (f" ({', '.join(marks)})" if marks else ""))
     w = max(len(n) for n in named)
-    lines = [f"held-out sets ({METRIC} on {', '.join(sets)}: data the search never saw; not search work):"]
+    lines = [f"held-out sets ({METRIC} on {', '.join(sets)}: data the search did not search; not search work):"]
     for e, n in zip(first, named):
         v = e.validation or {}
         lines.append(f"  {n.ljust(w)}  " + ", ".join(f"{s} {v[s]:.4f}" if s in v else f"{s} -" for s in sets))

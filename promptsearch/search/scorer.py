@@ -30,7 +30,7 @@ from ..eval.objective import Objective
 from ..eval.sts import STSEvaluator
 from ..model import model_fingerprint
 from ..model.loading import tokenizer_fingerprint
-from ..paths import default_cache_path
+from ..paths import default_cache_path, local_folder
 from ..representation import Representation
 from ..template import Template
 from .score_cache import append_scores, load_scores
@@ -335,18 +335,19 @@ class Scorer:
         """The cache key of one set's score (the first set's by default)."""
         dataset = dataset or self.datasets[0]
         e = self.encoder
+        name = local_folder(e.model.name) or e.model.name  # a folder however it is spelt (its fingerprints decide)
         if (st := Representation.split(template)).readout and Representation(st.template, None,
                                                                              st.readout).prompt is not None:
             # a prompt pooled through the sentence-transformers stack: its numbers hang on the stack, not the
             # [MASK] settings (period, max length, compat)
-            return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template,
+            return json.dumps([name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template,
                                f"{dataset}:{self.data_fingerprints[dataset]}",
                                e.precision, f"st={e.pooled_signature()}"]
                               + ([f"batches={e.batching}"] if e.precision != "fp32" else []), ensure_ascii=False)
         soft = e.soft_prompts.get(template)
         soft_id = (hashlib.sha1(soft.detach().float().cpu().numpy().tobytes()).hexdigest()[:12]
                    if soft is not None else None)
-        return json.dumps([e.model.name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise),
+        return json.dumps([name, f"{self.fingerprint}:{self.tokenizer_fingerprint}", template, bool(denoise),
                            f"{dataset}:{self.data_fingerprints[dataset]}",
                            e.add_period, e.precision, e.max_length] + ([soft_id] if soft_id else [])
                           + ([f"batches={e.batching}"] if e.precision != "fp32" else [])

@@ -76,8 +76,10 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     if announce is not None and chosen and names:
         n = len(chosen)
         said = cost(n) if cost is not None else None
-        announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({n * len(names)} "
-                 f"scores{', ' + said if said else ''}; not search work, validate_top=0 skips it)")
+        scores = n * len(names)
+        announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({scores} "
+                 f"score{'s' if scores > 1 else ''}{', ' + said if said else ''}; not search work, validate_top=0 "
+                 "skips it)")
     results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False
     with tqdm(total=len(names) * len(chosen), desc="held-out", leave=False, disable=not show, unit=unit) as bar:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from conftest import REPO, write_vocab
+from conftest import PAPER_T, REPO, write_vocab
 
 from promptsearch.cli import main
 
@@ -468,3 +468,33 @@ def test_the_precision_line_says_weights_stored_in_half_precision(tiny_bert_dir,
                  "cpu"]) == 0
     err = capsys.readouterr().err
     assert "precision: bf16 (--bf16)" in err and "weights are stored" not in err, err  # what the line says already
+    assert main(["eval", "--model", str(tiny_bert_dir), "--pooling", "mean", "--tasks", "stsb-dev", "--bf16",
+                 "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "precision: bf16 (--bf16)" in err and "weights are stored" not in err, err  # float32 weights: autocast
+
+
+def test_a_local_folder_named_default_is_said_not_loaded(tmp_path, monkeypatch, capsys):
+    """'default' names the bundled model; a folder ./default beside it is not what loads, and a note says so."""
+    (tmp_path / "default").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--model", "default", "--pooling", "mean", "--tasks", "stsb-dev", "--device", "cpu",
+                 "--no-bf16"]) == 0
+    assert "note: 'default' is promptsearch's bundled MiniLM, not the folder ./default here" in capsys.readouterr().err
+
+
+def test_a_score_cached_under_one_spelling_of_a_folder_is_read_under_another(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                              capsys):
+    """From a user's trial: the score cache was keyed by the model's name as typed, so the same folder named another
+    way (a resume from another folder) encoded every template again."""
+    import shutil
+
+    shutil.copytree(tiny_bert_dir, tmp_path / "m")
+    monkeypatch.chdir(tmp_path)
+    argv = ["score", "--dataset", "sts16", "--cache", str(tmp_path / "c.jsonl"), "--device", "cpu", "--no-bf16",
+            "--validate-top", "0", "-q", PAPER_T]
+    assert main([*argv[:1], "--model", "m", "--out", "a.json", *argv[1:]]) == 0
+    assert "0 came from the cache" in capsys.readouterr().out
+    assert main([*argv[:1], "--model", str(tmp_path / "m"), "--out", "b.json", *argv[1:]]) == 0
+    out = capsys.readouterr().out
+    assert "came from the cache" in out and "0 came from the cache" not in out, out

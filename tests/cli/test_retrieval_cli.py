@@ -616,6 +616,9 @@ def test_a_model_named_by_a_relative_path_resumes_and_exports_from_anywhere(tiny
         lock.unlink()
     monkeypatch.chdir(moved)
     assert main(["retrieval", "--model", "tiny", "--out", "r.json", *argv]) == 0
+    assert main(["score", "--model", "tiny", "--out", "s.json", *sts]) == 0
+    assert json.loads((moved / "r.json").read_text())["model_folder"] == str(moved / "tiny")  # the one loaded now
+    assert json.loads((moved / "s.json").read_text())["x_model_folder"] == str(moved / "tiny")
     for results in ("r.json", "s.json"):
         assert main(["export", results, "--out", results + ".again"]) == 0
     assert main(["retrieval", "--model", "default", "--out", "r.json", *argv]) == 2  # another model: refused
@@ -635,9 +638,10 @@ def test_a_resumed_search_of_another_space_is_refused(tiny_bert_encoder_only_dir
     assert main(argv) == 0
     before = out.read_text()
     capsys.readouterr()
-    assert main([*argv, *changed]) == 2
+    assert argv[-1] == "-q" and main([*argv[:-1], *changed]) == 2  # not quiet: what it says before refusing
     err = capsys.readouterr().err.strip().splitlines()  # (after the model's note: the space needs its read-outs)
     assert err[-1].startswith("promptsearch retrieval: error: ") and says in err[-1] and "--out" in err[-1], err
+    assert not any(x.startswith("resuming ") for x in err), err  # refused before it is said to resume
     assert out.read_text() == before
 
 

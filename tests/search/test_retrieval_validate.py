@@ -52,7 +52,7 @@ def test_the_answer_the_own_and_the_best_are_scored_on_another_set_as_that_sets_
     assert back.validation == res.validation
     assert {c: e.validation for c, e in back.entries.items()} == {c: e.validation for c, e in res.entries.items()}
     lines = summary(back)
-    i = lines.index("held-out sets (ndcg@10 on b: data the search never saw; not search work):")
+    i = lines.index("held-out sets (ndcg@10 on b: data the search did not search; not search work):")
     assert "(the answer" in lines[i + 1] and len(lines[i + 1:i + 1 + len(validated)]) == len(validated)
     assert lines[-1].startswith("chosen: ") and lines[-2].startswith("spread of the ")
     none = search(tmp_path / "z.json").run([RetrievalTask(b, cache_dir=tmp_path / "c")], validate_top=0)
