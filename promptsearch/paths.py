@@ -51,10 +51,10 @@ def local_folder(name: str) -> str | None:
 
 
 def model_here(name: str, cwd: str | None, folder: str | None = None) -> str:
-    """A model as a results file recorded it, named so that it is found from here: the folder the file recorded it
-    was (``folder``, ``local_folder`` when the search began) while it is there; else a relative name under the folder
-    its command last ran in (``cwd``); else the name as recorded (a hub id, ``default``, a folder moved with its
-    project and named from inside it).
+    """A model as a results file recorded it, named so that it is found from here: the folder the file recorded
+    it was (``folder``, ``local_folder`` of the folder its last run loaded) while it is there; else a relative name
+    under the folder its command last ran in (``cwd``); else the name as recorded (a hub id, ``default``, a folder
+    moved with its project and named from inside it).
 
     :param name: the model as recorded.
     :param cwd: the folder the search's command last ran in (None: not recorded).

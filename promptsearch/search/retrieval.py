@@ -361,8 +361,8 @@ class RetrievalResults:
     # the searched queries' ids, in the order of each entry's per-query scores (several sets: "set/id"), so a score
     # can be recomputed on exactly those queries (the rest were held out or left out of a sample)
     query_ids: list[str] = field(default_factory=list)
-    # the model's folder when it is a local one (``paths.local_folder`` as the search began): its name is found again
-    # from another folder (an export, a resume under another spelling)
+    # the model's folder when it is a local one (``paths.local_folder`` of the folder each run loaded): its name is
+    # found again from another folder (an export, a resume under another spelling)
     model_folder: str | None = None
     # what the search searched (its task's description, a digest of its prompts, its read-outs): a resumed run must
     # search the same (``RetrievalSearch.begin``)
