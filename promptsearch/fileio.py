@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import PromptSearchError
-from .paths import same_folder
+from .paths import same_model
 
 
 def atomic_replace(path: str | os.PathLike, write: Callable[[str], None], mode: int | None = None) -> Path:
@@ -198,6 +198,6 @@ def resumed_model(out: str | os.PathLike | None, given: str) -> str:
         d = json.loads(Path(out).read_text(encoding="utf-8")) if out else None
     except (OSError, UnicodeDecodeError, ValueError):
         return given
-    if isinstance(d, dict) and isinstance(d.get("model"), str) and same_folder(d["model"], given, *recorded_place(d)):
+    if isinstance(d, dict) and isinstance(d.get("model"), str) and same_model(d["model"], given, *recorded_place(d)):
         return d["model"]
     return given

@@ -69,15 +69,18 @@ def model_here(name: str, cwd: str | None, folder: str | None = None) -> str:
     return name
 
 
-def same_folder(recorded: str, given: str, cwd: str | None = None, folder: str | None = None) -> bool:
-    """Whether a model named now (``given``) is the local folder a results file recorded under another name (a
-    relative and an absolute path, a link): a refusal of "another model" would be of its spelling.
+def same_model(recorded: str, given: str, cwd: str | None = None, folder: str | None = None) -> bool:
+    """Whether a model named now (``given``) is the one a results file recorded: the same name, or the same local
+    folder under another (a relative and an absolute path, a link), which a refusal of "another model" would be of
+    its spelling.
 
     :param recorded: the model as the file recorded it.
     :param given: the model as named now.
     :param cwd: the folder the file's command last ran in (None: not recorded).
     :param folder: the model's folder as the file recorded it (None: not recorded).
-    :returns: whether both are folders and the same one."""
+    :returns: whether both name one model: the same text, or folders that are the same one."""
+    if recorded == given:
+        return True
     if "default" in (recorded, given):
         return False
     a, b = Path(model_here(recorded, cwd, folder)), Path(given)

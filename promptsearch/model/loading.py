@@ -219,7 +219,8 @@ def _check_device(device) -> None:
 
 def check_model_path(name: str) -> str:
     """The path or hub id ``name`` names ("default": the bundled MiniLM); a one-line ``ModelError`` for a path
-    that does not exist or is a file.
+    that does not exist or is a file. For a hub id, the hub libraries go offline when the hub does not answer
+    (``hub_offline_if_unreachable``), for every caller that loads it next (the model, an export's stack).
 
     :param name: ``"default"``, a Hugging Face id or a path.
     :returns: the path or id.
@@ -230,6 +231,8 @@ def check_model_path(name: str) -> str:
     if Path(path).is_file():
         raise ModelError(f"model path {path} is a file; pass the model's folder (with config.json), an HF id, or "
                          "'default'")
+    if not Path(path).is_dir():  # a hub id: a cached copy still loads, a missing one fails at once (not ~75 s later)
+        hub_offline_if_unreachable()
     return path
 
 
@@ -266,8 +269,6 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     path = checkpoint_folder(path)
     if Path(path).is_dir():
         _check_tokenizer_files(Path(path))
-    else:
-        hub_offline_if_unreachable()  # a hub id: a cached copy still loads, a missing one fails at once
     with _quiet_transformers():
         kwargs = loader_kwargs(folder, path)  # what sentence-transformers gives the loaders: the same model, numbers
         try:  # a clear error for a path or id that holds no model

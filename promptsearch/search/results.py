@@ -42,7 +42,7 @@ import jsonschema
 from ..errors import PromptSearchError, TemplateError
 from ..eval.objective import DEFAULT_OBJECTIVE
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock, recorded_place
-from ..paths import same_folder
+from ..paths import same_model
 from ..representation import Representation
 from .scorer import Score, Scored
 from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef, Verdict, weighed_words
@@ -438,8 +438,7 @@ class Results:
             if key in self.suspect:
                 notes.append(f"{self.path}: the score of {e.key} ({e.spearman:.2f}) is not the one a promptsearch "
                              "search wrote (edited by hand?); re-score it with 'promptsearch score' before trusting it")
-        if model is not None and model != self.model and not same_folder(self.model, model,
-                                                                          *recorded_place(self.extras)):
+        if model is not None and not same_model(self.model, model, *recorded_place(self.extras)):
             notes.append(f"{self.path} was searched on model {self.model!r}, not {model!r}: its ranking says nothing "
                          f"about {model!r}")
         return notes

@@ -29,7 +29,7 @@ from ..fileio import RETRIEVAL, check_writable, recorded_place, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
-from ..paths import hub_offline_if_unreachable, model_here, same_folder
+from ..paths import model_here, same_model
 from ..representation import Representation, readout_of
 from ..template import SENT, quote
 
@@ -359,7 +359,7 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if results.best is None:
         raise PromptSearchError(f"{results.path} holds no scored representation yet")
     place = recorded_place(results.extras)  # where its model was named
-    if model and model != results.model and not same_folder(results.model, model, *place):
+    if model and not same_model(results.model, model, *place):
         raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
@@ -425,7 +425,7 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if not isinstance(d.get("model"), str) or not d["model"]:
         raise PromptSearchError(f"{path} names no model (\"model\"); a retrieval results file names the one it scored")
     place = recorded_place(d)  # where its model was named
-    if model and model != d["model"] and not same_folder(d["model"], model, *place):
+    if model and not same_model(d["model"], model, *place):
         raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
     if TASK_SLOT in query + document:
@@ -525,10 +525,7 @@ def _write_folder(model: str, spec: FolderSpec, out, model_path: str | None,
     :raises promptsearch.PromptSearchError: for an unfinished fine-tuning folder or a module stack whose Pooling
         is not the module after the Transformer (before anything is written)."""
     check_finished(model_path or model)  # a folder finetune has not finished: its model is a checkpoint
-    source = check_model_path(model_path or model)
-    if not Path(source).is_dir():  # a hub id: a cached copy still loads, a missing one fails at once (not ~75 s later)
-        hub_offline_if_unreachable()
-    stack = load_stack(source)  # sentence-transformers reads the source: its own modules
+    stack = load_stack(check_model_path(model_path or model))  # sentence-transformers reads the source: its own modules
     _check_pooling_first(stack, model)  # before anything is written (write_modules checks it for finetune too)
     length = max_length or stack.max_seq_length
     out = Path(out)
