@@ -22,11 +22,11 @@ def run() -> None:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, handler)
     try:
-        from .cli import main  # lazy: start-up time (and a Ctrl-C while importing is caught)
+        from .cli import flushed, main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
         print("promptsearch: interrupted", file=sys.stderr)
         _leave(130)
-    code = main()
+    code = flushed(main())  # flushed after main: a signal then finds the command's status, not its handler
     if code in INTERRUPTED:
         _leave(code)
     sys.exit(code)

@@ -77,6 +77,19 @@ def _stdout_to_devnull() -> None:
         pass
 
 
+def flushed(code: int) -> int:
+    """The status of a command whose output is flushed now (``python -m promptsearch`` calls it after ``main``, its
+    signal handlers back to the process's own): 141, quietly, when the output's reader is gone (``| head``), not a
+    BrokenPipeError in Python's last flush at exit; else ``code``."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return 141
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
     global ended
@@ -99,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             errors.wording = lambda text: as_flags(text, flag_table(parser, args.command))
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             module, name = args.func.split(":")
-            code = int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0)
-            if sys.stdout is not None:
-                sys.stdout.flush()  # a reader gone is found here (below), not in Python's last flush at exit
-            return _ended(code)
+            return _ended(int(getattr(importlib.import_module(f".{module}", __name__), name)(args) or 0))
         except PromptSearchError as exc:
             assert args is not None  # the library's errors come from a command, after its arguments are read
             print(f"promptsearch {args.command}: error: {errors.worded(str(exc))}", file=sys.stderr)
