@@ -12,6 +12,7 @@ from ..errors import PromptSearchError
 from ..eval.retrieval import FLOAT16_ABOVE_GIB, TASK_SLOT, RetrievalTask, hold_out, sample_queries, unseen
 from ..eval.retrieval_sets import RetrievalSets
 from ..fileio import check_writable, resumed_model
+from ..model.weights import folder_of, weights_sample
 from ..paths import local_folder
 from ..search.distributed import WorkQueue
 from ..search.retrieval import (
@@ -95,6 +96,7 @@ def cmd_retrieval(args) -> int:
         results = RetrievalResults.for_task(args.out, resumed_model(args.out, args.model), task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
         results.model_folder = local_folder(args.model) or results.model_folder  # the one loaded: found from elsewhere
+        results.model_weights = weights_sample(folder_of(args.model)) or results.model_weights  # an export checks them
         strategy = (OptunaRetrieval.beside(args.out, results.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
                                            readouts=readouts, racing=racing,

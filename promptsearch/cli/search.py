@@ -15,6 +15,7 @@ from ..data import DevSets, check_data, one_dataset, read_wordnet
 from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable, resumed_model
 from ..library import read_templates
+from ..model.weights import folder_of, weights_sample
 from ..paths import local_folder
 from ..representation import Representation, readout_key
 from ..search import GivenTemplates, Results, Scorer, check_resume, open_results, run_strategy
@@ -72,6 +73,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it
         if folder := local_folder(args.model):  # the one loaded (its fingerprints matched the file's)
             results.extras["x_model_folder"] = folder  # its name found again from elsewhere (an export, a resume)
+        if (sample := weights_sample(folder_of(args.model))) is not None:  # an export checks it still holds these
+            results.extras["x_model_weights"] = sample
         return run_strategy(strategy, scorer, results, model, tasks, args.validate_top, o.show(args), announce)
 
 

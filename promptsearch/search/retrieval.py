@@ -364,6 +364,9 @@ class RetrievalResults:
     # the model's folder when it is a local one (``paths.local_folder`` of the folder each run loaded): its name is
     # found again from another folder (an export, a resume under another spelling)
     model_folder: str | None = None
+    # the model folder's weights in brief as each run found them (``model.weights.weights_sample``): an export
+    # refuses a folder that no longer holds them (retrained or replaced since it was scored)
+    model_weights: dict | None = None
     # what the search searched (its task's description, a digest of its prompts, its read-outs): a resumed run must
     # search the same (``RetrievalSearch.begin``)
     space: dict = field(default_factory=dict)
@@ -455,6 +458,7 @@ class RetrievalResults:
         res.command = dict(d["command"]) if isinstance(d.get("command"), dict) else None
         res.query_ids = [str(q) for q in d.get("query_ids") or []]
         res.model_folder = d["model_folder"] if isinstance(d.get("model_folder"), str) else None
+        res.model_weights = d["model_weights"] if isinstance(d.get("model_weights"), dict) else None
         res.space = dict(d["space"]) if isinstance(d.get("space"), dict) else {}
         return res
 
@@ -531,6 +535,7 @@ class RetrievalResults:
                 **({"validation": self.validation} if self.validation else {}),
                 **({"command": self.command} if self.command else {}),
                 **({"model_folder": self.model_folder} if self.model_folder else {}),
+                **({"model_weights": self.model_weights} if self.model_weights else {}),
                 **({"space": self.space} if self.space else {}),
                 **({"query_ids": self.query_ids} if self.query_ids else {})}
 

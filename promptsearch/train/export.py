@@ -29,6 +29,7 @@ from ..fileio import RETRIEVAL, check_writable, recorded_place, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
+from ..model.weights import changed_weights, folder_of
 from ..paths import model_here, same_model
 from ..representation import Representation, readout_of
 from ..template import SENT, quote
@@ -372,7 +373,25 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
                                 "keeps the length it was scored with)")
-    return model_here(results.model or DEFAULT_MODEL, *place), results.best.entry_key, max_length or scored
+    model = model_here(results.model or DEFAULT_MODEL, *place)
+    check_scored_weights(results.path, results.extras.get("x_model_weights"), model)
+    return model, results.best.entry_key, max_length or scored
+
+
+def check_scored_weights(path, recorded, model: str) -> None:
+    """Refuse an export from the results file ``path`` of a model folder that no longer holds the weights its
+    search scored (``recorded``: a hash of each weights file, ``model.weights.weights_sample``): retrained or replaced
+    since, it would ship prompts chosen for another model under the file's numbers. Nothing is checked where
+    nothing was recorded (an older file, a ``.bin`` checkpoint) or the model is a hub id.
+
+    :param path: the results file.
+    :param recorded: its record of the weights (None: none).
+    :param model: the model the export reads, as resolved from here.
+    :raises promptsearch.PromptSearchError: when the folder's weights differ from those recorded."""
+    folder = folder_of(model)
+    if folder is not None and (why := changed_weights(recorded, folder)):
+        raise PromptSearchError(f"{path} was scored on other weights than {folder} holds now ({why}: retrained or "
+                                "replaced since); search it again into a new out= to score these weights")
 
 
 @dataclass(frozen=True)
@@ -442,7 +461,9 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{path} was scored with max_length={scored}; drop max_length= (the export keeps the "
                                 "length it was scored with)")
-    return RetrievalAnswer(model_here(d["model"], *place), query, document, readout,
+    model = model_here(d["model"], *place)
+    check_scored_weights(path, d.get("model_weights"), model)
+    return RetrievalAnswer(model, query, document, readout,
                            None if document_readout == readout else document_readout, max_length or scored)
 
 

@@ -625,6 +625,51 @@ def test_a_model_named_by_a_relative_path_resumes_and_exports_from_anywhere(tiny
     assert "holds a retrieval run with --model 'tiny', not 'default'" in capsys.readouterr().err
 
 
+def test_an_export_of_a_folder_whose_weights_changed_since_its_search_is_refused(tiny_bert_encoder_only_dir, beir,
+                                                                                 tmp_path, monkeypatch, capsys):
+    """An export ships the weights its folder holds now: a folder retrained in place after its search, or another
+    model put where a moved project's folder was, would have shipped prompts chosen for other weights under the
+    file's numbers. Each search records a hash of the folder's weights; an export of a folder that no longer holds
+    them is one line, exit 2, nothing written, and exports again once the weights are back."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    work = tmp_path / "work"
+    shutil.copytree(tiny_bert_encoder_only_dir, work / "tiny")
+    monkeypatch.chdir(work)
+    weights = work / "tiny" / "model.safetensors"
+    kept = weights.read_bytes()
+    assert main(["retrieval", "--model", "tiny", "--out", "r.json", "--data", str(beir), "--no-cache", "--readouts",
+                 "cls", "--holdout", "0", "-q"]) == 0
+    assert main(["score", "--model", "tiny", "--out", "s.json", "--dataset", "sts16", "--no-cache", "--readout",
+                 "mean", "query: [X]", "-q"]) == 0
+    assert list(json.loads((work / "r.json").read_text())["model_weights"]) == ["model.safetensors"]
+    assert json.loads((work / "s.json").read_text())["x_model_weights"] == json.loads(
+        (work / "r.json").read_text())["model_weights"]
+    tensors = load_file(weights)
+    name = "encoder.layer.0.attention.self.query.weight"  # one layer moved a little, as a training step moves it
+    tensors[name] = tensors[name] + 1e-3
+    save_file(tensors, weights, metadata={"format": "pt"})
+    capsys.readouterr()
+    for results in ("r.json", "s.json"):
+        assert main(["export", results, "--out", results + ".folder"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{results} was scored on other weights than {work / 'tiny'} holds now" in err
+        assert "(its model.safetensors differs: retrained or replaced since)" in err
+        assert not (work / (results + ".folder")).exists()
+    moved = tmp_path / "moved"
+    work.rename(moved)  # the project moved and another model put where its folder was: the recorded folder is read
+    shutil.copytree(moved / "tiny", work / "tiny")
+    (moved / "tiny" / "model.safetensors").write_bytes(kept)  # the moved project's own folder holds the scored weights
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(moved / "r.json"), "--out", "r.folder"]) == 2
+    assert "was scored on other weights than" in capsys.readouterr().err
+    (work / "tiny" / "model.safetensors").write_bytes(kept)  # the weights back: exported
+    for results in ("r.json", "s.json"):
+        assert main(["export", str(moved / results), "--out", results + ".again"]) == 0
+
+
 @pytest.mark.parametrize(("changed", "says"), [(["--description", "Find facts"], "another task description"),
                                                (["--readouts", "cls,max"], "other read-outs (--readouts)")])
 def test_a_resumed_search_of_another_space_is_refused(tiny_bert_encoder_only_dir, beir, tmp_path, capsys, changed,
