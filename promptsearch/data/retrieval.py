@@ -398,8 +398,8 @@ def _jsonl(path: Path) -> Iterable[tuple[int, dict]]:
             for i, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
+                try:  # without its newline: a parser's column is then on this line (one cut short: at its end)
+                    row = json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{i}: not valid JSON ({json_error(exc)}); fix that line") \
                         from None

@@ -319,7 +319,10 @@ def test_bad_files_and_splits(tmp_path):
     with pytest.raises(DataError, match=r"missing .*dev.tsv; its splits are test \(split=\)"):
         load_beir(folder, split="dev")
     (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": \n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"corpus.jsonl:2: not valid JSON"):
+    with pytest.raises(DataError, match=r"corpus.jsonl:2: not valid JSON \(Expecting value at column 9\)"):
+        load_beir(folder)  # the line's end (a user's trial: 'column 1', the newline counted as a second line)
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"\n', encoding="utf-8")  # its brace cut off
+    with pytest.raises(DataError, match=r"corpus.jsonl:1: not valid JSON \(Expecting ',' delimiter at column 26\)"):
         load_beir(folder)
     # a raw tab inside a string: the parser's message ends in 'at', which its own text fills with the place
     (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a\tb"}\n', encoding="utf-8")
