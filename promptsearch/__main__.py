@@ -1,9 +1,11 @@
 """``python -m promptsearch`` and the ``promptsearch`` console script."""
 
+import _thread
 import atexit
 import os
 import signal
 import sys
+import threading
 
 INTERRUPTED = (130, 143)  # Ctrl-C, SIGTERM
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -16,11 +18,7 @@ def run() -> None:
     ran at import time and would then end the process by SIGINT (status -2 to a caller, not 130)
     however the command handled it; and finalizers of half-loaded libraries need not run."""
     atexit.register(_ignore_signals)  # registered before any library's: the last exit handler to run
-    # main restores the handlers it finds: these, not Python's; an ignored signal (a script's background job's
-    # Ctrl-C) stays ignored
-    for sig, handler in ((signal.SIGINT, _on_ctrl_c), (signal.SIGTERM, _on_sigterm)):
-        if signal.getsignal(sig) != signal.SIG_IGN:
-            signal.signal(sig, handler)
+    handle_signals()
     try:
         from .cli import flushed, main  # lazy: start-up time (and a Ctrl-C while importing is caught)
     except KeyboardInterrupt:
@@ -30,6 +28,32 @@ def run() -> None:
     if code in INTERRUPTED:
         _leave(code)
     sys.exit(code)
+
+
+def handle_signals() -> None:
+    """The command's handlers of Ctrl-C and SIGTERM (main restores the handlers it finds: these, not Python's; an
+    ignored signal, a script's background job's Ctrl-C, stays ignored), and a Ctrl-C that Python would drop sent
+    again (``_unraisable``)."""
+    for sig, handler in ((signal.SIGINT, _on_ctrl_c), (signal.SIGTERM, _on_sigterm)):
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, handler)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(unraisable) -> None:
+    """Python's hook for an exception it cannot raise: one raised in a finalizer (a ``__del__`` the garbage
+    collector ran) is printed, "Exception ignored in ...", and dropped. A Ctrl-C (or a SIGTERM, which a command
+    raises as one) whose handler ran inside a finalizer would be lost so, and the command would run on to its end,
+    status 0 (a user's trial: 1 Ctrl-C in 25, inside the ``regex`` module's ``__del__``). It is sent again, as
+    Ctrl-C, from another thread a moment later, once the finalizer has returned: the command's own code gets it
+    (a SIGTERM's handler has noted it came, so the command still says it was terminated). Anything else is
+    printed as Python prints it."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        again = threading.Timer(0.01, _thread.interrupt_main)
+        again.daemon = True  # never holds the process up at its exit
+        again.start()
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _ended() -> int | None:

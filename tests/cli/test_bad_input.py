@@ -597,6 +597,42 @@ def test_ctrl_c_after_the_command_finished_keeps_its_status(after, sig, code, wo
     assert "stsb-dev" in json.loads("".join(lines) + "}\n" + rest)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_ctrl_c_that_lands_in_a_finalizer_is_not_lost(sig):
+    """From a user's trial (1 Ctrl-C in 25): a Ctrl-C whose handler ran while the garbage collector ran a finalizer
+    (the ``regex`` module's ``__del__``) raised its KeyboardInterrupt there, where Python prints "Exception ignored"
+    and drops it; the search ran to its end and left with status 0. The command's handlers send it again once the
+    finalizer has returned: the code running then gets it (a SIGTERM as the command raises it: a KeyboardInterrupt,
+    the command noting it came), and nothing is printed of the dropped one."""
+    script = f"""
+import os, signal, sys, time
+from promptsearch.__main__ import handle_signals
+from promptsearch.interrupts import terminable
+handle_signals()
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), {int(sig)})
+        t = time.time()
+        while time.time() - t < 1:  # the handler runs in here: Python drops what it raises
+            pass
+
+with terminable() as terminated:
+    try:
+        Finalized()
+        t = time.time()
+        while time.time() - t < 10:
+            pass
+        print("lost")
+    except KeyboardInterrupt:
+        print("interrupted", terminated)
+"""
+    p = spawn([sys.executable, "-c", script])
+    out, err = p.communicate(timeout=60)
+    assert out.strip() == f"interrupted {[int(sig)] if sig == signal.SIGTERM else []}", (out, err)
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+
+
 def test_an_ignored_ctrl_c_stays_ignored(tiny_bert_dir):
     """A command started with SIGINT ignored (a script's background job: the shell ignores it there) keeps it
     ignored, as before the handler for Ctrl-C after a command's end: a Ctrl-C to the script does not stop it. The
