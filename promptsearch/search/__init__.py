@@ -66,8 +66,11 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
         hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
         check_resume(strategy, scorer, out, model_name)
     strategy.check(scorer)  # refuse bad input before the results file is opened
-    return Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
-                        numbers=scorer.numbers())
+    results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise,
+                           run_settings(strategy, scorer), numbers=scorer.numbers())
+    # a resumed file's scores read back, the score cache off too; one it did not write (edited by hand) scored again
+    scorer.know(e for k, e in results.entries.items() if k not in results.suspect)
+    return results
 
 
 @dataclass

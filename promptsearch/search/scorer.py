@@ -425,6 +425,27 @@ class Scorer:
         out = {d: view._cache.get(view._cache_key(k.text, dn, d)) for d in self.datasets}
         return None if any(v is None for v in out.values()) else {d: v for d, v in out.items() if v is not None}
 
+    def know(self, entries) -> int:
+        """Take a resumed results file's scores as this process's own (not written to the cache file): each single
+        representation's score, per set, for the variant it was scored in, so that a resumed search reads them
+        back instead of encoding them again, with the score cache off too (``use_cache=False``). Its pair
+        similarities are not in the file: a step judged again encodes its two ends once.
+
+        :param entries: the file's entries (``Results.entries``' values): an ensemble's, or one of other sets, is
+            left out (its members' scores are entries of their own).
+        :returns: how many were taken."""
+        n = 0
+        for e in entries:
+            per_set = e.sets if e.sets else {self.datasets[0]: e.spearman} if len(self.datasets) == 1 else None
+            if e.members or not per_set or set(per_set) != set(self.datasets):
+                continue
+            view, k = self._view(self.representation(e.entry_key))
+            for dn in (False, True) if k.readout else (bool(e.denoise),):  # a pooled one has no denoised variant
+                for d, v in per_set.items():
+                    view._cache.setdefault(view._cache_key(k.text, dn, d), float(v))
+            n += 1
+        return n
+
     def cached(self, template: str | Template | Representation, denoise: bool | None = None) -> float | None:
         """The cached objective of a single representation (every set's score cached), or None.
 

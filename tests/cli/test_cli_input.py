@@ -4,7 +4,9 @@ typo'd flag, hints worded as flags, the data folder looked for beside the checko
 without a terminal or ended by SIGTERM — each one line with exit 2 (or the note it owes), nothing
 written where it refuses."""
 
+import json
 import os
+import re
 import signal
 import time
 
@@ -429,7 +431,52 @@ def test_a_resumed_template_search_says_so_before_it_starts(tiny_bert_dir, tmp_p
     # the model's own and the template
     assert f"resuming {out}: its 2 scored representations are read back, not scored again" in err, err
     assert main([*argv, "-q"]) == 0
-    assert "resuming" not in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "resuming" not in said.err
+    # read back with the score cache off too (it encoded both again), and the file's totals told from this run's
+    assert "2.0 full-set encodings (2.0 fp32) in all its runs; this run (resumed): 0 new, 0.0 full-set encodings" \
+        in said.out
+
+
+def test_a_resumed_score_edited_by_hand_is_scored_again_not_read_back(tiny_bert_dir, tmp_path, capsys):
+    """A resumed file's scores are read back, not scored again; one the search did not write (edited by hand) is
+    not taken as the scorer's own but scored again, with the score cache off as on."""
+    out = tmp_path / "r.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16", "--no-cache",
+            "--validate-top", "0", "-q", "[X] is [MASK] ."]
+    assert main(argv) == 0
+    d = json.loads(out.read_text())
+    real = next(e["spearman"] for e in d["templates"] if e["template"] == "[X] is [MASK] .")
+    for e in d["templates"]:
+        if e["template"] == "[X] is [MASK] .":
+            e["spearman"] = 99.9
+    out.write_text(json.dumps(d))
+    capsys.readouterr()
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "this run (resumed): 0 new, 1.0 full-set encodings" in said, said[-300:]  # the edited one again
+    again = json.loads(out.read_text())
+    assert next(e["spearman"] for e in again["templates"] if e["template"] == "[X] is [MASK] .") == real
+
+
+def test_a_resumed_greedy_search_encodes_only_what_its_steps_judge_again(tiny_bert_dir, tmp_path, capsys):
+    """A finished greedy search run again with --no-cache said its scores were read back, not scored again, and
+    encoded every one of them again (23 full-set encodings of 23 on a small model); its scores are now read back
+    from the file, and only what judging the path's steps needs is encoded: each step's two ends' pair similarities
+    (not in the file) and the verdict's, at most 2 a step and 2 more."""
+    out = tmp_path / "g.json"
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16",
+            "--no-cache", "--validate-top", "0", "-q"]
+    assert main(argv) == 0
+    first = json.loads(out.read_text())
+    capsys.readouterr()
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "this run (resumed)" in x)
+    scored, encodings = re.search(r"this run \(resumed\): (\d+) new, ([\d.]+) full-set encodings", line).groups()
+    again = json.loads(out.read_text())
+    judged = sum("gain" in row for row in first["path"])  # the steps judged (a race's own rows are not)
+    assert int(scored) == 0 and float(encodings) <= 2 * judged + 2 < len(first["templates"]), line
+    assert again["x_chosen"] == first["x_chosen"] and again["path"] == first["path"]
 
 
 def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_bert_dir, tmp_path):
