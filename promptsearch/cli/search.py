@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -175,15 +177,23 @@ def cmd_t5(args) -> int:
 
 def cmd_worker(args) -> int:
     """Score candidates for a search started with --storage, until it is over."""
+    # the worker's own paths from its own folder, whichever folder reads the study's (serve may read them from the
+    # search's, a relative model or data path there)
+    paths = {k: os.path.abspath(v) for k in ("data_dir", "cache_dir", "mlm_head")
+             if isinstance(v := getattr(args, k, None), str) and v.lower() != "none"}
+    if args.model and (folder := local_folder(args.model)):
+        paths["model"] = folder
+    mine = argparse.Namespace(**{**vars(args), **paths})
+
     def make_work(spec):  # the search's model and settings, unless the flags say otherwise
-        model = args.model or spec["model"]
+        model = mine.model or spec["model"]
         if spec.get("kind") == "retrieval":  # a retrieval search's candidates
             from .retrieval import work_for  # lazy: only a retrieval study needs it
 
-            return work_for(args, spec, model), model
-        settings = scored_settings(spec["numbers"], args.bf16, args.add_period, args.max_length)
-        scorer = Scorer(o.encoder(args, settings=settings, model=model), dataset=spec["dataset"],
-                        denoise=spec["denoise"], data=o.data(args), cache=False, screening=spec["screening"],
+            return work_for(mine, spec, model), model
+        settings = scored_settings(spec["numbers"], mine.bf16, mine.add_period, mine.max_length)
+        scorer = Scorer(o.encoder(mine, settings=settings, model=model), dataset=spec["dataset"],
+                        denoise=spec["denoise"], data=o.data(mine), cache=False, screening=spec["screening"],
                         objective=spec["objective"])
         return STSWork(scorer), model
 

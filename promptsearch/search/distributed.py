@@ -28,6 +28,7 @@ import contextlib
 import datetime
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -279,6 +280,9 @@ class WorkQueue:
         if old is not None and old != self.spec:
             raise PromptSearchError(f"the work study {self.name!r} in the storage belongs to another search (other "
                                     "model, data or settings); give another study name")
+        # the folder the search runs in: a worker elsewhere on this machine reads the study's relative paths from it
+        # (set before the spec, which tells a worker the study is ready)
+        self.study.set_user_attr("cwd", os.getcwd())
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
         self.study.set_user_attr("interrupted", None)  # resumed: its waiting workers go on
@@ -438,6 +442,38 @@ def _optuna_searches(storage, summaries=None) -> str:
     return f" (it holds the Optuna search study {names[0]!r}: {JOIN_OPTUNA})" if names else ""
 
 
+def _work_for(spec: dict, cwd, make_work, log=None):
+    """The work for a study's ``spec`` (``make_work``, whose own paths are absolute), checked against it: built in
+    this worker's folder, or, where that fails (a model or data the search named by a path relative to its own
+    folder: refused here), in the folder the search runs in (``cwd``) when this machine has it, which the worker then
+    works from; the first refusal stands when neither reads.
+
+    :param spec: the study's spec.
+    :param cwd: the folder the search's command runs in, as the study recorded it (None: not recorded).
+    :param make_work: ``spec`` -> ``(work, model)``.
+    :param log: told where the study's paths were read from, when it is the search's folder.
+    :returns: ``(work, model)``."""
+    try:
+        work, model = make_work(spec)
+        work.check(spec, model)
+        return work, model
+    except PromptSearchError as here:
+        if not isinstance(cwd, str) or not os.path.isdir(cwd) or os.path.samefile(cwd, os.getcwd()):
+            raise
+        back = os.getcwd()
+        os.chdir(cwd)  # the study's relative paths as the search reads them, for the worker's life: a model's
+        # sentence-transformers modules, for one, are read when first used (make_work's own paths are absolute)
+        try:
+            work, model = make_work(spec)
+            work.check(spec, model)
+        except PromptSearchError:
+            os.chdir(back)
+            raise here from None
+    if log:
+        log(f"worker: the study's model and data read from the search's folder, {cwd}, where it works from now")
+    return work, model
+
+
 def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 600, log=None) -> int:
     """``promptsearch worker``: attach to the work study ``name`` (or the newest open one; waiting up to
     ``wait`` seconds for a search to start), build the work for its spec (``make_work(spec)`` ->
@@ -469,8 +505,7 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
-    work, model = make_work(spec)
-    work.check(spec, model)
+    work, model = _work_for(spec, study.user_attrs.get("cwd"), make_work, log)
     done, last_stale, paused, since = 0, 0.0, None, 0.0
     while True:
         if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):

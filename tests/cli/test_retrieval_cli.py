@@ -301,6 +301,36 @@ def test_greedy_over_a_worker_gives_the_numbers_of_one_process(tiny_bert_encoder
     assert any((tmp_path / "worker-corpus").iterdir())  # its corpus vectors where its --cache-dir said
 
 
+def test_a_worker_started_in_another_folder_reads_the_searchs_relative_paths_from_its_folder(
+        tiny_bert_encoder_only_dir, beir, tmp_path):
+    """From a user's trial: a search given --model and --data as paths relative to its folder, and a worker started
+    in another folder of the same machine, which refused the study (its data could not be read there) while the
+    search did every job itself. The study records the search's folder: a worker that cannot read the study's paths
+    from its own folder reads them from the search's, and its own paths (--cache-dir) stay its own."""
+    import shutil
+
+    from conftest import ONE_THREAD, cli
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    shutil.copytree(tiny_bert_encoder_only_dir, work / "m")
+    shutil.copytree(beir, work / "data")
+    elsewhere.mkdir()
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    worker = cli(["worker", "--no-bf16", "-q", "--storage", url, "--study-name", "w", "--wait", "120", "--cache-dir",
+                  "its-cache"], {**ONE_THREAD, "XDG_CACHE_HOME": str(tmp_path / "wc")}, cwd=elsewhere)
+    try:
+        r = run_cli(["retrieval", "--model", "m", "--data", "data", "--readouts", "cls", "--no-bf16", "-q", "--out",
+                     "r.json", "--storage", url, "--study-name", "w", "--no-local"], ONE_THREAD, timeout=600, cwd=work)
+        assert r.returncode == 0, r.stderr
+        out, err = worker.communicate(timeout=120)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    done = int(out.strip().splitlines()[-1].split()[1])  # "worker: N candidates scored"
+    assert done == len(json.loads((work / "r.json").read_text())["entries"]) > 0  # every candidate the worker's
+    assert any((elsewhere / "its-cache").iterdir())  # its own --cache-dir, from its own folder
+
+
 def test_a_worker_for_other_data_is_refused_in_one_line(tiny_bert_encoder_only_dir, beir, tmp_path):
     from promptsearch.cli.parser import build_parser
     from promptsearch.cli.retrieval import source_of, work_for
