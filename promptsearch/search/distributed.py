@@ -38,7 +38,7 @@ import optuna
 from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
 
-from ..errors import PromptSearchError, difference
+from ..errors import PromptSearchError, difference, note
 from ..representation import Representation
 from .racing import rung_similarities
 from .scorer import Score, Scorer
@@ -287,6 +287,7 @@ class WorkQueue:
         self.study.set_user_attr("finished", False)
         self.study.set_user_attr("interrupted", None)  # resumed: its waiting workers go on
         self.work = work if local else None  # the driver does jobs too
+        self.refusal_told = self.study.user_attrs.get("refused")  # an earlier run's: not this one's news
         self.grace = grace
 
     def run(self, jobs: list[Job]) -> dict[str, dict]:
@@ -305,9 +306,19 @@ class WorkQueue:
             if time.monotonic() - last_stale > 5:
                 retrying(lambda: fail_stale_trials(self.study), self.grace)
                 retrying(lambda: fail_orphans(self.study, set(want), self.grace), self.grace)
+                self._tell_refusal(retrying(lambda: self.study.user_attrs, self.grace).get("refused"))
                 last_stale = time.monotonic()
             time.sleep(POLL)
         return results
+
+    def _tell_refusal(self, refused) -> None:
+        """A worker's refusal of this study (``serve`` records the latest), said once: without it a search whose jobs
+        only workers do would wait for that worker without a word."""
+        if isinstance(refused, dict) and refused != self.refusal_told:
+            self.refusal_told = refused
+            note(f"note: a worker ({refused.get('by')}) refused the work study {self.name!r}: {refused.get('why')}"
+                 + ("; this process waits for a worker that takes its jobs" if self.work is None else
+                    "; this process does the jobs itself meanwhile"))
 
     def _step(self, want: dict[str, Job], results: dict[str, dict]) -> bool:
         """One look at the queue: results taken, failed jobs queued again, one job done here if any
@@ -505,7 +516,12 @@ def serve(url: str, name: str | None, make_work, grace: int = 90, wait: float = 
     spec = study.user_attrs["spec"]
     if log:
         log(f"worker: study {study.study_name!r} ({spec['model']} on {spec['dataset']}); loading the model")
-    work, model = _work_for(spec, study.user_attrs.get("cwd"), make_work, log)
+    try:
+        work, model = _work_for(spec, study.user_attrs.get("cwd"), make_work, log)
+    except PromptSearchError as exc:  # told to the search too, which would otherwise wait for it without a word
+        with contextlib.suppress(Exception):
+            study.set_user_attr("refused", {"by": this_process(), "why": str(exc)})
+        raise
     done, last_stale, paused, since = 0, 0.0, None, 0.0
     while True:
         if retrying(lambda: claim_and_do(study, storage, work, patience=grace), grace):

@@ -195,6 +195,36 @@ def test_workers_wait_for_an_interrupted_search_to_resume(tmp_path):
     assert logs[-1] == "worker: the search is over; 1 jobs done here", logs
 
 
+def test_a_workers_refusal_is_told_to_the_search_that_waits_for_it(tmp_path, capsys):
+    """From a user's trial: a worker that refused the study (its data not readable there) quit, and the search, which
+    left its jobs to the workers, waited for it without a word. The refusal is recorded in the study and said once
+    by the search while it waits; a worker that takes the jobs then does them."""
+    from promptsearch.errors import PromptSearchError
+
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    queue = distributed.WorkQueue(url, Work(), "m", name="work", local=False)
+
+    def refuse(spec):
+        raise PromptSearchError("the study's data cannot be read here")
+
+    with pytest.raises(PromptSearchError, match="cannot be read here"):
+        distributed.serve(url, "work", refuse, grace=3, wait=5)
+    t, logs, done = _worker(url, wait=60)  # a worker that reads it, joining while the search waits
+    assert queue.run([Job("full", "z")]) == {Job("full", "z").id: {"key": "z"}}
+    queue.close()
+    t.join(30)
+    err = capsys.readouterr().err
+    assert err.count("refused") == 1, err
+    assert ("note: a worker (" in err and "refused the work study 'work': the study's data cannot be read here; this "
+            "process waits for a worker that takes its jobs") in err
+    again = distributed.WorkQueue(url, Work(), "m", name="work", local=False)  # resumed: an earlier refusal is old
+    t, logs, done = _worker(url, wait=60)
+    again.run([Job("full", "y")])
+    again.close()
+    t.join(30)
+    assert "refused" not in capsys.readouterr().err
+
+
 def test_workers_leave_a_search_not_resumed_within_their_wait(tmp_path):
     url = f"sqlite:///{tmp_path / 'work.db'}"
     queue = distributed.WorkQueue(url, Work(), "m", name="work", local=False)
