@@ -24,7 +24,7 @@ import torch
 from ..errors import ModelError, first_line
 from ..paths import hub_offline_if_unreachable
 from .mask_head import MaskHead, load_head, shipped_head_path
-from .stack import ModuleStack, _quiet_transformers, load_stack
+from .stack import ModuleStack, _quiet_transformers, load_stack, pad_stand_in
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -327,8 +327,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     # about a long sentence before that truncation is noise.
     if hasattr(tokenizer, "deprecation_warnings"):
         tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
-    if tokenizer.pad_token_id is None:  # GPT-2, Llama: padded positions are masked out, any id will do
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    pad_stand_in(tokenizer)
     if tokenizer.pad_token_id is None:  # sentence-transformers cannot pad a batch either (transformers refuses)
         raise ModelError(f"the tokenizer of {name!r} has no pad token, nor an end-of-text or unknown-word token to "
                          "stand in for one, so no batch can be padded; give it one (tokenizer.pad_token = ..., or "

@@ -228,6 +228,16 @@ def _checkpoint_view(path: str):
     return view
 
 
+def pad_stand_in(tokenizer) -> None:
+    """A tokenizer without a pad token (GPT-2, Llama) pads with its end-of-text token, else its unknown-word token:
+    neither this tool nor sentence-transformers can pad a batch without one (transformers refuses), and padded
+    positions are masked out, so any id will do. Without either it is left without one (the model loader refuses it).
+
+    :param tokenizer: a Hugging Face tokenizer, changed in place."""
+    if tokenizer.pad_token is None or tokenizer.pad_token_id is None:  # none, or one its vocabulary lacks
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+
+
 def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack:
     """``path``'s sentence-transformers stack as sentence-transformers reads it, its Transformer running
     ``encoder`` (None: the Transformer's own weights, loaded here: then ``stack.transformer.auto_model`` is
@@ -292,10 +302,8 @@ def load_stack(path: str, encoder: PreTrainedModel | None = None) -> ModuleStack
     if any((getattr(st, "module_kwargs", None) or {}).values()):
         raise ModelError(f"{path}: its modules take forward arguments (modules.json 'kwargs'); promptsearch reproduces "
                          "plain stacks")
-    tok = first.tokenizer
-    if tok is not None and tok.pad_token is None:  # GPT-2, Llama: sentence-transformers cannot pad a batch without one;
-        # padded positions are masked out, any id will do (an export keeps it)
-        tok.pad_token = tok.eos_token or tok.unk_token
+    if first.tokenizer is not None:  # an export keeps the stand-in
+        pad_stand_in(first.tokenizer)
     if encoder is not None:
         first.model = encoder  # the one set of weights: promptsearch's (the meta or second copy is dropped)
         dtype = next(encoder.parameters()).dtype
