@@ -2,10 +2,11 @@
 
 import _thread
 import atexit
+import contextlib
 import os
 import signal
 import sys
-import threading
+import time
 
 INTERRUPTED = (130, 143)  # Ctrl-C, SIGTERM
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -45,15 +46,23 @@ def _unraisable(unraisable) -> None:
     collector ran) is printed, "Exception ignored in ...", and dropped. A Ctrl-C (or a SIGTERM, which a command
     raises as one) whose handler ran inside a finalizer would be lost so, and the command would run on to its end,
     status 0 (a user's trial: 1 Ctrl-C in 25, inside the ``regex`` module's ``__del__``). It is sent again, as
-    Ctrl-C, from another thread a moment later, once the finalizer has returned: the command's own code gets it
-    (a SIGTERM's handler has noted it came, so the command still says it was terminated). Anything else is
-    printed as Python prints it."""
+    Ctrl-C, from another thread a moment later (``_interrupt_soon``), once the finalizer has returned: the
+    command's own code gets it (a SIGTERM's handler has noted it came, so the command still says it was
+    terminated). Anything else is printed as Python prints it."""
     if isinstance(unraisable.exc_value, KeyboardInterrupt):
-        again = threading.Timer(0.01, _thread.interrupt_main)
-        again.daemon = True  # never holds the process up at its exit
-        again.start()
+        # not from here: a signal tripped in this hook is handled in it, where Python drops it again; nor through
+        # threading, whose locks the code the collector interrupted may hold: a bare thread, which never holds the
+        # process up at its exit (one refused as Python shuts down leaves the command's own ending to it)
+        with contextlib.suppress(RuntimeError):
+            _thread.start_new_thread(_interrupt_soon, ())
         return
     sys.__unraisablehook__(unraisable)
+
+
+def _interrupt_soon() -> None:
+    """Ctrl-C again, once the finalizer that dropped it has returned."""
+    time.sleep(0.01)
+    _thread.interrupt_main()
 
 
 def _ended() -> int | None:

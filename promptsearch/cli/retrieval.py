@@ -96,7 +96,7 @@ def cmd_retrieval(args) -> int:
         results = RetrievalResults.for_task(args.out, resumed_model(args.out, args.model), task, enc)
         results.command = o.recorded_command(args)  # saved with the first score, or the verdict
         results.model_folder = local_folder(args.model) or results.model_folder  # the one loaded: found from elsewhere
-        results.model_weights = weights_sample(folder_of(args.model)) or results.model_weights  # an export checks them
+        results.model_weights = weights_sample(folder_of(args.model))  # an export checks them (None: none to take)
         strategy = (OptunaRetrieval.beside(args.out, results.model, task.record(), storage=args.storage,
                                            study_name=args.study_name, seed=args.tpe_seed, library=args.prompts,
                                            readouts=readouts, racing=racing,

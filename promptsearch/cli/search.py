@@ -77,6 +77,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
             results.extras["x_model_folder"] = folder  # its name found again from elsewhere (an export, a resume)
         if (sample := weights_sample(folder_of(args.model))) is not None:  # an export checks it still holds these
             results.extras["x_model_weights"] = sample
+        else:  # none to take (a hub id, a .bin checkpoint): an earlier run's would be another folder's news
+            results.extras.pop("x_model_weights", None)
         return run_strategy(strategy, scorer, results, model, tasks, args.validate_top, o.show(args), announce)
 
 

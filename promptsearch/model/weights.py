@@ -22,13 +22,19 @@ ROWS = 8  # rows of each tensor hashed, evenly spaced over its first dimension (
 
 
 def _weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of a model folder: at its root and one folder down (a sentence-transformers module's,
-    such as ``2_Dense``), not in hidden folders or a trainer's ``checkpoint-*`` folders (which change while the model
-    does not)."""
+    """The safetensors files a model folder's model reads: at its root, and in the folders its sentence-transformers
+    modules name (``modules.json``: ``0_Transformer`` in the older layout, a ``2_Dense``); not those of anything else
+    kept in it (a trainer's ``checkpoint-*``, an export written inside it, an adapter), which change while the model
+    does not."""
     found = sorted(folder.glob("*.safetensors"))
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        if not sub.name.startswith((".", "checkpoint-")):
-            found += sorted(sub.glob("*.safetensors"))
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none (a plain transformers folder), or unreadable (loading it says so)
+        modules = []
+    subs = {str(m.get("path")) for m in modules if isinstance(m, dict)} if isinstance(modules, list) else set()
+    for sub in sorted(subs - {"", "."}):
+        if (folder / sub).is_dir() and (folder / sub).resolve().is_relative_to(folder.resolve()):
+            found += sorted((folder / sub).glob("*.safetensors"))
     return found
 
 
@@ -53,9 +59,9 @@ def _file_hash(path: Path) -> str:
 
 
 def weights_sample(folder) -> dict[str, str] | None:
-    """A model folder's weights in brief, each safetensors file (its path in the folder) to a hash of every tensor's
-    name, shape and a few rows (``_file_hash``): what a search records so that an export knows the folder still holds
-    what was scored, read in a fraction of a second whatever the model's size.
+    """A model folder's weights in brief, each safetensors file its model reads (``_weight_files``; its path in the
+    folder) to a hash of every tensor's name, shape and a few rows (``_file_hash``): what a search records so that an
+    export knows the folder still holds what was scored, read in a fraction of a second whatever the model's size.
 
     :param folder: a model folder (anything else: None).
     :returns: the sample; None where there is none to take (not a folder, no safetensors files: a ``.bin``

@@ -280,14 +280,16 @@ class WorkQueue:
         if old is not None and old != self.spec:
             raise PromptSearchError(f"the work study {self.name!r} in the storage belongs to another search (other "
                                     "model, data or settings); give another study name")
-        # the folder the search runs in: a worker elsewhere on this machine reads the study's relative paths from it
-        # (set before the spec, which tells a worker the study is ready)
+        # the folder the search runs in: a worker elsewhere on this machine reads the study's relative paths from it;
+        # a worker's refusal of an earlier run cleared (both set before the spec, which tells a worker the study is
+        # ready: a refusal from now on is this run's)
         self.study.set_user_attr("cwd", os.getcwd())
+        self.study.set_user_attr("refused", None)
         self.study.set_user_attr("spec", self.spec)
         self.study.set_user_attr("finished", False)
         self.study.set_user_attr("interrupted", None)  # resumed: its waiting workers go on
         self.work = work if local else None  # the driver does jobs too
-        self.refusal_told = self.study.user_attrs.get("refused")  # an earlier run's: not this one's news
+        self.refusal_told: dict | None = None  # the refusal said (one of this run's)
         self.grace = grace
 
     def run(self, jobs: list[Job]) -> dict[str, dict]:
@@ -468,9 +470,11 @@ def _work_for(spec: dict, cwd, make_work, log=None):
         work, model = make_work(spec)
         work.check(spec, model)
         return work, model
-    except PromptSearchError as here:
+    except PromptSearchError as exc:
         if not isinstance(cwd, str) or not os.path.isdir(cwd) or os.path.samefile(cwd, os.getcwd()):
             raise
+        here = exc.with_traceback(None)  # its frames would keep the first model loaded while the second loads
+        work = None  # noqa: F841 - (the same: a model loaded, then refused by its check)
         back = os.getcwd()
         os.chdir(cwd)  # the study's relative paths as the search reads them, for the worker's life: a model's
         # sentence-transformers modules, for one, are read when first used (make_work's own paths are absolute)

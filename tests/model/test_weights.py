@@ -1,6 +1,7 @@
 """model.weights: a search records a hash of its model folder's weights, read without loading them, so an export
 can tell the folder still holds them."""
 
+import json
 import shutil
 
 import torch
@@ -28,9 +29,17 @@ def test_a_folder_copied_elsewhere_keeps_its_sample_and_a_rounded_or_changed_ten
     assert changed_weights(sample, copy) == "its model.safetensors differs"
     save_file(tensors, copy / "model.safetensors")  # the same tensors written again
     assert changed_weights(sample, copy) is None
-    (copy / "2_Dense").mkdir()  # a module's weights one folder down are the model's
+    (copy / "2_Dense").mkdir()  # a module's weights in the folder modules.json names are the model's
     save_file({"linear.weight": torch.ones(3, 3)}, copy / "2_Dense" / "model.safetensors")
-    assert sorted(weights_sample(copy) or {}) == ["2_Dense/model.safetensors", "model.safetensors"]
+    (copy / "st").mkdir()  # an export written inside the folder (a review's case: removed, then refused) is not
+    save_file({"w": torch.ones(2, 2)}, copy / "st" / "model.safetensors")
+    assert sorted(weights_sample(copy) or {}) == ["model.safetensors"]  # no modules.json: the root's alone
+    (copy / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "t"},
+                                                   {"idx": 2, "name": "2", "path": "2_Dense", "type": "d"}]))
+    sample = weights_sample(copy)
+    assert sorted(sample or {}) == ["2_Dense/model.safetensors", "model.safetensors"]
+    shutil.rmtree(copy / "st")
+    assert changed_weights(sample, copy) is None
 
 
 def test_nothing_to_compare_is_no_refusal_and_a_weights_file_gone_is(tiny_bert_encoder_only_dir, tmp_path):
