@@ -129,7 +129,7 @@ class Results:
     seconds: float = 0.0
     work_before: dict = field(default_factory=dict)  # encodings by precision in earlier runs of this file
     work: dict = field(default_factory=dict)  # ... in this run (the scorer's live tally, see track())
-    resumed_from: int | None = None  # a resumed run: the templates its file had scored before it (None: a new run)
+    resumed_from: int | None = None  # a resumed run: the entries its file held before it (None: a new run)
     validation: dict | None = None
     numbers: dict | None = None  # what changes a score (Scorer.numbers): checked when a run resumes
     # loaded with a score this tool did not write (until re-scored)
@@ -216,7 +216,7 @@ class Results:
             old = cls._resumable(p, res)
             old.settings = res.settings
             old.numbers = numbers or old.numbers
-            old.resumed_from = old.scored
+            old.resumed_from = len(old.entries)
             res = old
         if p is not None and not p.exists():
             res.save()  # fail now, not after an hour of scoring, if --out is not writable (an existing file is
@@ -490,7 +490,7 @@ class Results:
         held = (f"; held-out validation {self.validation['seconds']:.0f}s more"
                 if self.validation and "seconds" in self.validation else "")
         if self.resumed_from is not None:  # the file's totals are its runs'; what this one did, said apart
-            work += (f" in all its runs; this run (resumed): {self.scored - self.resumed_from} new, "
+            work += (f" in all its runs; this run (resumed): {len(self.entries) - self.resumed_from} new, "
                      f"{sum(self.work.values()):.1f} full-set encodings")
         if d["scored"]:
             return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({d['templates_per_minute']:.1f} "
