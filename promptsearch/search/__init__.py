@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data import DEV_SET
+from ..errors import PromptSearchError, note
 from ..fileio import check_not_read_only, hold_write_lock
 from ..representation import Representation
 from ..template import Template
@@ -33,9 +34,33 @@ def run_settings(strategy: Strategy, scorer: Scorer) -> dict:
 
 
 def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "default") -> None:
-    """Refuse, writing nothing, a results file ``out`` that ``run_strategy`` would refuse to resume."""
-    Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, run_settings(strategy, scorer),
+    """Refuse, writing nothing, a results file ``out`` that ``run_strategy`` would refuse to resume: another model,
+    data, strategy or numbers (``Results.check_resume``), or another search space (the strategy's ``SPACE``
+    settings: a rerun with other read-outs would have put a second search's candidates beside the first's and
+    replaced its answer without a word; a user's trial). Other settings (how steps are judged) are noted."""
+    settings = run_settings(strategy, scorer)
+    Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings,
                          numbers=scorer.numbers())
+    if out is not None and Path(out).is_file() and (space := [c for c in _changed(out, settings)
+                                                               if c[0] in strategy.SPACE]):
+        k, was, now = space[0]
+        raise PromptSearchError(f"{out} holds a search of another space ({k}={_v(was)}, not {_v(now)}); resume it with "
+                                f"the same {k}=, or pass another out= (or delete the file) to start a new run")
+
+
+def _v(value) -> str:
+    """A setting as a command line gives it: a list comma-joined (empty: none), None as unset."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "none"
+    return "unset" if value is None else str(value)
+
+
+def _changed(out, settings: dict) -> list[tuple[str, object, object]]:
+    """The settings a run changes from the last run of the results file ``out``: ``(key, was, now)``, a key left out
+    of either being unset; where the search runs (its storage, study) is not a change of the search."""
+    old = Results.load(out).settings
+    return [(k, old.get(k), settings.get(k)) for k in sorted(set(old) | set(settings))
+            if old.get(k) != settings.get(k) and k not in ("storage", "study_name")]
 
 
 def run_strategy(strategy: Strategy, scorer: Scorer, out=None, model_name: str = "default",
@@ -65,6 +90,9 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
         check_not_read_only(out)  # refused before its lock is taken: nothing left behind
         hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
         check_resume(strategy, scorer, out, model_name)
+        if changed := [c for c in _changed(out, run_settings(strategy, scorer)) if c[0] in strategy.RULE]:
+            note(f"note: {out}'s last run had " + ", ".join(f"{k}={_v(was)}" for k, was, _ in changed)
+                 + "; this run walks its path again with " + ", ".join(f"{k}={_v(now)}" for k, _, now in changed))
     strategy.check(scorer)  # refuse bad input before the results file is opened
     results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise,
                            run_settings(strategy, scorer), numbers=scorer.numbers())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tqdm.auto import tqdm
@@ -196,6 +196,8 @@ class GenerateSearch(Strategy):
     num_beams: int = 8
     show_progress_bar: bool | None = None
     name: str = "t5"
+    SPACE: ClassVar[tuple[str, ...]] = ("generator", "model_t5", "num_templates", "num_pairs", "wordnet_dir", "seed",
+                                        "num_beams")
     generated: dict = field(default_factory=dict)
 
     def settings(self) -> dict:

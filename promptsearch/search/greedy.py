@@ -21,6 +21,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..data import DEV_SET, TASK_NAMES
 from ..errors import PromptSearchError, TemplateError, did_you_mean
@@ -119,6 +120,8 @@ class Greedy(Strategy):
     readouts: str | list | None = "mean,sentence-mean"  # a read-out step: prompts pooled these ways ("none": no step)
     readout_steps: int = 0  # then prefix steps on the best pooled prompt (the vocabulary's prefix tokens, quotes)
     name: str = "greedy"
+    SPACE: ClassVar[tuple[str, ...]] = ("vocabulary", "readouts", "layers", "ensemble", "demos_pool", "readout_steps")
+    RULE: ClassVar[tuple[str, ...]] = ("min_gain", "max_steps", "racing")
     path: list = field(default_factory=list)
 
     def __post_init__(self):

@@ -20,7 +20,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -71,6 +71,7 @@ class OptunaSearch(Strategy):
     # told the study's description once it is checked
     announce: Callable[[str], None] | None = field(default=None, repr=False)
     name: str = "optuna"
+    SPACE: ClassVar[tuple[str, ...]] = ("grammar", "layers", "readouts")  # pareto: the study refuses it, and says more
     study: optuna.Study | None = None
     opened: optuna.storages.BaseStorage | None = field(default=None, repr=False)  # the study's storage (its heartbeats)
     done_before: int = 0  # trials the study had finished when this run started

@@ -13,7 +13,7 @@ that records every trial. Every other hook does nothing unless a strategy needs 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # "Runner": search.runner.Runner, which imports this module (not imported here)
     from .results import Results
@@ -43,6 +43,11 @@ class Strategy:
     name: str = "strategy"
     # points a candidate must gain over the model's own representation to replace it ("auto" or None: its noise)
     min_gain: float | str | None = "auto"
+    # the settings that say what is searched (its candidates): a resumed run with others is refused, as its file
+    # would hold two searches' candidates under one answer; the rest (how steps are judged) may change on a resume
+    SPACE: ClassVar[tuple[str, ...]] = ()
+    # the settings of how its steps are judged: a resumed run with others is told that its path is walked again
+    RULE: ClassVar[tuple[str, ...]] = ()
 
     def settings(self) -> dict:
         """What the results file records of this run (a resumed run must match it).

@@ -477,6 +477,18 @@ def test_a_resumed_greedy_search_encodes_only_what_its_steps_judge_again(tiny_be
     judged = sum("gain" in row for row in first["path"])  # the steps judged (a race's own rows are not)
     assert int(scored) == 0 and float(encodings) <= 2 * judged + 2 < len(first["templates"]), line
     assert again["x_chosen"] == first["x_chosen"] and again["path"] == first["path"]
+    # another search space (a user's trial: --readouts none resumed it, and its answer flipped without a word): one
+    # line, the file as it was; another rule for the steps: said, and the path walked again with it
+    before = out.read_bytes()
+    assert main([*argv, "--readouts", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"promptsearch greedy: error: {out} holds a search of another space (--readouts mean,sentence-mean, "
+                   "not none); resume it with the same --readouts, or pass another --out (or delete the file) to start "
+                   "a new run"), err
+    assert out.read_bytes() == before
+    assert main([*argv, "--min-gain", "0.5"]) == 0
+    assert (f"note: {out}'s last run had --min-gain auto; this run walks its path again with --min-gain 0.5"
+            in capsys.readouterr().err)
 
 
 def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_bert_dir, tmp_path):
