@@ -255,6 +255,23 @@ def _json_problem(p: Path) -> str | None:
     return None
 
 
+def _other_separator(p: Path) -> str | None:
+    """A .csv whose first line is separated by tabs or semicolons, not commas, named as such (a user's trial: a
+    tab-separated file, STS-B's own among them, was said to open a quote it never closes, or pandas' 'Expected 1
+    fields' came through), with the fix; None otherwise."""
+    try:
+        with open(p, encoding="utf-8-sig", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    for sep, name, fix in (("\t", "tab", "name it .tsv (STS-B's own files are built in: stsb-dev, stsb-test)"),
+                           (";", "semicolon", "separate its columns with commas, or with tabs in a .tsv")):
+        if first.count(sep) >= 1 and first.count(sep) > first.count(","):
+            return (f"{p} looks {name}-separated (its first line has {first.count(sep)} {name}s, "
+                    f"{first.count(',')} commas); a .csv is read with commas: {fix}")
+    return None
+
+
 def diagnose_file(p: Path, exc: BaseException) -> str:
     """One line that says what is wrong with a data file ``datasets`` could not read, and the fix."""
     suffix = p.suffix.lower()
@@ -267,6 +284,8 @@ def diagnose_file(p: Path, exc: BaseException) -> str:
         if bad:
             return bad
     if suffix == ".csv":
+        if other := _other_separator(p):
+            return other
         line = _open_quote_line(p)
         if line:
             return (f"{p}:{line}: a quoted field opens here and never closes; balance its quote characters "
@@ -311,6 +330,9 @@ def pair_columns(names: list[str], spec: str, fmt: PairFormat) -> tuple[str, str
     for cols in PAIR_COLUMNS:
         if all(c in names for c in cols):
             return cols
+    file = Path(_split_spec(spec)[0])
+    if file.suffix.lower() == ".csv" and file.is_file() and (other := _other_separator(file)):
+        raise DataError(other)  # its header read as one or two columns: the separator is the fix, not the names
     raise DataError(f"{spec}: no sentence-pair columns among {', '.join(names)}; name them with columns="
                     "sentence1,sentence2,score")
 

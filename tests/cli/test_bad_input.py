@@ -104,8 +104,12 @@ def world(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
     (d / "quote.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i}\n" for i in range(5))
                                  + '"a 5,b 5,5\n' + "".join(f"a {i},b {i},{i}\n" for i in range(6, 12)))
     (d / "results-empty.json").write_text(json.dumps({**good, "templates": []}))
+    # a tab- and a semicolon-separated .csv, commas inside their sentences (STS-B's own files are tab-separated)
+    (d / "tabs.csv").write_text("sentence1\tsentence2\tscore\n" + "".join(f"a, {i}\tb {i}\t{i}\n" for i in range(6)))
+    (d / "semi.csv").write_text("sentence1;sentence2;score\n" + "".join(f"a, {i};b {i};{i}\n" for i in range(6)))
     for k in ("notok", "const.csv", "ids.csv", "blank.csv", "lists.parquet", "listscore.parquet", "trunc.parquet",
-              "utf16.csv", "latin1.csv", "bad.json", "bad.jsonl", "quote.csv", "results-empty.json"):
+              "utf16.csv", "latin1.csv", "bad.json", "bad.jsonl", "quote.csv", "results-empty.json", "tabs.csv",
+              "semi.csv"):
         w[k.replace(".", "_").replace("-", "_")] = d / k
     return w
 
@@ -256,6 +260,10 @@ CASES = [
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{trunc_parquet}", "-q"], "parquet"),
     (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{quote_csv}", "-q"],
      ("quote.csv:7", "quoted field")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{tabs_csv}", "-q"],
+     ("tabs.csv looks tab-separated", "name it .tsv")),
+    (["eval", "--model", "{model}", "--pooling", "mean", "--tasks", "{semi_csv}", "-q"],
+     ("semi.csv looks semicolon-separated", "separate its columns with commas")),
     # smaller: a group where one set is scored, empty sentences, an empty results file, paths of the wrong kind
     (S + ["--dataset", "sts-all", "--out", "{out}", PAPER_T], "names 7 data sets"),
     (["ditto-search", "--model", "{model}", "--dataset", "sts-all"], "names 7 data sets"),
