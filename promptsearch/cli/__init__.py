@@ -92,6 +92,17 @@ def flushed(code: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM in the instant its handlers are put back, the command done: a clean
+        # run caught SIGTERM's handler raising inside the restoring signal.signal call, a traceback past every except
+        if ended is None:
+            raise
+        return ended
+
+
+def _command(argv: list[str] | None) -> int:
+    """``main``'s command, its status noted in ``ended`` as it is had."""
     global ended
     ended = None
     with restored_handlers(), terminable() as terminated:  # handlers left as found (tests, notebooks call main())

@@ -605,6 +605,26 @@ def test_ctrl_c_after_the_command_finished_keeps_its_status(after, sig, code, wo
     assert "stsb-dev" in json.loads("".join(lines) + "}\n" + rest)
 
 
+def test_a_signal_while_a_finished_commands_handlers_are_put_back_keeps_its_status(monkeypatch, capsys):
+    """A clean run caught it: SIGTERM in the instant the command's own SIGTERM handler was being put back (inside the
+    restoring ``signal.signal`` call, the command's status had) raised its KeyboardInterrupt past every except of
+    main, a traceback. The finished command's status stands, as once Python shuts down."""
+    from promptsearch import interrupts
+
+    real, calls = interrupts.signal.signal, []
+
+    def restoring_one(sig, handler):
+        calls.append(sig)
+        if sig == signal.SIGTERM and calls.count(signal.SIGTERM) == 2:  # terminable putting the handler back
+            real(sig, handler)
+            raise KeyboardInterrupt
+        return real(sig, handler)
+
+    monkeypatch.setattr(interrupts.signal, "signal", restoring_one)
+    assert main(["eval", "--seed", "1"]) == 2  # a usage error: its status had, then the signal
+    assert calls.count(signal.SIGTERM) >= 2 and "unrecognized arguments" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_ctrl_c_that_lands_in_a_finalizer_is_not_lost(sig):
     """From a user's trial (1 Ctrl-C in 25): a Ctrl-C whose handler ran while the garbage collector ran a finalizer
