@@ -29,7 +29,7 @@ from ..fileio import RETRIEVAL, check_writable, recorded_place, results_kind
 from ..model.loading import DEFAULT_MODEL, _quiet_transformers, check_model_path
 from ..model.saved import check_finished, read_config, write_config
 from ..model.stack import _quiet, load_stack
-from ..model.weights import changed_weights, folder_of
+from ..model.weights import changed_weights, folder_of, weights_sample
 from ..paths import model_here, same_model
 from ..representation import Representation, readout_of
 from ..template import SENT, quote
@@ -360,8 +360,8 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if results.best is None:
         raise PromptSearchError(f"{results.path} holds no scored representation yet")
     place = recorded_place(results.extras)  # where its model was named
-    if model and not same_model(results.model, model, *place):
-        raise PromptSearchError(f"{results.path} was searched on model {results.model!r}, not {model!r}; drop model=")
+    found = _export_model(results.path, results.model or DEFAULT_MODEL, model, place,
+                          results.extras.get("x_model_weights"))
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
     v = results.baseline  # recorded unsettled when a run starts (resumed too), settled by its verdict
@@ -373,9 +373,28 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
                                 "keeps the length it was scored with)")
-    model = model_here(results.model or DEFAULT_MODEL, *place)
-    check_scored_weights(results.path, results.extras.get("x_model_weights"), model)
-    return model, results.best.entry_key, max_length or scored
+    check_scored_weights(results.path, results.extras.get("x_model_weights"), found)
+    return found, results.best.entry_key, max_length or scored
+
+
+def _export_model(path, recorded: str, given: str | None, place: tuple, sample) -> str:
+    """The model an export of the results file ``path`` reads: the one it recorded (``recorded``, named from here by
+    ``place``, ``fileio.recorded_place``); or ``given`` when it names that one, or another folder holding the weights
+    the file recorded (``sample``: the model folder moved on its own, a user's trial).
+
+    :raises promptsearch.PromptSearchError: for another model given, or a recorded folder that is not there."""
+    if given and not same_model(recorded, given, *place):
+        folder = folder_of(given)
+        if not (isinstance(sample, dict) and sample and folder is not None and weights_sample(folder) is not None
+                and changed_weights(sample, folder) is None):
+            raise PromptSearchError(f"{path} was searched on model {recorded!r}, not {given!r}; drop model= (or give "
+                                    "the folder the model moved to: its weights are checked against the file's)")
+        return given
+    found = model_here(recorded, *place)
+    if found != DEFAULT_MODEL and not Path(found).exists() and (place[1] or found.startswith((".", "/", "~"))):
+        raise PromptSearchError(f"{path} was searched on the model folder {place[1] or found}, which is not there now; "
+                                "give model= the folder where it is now (its weights are checked against the file's)")
+    return found
 
 
 def check_scored_weights(path, recorded, model: str) -> None:
@@ -444,8 +463,7 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if not isinstance(d.get("model"), str) or not d["model"]:
         raise PromptSearchError(f"{path} names no model (\"model\"); a retrieval results file names the one it scored")
     place = recorded_place(d)  # where its model was named
-    if model and not same_model(d["model"], model, *place):
-        raise PromptSearchError(f"{path} was searched on model {d['model']!r}, not {model!r}; drop model=")
+    found = _export_model(path, d["model"], model, place, d.get("model_weights"))
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
     if TASK_SLOT in query + document:
         if description is None or not description.strip():
@@ -461,9 +479,8 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{path} was scored with max_length={scored}; drop max_length= (the export keeps the "
                                 "length it was scored with)")
-    model = model_here(d["model"], *place)
-    check_scored_weights(path, d.get("model_weights"), model)
-    return RetrievalAnswer(model, query, document, readout,
+    check_scored_weights(path, d.get("model_weights"), found)
+    return RetrievalAnswer(found, query, document, readout,
                            None if document_readout == readout else document_readout, max_length or scored)
 
 

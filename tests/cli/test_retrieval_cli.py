@@ -698,6 +698,24 @@ def test_an_export_of_a_folder_whose_weights_changed_since_its_search_is_refused
     (work / "tiny" / "model.safetensors").write_bytes(kept)  # the weights back: exported
     for results in ("r.json", "s.json"):
         assert main(["export", str(moved / results), "--out", results + ".again"]) == 0
+    # the model folder moved on its own (a user's trial: 'model path ../mdl does not exist'): said, and the folder it
+    # moved to is taken when its weights are the file's; another model's folder is not
+    shutil.rmtree(work)
+    (moved / "tiny").rename(tmp_path / "mdl")
+    capsys.readouterr()
+    for results in ("r.json", "s.json"):
+        assert main(["export", str(moved / results), "--out", results + ".gone"]) == 2
+        assert (f"was searched on the model folder {work / 'tiny'}, which is not there now; give --model the folder "
+                "where it is now") in capsys.readouterr().err
+        found = ["export", str(moved / results), "--model", str(tmp_path / "mdl"), "--out", results + ".found"]
+        assert main(found) == 0
+        other = tmp_path / "other"  # the same architecture, other weights
+        if not other.exists():
+            shutil.copytree(tmp_path / "mdl", other)
+            save_file({k: v + 1e-3 for k, v in load_file(other / "model.safetensors").items()},
+                      other / "model.safetensors", metadata={"format": "pt"})
+        assert main(["export", str(moved / results), "--model", str(other), "--out", results + ".other"]) == 2
+        assert "drop --model (or give the folder the model moved to" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("changed", "says"), [(["--description", "Find facts"], "another task description"),
