@@ -33,19 +33,22 @@ def run_settings(strategy: Strategy, scorer: Scorer) -> dict:
     return settings
 
 
-def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "default") -> None:
+def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "default") -> list:
     """Refuse, writing nothing, a results file ``out`` that ``run_strategy`` would refuse to resume: another model,
     data, strategy or numbers (``Results.check_resume``), or another search space (the strategy's ``SPACE``
     settings: a rerun with other read-outs would have put a second search's candidates beside the first's and
-    replaced its answer without a word; a user's trial). Other settings (how steps are judged) are noted."""
+    replaced its answer without a word; a user's trial).
+
+    :returns: the other settings this run changes from the file's last run, ``(key, was, now)`` (none: no file)."""
     settings = run_settings(strategy, scorer)
-    Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings,
-                         numbers=scorer.numbers())
-    if out is not None and Path(out).is_file() and (space := [c for c in _changed(out, settings)
-                                                               if c[0] in strategy.SPACE]):
+    old = Results.check_resume(out, model_name, scorer.dataset, strategy.name, scorer.denoise, settings,
+                               numbers=scorer.numbers())
+    changed = _changed(old.settings, settings) if old is not None else []
+    if space := [c for c in changed if c[0] in strategy.SPACE]:
         k, was, now = space[0]
         raise PromptSearchError(f"{out} holds a search of another space ({k}={_v(was)}, not {_v(now)}); resume it with "
                                 f"the same {k}=, or pass another out= (or delete the file) to start a new run")
+    return changed
 
 
 def _v(value) -> str:
@@ -55,10 +58,9 @@ def _v(value) -> str:
     return "unset" if value is None else str(value)
 
 
-def _changed(out, settings: dict) -> list[tuple[str, object, object]]:
-    """The settings a run changes from the last run of the results file ``out``: ``(key, was, now)``, a key left out
+def _changed(old: dict, settings: dict) -> list[tuple[str, object, object]]:
+    """The settings a run changes from a results file's last run (``old``): ``(key, was, now)``, a key left out
     of either being unset; where the search runs (its storage, study) is not a change of the search."""
-    old = Results.load(out).settings
     return [(k, old.get(k), settings.get(k)) for k in sorted(set(old) | set(settings))
             if old.get(k) != settings.get(k) and k not in ("storage", "study_name")]
 
@@ -89,8 +91,7 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
     if out is not None and Path(out).is_file():  # a file it would not resume: refused before the strategy says a word
         check_not_read_only(out)  # refused before its lock is taken: nothing left behind
         hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
-        check_resume(strategy, scorer, out, model_name)
-        if changed := [c for c in _changed(out, run_settings(strategy, scorer)) if c[0] in strategy.RULE]:
+        if changed := [c for c in check_resume(strategy, scorer, out, model_name) if c[0] in strategy.RULE]:
             note(f"note: {out}'s last run had " + ", ".join(f"{k}={_v(was)}" for k, was, _ in changed)
                  + "; this run walks its path again with " + ", ".join(f"{k}={_v(now)}" for k, _, now in changed))
     strategy.check(scorer)  # refuse bad input before the results file is opened

@@ -154,16 +154,19 @@ class Results:
 
     @classmethod
     def check_resume(cls, path, model: str, dataset: str, strategy: str, denoise: bool, settings: dict | None = None,
-                     numbers: dict | None = None) -> None:
+                     numbers: dict | None = None) -> "Results | None":
         """Refuse, in one line, what ``open`` would refuse of an existing file at ``path``, writing nothing (a
         command checks it before it makes anything else, e.g. a work study's database). The parameters are
         ``open``'s; a ``path`` that is None or names no file has nothing to check.
+
+        :returns: the file as read (None: no file).
 
         :raises PromptSearchError: when the file holds another run or scores computed another way.
         """
         p = Path(path) if path else None
         if p is not None and p.exists():
-            cls._resumable(p, cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers))
+            return cls._resumable(p, cls(p, model, dataset, strategy, denoise, dict(settings or {}), numbers=numbers))
+        return None
 
     @classmethod
     def _resumable(cls, p: Path, res: "Results") -> "Results":

@@ -361,7 +361,7 @@ def export_target(results=None, template: str | None = None, model: str | None =
         raise PromptSearchError(f"{results.path} holds no scored representation yet")
     place = recorded_place(results.extras)  # where its model was named
     found = _export_model(results.path, results.model or DEFAULT_MODEL, model, place,
-                          results.extras.get("x_model_weights"))
+                          results.extras.get("x_model_weights"))  # its weights checked
     for line in results.trust_notes():  # an entry edited by hand: exported, but not without a word
         say(f"note: {line}")
     v = results.baseline  # recorded unsettled when a run starts (resumed too), settled by its verdict
@@ -373,16 +373,17 @@ def export_target(results=None, template: str | None = None, model: str | None =
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{results.path} was scored with max_length={scored}; drop max_length= (the export "
                                 "keeps the length it was scored with)")
-    check_scored_weights(results.path, results.extras.get("x_model_weights"), found)
     return found, results.best.entry_key, max_length or scored
 
 
 def _export_model(path, recorded: str, given: str | None, place: tuple, sample) -> str:
-    """The model an export of the results file ``path`` reads: the one it recorded (``recorded``, named from here by
-    ``place``, ``fileio.recorded_place``); or ``given`` when it names that one, or another folder holding the weights
-    the file recorded (``sample``: the model folder moved on its own, a user's trial).
+    """The model an export of the results file ``path`` reads, its weights those the file recorded (``sample``,
+    ``check_scored_weights``): the one it recorded (``recorded``, named from here by ``place``,
+    ``fileio.recorded_place``); or ``given`` when it names that one, or another folder holding those weights (the
+    model folder moved on its own, a user's trial).
 
-    :raises promptsearch.PromptSearchError: for another model given, or a recorded folder that is not there."""
+    :raises promptsearch.PromptSearchError: for another model given, a recorded folder that is not there, or one
+        whose weights changed."""
     if given and not same_model(recorded, given, *place):
         folder = folder_of(given)
         if not (isinstance(sample, dict) and sample and folder is not None and weights_sample(folder) is not None
@@ -394,6 +395,7 @@ def _export_model(path, recorded: str, given: str | None, place: tuple, sample) 
     if found != DEFAULT_MODEL and not Path(found).exists() and (place[1] or found.startswith((".", "/", "~"))):
         raise PromptSearchError(f"{path} was searched on the model folder {place[1] or found}, which is not there now; "
                                 "give model= the folder where it is now (its weights are checked against the file's)")
+    check_scored_weights(path, sample, found)
     return found
 
 
@@ -463,7 +465,7 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if not isinstance(d.get("model"), str) or not d["model"]:
         raise PromptSearchError(f"{path} names no model (\"model\"); a retrieval results file names the one it scored")
     place = recorded_place(d)  # where its model was named
-    found = _export_model(path, d["model"], model, place, d.get("model_weights"))
+    found = _export_model(path, d["model"], model, place, d.get("model_weights"))  # its weights checked
     query, document, readout, document_readout = (str(v) for v in fields.values())  # each checked text above
     if TASK_SLOT in query + document:
         if description is None or not description.strip():
@@ -479,7 +481,6 @@ def retrieval_answer(path, model: str | None = None, max_length: int | None = No
     if max_length is not None and scored is not None and max_length != scored:
         raise PromptSearchError(f"{path} was scored with max_length={scored}; drop max_length= (the export keeps the "
                                 "length it was scored with)")
-    check_scored_weights(path, d.get("model_weights"), found)
     return RetrievalAnswer(found, query, document, readout,
                            None if document_readout == readout else document_readout, max_length or scored)
 
