@@ -50,3 +50,16 @@ def scratch_dir(prefix: str) -> str:
     d = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, d, ignore_errors=True)
     return d
+
+
+def bert_base_dir(tokenizer, head: bool = True) -> str:
+    """A scratch folder holding a randomly initialised BERT-base (``BertConfig()`` defaults, 12 x 768: bert-base's
+    FLOPs, no trained weights needed for a speed figure) with ``tokenizer`` (the default model's is bert-base-uncased's
+    vocabulary): ``BertForMaskedLM`` with ``head``, else ``BertModel`` (an encoder, as the default model is)."""
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    d = scratch_dir("bert-base-random-")
+    (BertForMaskedLM if head else BertModel)(BertConfig(vocab_size=tokenizer.vocab_size)).save_pretrained(d)
+    tokenizer.save_pretrained(d)
+    return d

@@ -37,7 +37,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from _device import add_device_flag, device_name, resolve, scratch_dir, sync, timed
+from _device import add_device_flag, bert_base_dir, device_name, resolve, scratch_dir, sync, timed
 
 from promptsearch import PromptEncoder
 from promptsearch.data import load_task
@@ -369,14 +369,8 @@ def precision_lines(enc: PromptEncoder, sentences, data, template, label, repeat
 def bert_base(like: PromptEncoder) -> PromptEncoder:
     """A randomly initialised BertForMaskedLM with BertConfig() defaults (12 x 768), the default
     model's (bert-base-uncased) tokenizer, the same encoder settings."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    torch.manual_seed(0)
-    d = scratch_dir("bert-base-random-")
-    BertForMaskedLM(BertConfig(vocab_size=like.tokenizer.vocab_size)).save_pretrained(d)
-    like.tokenizer.save_pretrained(d)
-    return PromptEncoder.from_pretrained(d, device=str(like.device), max_tokens=like.max_tokens, bf16=like.bf16,
-                                         show_progress_bar=False)
+    return PromptEncoder.from_pretrained(bert_base_dir(like.tokenizer), device=str(like.device),
+                                         max_tokens=like.max_tokens, bf16=like.bf16, show_progress_bar=False)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ and prints the ratio of the fastest of ``--repeats`` measurements of each, taken
 most 1.2x on a corpus at least 10x the queries). The ratio is arithmetic more than engineering: the corpus pass is
 paid once either way, each further query prompt costs one pass over the queries, so 16 prompts cost about
 ``1 + 15 x (query tokens) / (corpus tokens + query tokens)``; within 1.2x once the corpus holds ~75x the queries'
-tokens (real retrieval data: documents both outnumber and outlength the queries). The data is the
+tokens (real retrieval data: documents both outnumber and outlength the queries). Each pass over the queries also
+carries its prompt's tokens (the library's instructions are longer than the queries): the run prints what 16 prompts
+cost by tokens alone, the floor of the ratio where a token costs the same in every pass. The data is the
 built-in demo task (paraphrase retrieval from STS-B dev: 259 queries, 2,647 sentences) with ``--queries`` of its
 queries drawn (seed 0) and ``--distractors`` Wikipedia sentences (the data folder's sample) added to the corpus, so
 the corpus is the larger side, as in real retrieval data where documents outnumber and outlength the queries.
@@ -23,8 +25,8 @@ corpus's texts as they are tokenized (``st_pooled``'s ``threads``, on any device
 the CPU and ``TOKENIZE_THREADS`` elsewhere; the query prompts tokenized ahead as the library does), each way's ratio
 printed; the last lines are the library default's when it was timed, else the first number's.
 
-    python benchmarks/retrieval_speed.py [--model default] [--device cpu|cuda] [--queries 64] [--distractors 8000]
-                                         [--passages 1] [--threads 1,4] [--json out.json]
+    python benchmarks/retrieval_speed.py [--model default|bert-base|NAME] [--device cpu|cuda] [--queries 64]
+                                         [--distractors 8000] [--passages 1] [--threads 1,4] [--json out.json]
     python benchmarks/retrieval_speed.py --queries 259 --distractors 0 --passages 8   # 10x the queries, passages
 """
 
@@ -38,7 +40,7 @@ import json
 import os
 import time
 
-from _device import add_device_flag, device_name, resolve, sync
+from _device import add_device_flag, bert_base_dir, device_name, resolve, sync
 
 
 def build_data(queries: int, distractors: int, data_dir, passages: int = 1):
@@ -107,7 +109,8 @@ def breakdown(enc, data, candidates, device) -> dict[str, float]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="default")
+    ap.add_argument("--model", default="default", help="a model name or folder, or bert-base: a randomly initialised "
+                                                       "BERT-base (BertConfig(), the default model's tokenizer)")
     ap.add_argument("--queries", type=int, default=64, help="queries drawn from the demo task (default 64)")
     ap.add_argument("--distractors", type=int, default=8000, help="Wikipedia sentences added to the corpus "
                                                                    "(default 8000)")
@@ -132,7 +135,14 @@ def main():
     from promptsearch.search.retrieval import library_prompts, own_candidate
 
     device = resolve(args.device)
-    enc = PromptEncoder.from_pretrained(args.model, device=str(device), bf16=args.bf16, show_progress_bar=False)
+    model = args.model
+    if model == "bert-base":  # bert-base's FLOPs, an encoder with no MLM head (as the default model is)
+        from transformers import AutoTokenizer
+
+        from promptsearch.model.loading import default_model_path
+
+        model = bert_base_dir(AutoTokenizer.from_pretrained(default_model_path()), head=False)
+    enc = PromptEncoder.from_pretrained(model, device=str(device), bf16=args.bf16, show_progress_bar=False)
     data = build_data(args.queries, args.distractors, args.data_dir, args.passages)
     tok = enc.tokenizer
     q_tokens = sum(len(tok(t)["input_ids"]) for t in data.queries.values())
@@ -145,6 +155,11 @@ def main():
     prompts = [p for p, _ in library_prompts("query", data.description)]
     prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
+    # what the arithmetic allows: each pass over the queries carries its prompt's tokens too
+    qp_tokens = [sum(len(x) for x in tok([p + t for t in data.queries.values()])["input_ids"]) for p in prompts]
+    floor = (c_tokens + sum(qp_tokens)) / (c_tokens + qp_tokens[0])
+    print(f"  the {len(many)} query prompts' passes hold {sum(qp_tokens)} tokens ({qp_tokens[0]} the one pair's): by "
+          f"tokens alone, {len(many)} prompts cost {floor:.2f}x one pair", flush=True)
     enc.encode(["warm up the thread pools ."] * 8)
     library_st_pooled = encoder_module.st_pooled
     default = pooled.tokenizing_defaults(device)[1]  # the library's
@@ -190,7 +205,8 @@ def main():
                        "by_threads": {a: {"one_pair_s": [round(x, 3) for x in o], "many_s": [round(x, 3) for x in m]}
                                       for a, (o, m) in times.items()},
                        "prompts": len(many),
-                       "ratio": round(ratio, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
+                       "ratio": round(ratio, 3), "prompted_query_tokens": qp_tokens,
+                       "token_floor": round(floor, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
                        "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
                       indent=1)
 

@@ -17,7 +17,9 @@
 # from one loan to the next, and goes back 30 s after a call: make gpu-stage's copies and these calls one right
 # after the other. WordNet (Debian's wordnet-base, for the generator's tests) is not on that machine: copy
 # /usr/share/wordnet/{data,index}.* and *.exc into .gpu/b/wordnet before the second copy, and have that copy put
-# them in /usr/share/wordnet. Used on an H100 on 2026-11-26: docs/benchmarks.md has what it measured.
+# them in /usr/share/wordnet. Used on an H100 on 2026-11-26 and 27: docs/benchmarks.md has what it measured. On an
+# H200 on 2026-11-28 the suite and the retrieval benchmark ran from a one-off script instead, whose cut-off run named
+# no failure: use `tests`, which writes each failure to $OUT/failures.txt as it comes.
 set -u
 . /tmp/gpu/env.sh || { echo "no /tmp/gpu/env.sh: make gpu-stage's three copies first"; exit 2; }
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
@@ -51,7 +53,9 @@ retrieval() {
   step tokenize_ahead_default 60 python3 benchmarks/tokenize_ahead.py --device cuda --model default
   step retrieval_speed 90 python3 benchmarks/retrieval_speed.py --device cuda --json "$out/retrieval_speed.json"
   step retrieval_passages 90 python3 benchmarks/retrieval_speed.py --device cuda --queries 259 --distractors 0 \
-    --passages 8 --json "$out/retrieval_passages.json"; }
+    --passages 8 --json "$out/retrieval_passages.json"
+  step retrieval_bert_base 90 python3 benchmarks/retrieval_speed.py --device cuda --model bert-base --bf16 \
+    --queries 259 --distractors 0 --passages 8 --repeats 3 --json "$out/retrieval_bert_base.json"; }
 case ${1:-} in
 tests)
   pytest_step pytest "${2:-300}" -m "not slow" -n 15 --dist loadfile -v --tb=short --timeout 120 --durations=15 ;;
