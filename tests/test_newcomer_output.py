@@ -113,10 +113,10 @@ def test_score_does_not_say_denoised_over_pooled_rows(tiny_bert_dir, tmp_path, c
     assert "(pooled)" in head and "denoised" not in out
     assert main(argv[:-3] + ["[X] means [MASK] ."]) == 0  # with the model's own pooled row: the [MASK] rows are
     head = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("rank"))
-    assert "([MASK] denoised)" in head
+    assert "([MASK] rows denoised)" in head  # not the pooled row
     assert main(argv[:-3] + ["--no-denoise", "[X] means [MASK] ."]) == 0
     head = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("rank"))
-    assert "([MASK] raw)" in head
+    assert "([MASK] rows raw)" in head
 
 
 def test_a_ranking_of_mask_templates_only_still_says_denoised():

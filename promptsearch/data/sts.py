@@ -24,8 +24,11 @@ TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "ST
               "stsb-original-test": "STS-B test (original)"}
 TASK_GROUPS = {"sts-all": TASKS}
 # Other names of built-in splits: SICK's files are SICK_trial / SICK_train / SICK_test_annotated.
-TASK_ALIASES = {"sickr-dev": "sick-trial", "sickr-train": "sick-train", "sick-test": "sickr", "sickr-test": "sickr",
-                "stsb-test": "stsb"}
+SPLIT_ALIASES = {"sickr-dev": "sick-trial", "sickr-train": "sick-train", "sick-test": "sickr", "sickr-test": "sickr",
+                 "stsb-test": "stsb"}
+# The names tables print (STS-B, SICK-R) and MTEB's (STSBenchmark) too, where no file or folder has that name (a
+# SentEval folder STSBenchmark is the user's data); "_" is read as "-" (stsb_test) likewise.
+TASK_ALIASES = {**SPLIT_ALIASES, "sts-b": "stsb", "stsbenchmark": "stsb", "sick-r": "sickr"}
 
 
 @dataclass

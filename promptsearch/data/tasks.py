@@ -8,7 +8,17 @@ from pathlib import Path
 from ..errors import DataError, PromptSearchError, did_you_mean
 from ..paths import sts_dir
 from ..template import quote
-from .sts import STS_YEARS, TASK_ALIASES, TASK_GROUPS, TASK_NAMES, STSData, read_sick, read_sts_year, read_stsb
+from .sts import (
+    SPLIT_ALIASES,
+    STS_YEARS,
+    TASK_ALIASES,
+    TASK_GROUPS,
+    TASK_NAMES,
+    STSData,
+    read_sick,
+    read_sts_year,
+    read_stsb,
+)
 from .user import FILE_BUILDERS, PairFormat, _split_spec, is_user_dataset, load_pairs
 
 
@@ -21,13 +31,14 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     out: list[str] = []
     for n in (x.strip() for x in names if x.strip()):
-        low = TASK_ALIASES.get(n.lower(), n.lower())
+        low = _builtin_name(n)
         group = TASK_GROUPS.get(low, [low] if low in TASK_NAMES else [n])
         for t in group:
             if t not in TASK_NAMES and not is_user_dataset(t):
                 if Path(_split_spec(t)[0]).suffix.lower() in FILE_BUILDERS:  # a data file's name: it is missing
                     raise DataError(f"no data file {n!r} (looked in {Path.cwd()}); give the path of an existing file")
-                raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES])}; choose from "
+                raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES, *TASK_ALIASES])}; "
+                                f"choose from "
                                 f"sts-all, {', '.join(TASK_NAMES)}, or give a data file, a dataset folder or a hub id "
                                 "(owner/name[:config][@split])")
             if t not in out:
@@ -35,6 +46,20 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
     if not out:
         raise DataError("no task given; use e.g. tasks=stsb-dev or tasks=sts-all")
     return out
+
+
+def _builtin_name(name: str) -> str:
+    """``name`` lower-cased, as the built-in task or group it is another name of (an alias, or "_" for "-"), else
+    lower-cased as it is (a user data set's spec keeps its own spelling where it is read). A file or folder of that
+    name here is the user's data set (a SentEval folder ``STSBenchmark``), unless it is a built-in name as it is."""
+    low = name.lower()
+    if Path(name).exists():
+        return TASK_ALIASES.get(low, low) if low in TASK_NAMES or low in SPLIT_ALIASES else low
+    for key in (low, low.replace("_", "-")):
+        key = TASK_ALIASES.get(key, key)
+        if key in TASK_NAMES or key in TASK_GROUPS:
+            return key
+    return low
 
 
 def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSData:

@@ -464,7 +464,7 @@ class Results:
         w = max([len(e.entry_key.shown) for e in ranked] + [8])
         kind = "denoised" if self.denoise else "raw"  # what it says of a [MASK] state: nothing of a pooled read-out
         masks = [_reads_mask(e) for e in ranked]
-        kind = kind if all(masks) else "pooled" if not any(masks) else f"[MASK] {kind}"
+        kind = kind if all(masks) else "pooled" if not any(masks) else f"[MASK] rows {kind}"
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
         sets = self.set_names if any(e.sets for e in ranked) else []
         objective = self.objective + " " if sets else ""

@@ -64,6 +64,19 @@ def test_task_expansion():
         expand_tasks("sts17")
 
 
+def test_a_task_by_another_name(tmp_path, monkeypatch):
+    """The names tables print (STS-B, SICK-R), MTEB's (STSBenchmark) and "_" for "-" name the built-in sets; a
+    mistyped alias is offered its fix; a folder of such a name where the command runs stays the user's data."""
+    assert expand_tasks("STS-B, stsb_test, STSBenchmark, SICK-R, sick_test, stsb_dev, sts_all") == [
+        "stsb", "sickr", "stsb-dev", *[t for t in TASKS if t not in ("stsb", "sickr")]]
+    with pytest.raises(DataError, match=r"unknown task 'stsb-tset' \(did you mean 'stsb-test'\?\)"):
+        expand_tasks("stsb-tset")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "STSBenchmark").mkdir()  # a SentEval folder of the user's own
+    (tmp_path / "stsb-test").mkdir()  # a built-in name as it was before: still the built-in set
+    assert expand_tasks("STSBenchmark,stsb-test") == ["STSBenchmark", "stsb"]
+
+
 def test_wikipedia_corpus():
     c = load_corpus()
     assert len(c) == 11914 and all(c)
