@@ -162,6 +162,12 @@ class RetrievalCandidate:
         return cls.of(str(d["query"]), str(d["document"]), str(d["readout"]))
 
     @property
+    def text(self) -> str:
+        """The candidate as one text that names it alone (its JSON, keys sorted): a work queue's job key, a
+        judgement's key in a results file."""
+        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+
+    @property
     def shown(self) -> str:
         """The candidate on one line: each prompt quoted with newlines escaped, and the read-out."""
         def q(p: str) -> str:

@@ -190,7 +190,7 @@ class Greedy(Strategy):
         return list(dropped) if self.racing is not None else None
 
     def propose(self, runner: Runner) -> None:
-        scorer, results = runner.scorer, runner.results
+        results = runner.results
         v = load_vocabulary(self.vocabulary)
         self.path = runner.path
         suffix = v["suffix"]
@@ -200,7 +200,7 @@ class Greedy(Strategy):
             runner.note(PathStep(stage="relation", step=0, template=st.template, spearman=round(sc, 4), candidates=1))
         best_score, best = max(scored, key=lambda x: x[0])
         runner.note(PathStep("relation:best", 0, best.template, round(best_score, 4), len(rel_states),
-                             score_se=round(scorer.se(best.template), 4), dropped=self._dropped(dropped)))
+                             score_se=round(runner.se(best.template), 4), dropped=self._dropped(dropped)))
         for step in range(1, self.max_steps + 1):
             cands = [GreedyState(best.prefix + (tok,), best.quote, best.relation, best.suffix,
                                  best.mask) for tok in v["prefix_tokens"]]

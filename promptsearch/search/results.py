@@ -50,7 +50,7 @@ from .state import Generated, ParetoFront, PathStep, RaceState, Spread, StudyRef
 SCHEMA_ID = "promptsearch.results/2"
 _RECORDS: dict[str, type[Verdict] | type[Spread] | type[StudyRef] | type[ParetoFront] | type[Generated]] = {
     "baseline": Verdict, "spread": Spread, "study": StudyRef, "pareto": ParetoFront, "generated": Generated}
-_OWN_FIELDS = {"x_chosen", "x_races", "x_record", *(r.field for r in _RECORDS.values())}
+_OWN_FIELDS = {"x_chosen", "x_races", "x_judged", "x_record", *(r.field for r in _RECORDS.values())}
 READABLE = ("promptsearch.results/1", SCHEMA_ID)
 
 
@@ -122,6 +122,7 @@ class Results:
     pareto: ParetoFront | None = None  # x_pareto (Optuna, several dev sets)
     generated: Generated | None = None  # x_generated (t5, mlm)
     races: dict[str, RaceState] = field(default_factory=dict)  # x_races: each race's resumable state, by race
+    judged: dict[str, list[float]] = field(default_factory=dict)  # x_judged: the steps' judgements (StepRunner.judge)
     extras: dict = field(default_factory=dict)  # any other x_ field a file holds, kept as it was
     created: str = field(default_factory=_now)
     scored: int = 0
@@ -243,6 +244,7 @@ class Results:
                   seconds=float(st.get("seconds", 0.0)), work_before=dict(st.get("encodings_by_precision", {})),
                   validation=d.get("validation"), numbers=d.get("numbers"),
                   races={k: RaceState.from_json(v) for k, v in d.get("x_races", {}).items()},
+                  judged=dict(d.get("x_judged") or {}),
                   path_steps=[PathStep.from_json(r) for r in d.get(PathStep.field, [])],
                   extras={k: v for k, v in d.items() if k.startswith("x_") and k not in _OWN_FIELDS})
         for name, record in _RECORDS.items():
@@ -418,6 +420,8 @@ class Results:
                 d[record.field] = getattr(self, name).to_json()
         if self.races:
             d["x_races"] = {k: r.to_json() for k, r in self.races.items()}
+        if self.judged:
+            d["x_judged"] = self.judged
         d.update(self.extras)
         return d
 

@@ -370,6 +370,7 @@ class RetrievalResults:
     # what the search searched (its task's description, a digest of its prompts, its read-outs): a resumed run must
     # search the same (``RetrievalSearch.begin``)
     space: dict = field(default_factory=dict)
+    judged: dict[str, list[float]] = field(default_factory=dict)  # the steps' judgements (StepRunner.judge)
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
     UNIT: ClassVar[str] = "candidate"  # what an entry is called in what a command says
 
@@ -460,6 +461,7 @@ class RetrievalResults:
         res.model_folder = d["model_folder"] if isinstance(d.get("model_folder"), str) else None
         res.model_weights = d["model_weights"] if isinstance(d.get("model_weights"), dict) else None
         res.space = dict(d["space"]) if isinstance(d.get("space"), dict) else {}
+        res.judged = dict(d["judged"]) if isinstance(d.get("judged"), dict) else {}
         return res
 
     def add(self, entry: RetrievalEntry, source: str = "") -> RetrievalEntry:
@@ -537,6 +539,7 @@ class RetrievalResults:
                 **({"model_folder": self.model_folder} if self.model_folder else {}),
                 **({"model_weights": self.model_weights} if self.model_weights else {}),
                 **({"space": self.space} if self.space else {}),
+                **({"judged": self.judged} if self.judged else {}),
                 **({"query_ids": self.query_ids} if self.query_ids else {})}
 
     def save(self) -> None:
@@ -596,7 +599,7 @@ def job_key(c: RetrievalCandidate) -> str:
 
     :param c: the candidate.
     :returns: the key."""
-    return json.dumps(c.to_json(), sort_keys=True, ensure_ascii=False)
+    return c.text
 
 
 @dataclass

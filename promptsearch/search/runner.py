@@ -152,6 +152,7 @@ class TaskResults(Protocol):
 
     entries: Any  # entry key -> entry
     path_steps: Any  # the path's rows (``Runner.note`` sets them)
+    judged: dict[str, list[float]]  # the steps' gains and errors (``StepRunner.judge``), kept for a resumed run
     UNIT: ClassVar[str]  # what an entry is called in what a command says
     PLACES: ClassVar[int]  # the decimals a score is kept to
 
@@ -314,14 +315,35 @@ class StepRunner:
         return self.results.add(score, source)
 
     def judge(self, before, after, seed: int) -> Judged:
-        """``judge`` with the strategy's ``min_gain``.
+        """``judge`` with the strategy's ``min_gain``. The gain and its error are kept in the results
+        (``judged``) at full precision, so a resumed run that walks the path again judges each step as before without
+        the two ends' pair similarities or per-query scores, which the file does not hold (encoding them again was
+        most of a finished search's rerun); the step rule itself is applied afresh (another ``min_gain`` decides
+        anew). A resumed file is of the same model, data and settings (``check_resume``), so its judgements stand.
 
         :param before: the representation stepped from.
         :param after: the representation stepped to.
         :param seed: the paired bootstrap's seed.
         :returns: the judgement (see ``judge``).
         """
-        return judge(self.scorer, before, after, self.min_gain, seed)
+        rep = self.scorer.representation
+        key = f"gain {seed} {rep(before).text} -> {rep(after).text}"
+        known = self.results.judged.get(key)
+        if known is not None:
+            return Judged.of(float(known[0]), float(known[1]), self.min_gain, rep(before) != rep(after))
+        j = judge(self.scorer, before, after, self.min_gain, seed)
+        self.results.judged[key] = [j.gain, j.se]
+        return j
+
+    def se(self, key) -> float:
+        """The scorer's standard error of ``key``'s score, kept in the results as ``judge`` keeps a gain.
+
+        :param key: a representation (a retrieval candidate) scored.
+        :returns: the standard error, in the metric's units."""
+        name = f"se {self.scorer.representation(key).text}"
+        if name not in self.results.judged:
+            self.results.judged[name] = [self.scorer.se(key)]
+        return float(self.results.judged[name][0])
 
     def step(self, row, before, after, seed: int, stop: str | None = None) -> bool:
         """A step of the path: ``after`` (``row``'s representation) judged against ``before``; ``row`` gets the
@@ -337,7 +359,7 @@ class StepRunner:
         :returns: whether the step was taken.
         """
         j = self.judge(before, after, seed)
-        row.settle(j, self.scorer.se(after), stop)
+        row.settle(j, self.se(after), stop)
         self.note(row)
         return j.taken
 

@@ -459,11 +459,12 @@ def test_a_resumed_score_edited_by_hand_is_scored_again_not_read_back(tiny_bert_
     assert next(e["spearman"] for e in again["templates"] if e["template"] == "[X] is [MASK] .") == real
 
 
-def test_a_resumed_greedy_search_encodes_only_what_its_steps_judge_again(tiny_bert_dir, tmp_path, capsys):
+def test_a_resumed_greedy_search_encodes_nothing_again(tiny_bert_dir, tmp_path, capsys):
     """A finished greedy search run again with --no-cache said its scores were read back, not scored again, and
-    encoded every one of them again (23 full-set encodings of 23 on a small model); its scores are now read back
-    from the file, and only what judging the path's steps needs is encoded: each step's two ends' pair similarities
-    (not in the file) and the verdict's, at most 2 a step and 2 more."""
+    encoded every one of them again (23 full-set encodings of 23 on a small model); then its scores were read back
+    from the file but each judged step's two ends were encoded again (their pair similarities are not in the file:
+    4-5 encodings); now the steps' gains and errors are kept in the file (x_judged) and nothing is encoded. Another
+    step rule judges the same gains anew (and walks further where it takes a step the first did not)."""
     out = tmp_path / "g.json"
     argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16",
             "--no-cache", "--validate-top", "0", "-q"]
@@ -475,8 +476,10 @@ def test_a_resumed_greedy_search_encodes_only_what_its_steps_judge_again(tiny_be
     scored, encodings = re.search(r"this run \(resumed\): (\d+) new, ([\d.]+) full-set encodings", line).groups()
     again = json.loads(out.read_text())
     judged = sum("gain" in row for row in first["path"])  # the steps judged (a race's own rows are not)
-    assert int(scored) == 0 and float(encodings) <= 2 * judged + 2 < len(first["templates"]), line
+    assert judged and sum(k.startswith("gain ") for k in first["x_judged"]) == judged + 1  # and the verdict's
+    assert int(scored) == 0 and float(encodings) == 0, line
     assert again["x_chosen"] == first["x_chosen"] and again["path"] == first["path"]
+    assert again["x_judged"] == first["x_judged"]
     # another search space (a user's trial: --readouts none resumed it, and its answer flipped without a word): one
     # line, the file as it was; another rule for the steps: said, and the path walked again with it
     before = out.read_bytes()
@@ -487,8 +490,12 @@ def test_a_resumed_greedy_search_encodes_only_what_its_steps_judge_again(tiny_be
                    "a new run"), err
     assert out.read_bytes() == before
     assert main([*argv, "--min-gain", "0.5"]) == 0
-    assert (f"note: {out}'s last run had --min-gain auto; this run walks its path again with --min-gain 0.5"
-            in capsys.readouterr().err)
+    said = capsys.readouterr()
+    assert f"note: {out}'s last run had --min-gain auto; this run walks its path again with --min-gain 0.5" in said.err
+    steps = [r for r in json.loads(out.read_text())["path"] if "gain" in r]
+    was = {(r["stage"], r["template"]): r["gain"] for r in first["path"] if "gain" in r}
+    assert steps and all(r["min_gain"] == 0.5 for r in steps)  # judged by the other rule (its path goes further)
+    assert all(r["gain"] == was[r["stage"], r["template"]] for r in steps if (r["stage"], r["template"]) in was)
 
 
 def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_bert_dir, tmp_path):
