@@ -13,7 +13,9 @@ paid once either way, each further query prompt costs one pass over the queries,
 ``1 + 15 x (query tokens) / (corpus tokens + query tokens)``; within 1.2x once the corpus holds ~75x the queries'
 tokens (real retrieval data: documents both outnumber and outlength the queries). Each pass over the queries also
 carries its prompt's tokens (the library's instructions are longer than the queries): the run prints what 16 prompts
-cost by tokens alone, the floor of the ratio where a token costs the same in every pass. The data is the
+cost by tokens alone (each text's tokens cut at the model's max length, as encoding cuts them): the ratio were a
+token to cost the same in every pass (a long passage's tokens cost more, attention growing with its length; a short
+query's more on a GPU, whose host work per pass is the same whatever its length). The data is the
 built-in demo task (paraphrase retrieval from STS-B dev: 259 queries, 2,647 sentences) with ``--queries`` of its
 queries drawn (seed 0) and ``--distractors`` Wikipedia sentences (the data folder's sample) added to the corpus, so
 the corpus is the larger side, as in real retrieval data where documents outnumber and outlength the queries.
@@ -144,9 +146,12 @@ def main():
         model = bert_base_dir(AutoTokenizer.from_pretrained(default_model_path()), head=False)
     enc = PromptEncoder.from_pretrained(model, device=str(device), bf16=args.bf16, show_progress_bar=False)
     data = build_data(args.queries, args.distractors, args.data_dir, args.passages)
-    tok = enc.tokenizer
-    q_tokens = sum(len(tok(t)["input_ids"]) for t in data.queries.values())
-    c_tokens = sum(len(tok(t)["input_ids"]) for t in data.corpus.values())
+    tok, limit = enc.tokenizer, enc.pooled_max_length or 10**9
+
+    def tokens(texts) -> int:  # what a pass feeds the model: each text's tokens, cut at the max length as encoding cuts
+        return sum(min(len(ids), limit) for ids in tok(list(texts), verbose=False)["input_ids"])
+
+    q_tokens, c_tokens = tokens(data.queries.values()), tokens(data.corpus.values())
     print(f"machine: {os.cpu_count()} cores, device {device_name(device)}, torch {torch.__version__}; model "
           f"{args.model} ({enc.precision}); data {data.name}: {len(data.queries)} queries ({q_tokens} tokens), "
           f"{len(data.corpus)} documents ({c_tokens} tokens): the corpus {len(data.corpus) / len(data.queries):.1f}x "
@@ -156,10 +161,10 @@ def main():
     prompts = list(dict.fromkeys([own.query, *prompts]))[: args.prompts]
     many = [RetrievalCandidate.of(q, own.document, own.readout) for q in prompts]
     # what the arithmetic allows: each pass over the queries carries its prompt's tokens too
-    qp_tokens = [sum(len(x) for x in tok([p + t for t in data.queries.values()])["input_ids"]) for p in prompts]
-    floor = (c_tokens + sum(qp_tokens)) / (c_tokens + qp_tokens[0])
+    qp_tokens = [tokens(p + t for t in data.queries.values()) for p in prompts]
+    by_tokens = (c_tokens + sum(qp_tokens)) / (c_tokens + qp_tokens[0])
     print(f"  the {len(many)} query prompts' passes hold {sum(qp_tokens)} tokens ({qp_tokens[0]} the one pair's): by "
-          f"tokens alone, {len(many)} prompts cost {floor:.2f}x one pair", flush=True)
+          f"tokens alone, {len(many)} prompts cost {by_tokens:.2f}x one pair", flush=True)
     enc.encode(["warm up the thread pools ."] * 8)
     library_st_pooled = encoder_module.st_pooled
     default = pooled.tokenizing_defaults(device)[1]  # the library's
@@ -206,7 +211,7 @@ def main():
                                       for a, (o, m) in times.items()},
                        "prompts": len(many),
                        "ratio": round(ratio, 3), "prompted_query_tokens": qp_tokens,
-                       "token_floor": round(floor, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
+                       "by_tokens": round(by_tokens, 3), "parts_s": {k: round(v, 4) for k, v in parts.items()},
                        "corpus_encodings": [t1.corpus_encodings, t2.corpus_encodings]}, f,
                       indent=1)
 

@@ -103,11 +103,11 @@ def test_retrieval_speed(tiny_bert_encoder_only_dir, tmp_path):
     assert "4 query prompts over one document prompt (the corpus's texts in 2 threads)" in out
     assert "with 1 thread: one pair " in out and "in 1 thread, the library default;" in out
     assert got["prompts"] == 4 and got["queries"] == 8 and got["corpus_encodings"] == [1, 1]
-    # the floor by tokens: the one pair's query pass against the four prompts' passes, over the corpus
+    # the ratio by tokens alone: the one pair's query pass against the four prompts' passes, over the corpus
     qp = got["prompted_query_tokens"]
     assert len(qp) == 4 and qp[0] == got["query_tokens"] and min(qp[1:]) > qp[0]  # a prompt adds tokens to a query
-    floor = (got["corpus_tokens"] + sum(qp)) / (got["corpus_tokens"] + qp[0])
-    assert got["token_floor"] == pytest.approx(floor, abs=5e-4) and f"prompts cost {floor:.2f}x one pair" in out
+    by_tokens = (got["corpus_tokens"] + sum(qp)) / (got["corpus_tokens"] + qp[0])
+    assert got["by_tokens"] == pytest.approx(by_tokens, abs=5e-4) and f"prompts cost {by_tokens:.2f}x one pair" in out
     assert sorted(got["by_threads"]) == ["1", "2"] and got["threads"] == 1
     assert all(len(v["one_pair_s"]) == len(v["many_s"]) == 1 for v in got["by_threads"].values())
 
