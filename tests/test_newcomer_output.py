@@ -279,4 +279,6 @@ def test_a_resumed_results_file_keeps_the_precision_it_was_scored_in(tiny_bert_d
     assert f"precision: {want}" in err and str(out) in err
     other = "--no-bf16" if first == "--bf16" else "--bf16"
     assert main(argv + [other, "-q"]) == 2  # a precision asked for that the file was not scored in: refused
-    assert "precision" in capsys.readouterr().err
+    now = "fp32" if want == "bf16" else "bf16"  # said as the switch that sets it, not racing's --precision
+    assert (f"holds scores computed with {want} arithmetic, not {now} as now ({first} computes as the file did)"
+            in capsys.readouterr().err)

@@ -8,7 +8,7 @@ import argparse
 import re
 
 # library parameters a flag of another name sets
-ALIASES = {"mask_head": "mlm_head", "library": "prompts"}
+ALIASES = {"mask_head": "mlm_head", "library": "prompts", "screening": "precision"}
 
 _PARAM = re.compile(r"(?<![\w.\-/=])([a-z][a-z0-9_]*)=(?!=)('[^'\n]*'|\"[^\"\n]*\"|[^\s;)]*)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,11 @@ def _builtin_name(name: str) -> str:
     name here is the user's data set (a SentEval folder ``STSBenchmark``), unless it is a built-in name as it is."""
     low = name.lower()
     if Path(name).exists():
-        return TASK_ALIASES.get(low, low) if low in TASK_NAMES or low in SPLIT_ALIASES else low
-    for key in (low, low.replace("_", "-")):
+        return SPLIT_ALIASES.get(low, low)
+    dashed = low.replace("_", "-")
+    joined = re.sub(r"^(sts)-(b|1[2-6])(?=-|$)|^(sick)-(r)(?=-|$)", lambda m: "".join(filter(None, m.groups())),
+                    dashed)  # sts-b-dev, sick-r-test, sts-12: the names' own parts joined as the built-in names are
+    for key in (low, dashed, joined):
         key = TASK_ALIASES.get(key, key)
         if key in TASK_NAMES or key in TASK_GROUPS:
             return key
@@ -71,7 +75,7 @@ def load_task(task: str, data_dir=None, fmt: PairFormat | None = None) -> STSDat
     :param fmt: the columns of a user data set (None: found by name).
     :returns: the task's pairs.
     :raises promptsearch.errors.DataError: for an unknown task or data that cannot be read as scored pairs."""
-    task = TASK_ALIASES.get(task, task)
+    task = SPLIT_ALIASES.get(task, task)  # as expand_tasks gives a name: a user's folder 'stsbenchmark' stays theirs
     if task in STS_YEARS:
         return read_sts_year(task, data_dir)
     if task.startswith("stsb-original-"):
@@ -109,7 +113,7 @@ def scoring_sets(spec: str) -> list[str]:
         raise PromptSearchError("dataset= is empty; name the dev set(s) to score on, e.g. dataset=stsb-dev or "
                                 "dataset=stsb-dev,sick-trial")
     tasks = expand_tasks(spec)
-    if any(n.strip().lower() in TASK_GROUPS for n in spec.split(",")):
+    if any(_builtin_name(n.strip()) in TASK_GROUPS for n in spec.split(",")):
         raise PromptSearchError(f"dataset={quote(spec)} names {len(tasks)} data sets ({', '.join(tasks)}), test sets "
                                 "for reporting; a search scores on dev sets, e.g. stsb-dev or stsb-dev,sick-trial")
     seen: dict[tuple, str] = {}

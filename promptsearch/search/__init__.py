@@ -30,6 +30,8 @@ def run_settings(strategy: Strategy, scorer: Scorer) -> dict:
     settings = strategy.settings()
     if len(scorer.datasets) > 1:
         settings["objective"] = scorer.objective
+    if scorer.screening_precision != scorer.encoder.precision:  # racing screens in another precision: its races
+        settings["screening"] = scorer.screening_precision  # are other races (a resume with another races again)
     return settings
 
 
@@ -51,11 +53,12 @@ def check_resume(strategy: Strategy, scorer: Scorer, out, model_name: str = "def
     return changed
 
 
-def _v(value) -> str:
-    """A setting as a command line gives it: a list comma-joined (empty: none), None as unset."""
+def _v(value, key: str = "") -> str:
+    """A setting as a command line gives it: a list comma-joined (empty: none), None as unset (a screening
+    precision left out: auto, the run's own)."""
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "none"
-    return "unset" if value is None else str(value)
+    return ("auto" if key == "screening" else "unset") if value is None else str(value)
 
 
 def _changed(old: dict, settings: dict) -> list[tuple[str, object, object]]:
@@ -92,8 +95,8 @@ def open_results(strategy: Strategy, scorer: Scorer, out=None, model_name: str =
         check_not_read_only(out)  # refused before its lock is taken: nothing left behind
         hold_write_lock(out)  # (another run writing it is named as such, not misread mid-write)
         if changed := [c for c in check_resume(strategy, scorer, out, model_name) if c[0] in strategy.RULE]:
-            note(f"note: {out}'s last run had " + ", ".join(f"{k}={_v(was)}" for k, was, _ in changed)
-                 + "; this run walks its path again with " + ", ".join(f"{k}={_v(now)}" for k, _, now in changed))
+            note(f"note: {out}'s last run had " + ", ".join(f"{k}={_v(was, k)}" for k, was, _ in changed)
+                 + "; this run walks its path again with " + ", ".join(f"{k}={_v(now, k)}" for k, _, now in changed))
     strategy.check(scorer)  # refuse bad input before the results file is opened
     results = Results.open(out, model_name, scorer.dataset, strategy.name, scorer.denoise,
                            run_settings(strategy, scorer), numbers=scorer.numbers())

@@ -121,7 +121,7 @@ class Greedy(Strategy):
     readout_steps: int = 0  # then prefix steps on the best pooled prompt (the vocabulary's prefix tokens, quotes)
     name: str = "greedy"
     SPACE: ClassVar[tuple[str, ...]] = ("vocabulary", "readouts", "layers", "ensemble", "demos_pool", "readout_steps")
-    RULE: ClassVar[tuple[str, ...]] = ("min_gain", "max_steps", "racing")
+    RULE: ClassVar[tuple[str, ...]] = ("min_gain", "max_steps", "racing", "screening")
     path: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -370,10 +370,15 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
     rows.append(("Searching for prefix tokens", "", *blank))
     rows += [row(r.template, r.spearman, f"{r.template}{_gain(r)}") for r in path if r.stage == "prefix"]
     stop = [r for r in path if r.stage == "stop"]
+    steps = sum(r.stage == "prefix" for r in path)
+    most = (results.settings or {}).get("max_steps") if results is not None else None
     if stop:
         s = stop[-1]
         why = f" gains {s.gain:+.2f} ± {s.se:.2f}, not above the min gain {s.min_gain:.2f}" if s.se is not None else ""
         rows.append(row(s.template, s.spearman, f"(stopped: best next candidate {s.template}{why})"))
+    elif isinstance(most, int) and steps >= most:  # every step taken: the search's own limit, not the noise
+        rows.append((f"(stopped: {steps} prefix step{'s' if steps != 1 else ''}, the most this search takes)", "",
+                     *blank))
     for r in (r for r in path if r.stage == "demos"):
         rows.append(("Choosing demonstrations", "", *blank))
         verdict = "taken" if r.taken else f"not above the min gain {r.min_gain:.2f}: none"

@@ -499,9 +499,10 @@ class Results:
         if self.resumed_from is not None:  # the file's totals are its runs'; what this one did, said apart
             work += (f" in all its runs; this run (resumed): {len(self.entries) - self.resumed_from} new, "
                      f"{sum(self.work.values()):.1f} full-set encodings")
-        if d["scored"]:
-            return (f"\nscored {d['scored']} templates in {d['seconds']:.0f}s ({d['templates_per_minute']:.1f} "
-                    f"templates/min){work}{held}; {d['cached']} came from the cache; results: {self.path}")
+        if d["scored"]:  # the cache's count with the file's totals, before this run's figures
+            return (f"\nscored {d['scored']} template{'s' if d['scored'] != 1 else ''} in {d['seconds']:.0f}s "
+                    f"({d['templates_per_minute']:.1f} templates/min; {d['cached']} came from the cache){work}{held}; "
+                    f"results: {self.path}")
         # every score read from the cache: the time went to races screening the rest on parts of the data
         # (add_seconds), the only time a run records without a score
         secs = f"{d['seconds']:.0f}s" if d["seconds"] >= 10 else f"{d['seconds']:.1f}s"
@@ -589,6 +590,8 @@ def _numbers_differ(was: dict, now: dict) -> str:
             return "other model weights (the checkpoint has changed since)"
         if k == "tokenizer":
             return "another tokenizer (its files or settings have changed since)"
+        if k == "precision":  # the encoder's arithmetic (bf16=), not the screening precision racing uses
+            return f"{a} arithmetic, not {b} as now (bf16={a == 'bf16'} computes as the file did)"
         if k == "pooled":
             return ("another sentence-transformers stack or pooled computation (its modules, max length or tokenizer; "
                     "or a promptsearch that pooled prompts its own way)")

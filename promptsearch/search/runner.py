@@ -15,6 +15,8 @@ it over STS templates, ``search.retrieval.RetrievalSearch`` over retrieval promp
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -327,12 +329,12 @@ class StepRunner:
         :returns: the judgement (see ``judge``).
         """
         rep = self.scorer.representation
-        key = f"gain {seed} {rep(before).text} -> {rep(after).text}"
-        known = self.results.judged.get(key)
+        key = json.dumps(["gain", seed, rep(before).text, rep(after).text], ensure_ascii=False)
+        known = _kept(self.results.judged.get(key), key, 2)
         if known is not None:
-            return Judged.of(float(known[0]), float(known[1]), self.min_gain, rep(before) != rep(after))
+            return Judged.of(known[0], known[1], self.min_gain, rep(before) != rep(after))
         j = judge(self.scorer, before, after, self.min_gain, seed)
-        self.results.judged[key] = [j.gain, j.se]
+        self.results.judged[key] = _sealed(key, [j.gain, j.se])
         return j
 
     def se(self, key) -> float:
@@ -340,10 +342,12 @@ class StepRunner:
 
         :param key: a representation (a retrieval candidate) scored.
         :returns: the standard error, in the metric's units."""
-        name = f"se {self.scorer.representation(key).text}"
-        if name not in self.results.judged:
-            self.results.judged[name] = [self.scorer.se(key)]
-        return float(self.results.judged[name][0])
+        name = json.dumps(["se", self.scorer.representation(key).text], ensure_ascii=False)
+        known = _kept(self.results.judged.get(name), name, 1)
+        if known is None:
+            known = [self.scorer.se(key)]
+            self.results.judged[name] = _sealed(name, known)
+        return known[0]
 
     def step(self, row, before, after, seed: int, stop: str | None = None) -> bool:
         """A step of the path: ``after`` (``row``'s representation) judged against ``before``; ``row`` gets the
@@ -415,6 +419,28 @@ class StepRunner:
                 raise AttributeError(f"Results has no record {name!r}")
             setattr(self.results, name, value)
         self.results.save()
+
+
+def _sealed(key: str, values: list[float]) -> list:
+    """A judgement as the results file keeps it: its numbers at full precision, then a short digest of the key and
+    the numbers (as an entry's seal in ``x_record``: it tells a hand edit apart, it is no security measure)."""
+    return [*values, _seal(key, values)]
+
+
+def _kept(value, key: str, n: int) -> list[float] | None:
+    """A kept judgement's ``n`` numbers, or None (judged again) for one that is absent, malformed or edited by hand
+    (its seal no longer matches: a gain typed into the file must not decide a step)."""
+    if not isinstance(value, list) or len(value) != n + 1:
+        return None
+    numbers = value[:n]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+        return None
+    numbers = [float(x) for x in numbers]
+    return numbers if value[n] == _seal(key, numbers) else None
+
+
+def _seal(key: str, values: list[float]) -> str:
+    return hashlib.sha1(json.dumps([key, values]).encode("utf-8")).hexdigest()[:10]
 
 
 class Runner(StepRunner):

@@ -429,7 +429,8 @@ class Scorer:
         """Take a resumed results file's scores as this process's own (not written to the cache file): each single
         representation's score, per set, for the variant it was scored in, so that a resumed search reads them
         back instead of encoding them again, with the score cache off too (``use_cache=False``). Its pair
-        similarities are not in the file: a step judged again encodes its two ends once.
+        similarities are not in the file; a step's judgement is (``StepRunner.judge``). An ensemble's score is not
+        taken: it is scored again (ensembles are not cached).
 
         :param entries: the file's entries (``Results.entries``' values): an ensemble's, or one of other sets, is
             left out (its members' scores are entries of their own).

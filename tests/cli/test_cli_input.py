@@ -476,10 +476,26 @@ def test_a_resumed_greedy_search_encodes_nothing_again(tiny_bert_dir, tmp_path, 
     scored, encodings = re.search(r"this run \(resumed\): (\d+) new, ([\d.]+) full-set encodings", line).groups()
     again = json.loads(out.read_text())
     judged = sum("gain" in row for row in first["path"])  # the steps judged (a race's own rows are not)
-    assert judged and sum(k.startswith("gain ") for k in first["x_judged"]) == judged + 1  # and the verdict's
+    assert judged and sum(json.loads(k)[0] == "gain" for k in first["x_judged"]) == judged + 1  # and the verdict's
     assert int(scored) == 0 and float(encodings) == 0, line
     assert again["x_chosen"] == first["x_chosen"] and again["path"] == first["path"]
     assert again["x_judged"] == first["x_judged"]
+    # a judgement edited by hand (a gain typed in: its seal no longer matches) is judged again, not trusted: the same
+    # path; one cut short is refused by the schema in one line
+    edited = json.loads(out.read_text())
+    gains = [k for k in edited["x_judged"] if json.loads(k)[0] == "gain"]
+    edited["x_judged"][gains[0]][0] = -9.0
+    out.write_text(json.dumps(edited))
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "this run (resumed)" in x)
+    assert float(re.search(r"this run \(resumed\): 0 new, ([\d.]+) full-set", line).group(1)) > 0  # judged again
+    again = json.loads(out.read_text())
+    assert again["path"] == first["path"] and again["x_judged"] == first["x_judged"]
+    good = out.read_text()
+    again["x_judged"][gains[0]] = [2.0]
+    out.write_text(json.dumps(again))
+    assert main(argv) == 2 and "does not match the results schema at x_judged" in capsys.readouterr().err
+    out.write_text(good)
     # another search space (a user's trial: --readouts none resumed it, and its answer flipped without a word): one
     # line, the file as it was; another rule for the steps: said, and the path walked again with it
     before = out.read_bytes()
@@ -496,6 +512,25 @@ def test_a_resumed_greedy_search_encodes_nothing_again(tiny_bert_dir, tmp_path, 
     was = {(r["stage"], r["template"]): r["gain"] for r in first["path"] if "gain" in r}
     assert steps and all(r["min_gain"] == 0.5 for r in steps)  # judged by the other rule (its path goes further)
     assert all(r["gain"] == was[r["stage"], r["template"]] for r in steps if (r["stage"], r["template"]) in was)
+
+
+def test_a_resume_racing_in_another_precision_says_so(tiny_bert_dir, tmp_path, capsys):
+    """A user's trial: a finished greedy run resumed with another screening precision (--precision fp32 where the run
+    computes in bf16; here int8 where it computes in fp32) raced every step again without a word; its races are other
+    races, and it now says so. The screening precision is recorded only where it is not the run's own (auto), so an
+    older file resumes silently."""
+    out = tmp_path / "g.json"
+    argv = ["greedy", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16",
+            "--no-cache", "--validate-top", "0", "--max-steps", "1", "-q"]
+    assert main(argv) == 0
+    assert "screening" not in json.loads(out.read_text())["settings"]
+    capsys.readouterr()
+    assert main([*argv, "--precision", "int8"]) == 0
+    assert (f"note: {out}'s last run had --precision auto; this run walks its path again with --precision int8"
+            in capsys.readouterr().err)
+    assert json.loads(out.read_text())["settings"]["screening"] == "int8"
+    assert main(argv) == 0  # and back
+    assert "this run walks its path again with --precision auto" in capsys.readouterr().err
 
 
 def test_a_read_only_results_file_is_refused_without_a_lock_left_beside_it(tiny_bert_dir, tmp_path):

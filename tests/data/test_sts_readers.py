@@ -69,12 +69,26 @@ def test_a_task_by_another_name(tmp_path, monkeypatch):
     mistyped alias is offered its fix; a folder of such a name where the command runs stays the user's data."""
     assert expand_tasks("STS-B, stsb_test, STSBenchmark, SICK-R, sick_test, stsb_dev, sts_all") == [
         "stsb", "sickr", "stsb-dev", *[t for t in TASKS if t not in ("stsb", "sickr")]]
+    # the names' parts joined as the built-in names join them (a user's trial: STS-B-dev, sick-r-test, sts-12)
+    assert expand_tasks("STS-B-dev, sick-r-test, sick_r_dev, sts-12, STS_B_train") == [
+        "stsb-dev", "sickr", "sick-trial", "sts12", "stsb-train"]
     with pytest.raises(DataError, match=r"unknown task 'stsb-tset' \(did you mean 'stsb-test'\?\)"):
         expand_tasks("stsb-tset")
+    from promptsearch.data.tasks import scoring_sets
+    from promptsearch.errors import PromptSearchError
+
+    with pytest.raises(PromptSearchError, match="test sets for reporting"):  # a group by any name is no dev set
+        scoring_sets("sts_all")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "STSBenchmark").mkdir()  # a SentEval folder of the user's own
     (tmp_path / "stsb-test").mkdir()  # a built-in name as it was before: still the built-in set
     assert expand_tasks("STSBenchmark,stsb-test") == ["STSBenchmark", "stsb"]
+    own = tmp_path / "stsbenchmark"  # the alias itself, lower-cased: the user's pairs, read as theirs
+    own.mkdir(exist_ok=True)  # (one folder with the one above where names ignore case)
+    (own / "pairs.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i % 5}\n" for i in range(12)),
+                                   encoding="utf-8")
+    got = load_task(expand_tasks("stsbenchmark")[0])
+    assert sum(len(s[2]) for s in got.subsets.values()) == 12  # not the built-in test set's 1,379
 
 
 def test_wikipedia_corpus():
