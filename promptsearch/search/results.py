@@ -494,20 +494,20 @@ class Results:
         d = self.to_dict()["stats"]
         work = ", ".join(f"{v:.1f} {k}" for k, v in d["encodings_by_precision"].items())
         work = f"; {d['encodings']:.1f} full-set encodings ({work})" if d["encodings"] else ""
-        held = (f"; held-out validation {self.validation['seconds']:.0f}s more"
-                if self.validation and "seconds" in self.validation else "")
+        work += (f"; held-out validation {self.validation['seconds']:.0f}s more"
+                 if self.validation and "seconds" in self.validation else "")
         if self.resumed_from is not None:  # the file's totals are its runs'; what this one did, said apart
             work += (f" in all its runs; this run (resumed): {len(self.entries) - self.resumed_from} new, "
                      f"{sum(self.work.values()):.1f} full-set encodings")
         if d["scored"]:  # the cache's count with the file's totals, before this run's figures
             return (f"\nscored {d['scored']} template{'s' if d['scored'] != 1 else ''} in {d['seconds']:.0f}s "
-                    f"({d['templates_per_minute']:.1f} templates/min; {d['cached']} came from the cache){work}{held}; "
+                    f"({d['templates_per_minute']:.1f} templates/min; {d['cached']} came from the cache){work}; "
                     f"results: {self.path}")
         # every score read from the cache: the time went to races screening the rest on parts of the data
         # (add_seconds), the only time a run records without a score
         secs = f"{d['seconds']:.0f}s" if d["seconds"] >= 10 else f"{d['seconds']:.1f}s"
         race = f" and {secs} racing the rest on parts of the data" if d["seconds"] > 0 else ""
-        return (f"\nscored no template in full: {d['cached']} came from the cache{race}{work}{held}; results: "
+        return (f"\nscored no template in full: {d['cached']} came from the cache{race}{work}; results: "
                 f"{self.path}")
 
     def summary(self, top: int | None = None, compare=None, stats: bool = True) -> str:

@@ -73,25 +73,37 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     names = list(helds)
     unit = results.UNIT
     chosen = picked(results, top, extra)
+    # a resumed file's held-out scores are read back (it is of the same model, data and settings), not scored again;
+    # an entry edited by hand is scored again
+    suspect: set = getattr(results, "suspect", set())
+    todo = {name: [k for k in chosen if k in suspect or name not in (results.entries[k].validation or {})]
+            for name in names}
     if announce is not None and chosen and names:
-        n = len(chosen)
-        said = cost(n) if cost is not None else None
-        scores = n * len(names)
-        announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({scores} "
-                 f"score{'s' if scores > 1 else ''}{', ' + said if said else ''}; not search work, validate_top=0 "
-                 "skips it)")
+        n, scores = len({k for ks in todo.values() for k in ks}), sum(map(len, todo.values()))
+        said = cost(n) if cost is not None and n else None
+        kept = len(chosen) * len(names) - scores
+        back = f"{kept} score{'s' if kept > 1 else ''} read back from the results file" if kept else ""
+        if scores:
+            announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({scores} "
+                     f"score{'s' if scores > 1 else ''}{', ' + said if said else ''}{'; ' + back if back else ''}; "
+                     "not search work, validate_top=0 skips it)")
+        else:
+            announce(f"held-out validation: its {back} (on {', '.join(names)}), not scored again")
+    was = float((results.validation or {}).get("seconds", 0.0))  # the time earlier runs spent on it
     results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False
-    with tqdm(total=len(names) * len(chosen), desc="held-out", leave=False, disable=not show, unit=unit) as bar:
-        for name, held in (helds.items() if chosen else ()):
-            for key, sc in zip(chosen, held.score(chosen)):  # each in one call (one pass per layer / corpus side)
+    total = sum(map(len, todo.values()))
+    with tqdm(total=total, desc="held-out", leave=False, disable=not show or not total, unit=unit) as bar:
+        for name, held in helds.items():
+            keys = todo[name]
+            for key, sc in zip(keys, held.score(keys) if keys else ()):  # in one call (a pass per layer / side)
                 e = results.entries[key]
                 e.validation = {**(e.validation or {}), name: round(float(sc.value), results.PLACES)}
                 bar.update(1)
     for key in chosen:  # in the order the sets were given
         v = results.entries[key].validation or {}
         results.entries[key].validation = {k: v[k] for k in names if k in v} or None
-    results.validation["seconds"] = round(time.perf_counter() - t0, 1)
+    results.validation["seconds"] = round(was + time.perf_counter() - t0, 1)  # in all its runs, as the other stats
     results.save()
 
 

@@ -514,6 +514,36 @@ def test_a_resumed_greedy_search_encodes_nothing_again(tiny_bert_dir, tmp_path, 
     assert all(r["gain"] == was[r["stage"], r["template"]] for r in steps if (r["stage"], r["template"]) in was)
 
 
+def test_a_resumed_search_reads_its_held_out_scores_back(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """A user's trial: a resumed score run announced its held-out validation's cost again, and with --no-cache scored
+    it again; its scores are now read back from the file (the stats line's held-out time is the file's, in all its
+    runs), and a set not yet validated on is scored."""
+    from promptsearch.search.scorer import Scorer
+
+    out = tmp_path / "s.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--out", str(out), "--no-bf16",
+            "--no-cache", "--validate-on", "sts12", "[X] means [MASK] ."]
+    assert main(argv) == 0
+    first = json.loads(out.read_text())
+    capsys.readouterr()
+    calls = []
+    real = Scorer.score
+    monkeypatch.setattr(Scorer, "score", lambda self, keys, **kw: calls.append(self.dataset) or real(self, keys, **kw))
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    assert "held-out validation: its 2 scores read back from the results file (on sts12), not scored again" in said.err
+    assert "sts12" not in calls  # nothing scored on the held-out set
+    again = json.loads(out.read_text())
+    assert [e.get("validation") for e in again["templates"]] == [e.get("validation") for e in first["templates"]]
+    assert again["validation"]["seconds"] >= first["validation"]["seconds"]
+    assert f"held-out validation {again['validation']['seconds']:.0f}s more in all its runs; this run (resumed)" \
+        in said.out
+    assert main([*argv[:-2], "sts12,sts13", argv[-1]]) == 0  # another set: its scores made, the first's read back
+    assert "(2 scores, " in capsys.readouterr().err and "sts13" in calls
+    assert all(set(e["validation"]) == {"sts12", "sts13"} for e in json.loads(out.read_text())["templates"]
+               if e.get("validation"))
+
+
 def test_a_resume_racing_in_another_precision_says_so(tiny_bert_dir, tmp_path, capsys):
     """A user's trial: a finished greedy run resumed with another screening precision (--precision fp32 where the run
     computes in bf16; here int8 where it computes in fp32) raced every step again without a word; its races are other
