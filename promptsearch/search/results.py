@@ -572,7 +572,13 @@ def verdict_lines(results: Results) -> list[str]:
 
 def _seal(e: Entry) -> str:
     """A short digest of an entry's key and score as written (not a security measure: it tells an edit apart)."""
-    return hashlib.sha1(json.dumps([e.key, e.spearman, e.sets], sort_keys=True).encode("utf-8")).hexdigest()[:10]
+    return seal([e.key, e.spearman, e.sets])
+
+
+def seal(value) -> str:
+    """A short digest of what a results file writes (its JSON), so that a hand edit of it is told apart from what
+    this tool wrote (no security measure): an entry's score (``x_record``), a step's judgement (``x_judged``)."""
+    return hashlib.sha1(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()[:10]
 
 
 def _numbers_differ(was: dict, now: dict) -> str:

@@ -15,7 +15,6 @@ it over STS templates, ``search.retrieval.RetrievalSearch`` over retrieval promp
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
@@ -24,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..representation import Representation
 from .baseline import record_verdict, score_own
-from .results import Results
+from .results import Results, seal
 from .scorer import Scorer
 from .strategy import Strategy, Told
 from .validate import validate
@@ -424,7 +423,7 @@ class StepRunner:
 def _sealed(key: str, values: list[float]) -> list:
     """A judgement as the results file keeps it: its numbers at full precision, then a short digest of the key and
     the numbers (as an entry's seal in ``x_record``: it tells a hand edit apart, it is no security measure)."""
-    return [*values, _seal(key, values)]
+    return [*values, seal([key, values])]
 
 
 def _kept(value, key: str, n: int) -> list[float] | None:
@@ -436,11 +435,7 @@ def _kept(value, key: str, n: int) -> list[float] | None:
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
         return None
     numbers = [float(x) for x in numbers]
-    return numbers if value[n] == _seal(key, numbers) else None
-
-
-def _seal(key: str, values: list[float]) -> str:
-    return hashlib.sha1(json.dumps([key, values]).encode("utf-8")).hexdigest()[:10]
+    return numbers if value[n] == seal([key, numbers]) else None
 
 
 class Runner(StepRunner):
