@@ -125,7 +125,7 @@ def test_a_ranking_of_mask_templates_only_still_says_denoised():
     from promptsearch.search.results import Results
 
     res = Results.load(REPO / "docs" / "results" / "greedy-default.json")
-    assert "stsb-dev (denoised)" in res.format_ranking(3)
+    assert "STS-B dev (denoised)" in res.format_ranking(3)
 
 
 def test_eval_bars_name_their_task(bert_enc, monkeypatch):

@@ -679,7 +679,8 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
     :param split: the qrels split.
     :param relevant_from: the lowest qrel score that counts as relevant (None: scores must be 0 or 1).
     :param description: one sentence saying what the task is (None: the default).
-    :returns: the data, named after the spec (``spec@split`` for a split other than test).
+    :returns: the data, named after the spec (a local folder: its name; ``@split`` added for a split other than
+        test).
     :raises promptsearch.errors.DataError: for a dataset that cannot be loaded, a missing config, split or
         column, duplicate ids, empty texts, qrels naming unknown ids, graded scores without ``relevant_from``,
         or no relevant document."""
@@ -722,7 +723,8 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
         where_of.setdefault((q, d), where)
     if not where_of:
         raise DataError(f"the {split} qrels of {spec} are empty; give rows of query-id, corpus-id, score")
-    name = spec + ("" if split == "test" else f"@{split}")
+    # a local folder by its name, as a BEIR folder is named; a hub id (mteb/scifact) as given
+    name = (Path(spec).resolve().name if Path(spec).is_dir() else spec) + ("" if split == "test" else f"@{split}")
     return _build(name, queries, corpus, judged, cut, description, where_of)
 
 

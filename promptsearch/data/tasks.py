@@ -40,7 +40,8 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
                     raise DataError(f"no data file {n!r} (looked in {Path.cwd()}); give the path of an existing file")
                 raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES, *TASK_ALIASES])}; "
                                 f"choose from "
-                                f"sts-all, {', '.join(TASK_NAMES)}, or give a data file, a dataset folder or a hub id "
+                                f"sts-all, {', '.join(TASK_NAMES)} (also as the tables name them: STS-B dev, "
+                                "SICK-R …), or give a data file, a dataset folder or a hub id "
                                 "(owner/name[:config][@split])")
             if t not in out:
                 out.append(t)
@@ -49,13 +50,19 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
     return out
 
 
+TABLE_NAMES = {v.lower(): k for k, v in TASK_NAMES.items()}  # the names tables print, each read as its set
+
+
 def _builtin_name(name: str) -> str:
-    """``name`` lower-cased, as the built-in task or group it is another name of (an alias, or "_" for "-"), else
-    lower-cased as it is (a user data set's spec keeps its own spelling where it is read). A file or folder of that
-    name here is the user's data set (a SentEval folder ``STSBenchmark``), unless it is a built-in name as it is."""
+    """``name`` lower-cased, as the built-in task or group it is another name of (an alias, the name a table prints,
+    or "_" for "-"), else lower-cased as it is (a user data set's spec keeps its own spelling where it is read). A
+    file or folder of that name here is the user's data set (a SentEval folder ``STSBenchmark``), unless it is a
+    built-in name as it is."""
     low = name.lower()
     if Path(name).exists():
         return SPLIT_ALIASES.get(low, low)
+    if low in TABLE_NAMES:  # as a table prints it (STS-B dev, SICK-R trial)
+        return TABLE_NAMES[low]
     dashed = low.replace("_", "-")
     joined = re.sub(r"^(sts)-(b|1[2-6])(?=-|$)|^(sick)-(r)(?=-|$)", lambda m: "".join(filter(None, m.groups())),
                     dashed)  # sts-b-dev, sick-r-test, sts-12: the names' own parts joined as the built-in names are

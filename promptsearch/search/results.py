@@ -39,6 +39,7 @@ from typing import Callable, ClassVar
 
 import jsonschema
 
+from ..data import TASK_NAMES
 from ..errors import PromptSearchError, TemplateError
 from ..eval.objective import DEFAULT_OBJECTIVE
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock, recorded_place
@@ -472,18 +473,20 @@ class Results:
         held = (self.validation or {}).get("tasks", []) if any(e.validation for e in ranked) else []
         sets = self.set_names if any(e.sets for e in ranked) else []
         objective = self.objective + " " if sets else ""
-        head = objective + ('' if sets else self.dataset + ' ') + '(' + kind + ')'
+        head = objective + ('' if sets else set_label(self.dataset) + ' ') + '(' + kind + ')'
         hw = max(20, len(head))
-        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {head:>{hw}}" + "".join(f"  {t:>10}" for t in sets + held)]
+        cols = [(t, max(10, len(set_label(t)))) for t in sets + held]  # each set as tables name it (STS-B dev)
+        lines = [f"\n{'rank':>4}  {'template'.ljust(w)}  {head:>{hw}}"
+                 + "".join(f"  {set_label(t):>{cw}}" for t, cw in cols)]
         for i, e in enumerate(ranked, 1):
             v = {**(e.sets or {}), **(e.validation or {})}
             lines.append(f"{i:>4}  {e.entry_key.shown.ljust(w)}  {e.spearman:{hw}.2f}"
-                         + "".join(f"  {v[t]:10.2f}" if t in v else f"  {'':>10}" for t in sets + held))
+                         + "".join(f"  {v[t]:{cw}.2f}" if t in v else f"  {'':>{cw}}" for t, cw in cols))
         if held:
             assert self.validation is not None  # held-out tasks come from it
-            which = (f"the best {self.validation['top']} by {self.dataset}" if self.validation.get("top")
+            which = (f"the best {self.validation['top']} by {set_label(self.dataset)}" if self.validation.get("top")
                      else "the chosen representation and the best [MASK] template")
-            lines.append(f"(held-out: {which}, scored on {', '.join(held)})")
+            lines.append(f"(held-out: {which}, scored on {', '.join(map(set_label, held))})")
         return "\n".join(lines)
 
     def format_stats(self) -> str:
@@ -545,7 +548,7 @@ def verdict_lines(results: Results) -> list[str]:
     v, s = results.baseline, results.spread
     if v is None or not v.settled:
         return []
-    obj = "the objective" if len(results.set_names) > 1 else results.dataset
+    obj = "the objective" if len(results.set_names) > 1 else set_label(results.dataset)
     lines = [f"the model's own: {v.reads}"] if v.reads else []
     if v.best == v.key:
         lines += [f"the model's own representation, {v.key.shown} ({v.spearman:.2f}), scored best: it is the answer"]
@@ -568,6 +571,15 @@ def verdict_lines(results: Results) -> list[str]:
         lines.append(f"spread of the {s.n} scored: min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}; "
                      f"the model's own representation ({s.own:.2f}) ranks {s.own_rank} of {s.n}")
     return lines
+
+
+def set_label(name: str) -> str:
+    """A data set as tables and lines name it: a built-in one by its table name (``stsb-dev`` → STS-B dev, ``sickr`` →
+    SICK-R), as every command prints it; the user's own (a file, a folder, a hub id) as given.
+
+    :param name: the set's name as the run was given it.
+    :returns: the name shown."""
+    return TASK_NAMES.get(name, name)
 
 
 def _seal(e: Entry) -> str:

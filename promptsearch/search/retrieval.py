@@ -847,7 +847,7 @@ class RetrievalScorer:
                                                                    self.enc.precision))
 
     @staticmethod
-    def held_out_cost(results, helds, n: int) -> None:
+    def held_out_cost(results, helds, todo) -> None:
         """What held-out validation costs, in words: not said for retrieval (None)."""
         return None
 

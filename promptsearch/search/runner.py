@@ -142,8 +142,9 @@ class TaskScorer(Protocol):
         """A scorer of the same kind and encoder on another set (held-out validation)."""
         ...
 
-    def held_out_cost(self, results: Any, helds: Any, n: int) -> str | None:
-        """What validating ``n`` candidates on ``helds`` costs, in words (None: not said)."""
+    def held_out_cost(self, results: Any, helds: Any, todo: Mapping[str, list]) -> str | None:
+        """What scoring ``todo`` (each held-out set's name → the keys to score there) costs, in words (None: not
+        said)."""
         ...
 
 

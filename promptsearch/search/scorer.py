@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -178,23 +178,32 @@ class Scorer:
         """The data set's name (several: comma-joined), as held-out validation keys a score on it."""
         return self.dataset
 
-    def held_out_cost(self, results, helds: dict[str, "Scorer"], n: int) -> str:
-        """What held-out validation of ``n`` representations on ``helds`` costs, in words: the sentences it encodes,
-        and (when this search encoded anything) about how long that takes at the search's pace.
+    def held_out_cost(self, results, helds: dict[str, "Scorer"], todo: Mapping[str, list]) -> str:
+        """What held-out validation costs, in words: the sentences it encodes for the keys the score cache does not
+        hold (``todo``: each held-out set's name → the keys to score there), and (when this search encoded anything)
+        about how long that takes at the search's pace; or that the cache holds every score.
 
         :param results: the search's results (its time and encodings).
-        :param helds: the held-out scorers (``on``'s).
-        :param n: how many representations are validated.
+        :param helds: the held-out scorers (``on``'s), by name.
+        :param todo: each held-out set's name → the keys scored there.
         :returns: the cost, said."""
-        sentences = sum(len(h.sentences) for h in helds.values())
-        what = f"{n} × {sentences:,} sentences"
+        # an ensemble is never cached
+        fresh = {name: [k for k in keys if getattr(k, "members", None) or helds[name].cached(k) is None]
+                 if helds[name].use_cache else list(keys) for name, keys in todo.items()}
+        n_cached = sum(map(len, todo.values())) - sum(map(len, fresh.values()))
+        cached = f"{n_cached} from the score cache" if n_cached else ""
+        if not any(fresh.values()):
+            return f"all {n_cached} from the score cache"
+        sentences = sum(len(helds[name].sentences) * len(keys) for name, keys in fresh.items())
+        n = len({k for keys in fresh.values() for k in keys})
+        what = (f"{n} × {sentences // n:,} sentences" if all(len(keys) in (0, n) for keys in fresh.values())
+                else f"{sentences:,} sentences")
         encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())
         if results.seconds <= 0 or encodings <= 0 or not len(self.sentences):
-            return what
-        seconds = results.seconds / (encodings * len(self.sentences)) * sentences * n
-        cache = ", less what the score cache holds" if self.use_cache else ""
+            return what + (f", {cached}" if cached else "")
+        seconds = results.seconds / (encodings * len(self.sentences)) * sentences
         took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-        return f"{what}: about {took} at this search's pace{cache}"
+        return f"{what}: about {took} at this search's pace" + (f"; {cached}" if cached else "")
 
     def on(self, dataset: str) -> "Scorer":
         """A scorer of the same encoder, settings and cache on another data set (held-out validation): the

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from tqdm.auto import tqdm
 
-from ..data import DataOptions, expand_tasks, load_task
+from ..data import TASK_NAMES, DataOptions, expand_tasks, load_task
 from ..encoding.reps import PromptPool
 from ..errors import DataError, PromptSearchError
 from ..representation import readout_key
@@ -40,7 +40,7 @@ def validate(results, scorer, tasks, top: int = 5, extra=(), show_progress_bar=N
         held = scorer.on(task)
         helds.setdefault(held.name, held)
     held_out(results, helds, top, extra, show_progress_bar, announce,
-             cost=lambda n: scorer.held_out_cost(results, helds, n))
+             cost=lambda todo: scorer.held_out_cost(results, helds, todo))
 
 
 def picked(results, top: int, extra=()) -> list:
@@ -55,7 +55,7 @@ def picked(results, top: int, extra=()) -> list:
 
 
 def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_progress_bar=None, announce=None,
-             cost: Callable[[int], str | None] | None = None) -> None:
+             cost: Callable[[dict[str, list]], str | None] | None = None) -> None:
     """Held-out validation for every kind of search (STS templates on held-out sets, retrieval prompts on other
     retrieval sets): the best ``top`` of ``results`` and the ``extra`` it holds, each scored by every held-out scorer;
     each score (its primary metric, the results' ``PLACES``) stored in its entry's ``validation`` under the set's name,
@@ -68,10 +68,12 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     :param extra: further entry keys to validate.
     :param show_progress_bar: False: no progress bar.
     :param announce: told one line (size and cost) before validation starts; None: silent.
-    :param cost: the cost of validating ``n`` entries, in words (None, or it says None: not said)."""
+    :param cost: the cost of scoring the keys to score on each held-out set (its name → them), in words (None, or it
+        says None: not said)."""
     t0 = time.perf_counter()
     names = list(helds)
     unit = results.UNIT
+    shown = ", ".join(TASK_NAMES.get(n, n) for n in names)  # as the tables name them (STS-B, SICK-R)
     chosen = picked(results, top, extra)
     # a resumed file's held-out scores are read back (it is of the same model, data and settings), not scored again;
     # an entry edited by hand is scored again
@@ -80,15 +82,15 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
             for name in names}
     if announce is not None and chosen and names:
         n, scores = len({k for ks in todo.values() for k in ks}), sum(map(len, todo.values()))
-        said = cost(n) if cost is not None and n else None
+        said = cost(todo) if cost is not None and n else None
         kept = len(chosen) * len(names) - scores
         back = f"{kept} score{'s' if kept > 1 else ''} read back from the results file" if kept else ""
         if scores:
-            announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {', '.join(names)} ({scores} "
+            announce(f"held-out validation: {n} {unit}{'s' if n > 1 else ''} on {shown} ({scores} "
                      f"score{'s' if scores > 1 else ''}{', ' + said if said else ''}{'; ' + back if back else ''}; "
                      "not search work, validate_top=0 skips it)")
         else:
-            announce(f"held-out validation: its {back} (on {', '.join(names)}), not scored again")
+            announce(f"held-out validation: its {back} (on {shown}), not scored again")
     was = float((results.validation or {}).get("seconds", 0.0))  # the time earlier runs spent on it
     results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False

@@ -72,6 +72,9 @@ def test_a_task_by_another_name(tmp_path, monkeypatch):
     # the names' parts joined as the built-in names join them (a user's trial: STS-B-dev, sick-r-test, sts-12)
     assert expand_tasks("STS-B-dev, sick-r-test, sick_r_dev, sts-12, STS_B_train") == [
         "stsb-dev", "sickr", "sick-trial", "sts12", "stsb-train"]
+    # each name exactly as a table prints it (score's header: "STS-B dev ([MASK] rows denoised)", held-out "SICK-R")
+    assert expand_tasks("STS-B dev, SICK-R trial, STS-B test (original), sick-r train") == [
+        "stsb-dev", "sick-trial", "stsb-original-test", "sick-train"]
     with pytest.raises(DataError, match=r"unknown task 'stsb-tset' \(did you mean 'stsb-test'\?\)"):
         expand_tasks("stsb-tset")
     from promptsearch.data.tasks import scoring_sets

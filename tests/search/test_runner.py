@@ -311,7 +311,7 @@ def test_every_kind_of_search_ends_with_one_verdict_which_never_answers_what_the
     settle(runner2)
     assert sts2.baseline.weighed == "answer" and sts2.baseline.kept
     assert ("no template beats the model's own representation ([X] is [MASK] ., 70.00): the search's answer, [X] "
-            "means [MASK] ., is +1.00 ± 2.00 on stsb-dev, not above the min gain 2.00") in verdict_lines(sts2)[0]
+            "means [MASK] ., is +1.00 ± 2.00 on STS-B dev, not above the min gain 2.00") in verdict_lines(sts2)[0]
     assert Verdict.from_json(sts2.baseline.to_json()).weighed == "answer"  # kept in the file
 
     enc = make_encoder(tiny_bert_encoder_only_dir)
