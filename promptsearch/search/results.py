@@ -123,7 +123,8 @@ class Results:
     pareto: ParetoFront | None = None  # x_pareto (Optuna, several dev sets)
     generated: Generated | None = None  # x_generated (t5, mlm)
     races: dict[str, RaceState] = field(default_factory=dict)  # x_races: each race's resumable state, by race
-    judged: dict[str, list[float]] = field(default_factory=dict)  # x_judged: the steps' judgements (StepRunner.judge)
+    # x_judged: the steps' judgements (StepRunner.judge): each one's numbers, then its seal
+    judged: dict[str, list[float | str]] = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # any other x_ field a file holds, kept as it was
     created: str = field(default_factory=_now)
     scored: int = 0

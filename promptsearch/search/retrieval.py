@@ -370,7 +370,7 @@ class RetrievalResults:
     # what the search searched (its task's description, a digest of its prompts, its read-outs): a resumed run must
     # search the same (``RetrievalSearch.begin``)
     space: dict = field(default_factory=dict)
-    judged: dict[str, list[float]] = field(default_factory=dict)  # the steps' judgements (StepRunner.judge)
+    judged: dict[str, list[float | str]] = field(default_factory=dict)  # judgements, each sealed (StepRunner.judge)
     PLACES: ClassVar[int] = 6  # the decimals a score is kept to (nDCG@10)
     UNIT: ClassVar[str] = "candidate"  # what an entry is called in what a command says
 

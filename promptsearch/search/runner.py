@@ -154,7 +154,8 @@ class TaskResults(Protocol):
 
     entries: Any  # entry key -> entry
     path_steps: Any  # the path's rows (``Runner.note`` sets them)
-    judged: dict[str, list[float]]  # the steps' gains and errors (``StepRunner.judge``), kept for a resumed run
+    # the steps' gains and errors, then a seal (``StepRunner.judge``), kept for a resumed run
+    judged: dict[str, list[float | str]]
     UNIT: ClassVar[str]  # what an entry is called in what a command says
     PLACES: ClassVar[int]  # the decimals a score is kept to
 
