@@ -58,6 +58,20 @@ def say(line: str) -> None:
     print(worded(line), file=sys.stderr)
 
 
+def one_set_objective_note(objective: str, n_sets: int, flag: str) -> str | None:
+    """The note for ``--objective min`` over one set (a user's trial: accepted without a word): it combines several
+    sets' scores, and one set's is its own. None otherwise.
+
+    :param objective: the ``--objective`` given.
+    :param n_sets: how many sets the command scores on.
+    :param flag: the command's flag for its sets (``--dataset``, ``--data``).
+    :returns: the note, or None."""
+    if objective == "mean" or n_sets != 1:
+        return None
+    return (f"note: --objective {objective} combines several {flag} sets' scores (comma-joined); over one set it is "
+            "that set's own score")
+
+
 def resuming(path, n: int, unit: str) -> str:
     """What a resumed search says before it starts: its results file's ``n`` scored ``unit``s are read back.
 

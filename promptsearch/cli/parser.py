@@ -17,6 +17,10 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that says what to do."""
 
     def error(self, message):  # noqa: D401
+        if message.startswith("ambiguous option: "):  # --data in score: --data-dir or --dataset; say which is the data
+            name = message.split()[2].split("=", 1)[0]
+            own = _data_flag(name, self)
+            message += f"; {own} names the data here ({name} is another command's name for it)" if own else ""
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
     def parse_args(self, args=None, namespace=None):
@@ -51,13 +55,26 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
     for e in extras:
         name = e.split("=", 1)[0]
         if name.startswith("--") and name not in flags:
-            close += [m for m in difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if m not in close]
+            data = _data_flag(name, parser)  # another command's name for the data (eval --dataset: --tasks)
+            close += [m for m in ([data] if data else difflib.get_close_matches(name, flags, n=1, cutoff=0.6))
+                      if m not in close]
     template = [n for n in (e.split("=", 1)[0] for e in extras) if n in TEMPLATE_FLAGS]
     if template and parser.prog.endswith(" retrieval"):  # a flag of the STS commands, not a typo
         return (f"unrecognized arguments: {' '.join(extras)}; {template[0]} sets how a template reads [MASK] or fills "
                 "[X], and retrieval reads pooled prompts only: drop it")
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+
+DATA_FLAGS = ("--dataset", "--tasks", "--data")  # what the data is called: search commands, eval, retrieval
+
+
+def _data_flag(name: str, parser: argparse.ArgumentParser) -> str | None:
+    """The flag ``parser`` names its data by, when ``name`` is another command's name for the data (None: not one)."""
+    if name not in DATA_FLAGS:
+        return None
+    own = [f for f in DATA_FLAGS if f != name and any(f in a.option_strings for a in parser._actions)]
+    return own[0] if own else None
 
 
 TEMPLATE_FLAGS = ("--mlm-head", "--no-period", "--compat", "--demos")  # what a pooled-only command (retrieval) omits
@@ -122,13 +139,16 @@ def _common(p: argparse.ArgumentParser, pooled: bool = False) -> None:
     if not pooled:
         g.add_argument("--mlm-head", default=None, metavar="FILE", help="a train-head head.safetensors ('none': none; "
                                                                         "default: the shipped one)")
-    g.add_argument("--data-dir", default=None, help="STS data in SentEval layout (default: $PROMPTSEARCH_DATA_DIR, or "
-                                                    "../shared/data beside the current folder or the promptsearch "
-                                                    "checkout)")
-    g.add_argument("--columns", default=None, metavar="A,B,SCORE", help="pair columns of a user data set (default: "
-                                                                        "sentence1,sentence2,score)")
-    g.add_argument("--subset-column", default=None, metavar="NAME", help="a column grouping a user data set's pairs "
-                                                                         "into subsets")
+    where = ("default: $PROMPTSEARCH_DATA_DIR, or ../shared/data beside the current folder or the promptsearch "
+             "checkout")
+    g.add_argument("--data-dir", default=None, help=f"the built-in data: STS-B dev and SNLI dev, which the built-in "
+                   f"retrieval tasks are made from ({where})" if pooled else f"STS data in SentEval layout ({where})")
+    # a pooled-only command (retrieval) refuses the pair columns in one line (its data is no pairs): not offered
+    g.add_argument("--columns", default=None, metavar="A,B,SCORE",
+                   help=argparse.SUPPRESS if pooled else "pair columns of a user data set (default: "
+                                                         "sentence1,sentence2,score)")
+    g.add_argument("--subset-column", default=None, metavar="NAME",
+                   help=argparse.SUPPRESS if pooled else "a column grouping a user data set's pairs into subsets")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ..., or auto: a large model over every device "
                                                   "(default: cuda if any)")
     g.add_argument("--batch-size", type=at_least(1), default=None, help="rows per batch at most (default: as "
@@ -571,7 +591,7 @@ def build_parser() -> Parser:
     tu = _command(sub, "tui", "search:cmd_tui", help="terminal UI: live leaderboard of a search, [MASK] predictions")
     tu.add_argument("--results", default="best.json", help="results JSON to follow (default best.json)")
     tu.add_argument("--storage", help="an Optuna storage URL to follow instead")
-    tu.add_argument("--study-name")
+    tu.add_argument("--study-name", help="the Optuna study in --storage to follow (give both, or --results)")
     tu.add_argument("--model", default="default", help="model for predictions and for searches started from the TUI")
     tu.add_argument("--mlm-head", default=None, metavar="FILE", help="a head.safetensors from train-head for the "
                                                                      "predictions")

@@ -130,7 +130,8 @@ def cmd_retrieval(args) -> int:
                          holdout_note(args.holdout, n_rest, len(task.query_ids), n_rest - held_n),
                          few_searched_note(len(task.query_ids), held_n, n_rest - held_n),
                          *(duplicate_note(w) for w in wholes),
-                         *(few_held_out_note(t.data.name, len(t.query_ids)) for t in others)):
+                         *(few_held_out_note(t.data.name, len(t.query_ids)) for t in others),
+                         o.one_set_objective_note(args.objective, len(parts), "--data")):
                 if note:
                     o.say(note)
             if results.entries:

@@ -40,6 +40,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     if args.out:
         check_writable(args.out)
     sets = DevSets.parse(args.dataset)  # the dev set(s), read once: the checks and the scorer get the object
+    if (note := o.one_set_objective_note(args.objective, len(sets.names), "--dataset")) and not args.quiet:
+        o.say(note)
     for check in checks:
         check(sets)
     check_data(sets, args.data_dir)

@@ -40,8 +40,7 @@ def expand_tasks(spec: str | list[str]) -> list[str]:
                     raise DataError(f"no data file {n!r} (looked in {Path.cwd()}); give the path of an existing file")
                 raise DataError(f"unknown task {n!r}{did_you_mean(low, ['sts-all', *TASK_NAMES, *TASK_ALIASES])}; "
                                 f"choose from "
-                                f"sts-all, {', '.join(TASK_NAMES)} (also as the tables name them: STS-B dev, "
-                                "SICK-R …), or give a data file, a dataset folder or a hub id "
+                                f"sts-all, {', '.join(TASK_NAMES)}, or give a data file, a dataset folder or a hub id "
                                 "(owner/name[:config][@split])")
             if t not in out:
                 out.append(t)

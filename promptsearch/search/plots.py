@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import PromptSearchError, first_line, note
 from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..representation import Representation
-from .results import Results
+from .results import Results, set_label
 from .state import PathStep
 
 FORMATS = (".svg", ".png", ".pdf")
@@ -187,15 +187,18 @@ def plot_optuna(res: Results, out: Path, storage: str | None = None) -> list[Pat
 def plot_scores(res: Results, out: Path) -> list[Path]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.hist([e.spearman for e in res.entries.values()], bins=min(30, max(len(res.entries), 1)))
+    ax.hist([e.spearman for e in res.entries.values()], bins=min(30, max(len(res.entries), 1)), edgecolor="white")
     best, own = res.best, _own(res)
     if best is not None:
         ax.axvline(best.spearman, color="k", ls="--", label=f"chosen {best.key[:40]} {best.spearman:.2f}")
     if own is not None and own is not best:
         ax.axvline(own.spearman, color="tab:red", ls="-.", label=f"the model's own ({own.key}) {own.spearman:.2f}")
     if best is not None:
-        ax.legend(fontsize=8)
-    ax.set_xlabel(f"Spearman × 100 on {res.dataset}")
+        ax.legend(fontsize=8, framealpha=0.8)  # a bar it covers still shows through
+    from matplotlib.ticker import MaxNLocator  # lazy: start-up time
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of templates: whole numbers
+    ax.set_xlabel(f"Spearman × 100 on {set_label(res.dataset)}")
     ax.set_ylabel("templates")
     s = res.spread
     spread = f"; min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}" if s else ""
@@ -303,7 +306,8 @@ def plot_retrieval(path, out: Path, storage: str | None = None) -> list[Path]:
     bx.set_ylim(-0.8, len(rows) - 0.2)
     bx.set_xlabel(f"gain in {METRIC} ± its standard error")
     bx.set_title("the search's judgements: gain ± s.e.", fontsize=9)
-    bx.legend(fontsize=7)
+    if judged:  # the red marks drawn: say what they are
+        bx.legend(fontsize=7)
     bx.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out)

@@ -1229,8 +1229,10 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
     if own is not None:
         lines.append(f"the model's own: {own.candidate.shown}   {METRIC} {own.score:.4f}")
     v = res.verdict or {}
-    if (a := v.get("unseen")) is not None:
-        lines.append(f"checked on the {a['queries']:,} queries the search did not see: its choice scores "
+    if (a := v.get("unseen")) is not None:  # the choice named, with its gain where it was chosen (any strategy's)
+        chose = (f", {_shown(v['challenger'])} ({v['gain']:+.4f} ± {v['se']:.4f} over the model's own on the queries "
+                 "searched)," if v.get("challenger") and "gain" in v else "")
+        lines.append(f"checked on the {a['queries']:,} queries the search did not see: its choice{chose} scores "
                      f"{a['chosen']:.4f} {METRIC}, the model's own {a['own']:.4f} ({a['gain']:+.4f} ± {a['se']:.4f}): "
                      + ("the choice stands" if a["taken"] else "the answer is the model's own"))
     said = a is not None and not a["taken"]  # the check on unseen queries gave the model's own: said above
@@ -1245,10 +1247,10 @@ def summary(res: RetrievalResults, top: int = 5) -> list[str]:
                          f"{v['min_gain']:.4f}: the answer is the model's own")
         else:
             lines.append("the model's own scored best: it is the answer")
-    elif best is not None and own is not None and res.best != res.own:
+    elif best is not None and own is not None and res.best != res.own and a is None:  # (checked: said above)
         lines.append(f"the chosen beats the model's own by {v['gain']:+.4f} ± {v['se']:.4f} {METRIC} (per-query "
-                     "standard error)" + ("" if a is not None else " on the queries it was chosen on, none held out: "
-                                          "the best of many, its gain is optimistic"))
+                     "standard error) on the queries it was chosen on, none held out: the best of many, its gain is "
+                     "optimistic")
     if res.sizes and best is not None and own is not None:  # several sets: how the answer and the own fare on each
         names = [x["name"] for x in res.data["sets"]]
         # the own the answer after all: the search's best against it (the chosen / the own would be one number twice)

@@ -21,11 +21,13 @@ A prompt the model cannot read (no room left for the text) is told pruned, with 
 **Racing** (``racing``: a ``CorpusRace``, as the greedy document step's): a trial whose document side (document prompt
 and read-out) no scored candidate has yet — a new pass over the whole corpus — is first scored on the smaller corpus
 (every judged document and a share of the others), its nDCG@10 there reported as the trial's intermediate value;
-Optuna's ``SuccessiveHalvingPruner`` (one rung, the same one for every process sharing the study) prunes it there when
-it is not in the better half of the study's trials screened so far, as the STS search prunes templates on a share of
-its pairs. A pruned trial is told pruned with its screen score and never encoded over the whole corpus; the screen's
-numbers are never an entry's score. A trial whose document side is scored already costs a query pass only, and is
-scored at once. Not with workers (a job is a whole candidate).
+it is pruned there when it is not in the better half of the study's trials screened so far (Optuna's
+``SuccessiveHalvingPruner``'s rule for one rung, ``better_half``), as the STS search prunes templates on a share of
+its pairs. A batch's screened trials are judged at once, against each other and every process's screens so far, so
+which of them go on does not depend on the order they were screened in (across processes it depends on which screens
+were written first, as in any asynchronous successive halving). A pruned trial is told pruned with its screen score
+and never encoded over the whole corpus; the screen's numbers are never an entry's score. A trial whose document
+side is scored already costs a query pass only, and is scored at once. Not with workers (a job is a whole candidate).
 
 ``--trials N`` is the study's total of finished trials, all processes together (``ask_batch``); a killed process's
 trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_trials``), as in the STS search.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import optuna
@@ -141,6 +144,17 @@ def trial_attrs(e: RetrievalEntry) -> dict:
     decimals, as the results file keeps them, and its seconds."""
     return {"candidate": e.candidate.to_json(), "metrics": {k: round(float(v), 6) for k, v in e.metrics.items()},
             "per_query": [round(float(x), 6) for x in e.per_query], "seconds": round(e.seconds, 3)}
+
+
+def better_half(values: Sequence[float]) -> float:
+    """The lowest screen score that goes on, of all screened so far (racing's one rung): the better half of them, at
+    least one, as Optuna's ``SuccessiveHalvingPruner`` promotes (reduction factor 2) — but of a whole batch at once,
+    so which of a batch's trials go on does not depend on the order they are screened in.
+
+    :param values: every screen score so far, the batch's among them.
+    :returns: the bar: a trial scoring below it is pruned."""
+    ranked = sorted(values, reverse=True)
+    return ranked[max(len(ranked) // 2, 1) - 1]
 
 
 SETUP_WAIT = 60.0  # seconds a study may go without a sign from the process making it before it counts as left
@@ -288,11 +302,13 @@ class OptunaRetrieval(RetrievalStrategy):
             search.keep(list(new.values()))
         return seen
 
-    def _screen(self, trials: list, cands: dict, search: RetrievalSearch) -> dict:
+    def _screen(self, trials: list, cands: dict, search: RetrievalSearch, history: Sequence[float] = ()) -> dict:
         """Racing a batch: each trial whose document side no scored candidate has (a new pass over the whole corpus) is
-        scored on the smaller corpus, its nDCG@10 there reported (step 1), and the pruner asked; a trial whose document
-        side another trial of the batch goes on with is not pruned (it costs a query pass). The screened trials →
-        (their screen score, whether pruned); none without a race or with workers."""
+        scored on the smaller corpus, its nDCG@10 there reported (step 1) and kept (its ``screen``), and the batch
+        judged at once (``better_half``) against ``history`` (the screen scores of the study's other trials, every
+        process's so far); a trial whose document side another trial of the batch goes on with is not pruned (it costs
+        a query pass). The screened trials → (their screen score, whether pruned); none without a race or with
+        workers."""
         if self.racing is None or search.scorer.queue is not None or not self.racing.pays(search):
             return {}
         sides = {c.side("document") for c in search.results.entries}
@@ -301,12 +317,12 @@ class OptunaRetrieval(RetrievalStrategy):
             return {}
         screen = self.racing.screening(search.scorer)
         got = screen.evaluate(search.enc, list(dict.fromkeys(cands[t.number] for t in new)))
-        out = {}
-        for t in new:
-            v = float(got[cands[t.number]][METRIC])
+        values = {t: float(got[cands[t.number]][METRIC]) for t in new}
+        for t, v in values.items():
             t.report(v, 1)
             t.set_user_attr("screen", {"documents": len(screen.corpus_ids), METRIC: round(v, 6)})
-            out[t] = (v, t.should_prune())
+        bar = better_half([*history, *values.values()])
+        out = {t: (v, v < bar) for t, v in values.items()}
         # a document side one trial goes on with is encoded over the whole corpus anyway: the batch's other trials with
         # it cost a query pass there, so none of them is pruned
         going = {cands[t.number].side("document") for t, (_, p) in out.items() if not p}
@@ -407,9 +423,9 @@ class OptunaRetrieval(RetrievalStrategy):
         storage = open_storage(self.storage)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=10)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        # racing's one rung: a trial's nDCG@10 on the smaller corpus, the better half of those screened goes on
-        pruner = (optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
-                  if self.racing is not None else optuna.pruners.NopPruner())
+        # racing's one rung is judged a batch at once (_screen), not by an Optuna pruner, whose answer would depend on
+        # the order the batch's trials report in
+        pruner = optuna.pruners.NopPruner()
         study, made = self._open_study(search, storage, sampler, pruner, space, own)
         self.check(search)  # again: the study may be another process's
         self.done_before = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials)
@@ -418,7 +434,8 @@ class OptunaRetrieval(RetrievalStrategy):
         from_file = sum(t.user_attrs.get("from") == "the results file" for t in study.trials)
         if made:  # its first trials: not run, told from the results file
             n = from_file
-            before = (f"a new study of {self.trials} trials, its first {n} scores this run already has (the model's "
+            before = (f"a new study of {self.trials} trials, its first {'score' if n == 1 else f'{n} scores'} this run "
+                      "already has (the model's "
                       "own, scored first" + (", and what the results file held" if n > 1 else "")
                       + "), not scored again"
                       + (": none to run" if self.done_before >= self.trials else ""))
@@ -446,7 +463,10 @@ class OptunaRetrieval(RetrievalStrategy):
                     why = {t.number: search.scorer.unreadable(cands[t.number]) for t in trials}
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
-                    screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search)
+                    batch = {t.number for t in trials}
+                    history = [float(x.user_attrs["screen"][METRIC]) for x in study.get_trials(deepcopy=False)
+                               if x.number not in batch and isinstance(x.user_attrs.get("screen"), dict)]
+                    screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search, history)
                     pruned = {t.number for t, (_, out) in screened.items() if out}
                     # a candidate two trials share goes on when either does
                     go = {cands[t.number] for t in trials if t.number not in pruned}

@@ -95,7 +95,7 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     results.validation = {"tasks": names, "top": top}
     show = show_progress_bar is not False
     total = sum(map(len, todo.values()))
-    with tqdm(total=total, desc="held-out", leave=False, disable=not show or not total, unit=unit) as bar:
+    with tqdm(total=total, desc="held-out", leave=False, disable=not show or not total, unit="score") as bar:
         for name, held in helds.items():
             keys = todo[name]
             for key, sc in zip(keys, held.score(keys) if keys else ()):  # in one call (a pass per layer / side)

@@ -133,6 +133,22 @@ def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, ca
     assert err.startswith(f"promptsearch {argv[0]}: ") and "unrecognized" in err
 
 
+@pytest.mark.parametrize("argv, own", [(["eval", "--dataset", "stsb-dev"], "--tasks"),
+                                       (["greedy", "--tasks=stsb-dev"], "--dataset"),
+                                       (["retrieval", "--dataset", "demo"], "--data")])
+def test_another_commands_name_for_the_data_is_answered_with_this_ones(argv, own, capsys):
+    """A user's trial: the data is --tasks to eval, --dataset to the search commands, --data to retrieval; eval
+    --dataset was answered 'did you mean --data-dir?', now with eval's own name for it."""
+    _one_line(capsys, main(argv), f"did you mean {own}?", f"promptsearch {argv[0]} --help")
+
+
+def test_score_data_is_ambiguous_and_says_which_flag_is_the_data(capsys):
+    """score --data could be --data-dir or --dataset (argparse's abbreviations): the line says --dataset is the data."""
+    _one_line(capsys, main(["score", "--data", "stsb-dev", "[X] means [MASK] ."]), "ambiguous option: --data could "
+              "match --data-dir, --dataset; --dataset names the data here (--data is another command's name for it)",
+              "promptsearch score --help")
+
+
 @pytest.mark.parametrize("flag", [["--no-period"], ["--compat", "reference"], ["--mlm-head=none"], ["--demos", "d"]])
 def test_a_template_flag_given_to_retrieval_is_refused_saying_why(flag, capsys):
     """retrieval reads pooled prompts only: its help does not offer the template flags, and one given is refused (they
@@ -662,3 +678,15 @@ def test_held_out_cost_counts_only_what_the_score_cache_lacks(tiny_bert_dir, tmp
     assert "(6 scores, 1 × " in mixed and f"; {n_cached} from the score cache" in mixed
     head = next(x for x in out.out.splitlines() if x.lstrip().startswith("rank"))
     assert head.split()[-2:] == ["STS12", "STS13"] and "STS16 ([MASK] rows denoised)" in head  # the table's columns
+
+
+def test_objective_min_over_one_set_is_noted(tiny_bert_dir, tmp_path, capsys):
+    """A user's trial: --objective min with one --data set was accepted without a word (it combines several sets)."""
+    from promptsearch.cli.options import one_set_objective_note
+
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-top",
+            "0", "--objective", "min", "--out", str(tmp_path / "o.json"), "[X] means [MASK] ."]
+    assert main(argv) == 0
+    assert capsys.readouterr().err.count("note: --objective min combines several --dataset sets' scores") == 1
+    assert one_set_objective_note("min", 2, "--data") is None and one_set_objective_note("mean", 1, "--data") is None
+    assert "--data sets" in one_set_objective_note("min", 1, "--data")

@@ -238,7 +238,7 @@ def test_optuna_over_the_prompts_runs_end_to_end_and_resumes(tiny_bert_encoder_o
     assert "optuna: study 'promptsearch-retrieval-" in captured.err and (tmp_path / "o.db").is_file()  # beside --out
     # a new study: its first trial, the model's own this run scored first, is told, not run, and the line says so
     # (not "the results file's": a new run's file held nothing)
-    assert ("a new study of 6 trials, its first 1 scores this run already has (the model's own, scored first), not "
+    assert ("a new study of 6 trials, its first score this run already has (the model's own, scored first), not "
             "scored again" in captured.err)
     i = lines.index("next:")
     assert lines[i - 1].startswith("chosen: query prompt ") and lines[i - 2].startswith("spread of the ")

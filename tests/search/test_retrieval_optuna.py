@@ -249,33 +249,56 @@ def test_racing_prunes_trials_with_a_new_document_prompt_on_the_smaller_corpus(e
     assert not plain.screens and not [t for t in finished(tmp_path, "plain") if "screen" in t.user_attrs]
 
 
+class ScreenedTrial:
+    """What _screen asks of an Optuna trial: its number, report and user attributes."""
+
+    def __init__(self, number):
+        self.number, self.reported, self.user_attrs = number, None, {}
+
+    def report(self, v, step):
+        self.reported = (v, step)
+
+    def set_user_attr(self, k, v):
+        self.user_attrs[k] = v
+
+
 def test_a_trial_sharing_its_document_side_with_one_that_goes_on_is_not_pruned(enc):
-    """Two trials of a batch with the same new document side: if the pruner lets one go on, that side is encoded over
-    the whole corpus anyway, so the other (a query pass there) is not pruned either; a side no trial goes on with is."""
+    """Two trials of a batch with the same new document side: if one goes on, that side is encoded over the whole
+    corpus anyway, so the other (a query pass there) is not pruned either; a side no trial goes on with is."""
     from promptsearch.search.retrieval import CorpusRace
 
-    class Trial:  # what _screen asks of an Optuna trial; the pruner's answer given
-        def __init__(self, number, prune):
-            self.number, self.prune, self.reported, self.user_attrs = number, prune, None, {}
-
-        def report(self, v, step):
-            self.reported = (v, step)
-
-        def should_prune(self):
-            return self.prune
-
-        def set_user_attr(self, k, v):
-            self.user_attrs[k] = v
-
-    s = OptunaRetrieval(storage="sqlite://", study_name="x", racing=CorpusRace())
-    search = RetrievalSearch(Task(), enc, results(), s)
     a, b = RetrievalCandidate.of("query: ", "passage: ", "mean"), RetrievalCandidate.of("q: ", "passage: ", "mean")
     c = RetrievalCandidate.of("query: ", "title: ", "mean")
-    trials = [Trial(0, False), Trial(1, True), Trial(2, True)]
-    out = s._screen(trials, {0: a, 1: b, 2: c}, search)
+    s = OptunaRetrieval(storage="sqlite://", study_name="x", racing=CorpusRace())
+    search = RetrievalSearch(Task({a: 0.1, b: -0.1, c: -0.1}, wobble=0.0), enc, results(), s)
+    trials = [ScreenedTrial(0), ScreenedTrial(1), ScreenedTrial(2)]
+    out = s._screen(trials, {0: a, 1: b, 2: c}, search)  # of three, the best goes on (b: with it, a's side)
     assert {t.number: p for t, (_, p) in out.items()} == {0: False, 1: False, 2: True}
     assert all(t.reported[1] == 1 and "screen" in t.user_attrs for t in trials)
     assert search.scorer.screened_out == 1
+
+
+def test_a_batch_is_raced_at_once_whatever_the_order_its_trials_were_screened_in(enc):
+    """A trial's trial: Optuna's pruner, asked trial by trial, let the first of a batch go on against nothing and a
+    worse one go on while a better one was pruned (screens 0.6, 0.9, 0.7, 0.8 in that order: 0.6 and 0.9 and 0.8 went
+    on, 0.7 was pruned). The batch is now judged at once: its better half goes on (0.9, 0.8) in any order, and
+    against the study's earlier screens (history) the bar rises."""
+    import itertools
+
+    from promptsearch.search.retrieval import CorpusRace
+    from promptsearch.search.retrieval_optuna import better_half
+
+    offsets = {"p6: ": -0.3, "p9: ": 0.0, "p7: ": -0.2, "p8: ": -0.1}  # the screen scores' order: 0.6, 0.9, 0.7, 0.8
+    cands = {i: RetrievalCandidate.of("", d, "mean") for i, d in enumerate(offsets)}  # each a new document side
+    s = OptunaRetrieval(storage="sqlite://", study_name="x", racing=CorpusRace())
+    search = RetrievalSearch(Task(lambda c: offsets.get(c.document, 0.0), wobble=0.0), enc, results(), s)
+    for order in itertools.permutations(range(4)):
+        out = s._screen([ScreenedTrial(i) for i in order], cands, search)
+        assert {t.number for t, (_, p) in out.items() if not p} == {1, 3}, order  # p9 and p8, the better half
+    top = max(v for v, _ in out.values())
+    out = s._screen([ScreenedTrial(i) for i in range(4)], cands, search, history=[top + 0.05, top + 0.01])
+    assert {t.number for t, (_, p) in out.items() if not p} == {1}  # 6 screened: the best 3, two of them earlier
+    assert better_half([0.5]) == 0.5 and better_half([0.5, 0.7, 0.6]) == 0.7 and better_half([4, 3, 2, 1]) == 3
 
 
 def test_a_study_another_process_has_just_created_is_joined_once_it_is_recorded(enc, tmp_path, monkeypatch):

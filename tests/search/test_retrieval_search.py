@@ -214,6 +214,11 @@ def test_an_answer_is_checked_on_the_queries_the_search_did_not_see(enc):
         assert a["chosen"] == pytest.approx(a["own"] + on_unseen, abs=1e-5)
         said = [x for x in summary(res) if x.startswith(f"checked on the {N} queries the search did not see: ")]
         assert len(said) == 1 and said[0].endswith("the choice stands" if stands else "the answer is the model's own")
+        # the choice named, with its gain on the queries it was chosen on (a trial: optuna's output named neither)
+        v = res.verdict
+        assert (f"its choice, {good_q.shown} ({v['gain']:+.4f} ± {v['se']:.4f} over the model's own on the queries "
+                "searched), scores") in said[0] and v["gain"] == pytest.approx(0.05, abs=1e-6)
+        assert not any(x.startswith("the chosen beats") for x in summary(res))  # said once, in the check's line
     # no queries held out: the chosen is said to be the best of many on the queries it was chosen on
     res = RetrievalSearch(FakeTask({good_q: 0.05}), enc, results()).run()
     assert res.best == good_q and any(x.endswith("none held out: the best of many, its gain is optimistic")
