@@ -17,10 +17,6 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that says what to do."""
 
     def error(self, message):  # noqa: D401
-        if message.startswith("ambiguous option: "):  # --data in score: --data-dir or --dataset; say which is the data
-            name = message.split()[2].split("=", 1)[0]
-            own = _data_flag(name, self)
-            message += f"; {own} names the data here ({name} is another command's name for it)" if own else ""
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
     def parse_args(self, args=None, namespace=None):
@@ -32,10 +28,27 @@ class Parser(argparse.ArgumentParser):
                 shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
                 self.exit(2,
                           f"{self.prog}: error: argument {quote(shown, 80)} is not valid UTF-8; pass text in UTF-8\n")
+        self._other_data_flag(sys.argv[1:] if args is None else list(args))
         ns, extras = self.parse_known_args(args, namespace)
         if extras:  # said by the command's own parser, with the flags it has that are close to a typo'd one
             self._parser_of(ns).error(_unrecognized(extras, self._parser_of(ns)))
         return ns
+
+    def _other_data_flag(self, argv: list[str]) -> None:
+        """Another command's name for the data (eval --dataset, score --data, retrieval --tasks) refused with this
+        command's, before argparse reads it: as an abbreviation it would be taken for another flag (eval --data is
+        --data-dir) or said to be ambiguous (score --data: --data-dir or --dataset)."""
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        command = next((x for x in argv if not x.startswith("-")), None)
+        if not subs or command not in subs[0].choices:
+            return
+        parser = subs[0].choices[command]
+        for x in argv:
+            name = x.split("=", 1)[0]
+            own = _data_flag(name, parser)
+            if own and not any(name in a.option_strings for a in parser._actions):
+                parser.error(f"unrecognized arguments: {x}; did you mean {own}? ({name} is another command's name for "
+                             "the data)")
 
     def _parser_of(self, ns) -> argparse.ArgumentParser:
         """The parser of the subcommand ``ns`` names (this one if none)."""

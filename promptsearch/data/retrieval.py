@@ -679,8 +679,7 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
     :param split: the qrels split.
     :param relevant_from: the lowest qrel score that counts as relevant (None: scores must be 0 or 1).
     :param description: one sentence saying what the task is (None: the default).
-    :returns: the data, named after the spec (a local folder: its name; ``@split`` added for a split other than
-        test).
+    :returns: the data, named after the spec (``spec@split`` for a split other than test).
     :raises promptsearch.errors.DataError: for a dataset that cannot be loaded, a missing config, split or
         column, duplicate ids, empty texts, qrels naming unknown ids, graded scores without ``relevant_from``,
         or no relevant document."""
@@ -723,8 +722,9 @@ def load_hf(spec: str, split: str = "test", relevant_from: float | None = None,
         where_of.setdefault((q, d), where)
     if not where_of:
         raise DataError(f"the {split} qrels of {spec} are empty; give rows of query-id, corpus-id, score")
-    # a local folder by its name, as a BEIR folder is named; a hub id (mteb/scifact) as given
-    name = (Path(spec).resolve().name if Path(spec).is_dir() else spec) + ("" if split == "test" else f"@{split}")
+    # as given (a hub id, or a local folder's path): the name a study, a work study and several sets' record were made
+    # under, so a resumed run finds them (a BEIR folder is named by its folder's name)
+    name = spec + ("" if split == "test" else f"@{split}")
     return _build(name, queries, corpus, judged, cut, description, where_of)
 
 

@@ -94,7 +94,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     steps = _path_steps(res.path_steps, best.entry_key if best is not None else None)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     xs = range(len(steps))
-    objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else res.dataset
+    objective = "objective (" + res.objective + ")" if len(res.set_names) > 1 else set_label(res.dataset)
     ax.errorbar(xs, [r.spearman for _, r, _ in steps], yerr=[r.score_se or 0.0 for _, r, _ in steps],
                 marker="o", capsize=4, lw=2, label=f"{objective} ± bootstrap s.e.")
     lines: dict[str, dict[int, float]] = {}  # a set's name -> {step: score}
@@ -105,7 +105,7 @@ def plot_greedy(res: Results, out: Path) -> list[Path]:
     held = set((res.validation or {}).get("tasks", []))
     for name, pts in lines.items():
         ax.plot(list(pts), list(pts.values()), marker="s" if name in held else "^", ls="--" if name in held else ":",
-                label=f"{name} ({'held out' if name in held else 'dev'})")
+                label=f"{set_label(name)} ({'held out' if name in held else 'dev'})")
     own = _own(res)
     if own is not None:  # the model's own representation: what every step is measured against
         ax.axhline(own.spearman, color="tab:red", ls="-.", lw=1.2, label=f"the model's own ({own.key}) "

@@ -460,6 +460,14 @@ class Results:
             atomic_write(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
     # ---- what a command prints ---------------------------------------------------------------
+    @staticmethod
+    def label(name: str) -> str:
+        """A data set as this kind's tables and lines name it (``set_label``: a built-in one by its table name).
+
+        :param name: the set's name as the run was given it.
+        :returns: the name shown."""
+        return set_label(name)
+
     def format_ranking(self, top: int | None = None) -> str:
         """The best ``top`` templates with their score and any held-out scores.
 
@@ -578,9 +586,9 @@ def set_label(name: str) -> str:
     """A data set as tables and lines name it: a built-in one by its table name (``stsb-dev`` → STS-B dev, ``sickr`` →
     SICK-R), as every command prints it; the user's own (a file, a folder, a hub id) as given.
 
-    :param name: the set's name as the run was given it.
+    :param name: the set's name as the run was given it (several: comma-joined, each named so).
     :returns: the name shown."""
-    return TASK_NAMES.get(name, name)
+    return ",".join(TASK_NAMES.get(n, n) for n in name.split(","))
 
 
 def _seal(e: Entry) -> str:

@@ -36,9 +36,10 @@ trials are failed by heartbeat and asked again (``Heartbeats``, ``fail_stale_tri
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Container, Sequence
 
 import numpy as np
 import optuna
@@ -149,12 +150,24 @@ def trial_attrs(e: RetrievalEntry) -> dict:
 def better_half(values: Sequence[float]) -> float:
     """The lowest screen score that goes on, of all screened so far (racing's one rung): the better half of them, at
     least one, as Optuna's ``SuccessiveHalvingPruner`` promotes (reduction factor 2) — but of a whole batch at once,
-    so which of a batch's trials go on does not depend on the order they are screened in.
+    so which of a batch's trials go on does not depend on the order they are screened in. A value that is no number
+    (NaN) is left out.
 
     :param values: every screen score so far, the batch's among them.
-    :returns: the bar: a trial scoring below it is pruned."""
-    ranked = sorted(values, reverse=True)
-    return ranked[max(len(ranked) // 2, 1) - 1]
+    :returns: the bar: a trial scoring below it is pruned (infinite when no value is a number)."""
+    ranked = sorted((v for v in values if not math.isnan(v)), reverse=True)
+    return ranked[max(len(ranked) // 2, 1) - 1] if ranked else math.inf
+
+
+def screens_before(study: optuna.Study, batch: Container[int]) -> list[float]:
+    """The screen scores of the study's trials outside ``batch`` (every process's, as their trials keep them).
+
+    :param study: the study.
+    :param batch: the numbers of the batch's trials.
+    :returns: the scores."""
+    return [float(t.user_attrs["screen"][METRIC]) for t in study.get_trials(deepcopy=False)
+            if t.number not in batch and isinstance(t.user_attrs.get("screen"), dict)
+            and isinstance(t.user_attrs["screen"].get(METRIC), (int, float))]
 
 
 SETUP_WAIT = 60.0  # seconds a study may go without a sign from the process making it before it counts as left
@@ -302,13 +315,14 @@ class OptunaRetrieval(RetrievalStrategy):
             search.keep(list(new.values()))
         return seen
 
-    def _screen(self, trials: list, cands: dict, search: RetrievalSearch, history: Sequence[float] = ()) -> dict:
+    def _screen(self, trials: list, cands: dict, search: RetrievalSearch,
+                history: Callable[[], Sequence[float]] = tuple) -> dict:
         """Racing a batch: each trial whose document side no scored candidate has (a new pass over the whole corpus) is
         scored on the smaller corpus, its nDCG@10 there reported (step 1) and kept (its ``screen``), and the batch
-        judged at once (``better_half``) against ``history`` (the screen scores of the study's other trials, every
-        process's so far); a trial whose document side another trial of the batch goes on with is not pruned (it costs
-        a query pass). The screened trials → (their screen score, whether pruned); none without a race or with
-        workers."""
+        judged at once (``better_half``) against ``history()`` (the screen scores of the study's other trials, every
+        process's, read once the batch is screened: ``screens_before``); a trial whose document side another trial of
+        the batch goes on with is not pruned (it costs a query pass). The screened trials → (their screen score,
+        whether pruned); none without a race or with workers."""
         if self.racing is None or search.scorer.queue is not None or not self.racing.pays(search):
             return {}
         sides = {c.side("document") for c in search.results.entries}
@@ -321,8 +335,8 @@ class OptunaRetrieval(RetrievalStrategy):
         for t, v in values.items():
             t.report(v, 1)
             t.set_user_attr("screen", {"documents": len(screen.corpus_ids), METRIC: round(v, 6)})
-        bar = better_half([*history, *values.values()])
-        out = {t: (v, v < bar) for t, v in values.items()}
+        bar = better_half([*history(), *values.values()])
+        out = {t: (v, not v >= bar) for t, v in values.items()}  # a screen that gave no number (NaN) goes no further
         # a document side one trial goes on with is encoded over the whole corpus anyway: the batch's other trials with
         # it cost a query pass there, so none of them is pruned
         going = {cands[t.number].side("document") for t, (_, p) in out.items() if not p}
@@ -464,9 +478,8 @@ class OptunaRetrieval(RetrievalStrategy):
                     todo = [cands[t.number] for t in trials if why[t.number] is None
                             and cands[t.number] not in known]
                     batch = {t.number for t in trials}
-                    history = [float(x.user_attrs["screen"][METRIC]) for x in study.get_trials(deepcopy=False)
-                               if x.number not in batch and isinstance(x.user_attrs.get("screen"), dict)]
-                    screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search, history)
+                    screened = self._screen([t for t in trials if cands[t.number] in todo], cands, search,
+                                            lambda: screens_before(study, batch))
                     pruned = {t.number for t, (_, out) in screened.items() if out}
                     # a candidate two trials share goes on when either does
                     go = {cands[t.number] for t in trials if t.number not in pruned}

@@ -194,9 +194,12 @@ class Scorer:
         cached = f"{n_cached} from the score cache" if n_cached else ""
         if not any(fresh.values()):
             return f"all {n_cached} from the score cache"
-        sentences = sum(len(helds[name].sentences) * len(keys) for name, keys in fresh.items())
+        # an ensemble's members are each encoded again there (a held-out scorer keeps no vectors), cached or not
+        passes = {name: sum(len(getattr(k, "members", None) or ()) or 1 for k in keys) for name, keys in fresh.items()}
+        sentences = sum(len(helds[name].sentences) * p for name, p in passes.items())
         n = len({k for keys in fresh.values() for k in keys})
-        what = (f"{n} × {sentences // n:,} sentences" if all(len(keys) in (0, n) for keys in fresh.values())
+        single = not any(getattr(k, "members", None) for keys in fresh.values() for k in keys)
+        what = (f"{n} × {sentences // n:,} sentences" if single and all(len(keys) in (0, n) for keys in fresh.values())
                 else f"{sentences:,} sentences")
         encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())
         if results.seconds <= 0 or encodings <= 0 or not len(self.sentences):

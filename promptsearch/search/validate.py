@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from tqdm.auto import tqdm
 
-from ..data import TASK_NAMES, DataOptions, expand_tasks, load_task
+from ..data import DataOptions, expand_tasks, load_task
 from ..encoding.reps import PromptPool
 from ..errors import DataError, PromptSearchError
 from ..representation import readout_key
@@ -73,7 +73,8 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     t0 = time.perf_counter()
     names = list(helds)
     unit = results.UNIT
-    shown = ", ".join(TASK_NAMES.get(n, n) for n in names)  # as the tables name them (STS-B, SICK-R)
+    label = getattr(results, "label", None) or str  # a set as its kind names it (STS-B, SICK-R; a file: as given)
+    shown = ", ".join(map(label, names))
     chosen = picked(results, top, extra)
     # a resumed file's held-out scores are read back (it is of the same model, data and settings), not scored again;
     # an entry edited by hand is scored again

@@ -134,19 +134,17 @@ def test_a_typod_flag_names_the_close_flag_and_the_commands_help(argv, close, ca
 
 
 @pytest.mark.parametrize("argv, own", [(["eval", "--dataset", "stsb-dev"], "--tasks"),
+                                       (["eval", "--data", "stsb-dev"], "--tasks"),
                                        (["greedy", "--tasks=stsb-dev"], "--dataset"),
+                                       (["score", "--data", "stsb-dev", "[X] means [MASK] ."], "--dataset"),
                                        (["retrieval", "--dataset", "demo"], "--data")])
 def test_another_commands_name_for_the_data_is_answered_with_this_ones(argv, own, capsys):
     """A user's trial: the data is --tasks to eval, --dataset to the search commands, --data to retrieval; eval
-    --dataset was answered 'did you mean --data-dir?', now with eval's own name for it."""
-    _one_line(capsys, main(argv), f"did you mean {own}?", f"promptsearch {argv[0]} --help")
-
-
-def test_score_data_is_ambiguous_and_says_which_flag_is_the_data(capsys):
-    """score --data could be --data-dir or --dataset (argparse's abbreviations): the line says --dataset is the data."""
-    _one_line(capsys, main(["score", "--data", "stsb-dev", "[X] means [MASK] ."]), "ambiguous option: --data could "
-              "match --data-dir, --dataset; --dataset names the data here (--data is another command's name for it)",
-              "promptsearch score --help")
+    --dataset was answered 'did you mean --data-dir?', eval --data was taken for --data-dir (an abbreviation), score
+    --data was 'ambiguous'; each is now answered with the command's own name for the data."""
+    flag = argv[1].split("=")[0]
+    _one_line(capsys, main(argv), f"unrecognized arguments: {argv[1]}; did you mean {own}? ({flag} is another "
+              "command's name for the data)", f"promptsearch {argv[0]} --help")
 
 
 @pytest.mark.parametrize("flag", [["--no-period"], ["--compat", "reference"], ["--mlm-head=none"], ["--demos", "d"]])
@@ -690,3 +688,22 @@ def test_objective_min_over_one_set_is_noted(tiny_bert_dir, tmp_path, capsys):
     assert capsys.readouterr().err.count("note: --objective min combines several --dataset sets' scores") == 1
     assert one_set_objective_note("min", 2, "--data") is None and one_set_objective_note("mean", 1, "--data") is None
     assert "--data sets" in one_set_objective_note("min", 1, "--data")
+
+
+def test_held_out_cost_counts_an_ensembles_members_and_no_cached_score():
+    """A review: an ensemble counted as one pass, but a held-out scorer keeps no vectors and encodes each member
+    again; a key the cache holds costs nothing (said apart)."""
+    from types import SimpleNamespace
+
+    from promptsearch.representation import Representation
+    from promptsearch.search.scorer import Scorer
+
+    a, b, c = (Representation.of(t) for t in ("[X] means [MASK] .", "[X] is [MASK] .", "a [X] is [MASK] ."))
+    ens = Representation.ensemble([a, b])
+    held = SimpleNamespace(use_cache=True, sentences=["s"] * 100, cached=lambda k: 50.0 if k == c else None)
+    run = SimpleNamespace(seconds=0.0, to_dict=lambda: {"stats": {"encodings_by_precision": {}}})
+    cost = Scorer.held_out_cost(SimpleNamespace(sentences=[]), run, {"x": held}, {"x": [a, ens, c]})
+    assert cost == "300 sentences, 1 from the score cache"  # a: 100, the ensemble's two members: 200, c: cached
+    assert Scorer.held_out_cost(SimpleNamespace(sentences=[]), run, {"x": held}, {"x": [c]}) == \
+        "all 1 from the score cache"
+    assert Scorer.held_out_cost(SimpleNamespace(sentences=[]), run, {"x": held}, {"x": [a, b]}) == "2 × 100 sentences"

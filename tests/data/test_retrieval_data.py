@@ -101,7 +101,7 @@ def test_hf_folder_in_mteb_layout_equals_the_beir_folder(tmp_path):
     for folder in (write_mteb(tmp_path / "hf"), write_mteb(tmp_path / "hf-id", id_column="id")):
         data = load_hf(str(folder))
         same_content(data)
-        assert data.name == folder.name  # as a BEIR folder is named (a trial: the data line showed the whole path)
+        assert data.name == str(folder)  # as given: the name resumed studies and records were made under
         assert data.fingerprint() == beir.fingerprint()
         assert load_retrieval(str(folder)).fingerprint() == beir.fingerprint()  # routed to load_hf
 

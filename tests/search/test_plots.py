@@ -28,8 +28,8 @@ def test_greedy_path_records_error_bars_and_plots(greedy_file, tmp_path, capsys)
     assert main(["plot", str(greedy_file), "--out", str(svg)]) == 0
     assert f"wrote {svg}" in capsys.readouterr().out
     text = svg.read_text()
-    assert (text.startswith("<?xml") and "greedy path" in text and "sts13 (held out)" in text
-            and "sick-trial (dev)" in text)
+    assert (text.startswith("<?xml") and "greedy path" in text and "STS13 (held out)" in text
+            and "SICK-R trial (dev)" in text)
     png = tmp_path / "path.png"
     assert main(["plot", str(greedy_file), "--out", str(png)]) == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

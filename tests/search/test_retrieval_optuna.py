@@ -296,9 +296,28 @@ def test_a_batch_is_raced_at_once_whatever_the_order_its_trials_were_screened_in
         out = s._screen([ScreenedTrial(i) for i in order], cands, search)
         assert {t.number for t, (_, p) in out.items() if not p} == {1, 3}, order  # p9 and p8, the better half
     top = max(v for v, _ in out.values())
-    out = s._screen([ScreenedTrial(i) for i in range(4)], cands, search, history=[top + 0.05, top + 0.01])
+    out = s._screen([ScreenedTrial(i) for i in range(4)], cands, search, history=lambda: [top + 0.05, top + 0.01])
     assert {t.number for t, (_, p) in out.items() if not p} == {1}  # 6 screened: the best 3, two of them earlier
     assert better_half([0.5]) == 0.5 and better_half([0.5, 0.7, 0.6]) == 0.7 and better_half([4, 3, 2, 1]) == 3
+    nan = float("nan")  # a screen that gave no number: left out of the bar, and pruned itself
+    assert better_half([nan, 0.5, 0.7, 0.6]) == 0.7 and better_half([nan]) == float("inf")
+
+
+def test_the_history_a_batch_is_raced_against_is_every_other_trials_screen():
+    """What a batch is judged against: the screens other trials keep (another process's too), not the batch's own,
+    nor a trial with no screen (one the model cannot read, one not raced)."""
+    from promptsearch.search.retrieval_optuna import screens_before
+
+    study = optuna.create_study(direction="maximize")
+    for i, attrs in enumerate([{"screen": {"documents": 10, "ndcg@10": 0.4}}, {}, {"screen": {"documents": 10,
+                               "ndcg@10": 0.6}}, {"why": "no room"}, {"screen": {"documents": 10, "ndcg@10": 0.9}}]):
+        t = study.ask()
+        for k, v in attrs.items():
+            t.set_user_attr(k, v)
+        if i < 4:
+            study.tell(t, 0.5)
+    assert screens_before(study, {4}) == [0.4, 0.6]  # trial 4: the batch's own (still running)
+    assert sorted(screens_before(study, set())) == [0.4, 0.6, 0.9]
 
 
 def test_a_study_another_process_has_just_created_is_joined_once_it_is_recorded(enc, tmp_path, monkeypatch):
