@@ -1197,6 +1197,13 @@ class RetrievalSearch(StepRunner):
         res.best = done.answer
         if self.confirm is not None and res.best != own:
             self._confirm(res, own)
+        # this run's counts; its time and runs added to the file's earlier ones (a rerun with nothing to do kept only
+        # its own, the real run's gone: a user's trial)
+        earlier = res.stats or {}
+        seconds = round(time.perf_counter() - self.started, 3)
+        runs = {"runs": int(earlier.get("runs", 1 if earlier else 0)) + 1,
+                "seconds_all_runs": round(float(earlier.get("seconds_all_runs", earlier.get("seconds", 0.0))) + seconds,
+                                          3)}
         res.stats = {"scored": len(res.entries), "scored_now": self.scored_now,
                      "corpus_encodings": getattr(self.task, "corpus_encodings", None),
                      "corpus_passes": getattr(self.task, "corpus_passes", None),
@@ -1204,8 +1211,7 @@ class RetrievalSearch(StepRunner):
                      "screened_out": self.screened_out, "races_read": self.scorer.races_read,
                      "screen_passes": getattr(self.scorer.screen, "corpus_passes", 0),
                      "screen_reused": getattr(self.scorer.screen, "corpus_reused", 0),
-                     "seconds": round(time.perf_counter() - self.started, 3),
-                     **self.strategy.stats()}
+                     "seconds": seconds, **runs, **self.strategy.stats()}
         res.save()
 
     def validation_extra(self, own: RetrievalCandidate, top: int | None) -> list:

@@ -54,6 +54,10 @@ def test_a_document_prompt_clearly_behind_is_dropped_and_the_rest_halved(enc, tm
     res2 = RetrievalSearch(again, enc, results(out), greedy).run()
     assert again.scored == [] and res2.steps == res.steps  # resumed: nothing scored again, the same race
     assert not again.screens and res2.stats["screened_out"] == 2  # its decision read back: no screen encoded again
+    # the file's time is its runs' (a rerun with nothing to do had kept only its own): this run's, and in all of them
+    first = res.stats
+    assert (first["runs"], res2.stats["runs"]) == (1, 2) and res2.stats["scored_now"] == 0
+    assert res2.stats["seconds_all_runs"] == pytest.approx(first["seconds"] + res2.stats["seconds"], abs=0.002)
 
 
 def test_without_a_race_every_document_prompt_is_scored_on_the_whole_corpus(enc):
