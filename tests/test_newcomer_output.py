@@ -91,6 +91,9 @@ def test_the_greedy_table_fits_an_80_column_terminal(monkeypatch):
         res = Results.load(REPO / "docs" / "results" / f"{name}.json")
         table = format_path(res.path_steps, res)
         assert max(map(len, table.splitlines())) <= 80, name
+        held = (res.validation or {}).get("tasks", [])  # named as score's and eval's tables name them (a trial)
+        assert not held or table.splitlines()[0].split()[-len(held):] == [{"stsb": "STS-B", "sickr": "SICK-R"}.get(
+            t, t) for t in held], table.splitlines()[0]
         for step in res.path_steps:
             if step.stage not in ("relation:best", "layer:best", "readout:best", "readout-stop"):
                 assert f"{step.spearman:.2f}" in table

@@ -92,6 +92,7 @@ def flushed(code: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors and interrupts end it with one line and an exit status (2, 130, 143)."""
+    _line_buffered()
     try:
         return _command(argv)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM in the instant its handlers are put back, the command done: a clean
@@ -99,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         if ended is None:
             raise
         return ended
+
+
+def _line_buffered() -> None:
+    """Results (stdout) written a line at a time, as the notes and progress (stderr) are: redirected to one log, stdout
+    was block-buffered and its lines came after stderr's of later steps (a user's trial)."""
+    try:
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # a stream that cannot (a test's capture, a closed one): as it is
+        pass
 
 
 def _command(argv: list[str] | None) -> int:

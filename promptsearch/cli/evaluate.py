@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..data import DEV_SET, check_data, expand_tasks, one_dataset
-from ..encoding.reps import rep_named
+from ..encoding.reps import MaskState, rep_named
 from ..errors import worded
 from ..eval import anisotropy, evaluate_reps, evaluators
 from ..eval.ditto import best_head_line, format_heads, search_heads
@@ -32,7 +32,9 @@ def cmd_eval(args) -> int:
     res = evaluate_reps(enc, [rep], evaluators(tasks, o.data(args)), o.data(args))[rep]
     aniso = anisotropy(enc, [rep])[rep] if args.anisotropy else None
     if not args.json:
-        said = f" (the model's own: {enc.describe_own()})" if own else ""
+        said = (f" (the model's own: {enc.describe_own()})" if own
+                else " (the raw [MASK] state; --denoise subtracts the template's bias, as score and the searches rank "
+                     "it by default)" if isinstance(rep, MaskState) and not rep.denoise else "")
         print(f"model: {_loaded(args)}   representation: {rep.label}{said}   ({time.time() - t0:.1f}s)")
     print(eval_output(rep, res, tasks, aniso, args.json, args.markdown, args.subsets))
     return 0

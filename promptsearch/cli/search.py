@@ -13,7 +13,8 @@ from contextlib import nullcontext
 
 import optuna
 
-from ..data import DevSets, check_data, one_dataset, read_wordnet
+from ..data import TASKS, DevSets, check_data, one_dataset, read_wordnet
+from ..data.tasks import resolved_task
 from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable, resumed_model
 from ..library import read_templates
@@ -27,7 +28,7 @@ from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.optuna_search import OptunaSearch
 from ..search.plots import plot_results
 from ..search.racing import Racing
-from ..search.results import kept_precision, scored_settings
+from ..search.results import kept_precision, scored_settings, set_label
 from ..search.study import check_storage
 from ..search.validate import held_out_tasks
 from . import options as o
@@ -40,12 +41,22 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
     if args.out:
         check_writable(args.out)
     sets = DevSets.parse(args.dataset)  # the dev set(s), read once: the checks and the scorer get the object
-    if (note := o.one_set_objective_note(args.objective, len(sets.names), "--dataset")) and not args.quiet:
-        o.say(note)
     for check in checks:
         check(sets)
     check_data(sets, args.data_dir)
     tasks = held_out_tasks(args.validate_on, args.validate_top, o.data(args))
+    scored = {resolved_task(t) for t in sets.names}  # a set the search scores on is not held out (a user's trial: the
+    left = [t for t in tasks if resolved_task(t) in scored]  # held-out column repeated the score, --dataset stsb)
+    tasks = [t for t in tasks if t not in left]
+    test = [t for t in sets.names if t in TASKS]
+    which = "a test set" if len(test) == 1 else "test sets"
+    notes = [n for n in ((f"note: --dataset {','.join(test)} names {which}, for reporting (eval --tasks): a search "
+                          "chooses on the set it scores, so its scores there are optimistic; search on a dev set "
+                          "(stsb-dev, sick-trial) and report the test sets" if test else None),
+                         (f"note: held-out validation leaves out {', '.join(map(set_label, left))}: the search scores "
+                          "on it, so it is not held out" if left else None),
+                         o.one_set_objective_note(args.objective, len(sets.names), "--dataset"))
+             if n and not args.quiet]  # said once nothing refused the run
     check_apart(None if args.no_cache else args.cache, args.out)
     bf16, pinned = kept_precision(args.out, args.bf16)  # a resumed results file keeps its precision
     work = args.command != "optuna" and getattr(args, "storage", None)
@@ -72,6 +83,8 @@ def _run(args, strategy, *checks, enc=None, denoise: bool | None = None) -> Resu
         queue = None
     with queue if queue is not None else nullcontext():  # interrupted, its workers wait for the command to resume it
         results = open_results(strategy, scorer, args.out, model)
+        for note in notes:  # said once nothing refused the run (a refusal stays one line)
+            o.say(note)
         if announce and results.entries:  # said before it starts, as a retrieval search says it
             announce(o.resuming(results.path, len(results.entries), results.UNIT))
         results.extras["x_command"] = o.recorded_command(args)  # the TUI's "s" resumes the search with it

@@ -28,7 +28,7 @@ from ..errors import PromptSearchError, TemplateError, did_you_mean
 from ..library import demo_template, load_json, read_demos
 from ..representation import POOLED_READOUTS, Representation, pooled_ways, uses_first_token
 from .racing import Racing
-from .results import Results
+from .results import Results, set_label
 from .runner import Runner
 from .scorer import Scorer
 from .state import PathStep
@@ -360,7 +360,7 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
 
     blank = ("",) * len(val)
     head = results.objective if sets and results is not None else TASK_NAMES.get(dataset, dataset)
-    rows = [("Template", head, *val)]
+    rows = [("Template", head, *map(set_label, val))]  # each set as tables name it (STS-B, SICK-R)
     rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r.stage == "relation"]
     rows += [row(r.template, r.spearman) for r in rel]

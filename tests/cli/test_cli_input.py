@@ -707,3 +707,45 @@ def test_held_out_cost_counts_an_ensembles_members_and_no_cached_score():
     assert Scorer.held_out_cost(SimpleNamespace(sentences=[]), run, {"x": held}, {"x": [c]}) == \
         "all 1 from the score cache"
     assert Scorer.held_out_cost(SimpleNamespace(sentences=[]), run, {"x": held}, {"x": [a, b]}) == "2 × 100 sentences"
+
+
+def test_a_test_set_searched_on_is_noted_and_never_its_own_held_out_set(tiny_bert_dir, tmp_path, capsys):
+    """A newcomer's trial: score --dataset stsb ran without a word, and its held-out column (STS-B) repeated the
+    score it chose by. A test set searched on is noted (its scores there are optimistic), and a set the search scores
+    on is left out of held-out validation, said so."""
+    out = tmp_path / "t.json"
+    argv = ["score", "--model", str(tiny_bert_dir), "--dataset", "sts16", "--no-cache", "--no-bf16", "--validate-on",
+            "sts16,sts12", "--out", str(out), "[X] means [MASK] ."]
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    assert "note: --dataset sts16 names a test set, for reporting (eval --tasks)" in said.err
+    assert "note: held-out validation leaves out STS16: the search scores on it, so it is not held out" in said.err
+    d = json.loads(out.read_text())
+    assert d["validation"]["tasks"] == ["sts12"]
+    assert all(set(e.get("validation") or {}) <= {"sts12"} for e in d["templates"])
+    head = next(x for x in said.out.splitlines() if x.lstrip().startswith("rank"))
+    assert head.split()[-1] == "STS12" and head.count("STS16") == 1  # the score's column only
+
+
+def test_eval_says_a_mask_template_is_read_raw_unlike_score(tiny_bert_dir, capsys):
+    """A newcomer's trial: eval of a [MASK] template gave 51.36 (raw), score 75.21 (denoised, its default), and eval's
+    row did not say it was raw. Its line now says so, and how to get score's number."""
+    base = ["eval", "--model", str(tiny_bert_dir), "--tasks", "sts16", "--no-bf16", "--template", "[X] means [MASK] ."]
+    assert main(base) == 0
+    assert "(the raw [MASK] state; --denoise subtracts the template's bias" in capsys.readouterr().out
+    assert main([*base, "--denoise"]) == 0
+    out = capsys.readouterr().out
+    assert "[X] means [MASK] . (denoised)" in out and "raw [MASK] state" not in out
+
+
+def test_results_are_written_a_line_at_a_time_into_a_log():
+    """A newcomer's trial: with '> log 2>&1' stdout was block-buffered, so its lines landed after later notes of
+    stderr; main() now writes stdout a line at a time, as a terminal gets it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom promptsearch.cli import main\nwas = sys.stdout.line_buffering\nmain(['--version'])\n"
+            "print(was, sys.stdout.line_buffering)")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines()[-1] == "False True"  # a pipe: block-buffered until main() made it line-buffered

@@ -198,7 +198,7 @@ def test_held_out_validation_is_the_evaluation_and_is_printed(tiny_bert_dir, tmp
         want = evaluate_reps(enc, [r], ["sts13", "sickr"])[r]
         assert e["validation"] == {t: pytest.approx(want[t]["spearman"], abs=1e-4) for t in ("sts13", "sickr")}
         assert f"{e['validation']['sickr']:.2f}" in printed
-    assert "sts13" in printed.splitlines()[0] and "full-set encodings" in printed
+    assert "STS13" in printed.splitlines()[0] and "full-set encodings" in printed  # as tables name it
 
 
 def test_no_racing_scores_every_candidate(tiny_bert_dir, tmp_path):
