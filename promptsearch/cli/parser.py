@@ -68,9 +68,7 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
     for e in extras:
         name = e.split("=", 1)[0]
         if name.startswith("--") and name not in flags:
-            data = _data_flag(name, parser)  # another command's name for the data (eval --dataset: --tasks)
-            close += [m for m in ([data] if data else difflib.get_close_matches(name, flags, n=1, cutoff=0.6))
-                      if m not in close]
+            close += [m for m in difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if m not in close]
     template = [n for n in (e.split("=", 1)[0] for e in extras) if n in TEMPLATE_FLAGS]
     if template and parser.prog.endswith(" retrieval"):  # a flag of the STS commands, not a typo
         return (f"unrecognized arguments: {' '.join(extras)}; {template[0]} sets how a template reads [MASK] or fills "

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import optuna
 
-from ..data import TASKS, DevSets, check_data, one_dataset, read_wordnet
+from ..data import TASKS, DevSets, check_data, one_dataset, read_wordnet, set_label
 from ..data.tasks import resolved_task
 from ..errors import PromptSearchError
 from ..fileio import check_apart, check_writable, resumed_model
@@ -28,7 +28,7 @@ from ..search.greedy import Greedy, format_path, load_vocabulary
 from ..search.optuna_search import OptunaSearch
 from ..search.plots import plot_results
 from ..search.racing import Racing
-from ..search.results import kept_precision, scored_settings, set_label
+from ..search.results import kept_precision, scored_settings
 from ..search.study import check_storage
 from ..search.validate import held_out_tasks
 from . import options as o

@@ -23,6 +23,16 @@ TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "ST
               "sick-trial": "SICK-R trial", "sick-train": "SICK-R train", "stsb-original-dev": "STS-B dev (original)",
               "stsb-original-test": "STS-B test (original)"}
 TASK_GROUPS = {"sts-all": TASKS}
+
+
+def set_label(name: str) -> str:
+    """A data set as tables and lines name it: a built-in one by its table name (``stsb-dev`` → STS-B dev, ``sickr`` →
+    SICK-R), as every command prints it; the user's own (a file, a folder, a hub id) as given.
+
+    :param name: the set's name as the run was given it (several: comma-joined, each named so).
+    :returns: the name shown."""
+    return ",".join(TASK_NAMES.get(n, n) for n in name.split(","))
+
 # Other names of built-in splits: SICK's files are SICK_trial / SICK_train / SICK_test_annotated.
 SPLIT_ALIASES = {"sickr-dev": "sick-trial", "sickr-train": "sick-train", "sick-test": "sickr", "sickr-test": "sickr",
                  "stsb-test": "stsb"}

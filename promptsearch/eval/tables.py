@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import TASK_NAMES, DataOptions
+from ..data import DataOptions, set_label
 from ..encoding import MaskState, TopKStatic
 from ..encoding.reps import Ditto, Rep, rep, rep_from_key
 from ..errors import PromptSearchError
@@ -39,7 +39,7 @@ def format_table(rows: list[tuple[str, dict[str, dict]]], tasks: Sequence[str],
     :returns: the table."""
     extra = extra or {}
     extra_cols = list(dict.fromkeys(c for v in extra.values() for c in v))
-    cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else []) + extra_cols
+    cols = [set_label(t) for t in tasks] + (["Avg."] if len(tasks) > 1 else []) + extra_cols
     body = []
     for label, res in rows:
         cells = [f"{res[t]['spearman']:.2f}" for t in tasks]
@@ -92,7 +92,7 @@ def mean_std(per_seed: Sequence[dict[str, dict]], tasks: Sequence[str]) -> dict[
 def format_seed_table(rows: list[tuple[str, Sequence[dict[str, dict]]]], tasks: Sequence[str],
                       markdown: bool = True) -> str:
     """One row per (label, runs): each cell "mean ± std" over the runs (a single run: its number)."""
-    cols = [TASK_NAMES.get(t, t) for t in tasks] + (["Avg."] if len(tasks) > 1 else [])
+    cols = [set_label(t) for t in tasks] + (["Avg."] if len(tasks) > 1 else [])
     body = []
     for label, runs in rows:
         ms = mean_std(runs, tasks)

@@ -23,12 +23,12 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..data import DEV_SET, TASK_NAMES
+from ..data import DEV_SET, set_label
 from ..errors import PromptSearchError, TemplateError, did_you_mean
 from ..library import demo_template, load_json, read_demos
 from ..representation import POOLED_READOUTS, Representation, pooled_ways, uses_first_token
 from .racing import Racing
-from .results import Results, set_label
+from .results import Results
 from .runner import Runner
 from .scorer import Scorer
 from .state import PathStep
@@ -359,7 +359,7 @@ def format_path(path: list[PathStep], results: Results | None = None, width: int
         return (label or template, f"{score:.2f}", *(f"{v[t]:.2f}" if t in v else "" for t in val))
 
     blank = ("",) * len(val)
-    head = results.objective if sets and results is not None else TASK_NAMES.get(dataset, dataset)
+    head = results.objective if sets and results is not None else set_label(dataset)
     rows = [("Template", head, *map(set_label, val))]  # each set as tables name it (STS-B, SICK-R)
     rows.append(("Searching for relationship tokens", "", *blank))
     rel = [r for r in path if r.stage == "relation"]

@@ -17,10 +17,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..data import set_label
 from ..errors import PromptSearchError, first_line, note
 from ..fileio import RETRIEVAL, check_writable, results_kind
 from ..representation import Representation
-from .results import Results, set_label
+from .results import Results
 from .state import PathStep
 
 FORMATS = (".svg", ".png", ".pdf")

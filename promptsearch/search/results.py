@@ -39,7 +39,7 @@ from typing import Callable, ClassVar
 
 import jsonschema
 
-from ..data import TASK_NAMES
+from ..data import set_label
 from ..errors import PromptSearchError, TemplateError
 from ..eval.objective import DEFAULT_OBJECTIVE
 from ..fileio import RETRIEVAL, atomic_write, check_not_read_only, hold_write_lock, recorded_place
@@ -580,15 +580,6 @@ def verdict_lines(results: Results) -> list[str]:
         lines.append(f"spread of the {s.n} scored: min {s.min:.2f}, median {s.median:.2f}, max {s.max:.2f}; "
                      f"the model's own representation ({s.own:.2f}) ranks {s.own_rank} of {s.n}")
     return lines
-
-
-def set_label(name: str) -> str:
-    """A data set as tables and lines name it: a built-in one by its table name (``stsb-dev`` → STS-B dev, ``sickr`` →
-    SICK-R), as every command prints it; the user's own (a file, a folder, a hub id) as given.
-
-    :param name: the set's name as the run was given it (several: comma-joined, each named so).
-    :returns: the name shown."""
-    return ",".join(TASK_NAMES.get(n, n) for n in name.split(","))
 
 
 def _seal(e: Entry) -> str:

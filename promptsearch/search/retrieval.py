@@ -519,6 +519,14 @@ class RetrievalResults:
         """Over several sets, how their scores are one: "mean" or "min" (a file written before the min: "mean")."""
         return str(self.data.get("objective", DEFAULT_OBJECTIVE))
 
+    @staticmethod
+    def label(name: str) -> str:
+        """A retrieval set as lines name it: by its own name (a BEIR folder ``stsb`` is the user's, not STS-B).
+
+        :param name: the set's name.
+        :returns: it."""
+        return name
+
     def ranked(self) -> list[RetrievalEntry]:
         """The entries, highest nDCG@10 first (as STS ``Results.ranked``)."""
         return sorted(self.entries.values(), key=lambda e: -e.score)

@@ -171,6 +171,10 @@ class TaskResults(Protocol):
         """The entries, best first (by the primary metric)."""
         ...
 
+    def label(self, name: str) -> str:
+        """A data set's name as this kind's lines print it."""
+        ...
+
     def save(self) -> None:
         """Write the file."""
         ...

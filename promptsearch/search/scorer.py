@@ -178,7 +178,7 @@ class Scorer:
         """The data set's name (several: comma-joined), as held-out validation keys a score on it."""
         return self.dataset
 
-    def held_out_cost(self, results, helds: dict[str, "Scorer"], todo: Mapping[str, list]) -> str:
+    def held_out_cost(self, results, helds: dict[str, "Scorer"], todo: Mapping[str, list[Representation]]) -> str:
         """What held-out validation costs, in words: the sentences it encodes for the keys the score cache does not
         hold (``todo``: each held-out set's name → the keys to score there), and (when this search encoded anything)
         about how long that takes at the search's pace; or that the cache holds every score.
@@ -188,17 +188,17 @@ class Scorer:
         :param todo: each held-out set's name → the keys scored there.
         :returns: the cost, said."""
         # an ensemble is never cached
-        fresh = {name: [k for k in keys if getattr(k, "members", None) or helds[name].cached(k) is None]
+        fresh = {name: [k for k in keys if k.members or helds[name].cached(k) is None]
                  if helds[name].use_cache else list(keys) for name, keys in todo.items()}
         n_cached = sum(map(len, todo.values())) - sum(map(len, fresh.values()))
         cached = f"{n_cached} from the score cache" if n_cached else ""
         if not any(fresh.values()):
             return f"all {n_cached} from the score cache"
         # an ensemble's members are each encoded again there (a held-out scorer keeps no vectors), cached or not
-        passes = {name: sum(len(getattr(k, "members", None) or ()) or 1 for k in keys) for name, keys in fresh.items()}
+        passes = {name: sum(len(k.members or ()) or 1 for k in keys) for name, keys in fresh.items()}
         sentences = sum(len(helds[name].sentences) * p for name, p in passes.items())
         n = len({k for keys in fresh.values() for k in keys})
-        single = not any(getattr(k, "members", None) for keys in fresh.values() for k in keys)
+        single = not any(k.members for keys in fresh.values() for k in keys)
         what = (f"{n} × {sentences // n:,} sentences" if single and all(len(keys) in (0, n) for keys in fresh.values())
                 else f"{sentences:,} sentences")
         encodings = sum(results.to_dict()["stats"]["encodings_by_precision"].values())

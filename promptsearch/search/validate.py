@@ -62,7 +62,7 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     the sets, ``top`` and the time in the results' ``validation``, and saved. Not search work: nothing here chooses.
 
     :param results: the search's results (``ranked``, ``entries`` with a ``validation`` each, ``validation``,
-        ``PLACES``, ``save``, ``UNIT``: what an entry is called in the announced line).
+        ``PLACES``, ``save``, ``UNIT``: what an entry is called in the announced line, ``label``: a set's name there).
     :param helds: held-out set name → a scorer on it (``TaskScorer``: ``score(keys)`` in order, each with a ``value``).
     :param top: how many of the best-ranked entries to validate.
     :param extra: further entry keys to validate.
@@ -73,8 +73,7 @@ def held_out(results, helds: Mapping[str, Any], top: int = 5, extra=(), show_pro
     t0 = time.perf_counter()
     names = list(helds)
     unit = results.UNIT
-    label = getattr(results, "label", None) or str  # a set as its kind names it (STS-B, SICK-R; a file: as given)
-    shown = ", ".join(map(label, names))
+    shown = ", ".join(map(results.label, names))  # each set as its kind names it (STS-B, SICK-R; a file: as given)
     chosen = picked(results, top, extra)
     # a resumed file's held-out scores are read back (it is of the same model, data and settings), not scored again;
     # an entry edited by hand is scored again

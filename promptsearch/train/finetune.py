@@ -24,7 +24,7 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from ..data import TASK_NAMES, data_fingerprint
+from ..data import data_fingerprint, set_label
 from ..data.tasks import resolved_task
 from ..encoding import PromptEncoder
 from ..errors import PromptSearchError, note, worded
@@ -349,7 +349,7 @@ def plan_line(cfg: FinetuneConfig, total: int, start: int, n: int, dev_set: str)
     epochs = total * cfg.batch_size / max(n, 1)
     e = f"{epochs:.0f}" if epochs >= 10 else f"{epochs:.2g}"
     return (f"{total} step{'' if total == 1 else 's'} of {cfg.batch_size} sentences ({e} "
-            f"epoch{'' if e == '1' else 's'} of {n:,}), {TASK_NAMES.get(dev_set, dev_set)} scored every "
+            f"epoch{'' if e == '1' else 's'} of {n:,}), {set_label(dev_set)} scored every "
             f"{cfg.eval_steps} steps"
             + (f"; resuming at step {start}" if start else ""))
 
@@ -504,7 +504,7 @@ def prepare_encoder(enc: PromptEncoder, model_name: str, template: str, soft=Non
 def summary_line(summary: dict, cfg: FinetuneConfig, out, several_seeds: bool = False) -> str:
     """What a finished fine-tuning run says, under the name of the set that chose the checkpoint."""
     dev = summary["dev_set"]
-    return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
+    return (f"finetune {cfg.mode}{f' (seed {cfg.seed})' if several_seeds else ''}: {set_label(dev)} "
             f"{summary['start_dev']:.2f} (start) -> {summary['best_dev']:.2f} (best checkpoint) in {summary['steps']} "
             f"step{'' if summary['steps'] == 1 else 's'} of {cfg.batch_size}, {summary['seconds']:.0f}s "
             f"({summary['steps_per_second']} steps/s, {summary['train_sentences_per_second']} sentences/s training on "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..data import TASK_NAMES
+from ..data import set_label
 from ..encoding import PromptEncoder
 from ..model.saved import save_soft_prompt
 from ..template import Template
@@ -200,7 +200,7 @@ def summary_line(summary: dict, cfg: OptiPromptConfig, out, several_seeds: bool 
     :returns: one line."""
 
     dev = summary["dev_set"]
-    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {TASK_NAMES.get(dev, dev)} "
+    return (f"OptiPrompt{f' (seed {cfg.seed})' if several_seeds else ''}: {set_label(dev)} "
             f"{summary['manual_dev']:.2f} (manual template) -> {summary['best_dev']:.2f} (best vectors) in "
             f"{summary['steps']} steps x {cfg.batch_size} sentences, {summary['seconds']:.0f}s{_rate(summary)}; saved "
             f"to {out}")
